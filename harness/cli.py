@@ -1,0 +1,210 @@
+"""Command line: plan, qualify, report, arms, make-tiny-model.
+
+A qualification is a pipeline of named steps:
+  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_tables.
+HarnessErrors are caught once here: one readable message, exit code from the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import __version__
+from harness.arms import Arm, known_arms, load_arm
+from harness.errors import HarnessError
+from harness.launch import plan_for, preflight_error
+from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
+from harness.plan import Plan, render_plan
+from harness.plugin import run_id_now
+from harness.preflight import Verdict
+from harness.results import read_results
+from harness.server import stop_all
+from harness.tables import kv_capacity_table, outcomes_table, to_markdown
+from harness.vllm_args import check_with_vllm
+
+SUITES_DIR = REPO_ROOT / "suites"
+
+
+def load_arms(name: str, reference: str | None, overrides: list[str]) -> tuple[Arm, Arm | None]:
+    arm = load_arm(name, overrides)
+    ref_name = reference or arm.reference
+    return arm, (load_arm(ref_name) if ref_name and ref_name != name else None)
+
+
+def check_arm(arm: Arm, vllm_check: bool = True) -> tuple[Plan, list[Verdict]]:
+    """Preflight and (where vLLM is importable) vLLM's own parser; raises on a violation."""
+    plan = plan_for(arm)
+    extra = [check_with_vllm(plan.nodes, arm.launcher.python or server_python())] if vllm_check else []
+    if not plan.ok or not all(v.ok for v in extra):
+        failed = Plan(plan.arm, plan.nodes, (*plan.verdicts, *extra))
+        raise preflight_error(failed)
+    return plan, extra
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    arm = load_arm(args.arm, args.set)
+    plan = plan_for(arm)
+    extra = [] if args.no_vllm_check else [check_with_vllm(plan.nodes, arm.launcher.python or server_python())]
+    print(render_plan(plan, extra))
+    print("\nport: chosen free at launch unless server.port is set")
+    ok = plan.ok and all(v.ok for v in extra)
+    if not ok:
+        print(f"\narm {arm.name!r} fails preflight: nothing would be started", file=sys.stderr)
+    return 0 if ok else 2
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except OSError:
+        return None
+
+
+def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    info = {"harness_version": __version__, "git_commit": git_commit(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv,
+            "arms": {a.name: a.model_dump(mode="json") for a in arms}}
+    (run_dir / "run.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def render_tables(run_dir: Path, arm_order: list[str]) -> str:
+    records, problems = read_results(run_dir / "results.jsonl")
+    sections = [("KV capacity", kv_capacity_table(records, arm_order)), ("Checks", outcomes_table(records))]
+    tables_dir = run_dir / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for title, df in sections:
+        md = to_markdown(df)
+        slug = title.lower().replace(" ", "_")
+        (tables_dir / f"{slug}.md").write_text(md + "\n")
+        df.to_csv(tables_dir / f"{slug}.csv", index=False)
+        out.append(f"### {title}\n\n{md}\n")
+    if problems:
+        out.append("### Results file problems\n\n" + "\n".join(f"- {p}" for p in problems) + "\n")
+    return "\n".join(out)
+
+
+TERMINATED: list[int] = []
+
+
+def _raise_interrupt(signum, frame):
+    # Turn SIGTERM into KeyboardInterrupt so pytest tears its fixtures down (servers stop).
+    TERMINATED.append(signum)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
+    import pytest
+
+    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suites.split(",")] if args.suites else [str(SUITES_DIR)]
+    pytest_args = [*targets, "-p", "no:cacheprovider", "--arm", args.arm, "--run-dir", str(run_dir),
+                   f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_family=xunit2", "-rfE"]
+    if args.reference:
+        pytest_args += ["--reference", args.reference]
+    for assignment in args.set:
+        pytest_args += ["--set", assignment]
+    pytest_args += args.pytest_args
+    return int(pytest.main(pytest_args))
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    arm, ref = load_arms(args.arm, args.reference, args.set)
+    for a in (arm, ref):
+        if a is not None:
+            check_arm(a, vllm_check=not args.no_vllm_check)
+    run_dir = Path(args.run_dir) if args.run_dir else REPORTS_DIR / (args.run_id or run_id_now())
+    order = [arm.name] + ([ref.name] if ref else [])
+    write_run_info(run_dir, [a for a in (arm, ref) if a], sys.argv)
+    print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        code = run_suites(run_dir, args)
+    finally:
+        stop_all()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    print("\n" + render_tables(run_dir, order))
+    print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}")
+    return 128 + TERMINATED[0] if TERMINATED else code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    if not run_dir.is_dir():
+        run_dir = REPORTS_DIR / args.run
+    if not run_dir.is_dir():
+        raise HarnessError(f"no run directory {args.run!r} (looked in . and {REPORTS_DIR})")
+    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    print(render_tables(run_dir, list(info.get("arms", {}))))
+    return 0
+
+
+def cmd_arms(args: argparse.Namespace) -> int:
+    for name in known_arms():
+        print(name)
+    return 0
+
+
+def cmd_make_tiny_model(args: argparse.Namespace) -> int:
+    train = Path(args.gsm8k_train) if args.gsm8k_train else gsm8k_dir() / "train.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.call([server_python(), "-m", "harness.tinymodel", "--out", args.out,
+                            "--gsm8k-train", str(train)], env=env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness", description="DCP qualification harness for vLLM")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def arm_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--arm", required=True, help="arm name (configs/arms/<name>.yaml)")
+        p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override an arm field")
+        p.add_argument("--no-vllm-check", action="store_true", help="skip parsing the argv with vLLM's parser")
+
+    p = sub.add_parser("plan", help="print each node's argv, environment and preflight verdicts")
+    arm_options(p)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("qualify", help="run the suites for an arm against its reference")
+    arm_options(p)
+    p.add_argument("--reference", help="reference arm (default: the arm's `reference:`)")
+    p.add_argument("--run-id", help="name of the run directory under reports/")
+    p.add_argument("--run-dir", help="run directory (overrides --run-id)")
+    p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
+    p.set_defaults(func=cmd_qualify)
+
+    p = sub.add_parser("report", help="render the tables of a finished run")
+    p.add_argument("--run", required=True, help="run id or run directory")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("arms", help="list the arms in configs/arms")
+    p.set_defaults(func=cmd_arms)
+
+    p = sub.add_parser("make-tiny-model", help="generate the deterministic tiny model (server environment)")
+    p.add_argument("--out", default=str(REPO_ROOT / "models" / "tiny-llama"))
+    p.add_argument("--gsm8k-train", help="GSM8K train.jsonl (default $HARNESS_GSM8K_DIR/train.jsonl)")
+    p.set_defaults(func=cmd_make_tiny_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        stop_all()
+        print("interrupted: servers stopped", file=sys.stderr)
+        return 130

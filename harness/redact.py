@@ -1,0 +1,30 @@
+"""Redaction of secrets in argv and environment before anything is printed or stored."""
+
+from __future__ import annotations
+
+import re
+
+SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+SECRET_FLAGS = ("--api-key", "--hf-token")
+MASK = "<redacted>"
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: (MASK if SECRET_NAME.search(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+        elif arg in SECRET_FLAGS:
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in SECRET_FLAGS:
+            out.append(arg.split("=", 1)[0] + "=" + MASK)
+        else:
+            out.append(arg)
+    return out

@@ -1,0 +1,77 @@
+"""Pure parsing of a vLLM server log: KV capacity, selected attention backend, fatal errors.
+
+Formats seen in vLLM's own sources:
+  vLLM >= 0.30, one line:  "GPU KV cache size: 1,933,000 tokens, Maximum concurrency for ..."
+  older, two lines:        "GPU KV cache size: 1,933,000 tokens" / "Maximum concurrency for ..."
+  CPU backend:             "CPU KV cache size: 1,908,608 tokens, ..."
+  GPU memory:              "Available KV cache memory: 68.39 GiB"
+  CPU memory:              "Auto set (1.82/8.34) GiB for KV cache on node 0, ..."
+  backend (auto):          "Using FLASH_ATTN_MLA attention backend out of potential backends: [...]"
+  backend (forced):        "Using FLASHMLA backend." / "Using AttentionBackendEnum.FLASHMLA backend."
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KV_TOKENS = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*(?P<tokens>[\d,]+)\s+tokens")
+KV_TOKENS_SPLIT = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*$")
+TOKENS_ALONE = re.compile(r"(?P<tokens>\d[\d,]*)\s+tokens")
+AVAILABLE_GIB = re.compile(r"Available KV cache memory:\s*(?P<gib>[\d.]+)\s*GiB")
+CPU_AUTO_GIB = re.compile(r"Auto set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache")
+BACKEND = re.compile(r"\bUsing (?:AttentionBackendEnum\.)?(?P<name>[A-Z][A-Z0-9_]+) (?:attention )?backend\b")
+FATAL_MARKERS = (
+    "EngineDeadError",
+    "Engine core initialization failed",
+    "EngineCore failed to start",
+    "Engine process failed to start",
+)
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    device: str  # "GPU", "CPU", ...
+    tokens: int  # as logged; with DCP vLLM already multiplies by the CP world size
+    gib: float | None  # KV memory per worker, where the log states it
+    line: str  # the source line, for the record
+
+
+def parse_kv_capacity(log: str) -> KvCapacity | None:
+    lines = log.splitlines()
+    gib = None
+    for line in lines:
+        m = AVAILABLE_GIB.search(line) or CPU_AUTO_GIB.search(line)
+        if m:
+            gib = float(m.group("gib"))
+            break
+    for i, line in enumerate(lines):
+        m = KV_TOKENS.search(line)
+        if m:
+            return KvCapacity(m.group("device"), int(m.group("tokens").replace(",", "")), gib, line.strip())
+        m = KV_TOKENS_SPLIT.search(line)
+        nxt = TOKENS_ALONE.search(lines[i + 1]) if m and i + 1 < len(lines) else None
+        if m and nxt:
+            joined = f"{line.strip()} {lines[i + 1].strip()}"
+            return KvCapacity(m.group("device"), int(nxt.group("tokens").replace(",", "")), gib, joined)
+    return None
+
+
+def parse_backends(log: str) -> list[str]:
+    """Attention backends the log says were selected, first (the target's) first, deduplicated."""
+    seen: list[str] = []
+    for m in BACKEND.finditer(log):
+        if m.group("name") not in seen:
+            seen.append(m.group("name"))
+    return seen
+
+
+def find_fatal(log: str) -> str | None:
+    for line in log.splitlines():
+        if any(marker in line for marker in FATAL_MARKERS):
+            return line.strip()
+    return None
+
+
+def tail(log: str, n: int = 40) -> str:
+    return "\n".join(log.splitlines()[-n:])

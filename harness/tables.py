@@ -1,0 +1,54 @@
+"""Comparison tables from result records (pure): pandas frames, rendered as GitHub Markdown."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.results import KvCapacityRecord, OutcomeRecord, Record, ServerRecord
+
+
+def human_tokens(n: int) -> str:
+    """1_933_000 -> '1.933M', as the seed PR writes KV capacity."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.3f}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.1f}k"
+    return str(n)
+
+
+def first_line(text: str | None, limit: int = 120) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """Arm, KV tokens, GiB per worker, TP/DCP, backend; an arm whose server failed shows why."""
+    kv = {r.arm: r for r in records if isinstance(r, KvCapacityRecord)}
+    servers = {r.arm: r for r in records if isinstance(r, ServerRecord)}
+    rows = []
+    for arm in arm_order:
+        server = servers.get(arm)
+        backend = ", ".join(server.backends) if server and server.backends else "not logged"
+        if arm in kv:
+            r = kv[arm]
+            gib = f"{r.gib_per_worker:.2f}" if r.gib_per_worker is not None else "n/a"
+            rows.append({"Arm": arm, "KV tokens": human_tokens(r.tokens), "KV GiB per worker": gib,
+                         "TP/DCP": f"{r.tp}/{r.dcp}", "Device": r.device, "Attention backend": backend})
+        else:
+            why = f"server failed: {first_line(server.reason)}" if server and server.status == "failed" else "not measured"
+            rows.append({"Arm": arm, "KV tokens": "n/a", "KV GiB per worker": "n/a", "TP/DCP": "",
+                         "Device": "", "Attention backend": why})
+    return pd.DataFrame(rows)
+
+
+def outcomes_table(records: list[Record]) -> pd.DataFrame:
+    rows = [{"Suite": r.suite, "Arm": r.arm, "Test": r.test.split("::")[-1], "Outcome": r.outcome,
+             "Detail": first_line(r.message.splitlines()[-1] if r.message else "")}
+            for r in records if isinstance(r, OutcomeRecord)]
+    return pd.DataFrame(rows, columns=["Suite", "Arm", "Test", "Outcome", "Detail"])
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_(no rows)_"
+    return df.to_markdown(index=False, tablefmt="github")
