@@ -21,9 +21,8 @@ from harness import __version__
 from harness.arms import Arm, known_arms, load_arm
 from harness.errors import HarnessError
 from harness.launch import plan_for, preflight_error
-from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
+from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
-from harness.plugin import run_id_now
 from harness.preflight import Verdict
 from harness.results import read_results
 from harness.server import stop_all

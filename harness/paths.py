@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
-ARMS_DIR = CONFIG_DIR / "arms"
-REPORTS_DIR = REPO_ROOT / "reports"
+# Tests point these elsewhere through the environment; users rarely need to.
+ARMS_DIR = Path(os.environ.get("HARNESS_ARMS_DIR", CONFIG_DIR / "arms"))
+REPORTS_DIR = Path(os.environ.get("HARNESS_REPORTS_DIR", REPO_ROOT / "reports"))
+
+
+def run_id_now() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
 
 
 def server_python() -> str:

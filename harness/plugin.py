@@ -7,7 +7,6 @@ fixtures and write typed records through `record`.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from harness.arms import Arm, load_arm
 from harness.errors import HarnessError
 from harness.launch import LiveServer, launch
-from harness.paths import REPORTS_DIR
+from harness.paths import REPORTS_DIR, run_id_now
 from harness.redact import redact_argv, redact_env
 from harness.results import OutcomeRecord, ResultsWriter, ServerRecord
 
@@ -29,10 +28,6 @@ class Options:
     reference: str | None = None  # default: the arm's own `reference:`
     run_dir: Path | None = None
     overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
-
-
-def run_id_now() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
 
 
 class HarnessSession:

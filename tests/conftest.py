@@ -1,0 +1,36 @@
+"""Shared helpers for the harness's own tests."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO_ROOT
+
+TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
+
+
+@pytest.fixture
+def arms_dir(tmp_path: Path):
+    """A scratch configs/arms with a tiny local model; returns (dir, write(name, yaml_text))."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(
+        {"num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+         "qk_rope_head_dim": 64, "max_position_embeddings": 8192}))
+    d = tmp_path / "arms"
+    d.mkdir()
+
+    def write(name: str, text: str) -> Path:
+        path = d / f"{name}.yaml"
+        path.write_text(textwrap.dedent(text).replace("MODEL_DIR", str(model)))
+        return path
+
+    write("base", """
+        model: {path: MODEL_DIR, served_name: m, max_model_len: 4096}
+        parallelism: {tp: 8}
+    """)
+    return d, write

@@ -1,0 +1,133 @@
+import pytest
+
+from harness.arms import apply_override, deep_merge, known_arms, load_arm
+from harness.errors import ConfigError
+from harness.paths import ARMS_DIR
+
+REQUIRED_ARMS = {"tp8", "dcp8", "tp16-dcp16", "dspark-dcp8", "cpu-ref", "cpu-smoke"}
+
+
+def test_shipped_arms_exist_and_gpu_arms_validate():
+    assert REQUIRED_ARMS <= set(known_arms())
+    for name in REQUIRED_ARMS - {"cpu-ref", "cpu-smoke"}:  # CPU arms need the generated model
+        arm = load_arm(name)
+        assert arm.name == name
+        assert arm.source_files[0].endswith(f"{name}.yaml")
+
+
+def test_extends_inherits_and_overrides():
+    dcp8 = load_arm("dcp8")
+    assert dcp8.model.path == "moonshotai/Kimi-K3"  # from tp8
+    assert (dcp8.parallelism.tp, dcp8.parallelism.dcp) == (8, 8)
+    assert dcp8.reference == "tp8" and dcp8.extends == "tp8"
+    dspark = load_arm("dspark-dcp8")  # two levels: dspark-dcp8 -> dcp8 -> tp8
+    assert dspark.parallelism.dcp == 8 and dspark.speculative.num_speculative_tokens == 8
+    assert [p.rsplit("/", 1)[-1] for p in dspark.source_files] == ["dspark-dcp8.yaml", "dcp8.yaml", "tp8.yaml"]
+
+
+def test_deep_merge_replaces_lists_and_merges_mappings():
+    merged = deep_merge({"a": {"x": 1, "y": 2}, "l": [1, 2]}, {"a": {"y": 3}, "l": [9]})
+    assert merged == {"a": {"x": 1, "y": 3}, "l": [9]}
+
+
+def test_set_overrides_any_field_with_yaml_values():
+    arm = load_arm("dcp8", ["parallelism.dcp=4", "server.enforce_eager=true", 'server.args=["--foo"]'])
+    assert arm.parallelism.dcp == 4 and arm.server.enforce_eager is True and arm.server.args == ["--foo"]
+
+
+@pytest.mark.parametrize("assignment, message", [
+    ("parallelism.dcp", "expected PATH=VALUE"),
+    ("=3", "empty field path"),
+    ("model.path.x=1", "model.path is a str, not a mapping"),
+])
+def test_bad_set_is_a_config_error(assignment, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_override({"model": {"path": "m"}}, assignment)
+
+
+def test_set_of_unknown_field_names_it():
+    with pytest.raises(ConfigError, match=r"field parallelism\.dcpp: unknown field"):
+        load_arm("dcp8", ["parallelism.dcpp=2"])
+
+
+def test_geometry_read_from_config_json_inline_wins(arms_dir):
+    d, write = arms_dir
+    write("child", """
+        extends: base
+        model: {geometry: {num_attention_heads: 96}}
+    """)
+    arm = load_arm("child", arms_dir=d)
+    assert arm.model.geometry.num_attention_heads == 96  # inline
+    assert arm.model.geometry.kv_lora_rank == 512  # from config.json
+    assert arm.parallelism.tp == 8
+
+
+def test_unknown_arm_lists_known_ones(arms_dir):
+    d, _ = arms_dir
+    with pytest.raises(ConfigError, match=r"unknown arm 'nope'.*Known arms: base"):
+        load_arm("nope", arms_dir=d)
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "Arm", "a/b", ""])
+def test_arm_names_cannot_escape_configs(name, arms_dir):
+    d, _ = arms_dir
+    with pytest.raises(ConfigError, match="is not valid"):
+        load_arm(name, arms_dir=d)
+
+
+def test_yaml_syntax_error_names_file_and_line(arms_dir):
+    d, write = arms_dir
+    path = write("broken", "model: {path: x\nparallelism: [\n")
+    with pytest.raises(ConfigError, match=rf"{path}:.*line \d+.*YAML syntax error"):
+        load_arm("broken", arms_dir=d)
+
+
+def test_mistyped_field_names_file_field_and_value(arms_dir):
+    d, write = arms_dir
+    path = write("typo", """
+        extends: base
+        parallelism: {tp: eight}
+    """)
+    with pytest.raises(ConfigError) as exc:
+        load_arm("typo", arms_dir=d)
+    assert str(path) in str(exc.value) and "field parallelism.tp" in str(exc.value) and "'eight'" in str(exc.value)
+
+
+def test_unknown_field_is_rejected(arms_dir):
+    d, write = arms_dir
+    write("extra", """
+        extends: base
+        server: {enable_prefix_cache: true}
+    """)
+    with pytest.raises(ConfigError, match=r"field server\.enable_prefix_cache: unknown field"):
+        load_arm("extra", arms_dir=d)
+
+
+def test_missing_local_model_path(arms_dir):
+    d, write = arms_dir
+    write("nomodel", """
+        extends: base
+        model: {path: /nonexistent/model-dir}
+    """)
+    with pytest.raises(ConfigError, match=r"field model\.path: local model directory /nonexistent/model-dir does not exist"):
+        load_arm("nomodel", arms_dir=d)
+
+
+def test_extends_cycle_is_named(arms_dir):
+    d, write = arms_dir
+    write("a", "extends: b\n")
+    write("b", "extends: c\n")
+    write("c", "extends: a\n")
+    with pytest.raises(ConfigError, match="extends cycle in configs/arms: a -> b -> c -> a"):
+        load_arm("a", arms_dir=d)
+
+
+def test_declared_name_must_match_file(arms_dir):
+    d, write = arms_dir
+    write("named", "extends: base\nname: other\n")
+    with pytest.raises(ConfigError, match="does not match the file name 'named'"):
+        load_arm("named", arms_dir=d)
+
+
+def test_arms_dir_default_is_repo_configs():
+    assert ARMS_DIR.name == "arms" and (ARMS_DIR / "tp8.yaml").is_file()
