@@ -1,0 +1,65 @@
+"""Bad input: one readable message naming file and field, exit code 2, nothing started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harness.paths import REPO_ROOT
+
+
+def harness(*args: str, arms_dir=None, reports_dir=None) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    if arms_dir:
+        env["HARNESS_ARMS_DIR"] = str(arms_dir)
+    if reports_dir:
+        env["HARNESS_REPORTS_DIR"] = str(reports_dir)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def bad_arms(arms_dir):
+    d, write = arms_dir
+    write("syntax", "model: {path: x\nparallelism: [\n")
+    write("typo", "extends: base\nparallelism: {tpp: 8}\n")
+    write("mistyped", "extends: base\nparallelism: {tp: eight}\n")
+    write("nomodel", "extends: base\nmodel: {path: /nonexistent/model}\n")
+    write("cycle1", "extends: cycle2\n")
+    write("cycle2", "extends: cycle1\n")
+    write("violates", "extends: base\nparallelism: {tp: 8, dcp: 2, pcp: 2}\n")
+    return d
+
+
+@pytest.mark.parametrize("arm, needle", [
+    ("unknown-arm", "unknown arm 'unknown-arm'"),
+    ("syntax", "syntax.yaml: line 2, column 12: YAML syntax error"),
+    ("typo", "field parallelism.tpp: unknown field"),
+    ("mistyped", "field parallelism.tp: Input should be a valid integer"),
+    ("nomodel", "field model.path: local model directory /nonexistent/model does not exist"),
+    ("cycle1", "extends cycle in configs/arms: cycle1 -> cycle2 -> cycle1"),
+    ("violates", "pcp_off_with_dcp: pcp 2 with dcp 2: prefill CP must be 1 when DCP > 1"),
+])
+@pytest.mark.parametrize("command", ["plan", "qualify"])
+def test_bad_arm_exits_2_with_one_message_and_starts_nothing(bad_arms, tmp_path, arm, needle, command):
+    reports = tmp_path / "reports"
+    result = harness(command, "--arm", arm, "--no-vllm-check", arms_dir=bad_arms, reports_dir=reports)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert needle in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not reports.exists(), "a run directory was created for an arm that failed its checks"
+
+
+def test_bad_set_exits_2():
+    result = harness("plan", "--arm", "dcp8", "--set", "parallelism.dcp", "--no-vllm-check")
+    assert result.returncode == 2 and "expected PATH=VALUE" in result.stderr
+
+
+def test_plan_of_shipped_arm_passes_preflight():
+    result = harness("plan", "--arm", "tp16-dcp16", "--no-vllm-check")
+    assert result.returncode == 0, result.stderr
+    assert "[node 1 @ <node1>]" in result.stdout and "96 transport heads" in result.stdout
