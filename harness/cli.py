@@ -24,6 +24,7 @@ from harness.launch import plan_for, preflight_error
 from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
 from harness.preflight import Verdict
+from harness.redact import redact_arm_dump, redact_argv
 from harness.results import read_results
 from harness.server import stop_all
 from harness.tables import kv_capacity_table, outcomes_table, to_markdown
@@ -71,8 +72,8 @@ def git_commit() -> str | None:
 def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     info = {"harness_version": __version__, "git_commit": git_commit(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": argv,
-            "arms": {a.name: a.model_dump(mode="json") for a in arms}}
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": redact_argv(argv),
+            "arms": {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}}
     (run_dir / "run.json").write_text(json.dumps(info, indent=2) + "\n")
 
 

@@ -23,8 +23,15 @@ def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
         elif arg in SECRET_FLAGS:
             out.append(arg)
             hide_next = True
-        elif arg.split("=", 1)[0] in SECRET_FLAGS:
-            out.append(arg.split("=", 1)[0] + "=" + MASK)
+        elif "=" in arg and (arg.split("=", 1)[0] in SECRET_FLAGS or SECRET_NAME.search(arg.split("=", 1)[0])):
+            out.append(arg.split("=", 1)[0] + "=" + MASK)  # --api-key=x, and --set server.env.HF_TOKEN=x
         else:
             out.append(arg)
     return out
+
+
+def redact_arm_dump(dump: dict) -> dict:
+    """An arm's model_dump() with its server env and argv secrets masked, for run.json and reports."""
+    server = dump.get("server", {})
+    return {**dump, "server": {**server, "env": redact_env(server.get("env", {})),
+                               "args": redact_argv(server.get("args", []))}}

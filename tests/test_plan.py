@@ -69,3 +69,12 @@ def test_render_redacts_secrets_in_env_and_argv():
 def test_prefix_caching_off_is_explicit():
     argv = build_plan(arm(server={"enable_prefix_caching": False, "enforce_eager": True}), 1, "p").nodes[0].argv
     assert "--no-enable-prefix-caching" in argv and "--enforce-eager" in argv
+
+
+def test_run_info_never_holds_secrets(tmp_path):
+    from harness.cli import write_run_info
+
+    a = arm(server={"env": {"VLLM_API_KEY": "s3cret", "OMP_NUM_THREADS": "2"}, "args": ["--api-key=s3cret"]})
+    write_run_info(tmp_path, [a], ["python", "-m", "harness", "--set", "server.env.HF_TOKEN=s3cret"])
+    text = (tmp_path / "run.json").read_text()
+    assert "s3cret" not in text and "OMP_NUM_THREADS" in text and "<redacted>" in text
