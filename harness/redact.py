@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+# A name ending in one of these (HF_TOKEN, VLLM_API_KEY, ...); "max_num_batched_tokens" is not one.
+SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|CREDENTIALS?)$", re.IGNORECASE)
 SECRET_FLAGS = ("--api-key", "--hf-token")
 MASK = "<redacted>"
 

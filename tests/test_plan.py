@@ -78,3 +78,10 @@ def test_run_info_never_holds_secrets(tmp_path):
     write_run_info(tmp_path, [a], ["python", "-m", "harness", "--set", "server.env.HF_TOKEN=s3cret"])
     text = (tmp_path / "run.json").read_text()
     assert "s3cret" not in text and "OMP_NUM_THREADS" in text and "<redacted>" in text
+
+
+def test_redaction_spares_ordinary_flags():
+    from harness.redact import redact_argv, redact_env
+
+    assert redact_argv(["--max-num-batched-tokens=512", "--hf-token=x"]) == ["--max-num-batched-tokens=512", "--hf-token=<redacted>"]
+    assert redact_env({"MAX_TOKENS": "1", "HF_TOKEN": "x"}) == {"MAX_TOKENS": "1", "HF_TOKEN": "<redacted>"}
