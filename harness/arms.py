@@ -230,8 +230,9 @@ def format_validation_error(exc: ValidationError, files: list[Path], name: str) 
     lines = [f"arm {name!r} in {where} is invalid:"]
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = "unknown field (check the spelling; see configs/arms/README.md)" if err["type"] == "extra_forbidden" else err["msg"]
-        got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and not isinstance(err.get("input"), dict) else ""
+        unknown = err["type"] == "extra_forbidden"
+        msg = "unknown field (check the spelling; see configs/arms/README.md)" if unknown else err["msg"]
+        got = "" if unknown or isinstance(err.get("input"), dict) else f" (got {err['input']!r})"
         lines.append(f"  field {field}: {msg}{got}")
     return "\n".join(lines)
 

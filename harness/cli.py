@@ -24,7 +24,7 @@ from harness.launch import plan_for, preflight_error
 from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
 from harness.preflight import Verdict
-from harness.redact import redact_arm_dump, redact_argv
+from harness.redact import redact_argv, redact_arm_dump
 from harness.results import read_results
 from harness.server import stop_all
 from harness.tables import kv_capacity_table, outcomes_table, to_markdown

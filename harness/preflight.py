@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.arms import Arm, Geometry, Parallelism
+from harness.redact import SECRET_FLAGS
 
 HEAD_TILE = 8
 MAX_LOCAL_KV_SHARD_TOKENS = 1_048_576
 DCP_DRAFT_BACKEND = "B12X_MLA"
-from harness.redact import SECRET_FLAGS
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ def mla_transport(geometry: Geometry) -> tuple[int, int]:
 
 def check_tp_divisible(p: Parallelism) -> Verdict:
     ok = p.tp % p.dcp == 0
-    return Verdict("tp_divisible_by_dcp", ok, f"tp {p.tp} % dcp {p.dcp} = {p.tp % p.dcp}" + ("" if ok else ": DCP must divide TP"))
+    detail = f"tp {p.tp} % dcp {p.dcp} = {p.tp % p.dcp}"
+    return Verdict("tp_divisible_by_dcp", ok, detail + ("" if ok else ": DCP must divide TP"))
 
 
 def check_pcp_with_dcp(p: Parallelism) -> Verdict:

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -64,7 +64,7 @@ class OutcomeRecord(RecordBase):
     duration_s: float = 0.0
 
 
-Record = Annotated[Union[ServerRecord, KvCapacityRecord, OutcomeRecord], Field(discriminator="kind")]
+Record = Annotated[ServerRecord | KvCapacityRecord | OutcomeRecord, Field(discriminator="kind")]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
 KNOWN_KINDS = {"server", "kv_capacity", "outcome"}
 

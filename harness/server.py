@@ -27,7 +27,7 @@ from harness.plan import NodeCommand
 from harness.redact import redact_argv
 from harness.serverlog import KvCapacity, find_fatal, parse_backends, parse_kv_capacity, tail
 
-LIVE: set["Server"] = set()
+LIVE: set[Server] = set()
 POLL_S = 0.5
 PR_SET_PDEATHSIG = 1
 

@@ -35,7 +35,8 @@ def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFra
             rows.append({"Arm": arm, "KV tokens": human_tokens(r.tokens), "KV GiB per worker": gib,
                          "TP/DCP": f"{r.tp}/{r.dcp}", "Device": r.device, "Attention backend": backend})
         else:
-            why = f"server failed: {first_line(server.reason)}" if server and server.status == "failed" else "not measured"
+            failed = server is not None and server.status == "failed"
+            why = f"server failed: {first_line(server.reason)}" if failed else "not measured"
             rows.append({"Arm": arm, "KV tokens": "n/a", "KV GiB per worker": "n/a", "TP/DCP": "",
                          "Device": "", "Attention backend": why})
     return pd.DataFrame(rows)

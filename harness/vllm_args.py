@@ -66,7 +66,7 @@ def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: floa
         return Verdict(rule, True, f"skipped: could not run vLLM's parser with {python} ({exc.__class__.__name__})")
     if not result["importable"]:
         return Verdict(rule, True, f"skipped: vLLM not importable with {python}")
-    bad = [f"node {n.node_rank}: {e}" for n, e in zip(nodes, result["errors"]) if e]
+    bad = [f"node {n.node_rank}: {e}" for n, e in zip(nodes, result["errors"], strict=True) if e]
     if bad:
         return Verdict(rule, False, f"vLLM {result['version']} rejects the argv: " + "; ".join(bad))
     return Verdict(rule, True, f"vLLM {result['version']}'s parser accepts every node's argv")

@@ -138,7 +138,7 @@ def test_qualify_kv_capacity_cpu_pair_end_to_end(tmp_path):
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
-    records = [json.loads(l) for l in (run / "results.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     kv = {r["arm"]: r for r in records if r["kind"] == "kv_capacity"}
     assert set(kv) == {"cpu-smoke", "cpu-ref"} and all(r["tokens"] > 0 for r in kv.values())
     servers = [r for r in records if r["kind"] == "server"]

@@ -4,9 +4,20 @@ import pytest
 
 from harness.arms import Arm, Geometry, Parallelism
 from harness.preflight import (
-    MAX_LOCAL_KV_SHARD_TOKENS, check_dspark_draft, check_gathered_heads, check_kv_shard, check_mla_transport,
-    check_nodes, check_no_secret_in_argv, check_pcp_with_dcp, check_tp_divisible, gathered_heads,
-    largest_local_kv_shard, mla_transport, preflight, violations,
+    MAX_LOCAL_KV_SHARD_TOKENS,
+    check_dspark_draft,
+    check_gathered_heads,
+    check_kv_shard,
+    check_mla_transport,
+    check_no_secret_in_argv,
+    check_nodes,
+    check_pcp_with_dcp,
+    check_tp_divisible,
+    gathered_heads,
+    largest_local_kv_shard,
+    mla_transport,
+    preflight,
+    violations,
 )
 
 KIMI_K3 = Geometry(num_attention_heads=96, kv_lora_rank=512, qk_rope_head_dim=64)

@@ -15,7 +15,7 @@ def test_roundtrip(tmp_path):
     write_two(path)
     records, problems = read_results(path)
     assert problems == [] and [r.kind for r in records] == ["server", "kv_capacity"]
-    assert all(json.loads(l)["schema_version"] == SCHEMA_VERSION for l in path.read_text().splitlines())
+    assert all(json.loads(line)["schema_version"] == SCHEMA_VERSION for line in path.read_text().splitlines())
 
 
 def test_truncated_last_line_is_reported_and_rest_kept(tmp_path):
