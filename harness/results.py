@@ -52,6 +52,9 @@ class KvCapacityRecord(RecordBase):
     tp: int
     dcp: int
     source_line: str
+    metrics_tokens: int | None = None  # vllm:cache_config_info kv_cache_size_tokens, the same figure via /metrics
+    num_blocks: int | None = None  # vllm:cache_config_info num_gpu_blocks
+    block_size: int | None = None
 
 
 class OutcomeRecord(RecordBase):

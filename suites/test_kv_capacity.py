@@ -1,17 +1,24 @@
-"""KV capacity per arm, parsed from the server's own log, and the attention backend it selected."""
+"""KV capacity per arm, parsed from the server's own log and cross-checked with its /metrics."""
 
 from harness.launch import backend_verdict
+from harness.metrics import cache_config, fetch_metrics, label_int
 from harness.results import KvCapacityRecord
 
 
 def test_kv_capacity(served_arm, record):
+    name = served_arm.arm.name
     kv = served_arm.info.kv_capacity
-    assert kv is not None, (
-        f"arm {served_arm.arm.name!r}: no 'KV cache size: N tokens' line in {served_arm.server.log_path}")
+    assert kv is not None, f"arm {name!r}: no 'KV cache size: N tokens' line in {served_arm.server.log_path}"
+    info = cache_config(fetch_metrics(served_arm.info.base_url))
+    metrics_tokens = label_int(info, "kv_cache_size_tokens")
     p = served_arm.arm.parallelism
-    record(KvCapacityRecord, arm=served_arm.arm.name, device=kv.device, tokens=kv.tokens,
-           gib_per_worker=kv.gib, tp=p.tp, dcp=p.dcp, source_line=kv.line)
-    assert kv.tokens > 0, f"arm {served_arm.arm.name!r}: KV capacity is {kv.tokens} tokens ({kv.line})"
+    record(KvCapacityRecord, arm=name, device=kv.device, tokens=kv.tokens, gib_per_worker=kv.gib, tp=p.tp,
+           dcp=p.dcp, source_line=kv.line, metrics_tokens=metrics_tokens,
+           num_blocks=label_int(info, "num_gpu_blocks"), block_size=label_int(info, "block_size"))
+    assert kv.tokens > 0, f"arm {name!r}: KV capacity is {kv.tokens} tokens ({kv.line})"
+    if metrics_tokens is not None:  # older vLLMs do not export it
+        assert metrics_tokens == kv.tokens, (
+            f"arm {name!r}: log says {kv.tokens} KV tokens, /metrics kv_cache_size_tokens says {metrics_tokens}")
 
 
 def test_attention_backend(served_arm):
