@@ -136,6 +136,7 @@ class Arm(Strict):
     launcher: Launcher = Launcher()
     gpus: list[int] | None = None  # CUDA_VISIBLE_DEVICES on each node
     timeouts: Timeouts = Timeouts()
+    workloads: dict[str, str] = {}  # suite -> configs/workloads/<name>.yaml; the candidate's choice runs on both arms
     source_files: list[str] = []  # filled by the loader: the YAML chain, child first
 
 

@@ -23,12 +23,13 @@ from harness.errors import HarnessError
 from harness.launch import plan_for, preflight_error
 from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
-from harness.preflight import Verdict
+from harness.preflight import Verdict, check_workload_fits
 from harness.redact import redact_argv, redact_arm_dump
 from harness.results import read_results
 from harness.server import stop_all
-from harness.tables import kv_capacity_table, outcomes_table, to_markdown
+from harness.tables import kv_capacity_table, outcomes_table, performance_table, to_markdown
 from harness.vllm_args import check_with_vllm
+from harness.workloads import DEFAULT_WORKLOADS, load_workload, workload_for
 
 SUITES_DIR = REPO_ROOT / "suites"
 
@@ -39,10 +40,20 @@ def load_arms(name: str, reference: str | None, overrides: list[str]) -> tuple[A
     return arm, (load_arm(ref_name) if ref_name and ref_name != name else None)
 
 
-def check_arm(arm: Arm, vllm_check: bool = True) -> tuple[Plan, list[Verdict]]:
+def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verdict]:
+    """Each workload the run will send must fit the arm's max_model_len."""
+    chosen = [s for s in DEFAULT_WORKLOADS if not suites or s in suites.split(",")]
+    verdicts = []
+    for suite in chosen:
+        w = load_workload(workload_for(candidate, suite))
+        verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
+    return verdicts
+
+
+def check_arm(arm: Arm, vllm_check: bool = True, more: list[Verdict] = ()) -> tuple[Plan, list[Verdict]]:
     """Preflight and (where vLLM is importable) vLLM's own parser; raises on a violation."""
     plan = plan_for(arm)
-    extra = [check_with_vllm(plan.nodes, arm.launcher.python or server_python())] if vllm_check else []
+    extra = list(more) + ([check_with_vllm(plan.nodes, arm.launcher.python or server_python())] if vllm_check else [])
     if not plan.ok or not all(v.ok for v in extra):
         failed = Plan(plan.arm, plan.nodes, (*plan.verdicts, *extra))
         raise preflight_error(failed)
@@ -79,7 +90,8 @@ def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str]) -> None:
 
 def render_tables(run_dir: Path, arm_order: list[str]) -> str:
     records, problems = read_results(run_dir / "results.jsonl")
-    sections = [("KV capacity", kv_capacity_table(records, arm_order)), ("Checks", outcomes_table(records))]
+    sections = [("Performance", performance_table(records, arm_order)),
+                ("KV capacity", kv_capacity_table(records, arm_order)), ("Checks", outcomes_table(records))]
     tables_dir = run_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     out = []
@@ -121,7 +133,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     arm, ref = load_arms(args.arm, args.reference, args.set)
     for a in (arm, ref):
         if a is not None:
-            check_arm(a, vllm_check=not args.no_vllm_check)
+            check_arm(a, not args.no_vllm_check, workload_verdicts(arm, a, args.suites))
     run_dir = Path(args.run_dir) if args.run_dir else REPORTS_DIR / (args.run_id or run_id_now())
     order = [arm.name] + ([ref.name] if ref else [])
     write_run_info(run_dir, [a for a in (arm, ref) if a], sys.argv)

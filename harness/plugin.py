@@ -39,6 +39,8 @@ class HarnessSession:
         self._arms: dict[str, Arm] = {}
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
+        # Per-arm figures a later comparison test needs, keyed (suite, arm); also written as records.
+        self.measurements: dict[tuple[str, str], dict] = {}
 
     def arm(self, name: str) -> Arm:
         if name not in self._arms:

@@ -136,6 +136,12 @@ def check_no_secret_in_argv(arm: Arm) -> Verdict:
     return Verdict("no_secret_in_argv", ok, detail)
 
 
+def check_workload_fits(workload: str, needed_len: int, arm: str, max_model_len: int) -> Verdict:
+    ok = needed_len <= max_model_len
+    detail = f"workload {workload} needs {needed_len} tokens (prompt + output); arm {arm} max_model_len {max_model_len}"
+    return Verdict("workload_fits_max_model_len", ok, detail + ("" if ok else ": shorten the workload or raise it"))
+
+
 def preflight(arm: Arm) -> list[Verdict]:
     p, g = arm.parallelism, arm.model.geometry
     return [

@@ -15,6 +15,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from harness.stats import Summary
+from harness.telemetry import Usage
+
 SCHEMA_VERSION = 1
 
 
@@ -57,6 +60,44 @@ class KvCapacityRecord(RecordBase):
     block_size: int | None = None
 
 
+class LongPrefixRecord(RecordBase):
+    """One per (arm, concurrency level) of the long-prefix workload. Times in seconds."""
+
+    kind: Literal["long_prefix"] = "long_prefix"
+    workload: str
+    prompts_sha: str  # same value on both arms: the same prompts were sent
+    concurrency: int
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    requests: int  # sent and finished (ok or failed)
+    failed: int
+    errors: list[str] = []  # "request <i>: <error>", every failed request
+    ttft: Summary
+    tpot: Summary
+    itl: Summary
+    e2e: Summary
+    kv_usage: Usage | None  # vllm:kv_cache_usage_perc (0-1) over the level; what the seed calls HBM use
+    gpu_memory_mib: dict[str, Usage] | None  # NVML per GPU; None where there is no GPU (n/a, never 0)
+    running_peak: float | None = None
+    waiting_peak: float | None = None
+    prefix_cache_hits: float | None = None  # counter deltas over the level, in tokens
+    prefix_cache_queries: float | None = None
+    samples_path: str  # raw per-request samples (JSONL)
+
+
+class ColdStartRecord(RecordBase):
+    """The first request after server start (the first warm-up), against the steady state."""
+
+    kind: Literal["cold_start"] = "cold_start"
+    workload: str
+    ttft_s: float | None
+    tpot_s: float | None
+    steady_tpot_p50_s: float | None
+    factor_limit: float
+    flagged: bool
+    error: str | None = None
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -67,9 +108,12 @@ class OutcomeRecord(RecordBase):
     duration_s: float = 0.0
 
 
-Record = Annotated[ServerRecord | KvCapacityRecord | OutcomeRecord, Field(discriminator="kind")]
+Record = Annotated[
+    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | OutcomeRecord,
+    Field(discriminator="kind"),
+]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
-KNOWN_KINDS = {"server", "kv_capacity", "outcome"}
+KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "outcome"}
 
 
 class ResultsWriter:

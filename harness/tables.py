@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.results import KvCapacityRecord, OutcomeRecord, Record, ServerRecord
+from harness.results import KvCapacityRecord, LongPrefixRecord, OutcomeRecord, Record, ServerRecord
 
 
 def human_tokens(n: int) -> str:
@@ -53,3 +53,37 @@ def to_markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "_(no rows)_"
     return df.to_markdown(index=False, tablefmt="github")
+
+
+def triple_ms(s) -> str:
+    if s is None or s.p50 is None:
+        return "n/a"
+    return f"{s.p50 * 1e3:.3f}/{s.p90 * 1e3:.3f}/{s.p99 * 1e3:.3f} ms"
+
+
+def usage_pct(u) -> str:
+    return "n/a" if u is None else f"{u.mean * 100:.2f}%/{u.peak * 100:.2f}%"
+
+
+def gpu_mem(mem) -> str:
+    """NVML memory used, summed over the arm's GPUs: mean/peak GiB; n/a without a GPU (never 0)."""
+    if not mem:
+        return "n/a"
+    mean = sum(u.mean for u in mem.values() if u) / 1024
+    peak = sum(u.peak for u in mem.values() if u) / 1024
+    return f"{mean:.2f}/{peak:.2f} GiB"
+
+
+def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT p50, NVML memory, failures."""
+    perf = [r for r in records if isinstance(r, LongPrefixRecord)]
+    rank = {a: i for i, a in enumerate(arm_order)}
+    perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
+    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot),
+             "HBM use mean/peak": usage_pct(r.kv_usage),
+             "TTFT p50": "n/a" if r.ttft.p50 is None else f"{r.ttft.p50 * 1e3:.1f} ms",
+             "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
+             "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else "")}
+            for r in perf]
+    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "GPU mem mean/peak", "Failed"]
+    return pd.DataFrame(rows, columns=cols)

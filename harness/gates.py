@@ -1,0 +1,73 @@
+"""Gates from configs/gates.yaml: small parsed objects; each check returns a failure sentence or None."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.arms import deep_merge
+from harness.errors import ConfigError
+from harness.paths import CONFIG_DIR
+
+GATES_FILE = CONFIG_DIR / "gates.yaml"
+
+
+class LongPrefixGates(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tpot_p50_tolerance: float = Field(0.05, ge=0)
+    max_failed_requests: int = Field(0, ge=0)
+    cold_start_tpot_factor: float = Field(2.0, gt=1)
+
+
+class Gates(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    long_prefix: LongPrefixGates = LongPrefixGates()
+
+
+def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
+    """Defaults merged with the arm's own section."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read gates: {exc}") from None
+    unknown = set(raw) - {"defaults", "arms"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, arms")
+    merged = deep_merge(raw.get("defaults") or {}, (raw.get("arms") or {}).get(arm) or {})
+    try:
+        return Gates.model_validate(merged)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{path}: invalid gates for arm {arm!r}: {fields}") from None
+
+
+def tpot_regression(arm: str, ref: str, conc: int, cand_p50: float | None, ref_p50: float | None,
+                    tolerance: float) -> str | None:
+    if cand_p50 is None or ref_p50 is None:
+        missing = arm if cand_p50 is None else ref
+        return f"c{conc}: no TPOT p50 for {missing}: cannot compare"
+    limit = ref_p50 * (1 + tolerance)
+    if cand_p50 > limit:
+        return (f"c{conc}: {arm} TPOT p50 {cand_p50 * 1e3:.3f} ms > {ref} {ref_p50 * 1e3:.3f} ms x "
+                f"(1 + {tolerance:g}) = {limit * 1e3:.3f} ms")
+    return None
+
+
+def failed_requests(arm: str, conc: int, failed: int, limit: int) -> str | None:
+    if failed > limit:
+        return f"{arm} c{conc}: {failed} failed request(s), at most {limit} allowed"
+    return None
+
+
+def cold_start(arm: str, tpot_s: float | None, steady_p50_s: float | None, factor: float) -> str | None:
+    """A DCP transport not warmed before graph capture specialises on first use: it shows here."""
+    if tpot_s is None or steady_p50_s is None:
+        return None
+    if tpot_s > factor * steady_p50_s:
+        return (f"{arm}: cold-start TPOT {tpot_s * 1e3:.3f} ms > {factor:g} x steady-state p50 "
+                f"{steady_p50_s * 1e3:.3f} ms")
+    return None

@@ -1,0 +1,147 @@
+"""Async streaming load client: one request = one RequestSample with monotonic-ns chunk timestamps.
+
+TPOT follows `vllm bench serve`: (latency - ttft) / (output_tokens - 1), with output tokens
+from the server's usage block (one chunk may carry several tokens under speculative decoding).
+Failed requests are kept with their error text. A watcher polls the server while requests
+run; when it dies, in-flight requests are cancelled and the level ends as aborted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+NS = 1e-9
+
+
+@dataclass
+class RequestSample:
+    level: int  # concurrency level (0 for warm-up)
+    index: int
+    prompt_tokens: int
+    start_ns: int = 0
+    ttft_ns: int | None = None
+    latency_ns: int | None = None
+    output_tokens: int | None = None  # from the usage block
+    chunk_offsets_ns: list[int] = field(default_factory=list)  # per chunk with choices, since start
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.latency_ns is not None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.ttft_ns * NS if self.ttft_ns is not None else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        if not self.ok or self.ttft_ns is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.latency_ns - self.ttft_ns) * NS / (self.output_tokens - 1)
+
+    @property
+    def itl_s(self) -> list[float]:
+        offs = self.chunk_offsets_ns
+        return [(b - a) * NS for a, b in zip(offs, offs[1:], strict=False)]
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "tpot_s": self.tpot_s, "ttft_s": self.ttft_s})
+
+
+def completion_body(model: str, prompt: list[int], max_tokens: int) -> dict:
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}}
+
+
+async def stream_one(client: httpx.AsyncClient, url: str, body: dict, sample: RequestSample,
+                     timeout_s: float) -> RequestSample:
+    sample.start_ns = time.perf_counter_ns()
+    try:
+        async with client.stream("POST", url, json=body, timeout=timeout_s) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")[:500]
+                sample.error = f"HTTP {resp.status_code}: {text}"
+                return sample
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                now = time.perf_counter_ns() - sample.start_ns
+                data = json.loads(payload)
+                if data.get("choices"):
+                    if sample.ttft_ns is None:
+                        sample.ttft_ns = now
+                    sample.chunk_offsets_ns.append(now)
+                if data.get("usage"):
+                    sample.output_tokens = data["usage"].get("completion_tokens")
+        sample.latency_ns = time.perf_counter_ns() - sample.start_ns
+        if sample.output_tokens is None:
+            sample.error = "stream ended without a usage block"
+        elif sample.output_tokens != body["max_tokens"]:
+            sample.error = f"{sample.output_tokens} output tokens, expected {body['max_tokens']} (ignore_eos)"
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        sample.error = f"{type(exc).__name__}: {exc}"
+    return sample
+
+
+@dataclass
+class LevelRun:
+    samples: list[RequestSample]
+    aborted: str | None  # why the level stopped early (server death), else None
+    start_ns: int
+    end_ns: int
+
+
+async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
+    """Return the death message as soon as `alive()` raises."""
+    while True:
+        try:
+            alive()
+        except Exception as exc:  # noqa: BLE001 - any failure of the check means the server is gone
+            return str(exc)
+        await asyncio.sleep(interval_s)
+
+
+async def run_level(base_url: str, model: str, prompts: list[list[int]], output_tokens: int, concurrency: int,
+                    level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None) -> LevelRun:
+    """Send `prompts` with at most `concurrency` in flight; every sample is appended to `sink` as it ends."""
+    url = f"{base_url}/v1/completions"
+    gate = asyncio.Semaphore(concurrency)
+    samples: list[RequestSample] = []
+    limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency + 1)
+
+    async with httpx.AsyncClient(limits=limits) as client:
+        async def one(i: int, prompt: list[int]) -> None:
+            async with gate:
+                sample = RequestSample(level, i, len(prompt))
+                await stream_one(client, url, completion_body(model, prompt, output_tokens), sample, timeout_s)
+                samples.append(sample)
+                if sink is not None:
+                    with sink.open("a") as f:
+                        f.write(sample.to_json() + "\n")
+
+        t0 = time.perf_counter_ns()
+        work = asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        watcher = asyncio.ensure_future(watch(alive))
+        done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        aborted = None
+        if watcher in done:
+            aborted = watcher.result()
+            work.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+        else:
+            watcher.cancel()
+            await work
+        return LevelRun(sorted(samples, key=lambda s: s.index), aborted, t0, time.perf_counter_ns())

@@ -1,0 +1,48 @@
+"""Percentile summaries (pure). Linear interpolation, as numpy and `vllm bench serve` use."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel
+
+
+class Summary(BaseModel):
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """q in [0, 100]; numpy.percentile's default (linear) method."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(values: list[float]) -> Summary:
+    if not values:
+        return Summary(n=0, mean=None, p50=None, p90=None, p99=None)
+    s = sorted(values)
+    return Summary(n=len(s), mean=sum(s) / len(s), p50=percentile(s, 50), p90=percentile(s, 90),
+                   p99=percentile(s, 99))
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus's histogram_quantile over cumulative (upper bound, count) buckets, q in [0, 1]."""
+    buckets = sorted(buckets)
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    rank = q * buckets[-1][1]
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return prev_bound
+            return prev_bound + (bound - prev_bound) * ((rank - prev_count) / max(count - prev_count, 1e-12))
+        prev_bound, prev_count = bound, count
+    return buckets[-1][0]
