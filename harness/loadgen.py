@@ -144,4 +144,9 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]], output_
         else:
             watcher.cancel()
             await work
+            # Requests to a dead server fail fast, often before the watcher's next poll: check once more.
+            try:
+                alive()
+            except Exception as exc:  # noqa: BLE001
+                aborted = str(exc)
         return LevelRun(sorted(samples, key=lambda s: s.index), aborted, t0, time.perf_counter_ns())

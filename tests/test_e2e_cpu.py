@@ -5,6 +5,7 @@ Each test starts real servers (45-75 s each on 2 cores); select or skip them wit
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -150,3 +151,38 @@ def test_qualify_kv_capacity_cpu_pair_end_to_end(tmp_path):
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not ports & listening, "a server of the run still listens after qualify returned"
+
+
+def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
+    from harness.long_prefix import level_fields, measure
+    from harness.workloads import build_prompts, load_workload, token_space
+
+    arm = load_arm("cpu-ref")
+    live = launch(arm, tmp_path / "cpu-ref")
+    pids = live.server.pids()
+    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "requests_per_level": 8})
+    prompts = build_prompts(w, token_space(arm, w))
+    sink = tmp_path / "out" / "long_prefix_c1.jsonl"
+
+    async def kill_after_two_requests():
+        task = asyncio.ensure_future(measure(live, w, prompts, tmp_path / "out"))
+        while not (sink.is_file() and len(sink.read_text().splitlines()) >= 2):
+            await asyncio.sleep(0.05)
+        for pid in pids:
+            if pid != live.server.proc.pid:
+                os.kill(pid, signal.SIGKILL)  # the engine core dies mid-workload
+        return await asyncio.wait_for(task, timeout=120)
+
+    try:
+        m = asyncio.run(kill_after_two_requests())
+    finally:
+        live.server.stop()
+    (level,) = m.levels
+    fields = level_fields(level, m)
+    assert fields["status"] == "aborted" and "last lines:" in fields["reason"]
+    ok_on_disk = [json.loads(line) for line in sink.read_text().splitlines() if json.loads(line)["error"] is None]
+    assert len(ok_on_disk) >= 2 and fields["tpot"].n >= 2, "requests finished before the death were lost"
+    # requests sent after the death fail fast: counted, kept with their error text, never dropped
+    assert fields["failed"] >= 1 and len(fields["errors"]) == fields["failed"]
+    assert fields["requests"] - fields["failed"] == fields["tpot"].n
+    assert wait_gone(pids) == []
