@@ -40,3 +40,18 @@ def label_int(labels: dict[str, str], key: str) -> int | None:
         return int(value) if value not in (None, "", "None") else None
     except ValueError:
         return None
+
+
+def histogram_buckets(text: str, name: str) -> list[tuple[float, float]]:
+    """Cumulative (upper bound, count) buckets of a histogram, summed over label sets other than `le`."""
+    acc: dict[float, float] = {}
+    for labels, value in samples(text, f"{name}_bucket"):
+        le = float(labels["le"])
+        acc[le] = acc.get(le, 0.0) + value
+    return sorted(acc.items())
+
+
+def bucket_delta(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Buckets of the observations made between two scrapes."""
+    prior = dict(before)
+    return [(le, count - prior.get(le, 0.0)) for le, count in after]
