@@ -25,6 +25,8 @@ def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFra
     """Arm, KV tokens, GiB per worker, TP/DCP, backend; an arm whose server failed shows why."""
     kv = {r.arm: r for r in records if isinstance(r, KvCapacityRecord)}
     servers = {r.arm: r for r in records if isinstance(r, ServerRecord)}
+    if not kv and not any(s.status == "failed" for s in servers.values()):
+        return pd.DataFrame()  # the suite did not run
     rows = []
     for arm in arm_order:
         server = servers.get(arm)
@@ -51,7 +53,7 @@ def outcomes_table(records: list[Record]) -> pd.DataFrame:
 
 def to_markdown(df: pd.DataFrame) -> str:
     if df.empty:
-        return "_(no rows)_"
+        return "_(no results: suite not run)_"
     return df.to_markdown(index=False, tablefmt="github")
 
 

@@ -18,3 +18,31 @@ def test_kv_table_shows_failed_arm_with_reason():
     lines = md.splitlines()
     assert lines[0].startswith("| Arm") and "| tp8 " in lines[2] and "1.933M" in lines[2] and "61.50" in lines[2]
     assert "server failed: arm 'dcp8': server exited with code 1" in lines[3]
+
+
+def lp(arm, conc, tpot_ms, kv, mem=None, failed=0, status="complete"):
+    from harness.results import LongPrefixRecord
+    from harness.stats import Summary
+    from harness.telemetry import Usage
+
+    p50, p90, p99 = (x / 1e3 for x in tpot_ms)
+    tpot = Summary(n=8, mean=p50, p50=p50, p90=p90, p99=p99)
+    ttft = Summary(n=8, mean=1.5, p50=1.5, p90=2.0, p99=2.1)
+    return LongPrefixRecord(run_id="r", arm=arm, suite="long_prefix", workload="long_prefix_120k", prompts_sha="x",
+                            concurrency=conc, status=status, requests=8, failed=failed, ttft=ttft, tpot=tpot,
+                            itl=tpot, e2e=ttft, kv_usage=Usage(mean=kv[0], peak=kv[1], n=10),
+                            gpu_memory_mib=mem, samples_path="s")
+
+
+def test_performance_table_in_the_seed_shape():
+    from harness.tables import performance_table
+    from harness.telemetry import Usage
+
+    records = [lp("dcp8", 1, (10.544, 10.574, 10.597), (0.0064, 0.0110)),
+               lp("tp8", 1, (13.806, 13.831, 13.857), (0.0493, 0.0717), {"0": Usage(mean=70 * 1024, peak=72 * 1024, n=3)}),
+               lp("dcp8", 2, (11.828, 19.437, 27.562), (0.0130, 0.0237), failed=1, status="aborted")]
+    md = to_markdown(performance_table(records, ["tp8", "dcp8"])).splitlines()
+    assert md[0].split("|")[1:6] == [" Arm   ", " Conc   ", " TPOT p50/p90/p99        ", " HBM use mean/peak   ", " TTFT p50   "]
+    assert "| tp8   | c1     | 13.806/13.831/13.857 ms | 4.93%/7.17%" in md[2] and "70.00/72.00 GiB" in md[2]
+    assert "| dcp8  | c1     | 10.544/10.574/10.597 ms | 0.64%/1.10%" in md[3] and "| n/a " in md[3]
+    assert "| dcp8  | c2     | 11.828/19.437/27.562 ms | 1.30%/2.37%" in md[4] and "1/8 (aborted)" in md[4]
