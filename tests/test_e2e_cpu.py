@@ -133,20 +133,29 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
     assert wait_gone(list(tree)) == [], f"orphans after SIGTERM: {[tree[p].cmdline()[:4] for p in tree]}"
 
 
-def test_qualify_kv_capacity_cpu_pair_end_to_end(tmp_path):
+def test_qualify_cpu_pair_end_to_end(tmp_path):
+    """What `make qualify` runs: every suite, cpu-smoke against cpu-ref."""
     run = tmp_path / "run"
-    proc = qualify(run, "--arm", "cpu-smoke", "--suites", "kv_capacity")
-    out, _ = proc.communicate(timeout=600)
+    proc = qualify(run, "--arm", "cpu-smoke")
+    out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
+    assert "### Performance" in out and "| cpu-smoke | c2 " in out and "| cpu-ref   | c1 " in out
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     kv = {r["arm"]: r for r in records if r["kind"] == "kv_capacity"}
     assert set(kv) == {"cpu-smoke", "cpu-ref"} and all(r["tokens"] > 0 for r in kv.values())
     servers = [r for r in records if r["kind"] == "server"]
     assert all(r["status"] == "up" for r in servers) and len(servers) == 2
+    perf = [r for r in records if r["kind"] == "long_prefix"]
+    assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
+    assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["peak"] > 0 for r in perf)
+    assert all(r["gpu_memory_mib"] is None for r in perf)  # no GPU here: n/a, never 0
+    assert len({r["prompts_sha"] for r in perf}) == 1, "the arms were sent different prompts"
+    assert next(r for r in perf if r["arm"] == "cpu-smoke")["prefix_cache_hits"] > 0
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
-        f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend") for a in ("cpu-smoke", "cpu-ref"))
+        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix")
+         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
