@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 import psutil
 
@@ -52,14 +53,14 @@ def harness_run(live: LiveServer, prompts: list[list[int]], output_tokens: int) 
 
 
 def bench_run(live: LiveServer, model_dir: Path, n: int, prefix: int, suffix: int, out: int,
-              result_dir: Path) -> tuple[dict, float]:
+              result_dir: Path, seed: int) -> tuple[dict, float]:
     argv = ["--backend", "vllm", "--base-url", live.info.base_url, "--endpoint", "/v1/completions",
             "--model", str(model_dir), "--served-model-name", live.arm.model.served_name,
             "--dataset-name", "random", "--random-prefix-len", str(prefix), "--random-input-len", str(suffix),
             "--random-output-len", str(out), "--num-prompts", str(n), "--max-concurrency", "1",
             "--request-rate", "inf", "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", "50,90,99", "--save-result", "--result-dir", str(result_dir),
-            "--result-filename", f"bench_{n}.json", "--disable-tqdm"]
+            "--result-filename", f"bench_{n}.json", "--disable-tqdm", "--seed", str(seed)]
     proc = psutil.Popen([server_python(), "-c", BENCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     cpu = 0.0
     while proc.poll() is None:  # last reading before exit: the bench's own CPU time (user + system)
@@ -100,6 +101,7 @@ def main() -> None:
     parser.add_argument("--arm", default="cpu-smoke")
     parser.add_argument("--workload", default="long_prefix_cpu")
     parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating harness/bench rounds (noise estimate)")
     args = parser.parse_args()
 
     arm = load_arm(args.arm)
@@ -107,37 +109,48 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-long-prefix-"))
     live = launch(arm, tmp / arm.name)
     try:
-        prompts = build_prompts(w.model_copy(update={"requests_per_level": args.requests + 2}), token_space(arm, w))
-        warm = prompts.warmup + prompts.measured[1][:1]
-        harness_run(live, warm, w.output_tokens)  # prefix cache and compile warm-up for both clients
-
-        m0 = fetch_metrics(live.info.base_url)
-        h, h_cpu_n = harness_run(live, prompts.measured[1][1:args.requests + 1], w.output_tokens)
-        m1 = fetch_metrics(live.info.base_url)
-        _, h_cpu_1 = harness_run(live, prompts.measured[1][-1:], w.output_tokens)
-        m2 = fetch_metrics(live.info.base_url)
-        b, b_cpu_n = bench_run(live, arm.model.local_dir(), args.requests, w.prefix_tokens, w.suffix_tokens,
-                               w.output_tokens, tmp)
-        m3 = fetch_metrics(live.info.base_url)
-        _, b_cpu_1 = bench_run(live, arm.model.local_dir(), 1, w.prefix_tokens, w.suffix_tokens, w.output_tokens, tmp)
-        srv_h, srv_b = server_p50(m0, m1), server_p50(m2, m3)
+        # Fresh suffixes every round (a repeated prompt would hit the prefix cache whole); bench gets a new seed.
+        n_prompts = args.rounds * args.requests + 2
+        prompts = build_prompts(w.model_copy(update={"requests_per_level": n_prompts}), token_space(arm, w)).measured[1]
+        harness_run(live, prompts[:1], w.output_tokens)  # prefix cache and compile warm-up
+        rounds = []
+        for r in range(args.rounds):  # alternate the clients so drift on a shared box hits both
+            measured = prompts[1 + r * args.requests: 1 + (r + 1) * args.requests]
+            m0 = fetch_metrics(live.info.base_url)
+            h, h_cpu_n = harness_run(live, measured, w.output_tokens)
+            m1 = fetch_metrics(live.info.base_url)
+            b, b_cpu_n = bench_run(live, arm.model.local_dir(), args.requests, w.prefix_tokens, w.suffix_tokens,
+                                   w.output_tokens, tmp, seed=100 + r)
+            m2 = fetch_metrics(live.info.base_url)
+            rounds.append((h, b, server_p50(m0, m1), server_p50(m1, m2), h_cpu_n, b_cpu_n))
+        _, h_cpu_1 = harness_run(live, prompts[-1:], w.output_tokens)
+        _, b_cpu_1 = bench_run(live, arm.model.local_dir(), 1, w.prefix_tokens, w.suffix_tokens, w.output_tokens, tmp,
+                               seed=99)
     finally:
         live.server.stop()
+    report(arm.name, w, args.requests, live.info.vllm_version, rounds, h_cpu_1, b_cpu_1)
 
-    tokens = (args.requests - 1) * w.output_tokens
-    h_cpu_tok = (h_cpu_n - h_cpu_1) / tokens
-    b_cpu_tok = (b_cpu_n - b_cpu_1) / tokens
-    print(f"arm {arm.name}, workload {w.name} ({w.prefix_tokens}+{w.suffix_tokens} prompt, {w.output_tokens} out), "
-          f"{args.requests} requests at c1, vLLM {live.info.vllm_version}")
-    print(f"{'':12}{'harness':>12}{'vllm bench':>12}{'server hist':>13}{'h/bench':>9}{'h/server':>10}"
-          "  server p50 bucket")
-    for key in ("ttft", "tpot"):
-        print(f"{key + ' p50 ms':12}{h[key] * 1e3:12.3f}{b[key] * 1e3:12.3f}{srv_h[key] * 1e3:13.3f}"
-              f"{h[key] / b[key]:9.3f}{h[key] / srv_h[key]:10.3f}  {srv_h[key + '_bucket']}")
-    print(f"server histogram p50 during the bench run: tpot {srv_b['tpot'] * 1e3:.3f} ms, "
-          f"ttft {srv_b['ttft'] * 1e3:.3f} ms")
-    print(f"client CPU per streamed token: harness {h_cpu_tok * 1e6:.1f} us, vllm bench {b_cpu_tok * 1e6:.1f} us "
-          f"(ratio {h_cpu_tok / b_cpu_tok:.2f})")
+
+def report(arm: str, w, requests: int, version: str | None, rounds: list, h_cpu_1: float, b_cpu_1: float) -> None:
+    print(f"arm {arm}, workload {w.name} ({w.prefix_tokens}+{w.suffix_tokens} prompt, {w.output_tokens} out), "
+          f"{requests} requests at c1 per client per round, vLLM {version}")
+    print(f"{'round':6}{'metric':10}{'harness':>10}{'vllm bench':>12}{'srv(h)':>9}{'srv(b)':>9}{'h/bench':>9}"
+          f"{'h/srv(h)':>10}{'b/srv(b)':>10}  srv(h) p50 bucket")
+    ratios = {"ttft": [], "tpot": []}
+    for i, (h, b, sh, sb, _, _) in enumerate(rounds, start=1):
+        for key in ("ttft", "tpot"):
+            ratios[key].append(h[key] / b[key])
+            print(f"{i:<6}{key + ' p50':10}{h[key] * 1e3:10.3f}{b[key] * 1e3:12.3f}{sh[key] * 1e3:9.3f}"
+                  f"{sb[key] * 1e3:9.3f}{h[key] / b[key]:9.3f}{h[key] / sh[key]:10.3f}{b[key] / sb[key]:10.3f}"
+                  f"  {sh[key + '_bucket']}")
+    for key, values in ratios.items():
+        print(f"harness/vllm-bench {key} p50 ratio: median {median(values):.3f}, "
+              f"range {min(values):.3f}-{max(values):.3f} over {len(values)} rounds")
+    tokens = (requests - 1) * w.output_tokens
+    h_tok = median([(r[4] - h_cpu_1) / tokens for r in rounds])
+    b_tok = median([(r[5] - b_cpu_1) / tokens for r in rounds])
+    print(f"client CPU per streamed token (N-request minus 1-request run): harness {h_tok * 1e6:.1f} us, "
+          f"vllm bench {b_tok * 1e6:.1f} us (ratio {h_tok / b_tok:.2f})")
 
 
 if __name__ == "__main__":
