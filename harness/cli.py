@@ -27,9 +27,9 @@ from harness.preflight import Verdict, check_workload_fits
 from harness.redact import redact_argv, redact_arm_dump
 from harness.results import read_results
 from harness.server import stop_all
-from harness.tables import kv_capacity_table, outcomes_table, performance_table, to_markdown
+from harness.tables import accuracy_table, kv_capacity_table, outcomes_table, performance_table, to_markdown
 from harness.vllm_args import check_with_vllm
-from harness.workloads import DEFAULT_WORKLOADS, load_workload, workload_for
+from harness.workloads import DEFAULT_WORKLOADS, WORKLOAD_KINDS, LongPrefixWorkload, load_workload, workload_for
 
 SUITES_DIR = REPO_ROOT / "suites"
 
@@ -45,8 +45,9 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verd
     chosen = [s for s in DEFAULT_WORKLOADS if not suites or s in suites.split(",")]
     verdicts = []
     for suite in chosen:
-        w = load_workload(workload_for(candidate, suite))
-        verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
+        w = load_workload(workload_for(candidate, suite), kind=WORKLOAD_KINDS[suite])
+        if isinstance(w, LongPrefixWorkload):
+            verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
     return verdicts
 
 
@@ -90,8 +91,10 @@ def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str]) -> None:
 
 def render_tables(run_dir: Path, arm_order: list[str]) -> str:
     records, problems = read_results(run_dir / "results.jsonl")
-    sections = [("Performance", performance_table(records, arm_order)),
-                ("KV capacity", kv_capacity_table(records, arm_order)), ("Checks", outcomes_table(records))]
+    sections = [("Accuracy", accuracy_table(records, arm_order)),
+                ("Performance", performance_table(records, arm_order)),
+                ("KV capacity", kv_capacity_table(records, arm_order)),
+                ("Checks", outcomes_table(records))]
     tables_dir = run_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     out = []

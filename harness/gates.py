@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.arms import deep_merge
 from harness.errors import ConfigError
 from harness.paths import CONFIG_DIR
+from harness.stats import mcnemar_exact_p, wilson_interval
 
 GATES_FILE = CONFIG_DIR / "gates.yaml"
 
@@ -22,10 +23,21 @@ class LongPrefixGates(BaseModel):
     cold_start_tpot_factor: float = Field(2.0, gt=1)
 
 
+class Gsm8kGates(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    filter: str = "strict-match"
+    mcnemar_alpha: float = Field(0.05, gt=0, lt=1)
+    max_request_errors: int = Field(0, ge=0)
+    min_accuracy: float | None = Field(None, ge=0, le=1)  # absolute floor on the candidate's accuracy
+    wilson_floor: float | None = Field(None, ge=0, le=1)  # the candidate's 95% Wilson lower bound must reach it
+
+
 class Gates(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     long_prefix: LongPrefixGates = LongPrefixGates()
+    gsm8k: Gsm8kGates = Gsm8kGates()
 
 
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
@@ -71,3 +83,33 @@ def cold_start(arm: str, tpot_s: float | None, steady_p50_s: float | None, facto
         return (f"{arm}: cold-start TPOT {tpot_s * 1e3:.3f} ms > {factor:g} x steady-state p50 "
                 f"{steady_p50_s * 1e3:.3f} ms")
     return None
+
+
+def paired_accuracy(cand: dict[int, bool], ref: dict[int, bool]) -> tuple[int, int, int]:
+    """(questions in both, b = only the reference right, c = only the candidate right)."""
+    common = cand.keys() & ref.keys()
+    b = sum(1 for q in common if ref[q] and not cand[q])
+    c = sum(1 for q in common if cand[q] and not ref[q])
+    return len(common), b, c
+
+
+def mcnemar_regression(arm: str, ref: str, b: int, c: int, alpha: float) -> str | None:
+    """Fails only when the candidate is worse and the paired exact test rejects equal accuracy."""
+    p = mcnemar_exact_p(b, c)
+    if b > c and p < alpha:
+        return (f"{arm} is less accurate than {ref}: {b} questions only {ref} got right vs {c} only {arm} got right "
+                f"(exact McNemar p = {p:.4f} < {alpha:g})")
+    return None
+
+
+def accuracy_floors(arm: str, correct: int, n: int, min_accuracy: float | None,
+                    wilson_floor: float | None) -> list[str]:
+    out = []
+    acc = correct / n if n else 0.0
+    if min_accuracy is not None and acc < min_accuracy:
+        out.append(f"{arm}: accuracy {acc:.2%} ({correct}/{n}) below the floor {min_accuracy:.2%}")
+    if wilson_floor is not None:
+        lo, _ = wilson_interval(correct, n)
+        if lo < wilson_floor:
+            out.append(f"{arm}: 95% Wilson lower bound {lo:.2%} ({correct}/{n}) below the floor {wilson_floor:.2%}")
+    return out

@@ -98,6 +98,43 @@ class ColdStartRecord(RecordBase):
     error: str | None = None
 
 
+class FilterScore(BaseModel):
+    exact_match: float | None  # lm-eval's aggregate
+    stderr: float | None
+    correct: int  # counted from the per-sample log
+
+
+class Gsm8kRecord(RecordBase):
+    kind: Literal["gsm8k"] = "gsm8k"
+    workload: str
+    task: str  # gsm8k (lm-eval's hub task) or gsm8k_local (offline JSON files)
+    data_files: dict[str, str] | None
+    lm_eval_version: str
+    task_hash: str | None
+    num_fewshot: int
+    limit: int | None
+    n: int
+    scores: dict[str, FilterScore]  # strict-match, flexible-extract
+    request_errors: int  # requests that failed after retries; scored as wrong, never dropped
+    invalid: int  # empty or no number extracted
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    wall_s: float
+    num_concurrent: int
+    samples_path: str | None
+
+
+class GateRecord(RecordBase):
+    """One comparison of the candidate with the reference: the verdict and the numbers behind it."""
+
+    kind: Literal["gate"] = "gate"
+    gate: str
+    reference: str
+    passed: bool
+    detail: str
+    numbers: dict[str, float | int | None] = {}
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -109,11 +146,11 @@ class OutcomeRecord(RecordBase):
 
 
 Record = Annotated[
-    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | OutcomeRecord,
+    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
-KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "outcome"}
+KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "outcome"}
 
 
 class ResultsWriter:

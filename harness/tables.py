@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.results import KvCapacityRecord, LongPrefixRecord, OutcomeRecord, Record, ServerRecord
+from harness.results import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, OutcomeRecord, Record, ServerRecord
 
 
 def human_tokens(n: int) -> str:
@@ -89,3 +89,21 @@ def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFra
             for r in perf]
     cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "GPU mem mean/peak", "Failed"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "strict-match") -> pd.DataFrame:
+    """The seed's columns (Arm, exact_match, Correct/N, Request errors) for `flt`, + the other filter and invalid."""
+    rank = {a: i for i, a in enumerate(arm_order)}
+    rows = []
+    for r in sorted((r for r in records if isinstance(r, Gsm8kRecord)), key=lambda r: rank.get(r.arm, len(rank))):
+        main = r.scores.get(flt)
+        other = next((f for f in r.scores if f != flt), None)
+        em = "n/a" if main is None or main.exact_match is None else f"{main.exact_match * 100:.2f}%"
+        se = "" if main is None or main.stderr is None else f"±{main.stderr * 100:.2f}"
+        rows.append({"Arm": r.arm, "exact_match": em, "stderr": se,
+                     "Correct/N": f"{main.correct if main else 0}/{r.n}", "Request errors": r.request_errors,
+                     f"{other}": (f"{r.scores[other].exact_match * 100:.2f}%"
+                                  if other and r.scores[other].exact_match is not None else "n/a"),
+                     "Invalid": r.invalid,
+                     "Status": r.status if r.status == "complete" else f"aborted: {first_line(r.reason, 60)}"})
+    return pd.DataFrame(rows)

@@ -50,7 +50,21 @@ class LongPrefixWorkload(BaseModel):
         return self.prompt_tokens + self.output_tokens
 
 
-def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR) -> LongPrefixWorkload:
+class Gsm8kWorkload(BaseModel):
+    """lm-eval GSM8K settings: few-shot count, question limit, client concurrency and retries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    num_fewshot: int = Field(5, ge=0)
+    limit: int | None = Field(None, ge=1)  # None: all 1,319 test questions
+    num_concurrent: int = Field(8, ge=1)
+    max_retries: int = Field(3, ge=1)
+    max_gen_toks: int = Field(256, ge=1)
+
+
+def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[BaseModel] = LongPrefixWorkload):
     if not ARM_NAME.match(name):
         raise ConfigError(f"workload name {name!r} is not valid (configs/workloads/<name>.yaml)")
     path = workloads_dir / f"{name}.yaml"
@@ -64,13 +78,14 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR) -> LongPrefixW
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of workload fields")
     try:
-        return LongPrefixWorkload.model_validate({**raw, "name": raw.get("name", name)})
+        return kind.model_validate({**raw, "name": raw.get("name", name)})
     except ValidationError as exc:
         fields = "; ".join(f"field {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"{path}: invalid workload: {fields}") from None
 
 
-DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k"}
+DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full"}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:

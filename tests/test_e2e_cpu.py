@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import psutil
 import pytest
@@ -141,6 +142,7 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert proc.returncode == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
     assert "### Performance" in out and "| cpu-smoke | c2 " in out and "| cpu-ref   | c1 " in out
+    assert "### Accuracy" in out and "/16 " in out
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     kv = {r["arm"]: r for r in records if r["kind"] == "kv_capacity"}
     assert set(kv) == {"cpu-smoke", "cpu-ref"} and all(r["tokens"] > 0 for r in kv.values())
@@ -152,10 +154,16 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert all(r["gpu_memory_mib"] is None for r in perf)  # no GPU here: n/a, never 0
     assert len({r["prompts_sha"] for r in perf}) == 1, "the arms were sent different prompts"
     assert next(r for r in perf if r["arm"] == "cpu-smoke")["prefix_cache_hits"] > 0
+    acc = {r["arm"]: r for r in records if r["kind"] == "gsm8k"}
+    assert set(acc) == {"cpu-smoke", "cpu-ref"}
+    assert all(r["n"] == 16 and r["request_errors"] == 0 and r["task"] == "gsm8k_local" for r in acc.values())
+    assert all(Path(r["samples_path"]).is_file() and r["task_hash"] for r in acc.values())
+    gate = next(r for r in records if r["kind"] == "gate")
+    assert gate["gate"] == "gsm8k_paired_accuracy" and gate["passed"] and gate["numbers"]["paired"] == 16
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
-        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix")
-         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference"])
+        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
+         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
