@@ -2,13 +2,14 @@
 NVML memory, a cold-start check, and the TPOT gate against the reference arm."""
 
 import asyncio
+import warnings
 
 import pytest
 
 from harness import gates
 from harness.long_prefix import level_fields, measure
 from harness.preflight import check_workload_fits
-from harness.results import ColdStartRecord, LongPrefixRecord
+from harness.results import ColdStartRecord, GateRecord, LongPrefixRecord
 from harness.serverlog import tail
 from harness.workloads import build_prompts, load_workload, token_space, workload_for
 
@@ -43,7 +44,10 @@ def test_long_prefix(served_arm, harness_session, record):
     record(ColdStartRecord, arm=arm.name, workload=workload.name, ttft_s=cold.ttft_s if cold else None,
            tpot_s=cold.tpot_s if cold else None, steady_tpot_p50_s=steady,
            factor_limit=limits.cold_start_tpot_factor, flagged=cold_msg is not None, error=cold.error if cold else None)
-    failures.append(cold_msg)
+    if cold_msg and not limits.enforce_timing:
+        warnings.warn(f"not enforced for {harness_session.candidate_name} (gates.yaml): {cold_msg}", stacklevel=1)
+    elif cold_msg:
+        failures.append(cold_msg)
 
     dead = m.warmup.aborted or next((lv.run.aborted for lv in m.levels if lv.run.aborted), None)
     if dead:
@@ -55,7 +59,7 @@ def test_long_prefix(served_arm, harness_session, record):
     assert not failures, "\n".join(failures) + f"\nserver log tail:\n{tail(served_arm.server.log_text(), 5)}"
 
 
-def test_long_prefix_tpot_vs_reference(harness_session):
+def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.candidate_name, harness_session.reference_name
     if ref is None:
         pytest.skip(f"arm {cand!r} names no reference arm")
@@ -63,8 +67,16 @@ def test_long_prefix_tpot_vs_reference(harness_session):
     missing = [a for a, v in got.items() if v is None]
     assert not missing, f"no long-prefix measurement for {', '.join(missing)}: see its test_long_prefix result"
     assert got[cand]["sha"] == got[ref]["sha"], "the two arms were sent different prompts"
-    tol = gates.load_gates(cand).long_prefix.tpot_p50_tolerance
+    limits = gates.load_gates(cand).long_prefix
+    tol, enforced = limits.tpot_p50_tolerance, limits.enforce_timing
     failures = [gates.tpot_regression(cand, ref, c, p50, got[ref]["tpot_p50"].get(c), tol)
                 for c, p50 in got[cand]["tpot_p50"].items()]
     failures = [f for f in failures if f]
+    record(GateRecord, arm=cand, gate="long_prefix_tpot_p50", reference=ref, passed=not failures,
+           detail="; ".join(failures) or f"TPOT p50 within {tol:g} of {ref} at every concurrency",
+           numbers={f"c{c}_ratio": (p50 / got[ref]["tpot_p50"][c] if p50 and got[ref]["tpot_p50"].get(c) else None)
+                    for c, p50 in got[cand]["tpot_p50"].items()})
+    if failures and not enforced:
+        warnings.warn(f"not enforced for {cand} (gates.yaml): " + "; ".join(failures), stacklevel=1)
+        return
     assert not failures, "\n".join(failures)

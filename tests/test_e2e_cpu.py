@@ -158,8 +158,9 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert set(acc) == {"cpu-smoke", "cpu-ref"}
     assert all(r["n"] == 16 and r["request_errors"] == 0 and r["task"] == "gsm8k_local" for r in acc.values())
     assert all(Path(r["samples_path"]).is_file() and r["task_hash"] for r in acc.values())
-    gate = next(r for r in records if r["kind"] == "gate")
-    assert gate["gate"] == "gsm8k_paired_accuracy" and gate["passed"] and gate["numbers"]["paired"] == 16
+    gate = {r["gate"]: r for r in records if r["kind"] == "gate"}
+    assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
+    assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")

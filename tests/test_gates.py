@@ -31,3 +31,8 @@ def test_failed_requests_and_cold_start_gates():
     assert gates.failed_requests("a", 1, 2, 0) == "a c1: 2 failed request(s), at most 0 allowed"
     assert gates.cold_start("a", 0.019, 0.010, 2.0) is None
     assert "cold-start TPOT 25.000 ms > 2 x steady-state p50 10.000 ms" in gates.cold_start("a", 0.025, 0.010, 2.0)
+
+
+def test_cpu_pair_records_timing_gates_without_enforcing():
+    assert gates.load_gates("cpu-smoke").long_prefix.enforce_timing is False
+    assert gates.load_gates("dcp8").long_prefix.enforce_timing is True
