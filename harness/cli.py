@@ -20,6 +20,7 @@ from pathlib import Path
 from harness import __version__
 from harness.arms import Arm, known_arms, load_arm
 from harness.errors import HarnessError
+from harness.gsm8k import check_data
 from harness.launch import plan_for, preflight_error
 from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
@@ -48,6 +49,8 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verd
         w = load_workload(workload_for(candidate, suite), kind=WORKLOAD_KINDS[suite])
         if isinstance(w, LongPrefixWorkload):
             verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
+        else:
+            verdicts.append(Verdict("gsm8k_data", True, check_data()))  # raises ConfigError on bad data
     return verdicts
 
 

@@ -73,13 +73,30 @@ def offline_task(data_dir: Path, out_dir: Path) -> TaskSource:
     return TaskSource(LOCAL_TASK, out_dir, files)
 
 
+def data_dir_in_use() -> Path | None:
+    """The local GSM8K folder the run will read, or None when lm-eval's hub task is used."""
+    if os.environ.get("HARNESS_GSM8K", "").lower() == "hub":
+        return None
+    data_dir = gsm8k_dir()
+    if "HARNESS_GSM8K_DIR" not in os.environ and not data_dir.is_dir():
+        return None
+    return data_dir
+
+
+def check_data() -> str:
+    """Validate the local files before any server starts; a ConfigError names file and line."""
+    data_dir = data_dir_in_use()
+    if data_dir is None:
+        return "lm-eval's own gsm8k task (HF openai/gsm8k)"
+    counts = {split: validate_jsonl(data_dir / f"{split}.jsonl") for split in ("train", "test")}
+    return f"local GSM8K in {data_dir}: {counts['train']} train / {counts['test']} test"
+
+
 def select_task(out_dir: Path) -> TaskSource:
     """Offline when the local files are there (or HARNESS_GSM8K_DIR says where); HARNESS_GSM8K=hub forces
     lm-eval's own task (HF openai/gsm8k) on a connected machine."""
-    if os.environ.get("HARNESS_GSM8K", "").lower() == "hub":
-        return TaskSource(TASK, None, None)
-    data_dir = gsm8k_dir()
-    if "HARNESS_GSM8K_DIR" not in os.environ and not data_dir.is_dir():
+    data_dir = data_dir_in_use()
+    if data_dir is None:
         return TaskSource(TASK, None, None)
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     return offline_task(data_dir, out_dir)
