@@ -42,7 +42,7 @@ def load_arms(name: str, reference: str | None, overrides: list[str]) -> tuple[A
 
 
 def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verdict]:
-    """Each workload the run will send must fit the arm's max_model_len."""
+    """Per suite the run will execute: its workload fits the arm's max_model_len; its data files are sound."""
     chosen = [s for s in DEFAULT_WORKLOADS if not suites or s in suites.split(",")]
     verdicts = []
     for suite in chosen:
