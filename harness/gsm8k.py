@@ -108,6 +108,32 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     class HarnessCompletions(LocalCompletionsAPI):
+        def _failed(self, exc: BaseException, attempt: int) -> bool:
+            """Record a failed attempt; True when no retry is worth making (server dead)."""
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            try:
+                alive()
+            except Exception as death:  # noqa: BLE001
+                self.dead = str(death)
+            return self.dead is not None
+
+        def model_call(self, messages, *, generate=True, gen_kwargs=None, **kwargs):
+            # lm-eval's path for num_concurrent <= 1; same accounting as the async path below.
+            import time
+
+            n = len(messages) if isinstance(messages, list) else 1
+            for attempt in range(max_retries):
+                if self.dead is not None:
+                    break
+                try:
+                    return super().model_call(messages, generate=generate, gen_kwargs=gen_kwargs, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
+                    if self._failed(exc, attempt):
+                        break
+                    time.sleep(min(0.5 * 2**attempt, 5.0))
+            self.request_errors += n
+            return {"choices": [{"index": i, "text": REQUEST_ERROR} for i in range(n)]}
+
         async def amodel_call(self, session, sem, messages, *, generate=True, cache_keys=None, ctxlens=None,
                               gen_kwargs=None, **kwargs):
             n = len(messages) if isinstance(messages, list) else 1
@@ -119,11 +145,7 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
                                                      cache_keys=None, ctxlens=ctxlens, gen_kwargs=gen_kwargs,
                                                      **kwargs)
                 except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    try:
-                        alive()
-                    except Exception as death:  # noqa: BLE001
-                        self.dead = str(death)
+                    if self._failed(exc, attempt):
                         break
                     await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
             self.request_errors += n

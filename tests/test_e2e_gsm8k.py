@@ -66,6 +66,9 @@ def test_stopped_server_shows_as_request_errors_not_a_crash(live, tmp_path):
     assert "ClientConnectorError" in lm.last_error or "Connect" in lm.last_error
     assert ev.samples_path is not None and ev.samples_path.is_file()
 
+    _, lm, ev = run_suite_eval(live, tmp_path / "sequential", alive=lambda: None, concurrency=1)  # lm-eval's sync path
+    assert ev.error is None and ev.request_errors == LIMIT and score_samples(ev.samples).request_errors == LIMIT
+
     source, lm, ev = run_suite_eval(live, tmp_path / "watched")  # with the watcher: death is named
     assert ev.dead and "server exited" in ev.dead and "last lines:" in ev.dead
     assert ev.request_errors == LIMIT
