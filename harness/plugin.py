@@ -79,6 +79,17 @@ class HarnessSession:
             self._servers[name] = live
         return self._servers[name]
 
+    def both_measured(self, suite: str) -> tuple[str, str, dict, dict]:
+        """(candidate, reference, their measurements) for a comparison test; skip/fail when one is missing."""
+        cand, ref = self.candidate_name, self.reference_name
+        if ref is None:
+            pytest.skip(f"arm {cand!r} names no reference arm")
+        got = {a: self.measurements.get((suite, a)) for a in (cand, ref)}
+        missing = [a for a, v in got.items() if v is None]
+        if missing:
+            pytest.fail(f"no {suite} result for {', '.join(missing)}: see its test_{suite} result", pytrace=False)
+        return cand, ref, got[cand], got[ref]
+
     def close(self) -> None:
         for live in self._servers.values():
             live.server.stop()

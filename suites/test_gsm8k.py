@@ -48,16 +48,11 @@ def test_gsm8k(served_arm, harness_session, record):
 
 
 def test_gsm8k_vs_reference(harness_session, record):
-    cand, ref = harness_session.candidate_name, harness_session.reference_name
-    if ref is None:
-        pytest.skip(f"arm {cand!r} names no reference arm")
-    got = {a: harness_session.measurements.get(("gsm8k", a)) for a in (cand, ref)}
-    missing = [a for a, v in got.items() if v is None]
-    assert not missing, f"no GSM8K result for {', '.join(missing)}: see its test_gsm8k result"
+    cand, ref, mine, theirs = harness_session.both_measured("gsm8k")
     g = gates.load_gates(cand).gsm8k
-    n, b, c = gates.paired_accuracy(got[cand]["per_question"], got[ref]["per_question"])
+    n, b, c = gates.paired_accuracy(mine["per_question"], theirs["per_question"])
     failures = [gates.mcnemar_regression(cand, ref, b, c, g.mcnemar_alpha),
-                *gates.accuracy_floors(cand, got[cand]["correct"][g.filter], got[cand]["n"], g.min_accuracy,
+                *gates.accuracy_floors(cand, mine["correct"][g.filter], mine["n"], g.min_accuracy,
                                        g.wilson_floor)]
     failures = [f for f in failures if f]
     detail = "; ".join(failures) or f"{n} paired questions, {b} only {ref} right, {c} only {cand} right"

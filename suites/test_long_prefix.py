@@ -60,22 +60,17 @@ def test_long_prefix(served_arm, harness_session, record):
 
 
 def test_long_prefix_tpot_vs_reference(harness_session, record):
-    cand, ref = harness_session.candidate_name, harness_session.reference_name
-    if ref is None:
-        pytest.skip(f"arm {cand!r} names no reference arm")
-    got = {a: harness_session.measurements.get(("long_prefix", a)) for a in (cand, ref)}
-    missing = [a for a, v in got.items() if v is None]
-    assert not missing, f"no long-prefix measurement for {', '.join(missing)}: see its test_long_prefix result"
-    assert got[cand]["sha"] == got[ref]["sha"], "the two arms were sent different prompts"
+    cand, ref, mine, theirs = harness_session.both_measured("long_prefix")
+    assert mine["sha"] == theirs["sha"], "the two arms were sent different prompts"
     limits = gates.load_gates(cand).long_prefix
     tol, enforced = limits.tpot_p50_tolerance, limits.enforce_timing
-    failures = [gates.tpot_regression(cand, ref, c, p50, got[ref]["tpot_p50"].get(c), tol)
-                for c, p50 in got[cand]["tpot_p50"].items()]
+    failures = [gates.tpot_regression(cand, ref, c, p50, theirs["tpot_p50"].get(c), tol)
+                for c, p50 in mine["tpot_p50"].items()]
     failures = [f for f in failures if f]
     record(GateRecord, arm=cand, gate="long_prefix_tpot_p50", reference=ref, passed=not failures,
            detail="; ".join(failures) or f"TPOT p50 within {tol:g} of {ref} at every concurrency",
-           numbers={f"c{c}_ratio": (p50 / got[ref]["tpot_p50"][c] if p50 and got[ref]["tpot_p50"].get(c) else None)
-                    for c, p50 in got[cand]["tpot_p50"].items()})
+           numbers={f"c{c}_ratio": (p50 / theirs["tpot_p50"][c] if p50 and theirs["tpot_p50"].get(c) else None)
+                    for c, p50 in mine["tpot_p50"].items()})
     if failures and not enforced:
         warnings.warn(f"not enforced for {cand} (gates.yaml): " + "; ".join(failures), stacklevel=1)
         return
