@@ -90,6 +90,11 @@ class HarnessSession:
             pytest.fail(f"no {suite} result for {', '.join(missing)}: see its test_{suite} result", pytrace=False)
         return cand, ref, got[cand], got[ref]
 
+    def release(self, name: str) -> None:
+        live = self._servers.pop(name, None)
+        if live is not None:
+            live.server.stop()
+
     def close(self) -> None:
         for live in self._servers.values():
             live.server.stop()
@@ -135,12 +140,14 @@ def _live(session: HarnessSession, name: str) -> LiveServer:
         pytest.fail(str(exc), pytrace=False)
 
 
-@pytest.fixture(scope="session")
+# Function-scoped on purpose: they return the session's cached server, launching it again if
+# `served_arm` released it after that arm's tests.
+@pytest.fixture
 def candidate(harness_session: HarnessSession) -> LiveServer:
     return _live(harness_session, harness_session.candidate_name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def reference(harness_session: HarnessSession) -> LiveServer:
     name = harness_session.reference_name
     if name is None:
@@ -163,8 +170,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession) -> LiveServer:
-    return _live(harness_session, request.param)
+def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
+    # pytest runs every test of one arm, then finalizes this before the next arm's: the two servers never
+    # compete for the machine, and each is stopped as soon as its tests are done.
+    yield _live(harness_session, request.param)
+    harness_session.release(request.param)
 
 
 @pytest.fixture
