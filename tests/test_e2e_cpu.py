@@ -150,7 +150,9 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert all(r["status"] == "up" for r in servers) and len(servers) == 2
     perf = [r for r in records if r["kind"] == "long_prefix"]
     assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
-    assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["peak"] > 0 for r in perf)
+    assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["n"] > 0 for r in perf)
+    # A compiled tiny model on CPU can finish a level between two scrapes; the eager reference cannot.
+    assert any(r["kv_usage"]["peak"] > 0 for r in perf), "no scrape ever saw KV-cache use"
     assert all(r["gpu_memory_mib"] is None for r in perf)  # no GPU here: n/a, never 0
     assert len({r["prompts_sha"] for r in perf}) == 1, "the arms were sent different prompts"
     assert next(r for r in perf if r["arm"] == "cpu-smoke")["prefix_cache_hits"] > 0
