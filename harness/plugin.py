@@ -57,7 +57,8 @@ class HarnessSession:
         return self.options.reference or self.arm(self.options.arm).reference
 
     def server(self, name: str) -> LiveServer:
-        """Launch once per session; a failed launch is recorded once and re-raised for every user."""
+        """Launch on first use and cache until released; a failed launch is recorded once and re-raised for every
+        later user (its tests fail with the reason, the other arm still runs)."""
         if name in self._failures:
             raise HarnessError(self._failures[name])
         if name not in self._servers:
