@@ -157,10 +157,10 @@ class ResultsWriter:
     """Appends one JSON line per record and syncs it, so a crash loses nothing written."""
 
     def __init__(self, path: Path):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path  # the run directory appears with the first record, not before
 
     def append(self, record: BaseModel) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         line = record.model_dump_json() + "\n"
         with self.path.open("a") as f:
             f.write(line)

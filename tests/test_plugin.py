@@ -24,3 +24,8 @@ def test_both_measured_fails_naming_the_missing_arm(tmp_path):
 
 def test_reference_defaults_to_the_arms_own(tmp_path):
     assert session(tmp_path, reference=None).reference_name == "tp8"  # dcp8.yaml says reference: tp8
+
+
+def test_a_session_without_records_leaves_no_run_directory(tmp_path):
+    s = session(tmp_path)
+    assert not s.run_dir.exists()  # plain `pytest tests` must not litter reports/ with empty runs
