@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +109,7 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     class HarnessCompletions(LocalCompletionsAPI):
-        def _failed(self, exc: BaseException, attempt: int) -> bool:
+        def _failed(self, exc: BaseException) -> bool:
             """Record a failed attempt; True when no retry is worth making (server dead)."""
             self.last_error = f"{type(exc).__name__}: {exc}"
             try:
@@ -119,8 +120,6 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
 
         def model_call(self, messages, *, generate=True, gen_kwargs=None, **kwargs):
             # lm-eval's path for num_concurrent <= 1; same accounting as the async path below.
-            import time
-
             n = len(messages) if isinstance(messages, list) else 1
             for attempt in range(max_retries):
                 if self.dead is not None:
@@ -128,7 +127,7 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
                 try:
                     return super().model_call(messages, generate=generate, gen_kwargs=gen_kwargs, **kwargs)
                 except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
-                    if self._failed(exc, attempt):
+                    if self._failed(exc):
                         break
                     time.sleep(min(0.5 * 2**attempt, 5.0))
             self.request_errors += n
@@ -142,10 +141,10 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
                     break
                 try:
                     return await super().amodel_call(session, sem, messages, generate=generate,
-                                                     cache_keys=None, ctxlens=ctxlens, gen_kwargs=gen_kwargs,
+                                                     cache_keys=cache_keys, ctxlens=ctxlens, gen_kwargs=gen_kwargs,
                                                      **kwargs)
                 except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
-                    if self._failed(exc, attempt):
+                    if self._failed(exc):
                         break
                     await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
             self.request_errors += n
@@ -213,8 +212,6 @@ def lm_eval_version() -> str:
 
 def evaluate(lm, source: TaskSource, num_fewshot: int, limit: int | None, out_dir: Path) -> Evaluation:
     """Run lm-eval's simple_evaluate and keep its per-sample log under out_dir, whatever happens."""
-    import time
-
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
