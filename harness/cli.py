@@ -112,6 +112,13 @@ def render_tables(run_dir: Path, arm_order: list[str]) -> str:
     return "\n".join(out)
 
 
+def annotation(arm: str, ref: str | None, exit_code: int, tables: str) -> str:
+    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line, then the tables."""
+    verdict = {0: "PASSED"}.get(exit_code, "INTERRUPTED" if exit_code >= 128 else "FAILED")
+    versus = f" vs {ref}" if ref else ""
+    return f"## DCP qualification {verdict}: {arm}{versus} (exit code {exit_code})\n\n{tables}"
+
+
 TERMINATED: list[int] = []
 
 
@@ -150,9 +157,13 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     finally:
         stop_all()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    print("\n" + render_tables(run_dir, order))
-    print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}")
-    return 128 + TERMINATED[0] if TERMINATED else code
+    tables = render_tables(run_dir, order)
+    code = 128 + TERMINATED[0] if TERMINATED else code
+    (run_dir / "annotation.md").write_text(annotation(arm.name, ref.name if ref else None, code, tables))
+    print("\n" + tables)
+    print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}\n"
+          f"buildkite annotation: {run_dir / 'annotation.md'}")
+    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:

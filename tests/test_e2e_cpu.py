@@ -168,6 +168,7 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
          for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not ports & listening, "a server of the run still listens after qualify returned"

@@ -85,3 +85,11 @@ def test_redaction_spares_ordinary_flags():
 
     assert redact_argv(["--max-num-batched-tokens=512", "--hf-token=x"]) == ["--max-num-batched-tokens=512", "--hf-token=<redacted>"]
     assert redact_env({"MAX_TOKENS": "1", "HF_TOKEN": "x"}) == {"MAX_TOKENS": "1", "HF_TOKEN": "<redacted>"}
+
+
+def test_buildkite_annotation_states_the_verdict_first():
+    from harness.cli import annotation
+
+    assert annotation("dcp8", "tp8", 0, "### Accuracy\n").startswith("## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
+    assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation("dcp8", "tp8", 1, "")
+    assert "INTERRUPTED" in annotation("dcp8", None, 143, "")
