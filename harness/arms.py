@@ -189,15 +189,18 @@ def arm_file(name: str, arms_dir: Path = ARMS_DIR) -> Path:
 
 
 def read_yaml(path: Path) -> dict:
+    """One YAML mapping (arms, workloads, gates); a ConfigError with file, line and column otherwise."""
     try:
         data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}:{where}: YAML syntax error: {problem}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of arm fields, got {type(data).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
 
 

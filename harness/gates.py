@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.arms import deep_merge
+from harness.arms import deep_merge, read_yaml
 from harness.errors import ConfigError
 from harness.paths import CONFIG_DIR
 from harness.stats import mcnemar_exact_p, wilson_interval
@@ -44,10 +43,7 @@ class Gates(BaseModel):
 
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
     """Defaults merged with the arm's own section."""
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read gates: {exc}") from None
+    raw = read_yaml(path)
     unknown = set(raw) - {"defaults", "arms"}
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, arms")

@@ -13,10 +13,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.arms import ARM_NAME, Arm
+from harness.arms import ARM_NAME, Arm, read_yaml
 from harness.errors import ConfigError
 from harness.paths import CONFIG_DIR
 
@@ -71,12 +70,7 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in workloads_dir.glob("*.yaml"))) or "none"
         raise ConfigError(f"unknown workload {name!r}: no file {path}. Known workloads: {known}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: YAML syntax error: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of workload fields")
+    raw = read_yaml(path)
     try:
         return kind.model_validate({**raw, "name": raw.get("name", name)})
     except ValidationError as exc:
