@@ -111,3 +111,10 @@ def accuracy_floors(arm: str, correct: int, n: int, min_accuracy: float | None,
         if lo < wilson_floor:
             out.append(f"{arm}: 95% Wilson lower bound {lo:.2%} ({correct}/{n}) below the floor {wilson_floor:.2%}")
     return out
+
+
+def kv_capacity_agrees(arm: str, log_tokens: int, metrics_tokens: int | None) -> str | None:
+    """The log's KV tokens must equal /metrics kv_cache_size_tokens (older vLLMs do not export it: no check)."""
+    if metrics_tokens is None or metrics_tokens == log_tokens:
+        return None
+    return f"arm {arm!r}: log says {log_tokens} KV tokens, /metrics kv_cache_size_tokens says {metrics_tokens}"

@@ -36,3 +36,10 @@ def test_failed_requests_and_cold_start_gates():
 def test_cpu_pair_records_timing_gates_without_enforcing():
     assert gates.load_gates("cpu-smoke").long_prefix.enforce_timing is False
     assert gates.load_gates("dcp8").long_prefix.enforce_timing is True
+
+
+def test_kv_capacity_log_and_metrics_must_agree():
+    assert gates.kv_capacity_agrees("a", 2_018_304, 2_018_304) is None
+    assert gates.kv_capacity_agrees("a", 2_018_304, None) is None  # not exported by older vLLMs
+    msg = gates.kv_capacity_agrees("a", 31_871_376, 2_018_304)  # e.g. a draft model's line parsed by mistake
+    assert msg == "arm 'a': log says 31871376 KV tokens, /metrics kv_cache_size_tokens says 2018304"
