@@ -135,6 +135,42 @@ class GateRecord(RecordBase):
     numbers: dict[str, float | int | None] = {}
 
 
+class RequestComparison(BaseModel):
+    """One request's candidate output against the reference's output for the same prompt."""
+
+    request: str  # e.g. "round 3 (batch 5) #2" or "prefix 0 / suffix 4"
+    prompt_tokens: int
+    exact: bool
+    first_divergence: int | None  # index of the first differing generated token; None when equal
+    candidate_tokens: int
+    reference_tokens: int
+    finite: bool  # every candidate logprob finite
+    max_drift: float | None  # max |delta logprob| of the chosen tokens up to the first divergence
+    group: str = ""  # what the check varies: the round / batch size, cached vs uncached extend
+
+
+class ReferenceCheckRecord(RecordBase):
+    """A check of the candidate's outputs against stored reference outputs (prefix_reuse, graph_replay)."""
+
+    kind: Literal["reference_check"] = "reference_check"
+    check: str
+    reference: str  # the reference arm (or variant, e.g. "gpu-mla-eager")
+    reference_key: str  # the reference store key the outputs came from
+    passed: bool
+    detail: str
+    requests: int
+    exact_matches: int
+    first_divergence_min: int | None
+    max_drift: float | None
+    nonfinite: int
+    drift_limit: float
+    cached_tokens_proven: float | None = None  # vllm:prefix_cache_hits delta over the check, in tokens
+    diverged: list[str] = []  # one line per diverging request: where and in which round/batch
+    status: Literal["complete", "aborted"] = "complete"
+    reason: str | None = None
+    comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -146,11 +182,12 @@ class OutcomeRecord(RecordBase):
 
 
 Record = Annotated[
-    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord | OutcomeRecord,
+    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
+    | ReferenceCheckRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
-KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "outcome"}
+KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "reference_check", "outcome"}
 
 
 class ResultsWriter:
