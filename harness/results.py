@@ -83,6 +83,7 @@ class LongPrefixRecord(RecordBase):
     prefix_cache_hits: float | None = None  # counter deltas over the level, in tokens
     prefix_cache_queries: float | None = None
     samples_path: str  # raw per-request samples (JSONL)
+    telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
 
 class ColdStartRecord(RecordBase):

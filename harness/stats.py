@@ -66,3 +66,15 @@ def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def two_proportion_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled two-proportion z-test (unpaired: different or unmatched questions)."""
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    pooled = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 1.0
+    z = abs(k1 / n1 - k2 / n2) / se
+    return math.erfc(z / math.sqrt(2))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.results import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, OutcomeRecord, Record, ServerRecord
+from harness.results import (
+    GateRecord,
+    Gsm8kRecord,
+    KvCapacityRecord,
+    LongPrefixRecord,
+    OutcomeRecord,
+    Record,
+    ReferenceCheckRecord,
+    ServerRecord,
+)
 
 
 def human_tokens(n: int) -> str:
@@ -107,3 +116,39 @@ def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "stri
                      "Invalid": r.invalid,
                      "Status": r.status if r.status == "complete" else f"aborted: {first_line(r.reason, 60)}"})
     return pd.DataFrame(rows)
+
+
+def verdict(passed: bool, status: str = "complete") -> str:
+    return "aborted" if status == "aborted" else ("PASS" if passed else "FAIL")
+
+
+def drift(value: float | None, limit: float) -> str:
+    return f"{'n/a' if value is None else f'{value:.1e}'} / limit {limit:.0e}"
+
+
+def reference_checks_table(records: list[Record]) -> pd.DataFrame:
+    """Candidate outputs against stored reference outputs: verdict, token match, first divergence, drift, cache hits."""
+    rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check, "Verdict": verdict(r.passed, r.status),
+             "Requests": r.requests, "Exact match": f"{r.exact_matches}/{r.requests}",
+             "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
+             "Max drift": drift(r.max_drift, r.drift_limit),
+             "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}"}
+            for r in records if isinstance(r, ReferenceCheckRecord)]
+    return pd.DataFrame(rows)
+
+
+def gates_table(records: list[Record]) -> pd.DataFrame:
+    rows = [{"Gate": r.gate, "Arm vs reference": f"{r.arm} vs {r.reference}", "Verdict": verdict(r.passed),
+             "Detail": first_line(r.detail, 200)}
+            for r in records if isinstance(r, GateRecord)]
+    return pd.DataFrame(rows)
+
+
+def build_tables(records: list[Record], arm_order: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """Every table of a run, titled, in the order a pull request quotes them. No spec-decode records exist yet."""
+    return [("Accuracy", accuracy_table(records, arm_order)),
+            ("Performance", performance_table(records, arm_order)),
+            ("KV capacity", kv_capacity_table(records, arm_order)),
+            ("Reference checks", reference_checks_table(records)),
+            ("Gates", gates_table(records)),
+            ("Checks", outcomes_table(records))]

@@ -7,8 +7,10 @@ an NVIDIA GPU the NVML summary is None (shown as n/a), never 0.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from pydantic import BaseModel
@@ -112,3 +114,33 @@ def counter_delta(before: dict[str, float] | None, after: dict[str, float] | Non
     if before is None or after is None:
         return None
     return after[key] - before[key]
+
+
+def series_lines(metrics_points: list[tuple[int, dict[str, float]]], nvml_points: list[tuple[int, dict[str, float]]],
+                 start_ns: int, end_ns: int) -> list[dict]:
+    """The time series of one level (pure): seconds since the level started, source, values; in time order."""
+    rows = [{"t_s": (t - start_ns) / 1e9, "source": source, "values": v}
+            for source, points in (("metrics", metrics_points), ("nvml", nvml_points))
+            for t, v in points if start_ns <= t <= end_ns]
+    return sorted(rows, key=lambda r: r["t_s"])
+
+
+def write_series(path: Path, rows: list[dict]) -> None:
+    """One JSON line per point: the KV-usage timeline of the report is drawn from this file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def read_series(path: Path, source: str, key: str) -> list[tuple[float, float]]:
+    """(t_s, value) of one metric from a series file; lines that do not parse (a crashed write) are skipped."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("source") == source and key in row.get("values", {}):
+            out.append((row["t_s"], row["values"][key]))
+    return out

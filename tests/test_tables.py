@@ -46,3 +46,54 @@ def test_performance_table_in_the_seed_shape():
     assert "| tp8   | c1     | 13.806/13.831/13.857 ms | 4.93%/7.17%" in md[2] and "70.00/72.00 GiB" in md[2]
     assert "| dcp8  | c1     | 10.544/10.574/10.597 ms | 0.64%/1.10%" in md[3] and "| n/a " in md[3]
     assert "| dcp8  | c2     | 11.828/19.437/27.562 ms | 1.30%/2.37%" in md[4] and "1/8 (aborted)" in md[4]
+
+
+def refcheck(passed=True, status="complete", first=None, drift=3.1e-3, cached=256.0):
+    from harness.results import ReferenceCheckRecord
+
+    return ReferenceCheckRecord(run_id="r", arm="cpu-smoke", suite="prefix_reuse", check="prefix_reuse",
+                                reference="cpu-ref", reference_key="k", passed=passed, detail="d", requests=8,
+                                exact_matches=8 if first is None else 6, first_divergence_min=first, max_drift=drift,
+                                nonfinite=0, drift_limit=1e-2, cached_tokens_proven=cached, status=status)
+
+
+def test_reference_checks_table_columns_and_values():
+    from harness.tables import reference_checks_table
+
+    md = to_markdown(reference_checks_table([refcheck(), refcheck(False, first=17, drift=None, cached=None),
+                                             refcheck(False, status="aborted")])).splitlines()
+    assert [c.strip() for c in md[0].split("|")[1:-1]] == [
+        "Arm vs reference", "Check", "Verdict", "Requests", "Exact match", "First divergence", "Max drift",
+        "Cached tokens proven"]
+    assert [c.strip() for c in md[2].split("|")[1:-1]] == [
+        "cpu-smoke vs cpu-ref", "prefix_reuse", "PASS", "8", "8/8", "none", "3.1e-03 / limit 1e-02", "256"]
+    assert [c.strip() for c in md[3].split("|")[1:-1]][2:] == ["FAIL", "8", "6/8", "token 17", "n/a / limit 1e-02", "n/a"]
+    assert "| aborted " in md[4]
+
+
+def test_reference_checks_and_gates_tables_without_records_say_suite_not_run():
+    from harness.tables import gates_table, reference_checks_table
+
+    assert to_markdown(reference_checks_table([])) == "_(no results: suite not run)_"
+    assert to_markdown(gates_table([lp("a", 1, (1, 1, 1), (0, 0))])) == "_(no results: suite not run)_"
+
+
+def test_gates_table_verdict_per_gate():
+    from harness.results import GateRecord
+    from harness.tables import gates_table
+
+    records = [GateRecord(run_id="r", arm="dcp8", suite="gsm8k", gate="gsm8k_paired_accuracy", reference="tp8",
+                          passed=False, detail="dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)\nmore"),
+               GateRecord(run_id="r", arm="dcp8", suite="long_prefix", gate="long_prefix_tpot_p50", reference="tp8",
+                          passed=True, detail="TPOT p50 within 0.05 of tp8 at every concurrency")]
+    rows = gates_table(records).to_dict("records")
+    assert rows[0] == {"Gate": "gsm8k_paired_accuracy", "Arm vs reference": "dcp8 vs tp8", "Verdict": "FAIL",
+                       "Detail": "dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)"}
+    assert rows[1]["Verdict"] == "PASS"
+
+
+def test_build_tables_titles_in_pr_order():
+    from harness.tables import build_tables
+
+    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "KV capacity", "Reference checks",
+                                                      "Gates", "Checks"]

@@ -1,0 +1,97 @@
+"""A synthetic finished run directory (records + the raw files they reference) for the report tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.results import (
+    FilterScore,
+    GateRecord,
+    Gsm8kRecord,
+    KvCapacityRecord,
+    LongPrefixRecord,
+    OutcomeRecord,
+    ReferenceCheckRecord,
+    ResultsWriter,
+    ServerRecord,
+)
+from harness.stats import summarize
+from harness.telemetry import Usage
+
+ARMS = ("cpu-smoke", "cpu-ref")
+SUITES = ["gsm8k", "kv_capacity", "long_prefix"]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[float]) -> None:
+    samples = write_jsonl(run / arm / f"long_prefix_c{conc}.jsonl",
+                          [{"level": conc, "index": i, "tpot_s": t / 1e3, "ttft_s": 0.5, "error": None}
+                           for i, t in enumerate(tpot_ms)])
+    series = write_jsonl(run / arm / f"telemetry_c{conc}.jsonl",
+                         [{"t_s": i * 0.1, "source": "metrics", "values": {"kv_usage": 0.01 * (i % 5)}}
+                          for i in range(20)])
+    tpot = summarize([t / 1e3 for t in tpot_ms])
+    w.append(LongPrefixRecord(run_id=run.name, arm=arm, suite="long_prefix", workload="long_prefix_cpu",
+                              prompts_sha="bb9f60a854a80b9d", concurrency=conc, status="complete",
+                              requests=len(tpot_ms), failed=0, ttft=summarize([0.5]), tpot=tpot, itl=tpot,
+                              e2e=summarize([0.8]), kv_usage=Usage(mean=0.02, peak=0.04, n=20), gpu_memory_mib=None,
+                              samples_path=samples, telemetry_path=series))
+
+
+def gsm8k(w: ResultsWriter, run: Path, arm: str, right: list[bool]) -> None:
+    samples = write_jsonl(run / arm / "gsm8k" / "samples_gsm8k_local.jsonl",
+                          [{"doc_id": i, "filter": f, "exact_match": float(ok)}
+                           for i, ok in enumerate(right) for f in ("strict-match", "flexible-extract")])
+    k = sum(right)
+    score = FilterScore(exact_match=k / len(right), stderr=0.01, correct=k)
+    w.append(Gsm8kRecord(run_id=run.name, arm=arm, suite="gsm8k", workload="gsm8k_cpu", task="gsm8k_local",
+                         data_files={"test.jsonl": "sha256:abc123"}, lm_eval_version="0.4.9", task_hash="t",
+                         num_fewshot=5, limit=len(right), n=len(right),
+                         scores={"strict-match": score, "flexible-extract": score}, request_errors=0, invalid=0,
+                         status="complete", wall_s=1.0, num_concurrent=1, samples_path=samples))
+
+
+def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens: int = 100_000,
+             right: dict[str, list[bool]] | None = None, suites: list[str] | None = None,
+             exit_code: int | None = 0, gate_passed: bool = True) -> Path:
+    """cpu-smoke vs cpu-ref with every suite recorded, unless `suites` leaves some out."""
+    run = root / run_id
+    w = ResultsWriter(run / "results.jsonl")
+    suites = SUITES if suites is None else suites
+    right = right or {a: [True] * 30 + [False] * 10 for a in ARMS}
+    for arm in ARMS:
+        w.append(ServerRecord(run_id=run_id, arm=arm, suite="server", status="up", vllm_version="0.32.0",
+                              argv=["python", "-m", "vllm.entrypoints.openai.api_server", "--api-key", "s3cret"],
+                              env={"VLLM_API_KEY": "s3cret", "OMP_NUM_THREADS": "2"}))
+        if "kv_capacity" in suites:
+            w.append(KvCapacityRecord(run_id=run_id, arm=arm, suite="kv_capacity", device="CPU", tokens=kv_tokens,
+                                      gib_per_worker=1.5, tp=1, dcp=1, source_line="x"))
+        if "long_prefix" in suites:
+            for conc in (1, 2):
+                long_prefix(w, run, arm, conc, [tpot_scale * (5.0 + 0.1 * i) * conc for i in range(8)])
+        if "gsm8k" in suites:
+            gsm8k(w, run, arm, right[arm])
+        for suite in suites:
+            w.append(OutcomeRecord(run_id=run_id, arm=arm, suite=suite, test=f"suites/test_{suite}.py::test_{suite}"
+                                   f"[{arm}]", outcome="passed"))
+    w.append(GateRecord(run_id=run_id, arm="cpu-smoke", suite="long_prefix", gate="long_prefix_tpot_p50",
+                        reference="cpu-ref", passed=gate_passed,
+                        detail="TPOT p50 within 0.5 of cpu-ref" if gate_passed else "c1: TPOT p50 too slow"))
+    w.append(ReferenceCheckRecord(run_id=run_id, arm="cpu-smoke", suite="prefix_reuse", check="prefix_reuse",
+                                  reference="cpu-ref", reference_key="k", passed=True, detail="ok", requests=8,
+                                  exact_matches=8, first_divergence_min=None, max_drift=3.1e-3, nonfinite=0,
+                                  drift_limit=1e-2, cached_tokens_proven=256))
+    info = {"harness_version": "0.1.0", "git_commit": "abc", "host": "h", "started": "2026-01-01T00:00:00",
+            "argv": ["qualify", "--arm", "cpu-smoke"], "suites": SUITES, "arms": {a: {} for a in ARMS},
+            "workloads": {"long_prefix": {"concurrency": [1, 2], "seed": 0}}}
+    if exit_code is not None:
+        info.update(finished="2026-01-01T00:05:00", exit_code=exit_code,
+                    device={"kind": "cpu", "cpu": "Test CPU x 2"})
+    (run / "run.json").write_text(json.dumps(info))
+    return run
