@@ -127,6 +127,7 @@ class Arm(Strict):
     description: str = ""
     extends: str | None = None
     reference: str | None = None  # the arm this one is compared with; None for a reference
+    eager_variant: str | None = None  # this arm under --enforce-eager (an `extends:` arm): graph_replay compares too
     model: ModelSpec
     parallelism: Parallelism = Parallelism()
     attention: Attention = Attention()

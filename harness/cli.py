@@ -29,7 +29,13 @@ from harness.report import Rendered, annotation, render_run
 from harness.screenshot import take_screenshot
 from harness.server import stop_all
 from harness.vllm_args import check_with_vllm
-from harness.workloads import DEFAULT_WORKLOADS, WORKLOAD_KINDS, LongPrefixWorkload, load_workload, workload_for
+from harness.workloads import (
+    SUITE_WORKLOADS,
+    WORKLOAD_KINDS,
+    Gsm8kWorkload,
+    load_workload,
+    workload_for,
+)
 
 SUITES_DIR = REPO_ROOT / "suites"
 
@@ -42,14 +48,14 @@ def load_arms(name: str, reference: str | None, overrides: list[str]) -> tuple[A
 
 def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verdict]:
     """Per suite the run will execute: its workload fits the arm's max_model_len; its data files are sound."""
-    chosen = [s for s in DEFAULT_WORKLOADS if not suites or s in suites.split(",")]
+    chosen = {SUITE_WORKLOADS[s] for s in SUITE_WORKLOADS if not suites or s in suites.split(",")}
     verdicts = []
-    for suite in chosen:
-        w = load_workload(workload_for(candidate, suite), kind=WORKLOAD_KINDS[suite])
-        if isinstance(w, LongPrefixWorkload):
-            verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
-        else:
+    for key in sorted(chosen):
+        w = load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
+        if isinstance(w, Gsm8kWorkload):
             verdicts.append(Verdict("gsm8k_data", True, check_data()))  # raises ConfigError on bad data
+        else:
+            verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
     return verdicts
 
 
@@ -118,6 +124,8 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
         pytest_args += ["--reference", args.reference]
     for assignment in args.set:
         pytest_args += ["--set", assignment]
+    if args.refresh_reference:
+        pytest_args.append("--refresh-reference")
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
 
@@ -199,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--refresh-reference", action="store_true",
+                   help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
                    "regression beyond configs/gates.yaml `baseline:` fails the run")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")

@@ -34,11 +34,18 @@ class Gsm8kGates(BaseModel):
     wilson_floor: float | None = Field(None, ge=0, le=1)  # the candidate's 95% Wilson lower bound must reach it
 
 
+class ReferenceCheckGates(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    drift_limit: float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
+
+
 class Gates(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     long_prefix: LongPrefixGates = LongPrefixGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
+    reference_checks: ReferenceCheckGates = ReferenceCheckGates()
 
 
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
@@ -118,3 +125,15 @@ def kv_capacity_agrees(arm: str, log_tokens: int, metrics_tokens: int | None) ->
     if metrics_tokens is None or metrics_tokens == log_tokens:
         return None
     return f"arm {arm!r}: log says {log_tokens} KV tokens, /metrics kv_cache_size_tokens says {metrics_tokens}"
+
+
+def prefix_hit_proven(arm: str, hits: float | None, expected: int, caching_on: bool) -> str | None:
+    """The probes' partial-prefix hit, proven by the vllm:prefix_cache_hits counter delta over them."""
+    if not caching_on:
+        return f"arm {arm!r} has prefix caching off: a partial-prefix hit cannot happen, enable it to run this check"
+    if hits is None:
+        return f"arm {arm!r}: /metrics has no vllm:prefix_cache_hits counter; the partial hit cannot be proven"
+    if hits < expected:
+        return (f"arm {arm!r}: prefix-cache hits over the probes {hits:g} tokens < {expected} expected "
+                "(the shared part was not reused)")
+    return None

@@ -12,12 +12,25 @@ from pathlib import Path
 
 import pytest
 
+from harness import reference_store as store
 from harness.arms import Arm, load_arm
-from harness.errors import HarnessError
+from harness.check_prompts import CheckPrompts, build_check_prompts
+from harness.errors import ConfigError, HarnessError
+from harness.generation import Sampling
 from harness.launch import LiveServer, launch
-from harness.paths import REPORTS_DIR, run_id_now
+from harness.paths import REPORTS_DIR, run_id_now, server_python
 from harness.redact import redact_argv, redact_env
+from harness.reference_checks import capture
+from harness.reference_store import (
+    StoredOutputs,
+    installed_vllm_version,
+    make_key,
+    model_difference,
+    model_identity,
+    reference_dir,
+)
 from harness.results import OutcomeRecord, ResultsWriter, ServerRecord
+from harness.workloads import ReferenceChecksWorkload, load_workload, token_space, workload_for
 
 DEFAULT_ARM = "cpu-smoke"
 
@@ -28,6 +41,7 @@ class Options:
     reference: str | None = None  # default: the arm's own `reference:`
     run_dir: Path | None = None
     overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
+    refresh_reference: bool = False  # capture reference outputs anew even when the store has them
 
 
 class HarnessSession:
@@ -41,6 +55,7 @@ class HarnessSession:
         self._failures: dict[str, str] = {}
         # Per-arm figures a later comparison test needs, keyed (suite, arm); also written as records.
         self.measurements: dict[tuple[str, str], dict] = {}
+        self._stored: dict[str, StoredOutputs] = {}
 
     def arm(self, name: str) -> Arm:
         if name not in self._arms:
@@ -91,6 +106,37 @@ class HarnessSession:
             pytest.fail(f"no {suite} result for {', '.join(missing)}: see its test_{suite} result", pytrace=False)
         return cand, ref, got[cand], got[ref]
 
+    def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
+        """The candidate's reference-check workload (both arms get the same prompts)."""
+        cand = self.arm(self.candidate_name)
+        w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
+        return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
+
+    def stored_outputs(self, name: str) -> StoredOutputs:
+        """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now.
+
+        Capturing stops every other server first: on one GPU two servers would not both fit."""
+        if name in self._stored:
+            return self._stored[name]
+        cand, arm = self.arm(self.candidate_name), self.arm(name)
+        difference = model_difference(cand, model_identity(cand), arm, model_identity(arm))
+        if difference:
+            raise ConfigError(difference)
+        _, prompts, sampling = self.check_prompts()
+        key = make_key(arm, model_identity(arm), prompts, sampling,
+                       installed_vllm_version(arm.launcher.python or server_python()))
+        stored = None if self.options.refresh_reference else store.load(key, name, prompts, reference_dir())
+        if stored is None:
+            for other in list(self._servers):
+                if other != name:
+                    self.release(other)
+            outputs = capture(self.server(name), prompts.all(), sampling)
+            self.release(name)
+            path = store.save(key, name, prompts, outputs, reference_dir())
+            stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
+        self._stored[name] = stored
+        return stored
+
     def release(self, name: str) -> None:
         live = self._servers.pop(name, None)
         if live is not None:
@@ -112,11 +158,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-dir", default=None, type=Path, help="run directory (default reports/<timestamp>)")
     group.addoption("--set", dest="harness_set", action="append", default=[], metavar="PATH=VALUE",
                     help="override a field of the candidate arm, e.g. --set parallelism.dcp=4")
+    group.addoption("--refresh-reference", action="store_true", default=False,
+                    help="capture the reference arm's outputs anew instead of reusing the reference store")
 
 
 def options_from(config: pytest.Config) -> Options:
     return Options(arm=config.getoption("--arm"), reference=config.getoption("--reference"),
-                   run_dir=config.getoption("--run-dir"), overrides=list(config.getoption("harness_set")))
+                   run_dir=config.getoption("--run-dir"), overrides=list(config.getoption("harness_set")),
+                   refresh_reference=config.getoption("--refresh-reference"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -154,6 +203,39 @@ def reference(harness_session: HarnessSession) -> LiveServer:
     if name is None:
         pytest.skip(f"arm {harness_session.candidate_name!r} names no reference arm")
     return _live(harness_session, name)
+
+
+def _stored(session: HarnessSession, name: str | None) -> StoredOutputs:
+    if name is None:
+        pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
+    try:
+        return session.stored_outputs(name)
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+# Session-scoped and requested before `candidate`: captured (when not stored) before the candidate starts.
+@pytest.fixture(scope="session")
+def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
+    return _stored(harness_session, harness_session.reference_name)
+
+
+@pytest.fixture(scope="session")
+def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
+    """The candidate under --enforce-eager (its `eager_variant` arm), where the arm names one."""
+    variant = harness_session.arm(harness_session.candidate_name).eager_variant
+    return _stored(harness_session, variant) if variant else None
+
+
+REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite."""
+    first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
+    if first:
+        items[:] = first + [i for i in items if i not in first]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -78,8 +78,58 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
         raise ConfigError(f"{path}: invalid workload: {fields}") from None
 
 
-DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full"}
-WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload}
+class PrefixReuseSpec(BaseModel):
+    """Warm one long prompt, then probes sharing only a block-aligned part of its prefix, mixed with uncached ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix_tokens: int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
+    warm_suffix_tokens: int = Field(16, ge=1)
+    shared_tokens: list[int] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
+    probes_per_share: int = Field(2, ge=1)
+    uncached_probes: int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
+    probe_suffix_tokens: tuple[int, int] = (16, 256)  # [min, max] new tokens after the shared part
+
+
+class GraphReplaySpec(BaseModel):
+    """Rounds of concurrent requests whose count walks across captured batch sizes and padding boundaries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_sizes: list[int] = Field([1, 2, 3, 5, 8, 13], min_length=1)
+    prompt_tokens: tuple[int, int] = (8, 512)  # [min, max], drawn per request: every round's inputs change
+
+
+class ReferenceChecksWorkload(BaseModel):
+    """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    output_tokens: int = Field(32, ge=1)
+    top_logprobs: int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
+    prefix_reuse: PrefixReuseSpec
+    graph_replay: GraphReplaySpec = GraphReplaySpec()
+    vocab_size: int | None = Field(None, ge=16)
+    exclude_token_ids: list[int] = []
+
+    @property
+    def max_len(self) -> int:
+        longest = max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
+                      max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
+                      self.graph_replay.prompt_tokens[1])
+        return longest + self.output_tokens
+
+
+DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
+                     "reference_checks": "reference_checks_gpu"}
+# Which workload (the key under an arm's `workloads:`) each suite runs.
+SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
+                   "graph_replay": "reference_checks"}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
+                                              "reference_checks": ReferenceChecksWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:
@@ -98,7 +148,7 @@ class TokenSpace:
         return [i for i in range(self.vocab_size) if i not in self.excluded]
 
 
-def token_space(arm: Arm, workload: LongPrefixWorkload) -> TokenSpace:
+def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload) -> TokenSpace:
     """From the local model's config.json and tokenizer.json; a hub model needs workload.vocab_size."""
     excluded = set(workload.exclude_token_ids)
     vocab = workload.vocab_size

@@ -1,0 +1,35 @@
+"""Changing-input graph replay: rounds of concurrent requests whose count walks across captured batch sizes and
+padding boundaries, new prompts and lengths each round; every output compared with the reference arm's, and on
+arms that name an `eager_variant`, with the same arm under --enforce-eager."""
+
+import pytest
+
+from harness import gates
+from harness.reference_checks import compare_batches, record_fields
+from harness.results import ReferenceCheckRecord
+
+
+def check_against(stored, candidate, harness_session, record, check: str):
+    arm = candidate.arm
+    _, prompts, sampling = harness_session.check_prompts()
+    limit = gates.load_gates(arm.name).reference_checks.drift_limit
+    sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
+    sink.unlink(missing_ok=True)
+    run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
+    return record(ReferenceCheckRecord, arm=arm.name,
+                  **record_fields(check, stored.arm, stored.key, run, limit, sink)), run
+
+
+def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):
+    rec, run = check_against(reference_outputs, candidate, harness_session, record, "graph_replay")
+    assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs {reference_outputs.arm!r} "
+                        f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
+                        + (f"\n{run.aborted}" if run.aborted else ""))
+
+
+def test_graph_replay_vs_eager(reference_outputs, eager_outputs, candidate, harness_session, record):
+    if eager_outputs is None:
+        pytest.skip(f"arm {candidate.arm.name!r} names no eager_variant (GPU arms do; on CPU the reference is eager)")
+    rec, run = check_against(eager_outputs, candidate, harness_session, record, "graph_replay_eager")
+    assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs its eager variant {eager_outputs.arm!r}:\n"
+                        + "\n".join(rec.diverged) + (f"\n{run.aborted}" if run.aborted else ""))

@@ -1,0 +1,49 @@
+"""Partial-prefix reuse: warm a long prefix, then extends that share only a block-aligned part of it, mixed with
+uncached prompts in one batch. The hit is proven from /metrics; every output must equal the reference arm's."""
+
+import pytest
+
+from harness import gates
+from harness.check_prompts import expected_hit_tokens
+from harness.metrics import cache_config, fetch_metrics, label_int, samples
+from harness.reference_checks import BatchRun, compare_batches, record_fields
+from harness.results import ReferenceCheckRecord
+
+HITS = "vllm:prefix_cache_hits_total"
+
+
+def hit_counter(base_url: str) -> float | None:
+    found = samples(fetch_metrics(base_url), HITS)
+    return sum(v for _, v in found) if found else None
+
+
+def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
+    arm = candidate.arm
+    w, prompts, sampling = harness_session.check_prompts()
+    limit = gates.load_gates(arm.name).reference_checks.drift_limit
+    info = cache_config(fetch_metrics(candidate.info.base_url))
+    block = label_int(info, "block_size") or 16
+    caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
+    misaligned = [s for s in w.prefix_reuse.shared_tokens if s % block]
+    if misaligned:
+        pytest.fail(f"workload {w.name!r}: shared_tokens {misaligned} are not multiples of arm {arm.name!r}'s "
+                    f"block size {block}: set them to whole blocks", pytrace=False)
+    sink = harness_session.run_dir / arm.name / "prefix_reuse_comparisons.jsonl"
+    sink.unlink(missing_ok=True)
+
+    run = compare_batches(candidate, [[prompts.warm]], sampling, reference_outputs.outputs, sink)
+    hits = None
+    expected = expected_hit_tokens(prompts.probes, block)
+    if not run.aborted:
+        before = hit_counter(candidate.info.base_url)
+        probes = compare_batches(candidate, [prompts.probes], sampling, reference_outputs.outputs, sink)
+        after = hit_counter(candidate.info.base_url)
+        run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
+        hits = after - before if before is not None and after is not None else None
+    proof = gates.prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
+    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
+                 **record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limit, sink,
+                                 [proof] if proof else []))
+    assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
+                        f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
+                        + (f"\n{run.aborted}" if run.aborted else ""))
