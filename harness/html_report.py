@@ -19,7 +19,9 @@ table{border-collapse:collapse;margin:6px 0 10px}th,td{border:1px solid #d0d7de;
 vertical-align:top}th{background:#f6f8fa}td.PASS,td.ok{color:#116329;font-weight:600}
 td.FAIL,td.REGRESSION,td.failed,td.error,td.aborted{color:#a40e26;font-weight:600}
 pre{background:#f6f8fa;padding:6px 8px;white-space:pre-wrap;word-break:break-all;margin:2px 0}
-ul.warn li{color:#9a6700}.empty{color:#57606a;font-style:italic}img{max-width:100%;border:1px solid #eaeef2}
+ul.warn li{color:#9a6700}
+ul.bad li{color:#a40e26;font-weight:600}
+.empty{color:#57606a;font-style:italic}img{max-width:100%;border:1px solid #eaeef2}
 """
 
 FLAG_WORDS = ("PASS", "FAIL", "REGRESSION", "ok", "failed", "error", "aborted", "passed", "skipped")
@@ -90,7 +92,7 @@ def render_html(c: ReportContent) -> str:
     if c.baseline is not None:
         label, df, regressions = c.baseline
         body.append(f"<h2>Baseline diff: {esc(label)}</h2>")
-        body.append(listing([f"REGRESSION: {r}" for r in regressions], "warn") if regressions
+        body.append(listing([f"REGRESSION: {r}" for r in regressions], "bad") if regressions
                     else "<p>No regression against the baseline.</p>")
         body.append(table_html(df))
     body.append("<h2>Missing or incomplete</h2>")

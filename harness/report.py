@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import plots
-from harness.baseline import baseline_results, compare, deltas_table, load_thresholds
+from harness.baseline import Delta, baseline_results, compare, deltas_table, load_thresholds
 from harness.completeness import gaps
 from harness.html_report import ReportContent, render_html
 from harness.provenance import summarize_provenance
@@ -100,7 +100,26 @@ class Rendered:
     exit_code: int | None  # the run's exit code with baseline regressions applied; None when never recorded
 
 
-def baseline_section(run: RunData, baseline: str) -> tuple[str, pd.DataFrame, list[str], list[str]]:
+DELTA_COLUMNS = {"Performance": ("TPOT p50", "TPOT p50 vs baseline"), "KV capacity": ("KV tokens", "KV vs baseline"),
+                 "Accuracy": ("exact_match", "exact_match vs baseline")}
+
+
+def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delta]) -> list[tuple[str, pd.DataFrame]]:
+    """Each PR table gets its baseline change as a column (pure); REGRESSION where flagged."""
+    out = []
+    for title, df in tables:
+        if title in DELTA_COLUMNS and not df.empty:
+            metric, column = DELTA_COLUMNS[title]
+            by_key = {(d.arm, d.where if metric == "TPOT p50" else ""): d.change + (" REGRESSION" if d.regression
+                                                                                   else "")
+                      for d in deltas if d.metric == metric}
+            keys = zip(df["Arm"], df["Conc"] if "Conc" in df else [""] * len(df), strict=True)
+            df = df.assign(**{column: [by_key.get(k, "not in baseline") for k in keys]})
+        out.append((title, df))
+    return out
+
+
+def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], list[str]]:
     path = baseline_results(baseline)
     base_records, base_problems = read_results(path)
     base = RunData(path.parent, {}, base_records, [])
@@ -108,8 +127,7 @@ def baseline_section(run: RunData, baseline: str) -> tuple[str, pd.DataFrame, li
     cur_q, p1 = per_question(run, "current", t.filter)
     base_q, p2 = per_question(base, "baseline", t.filter)
     deltas = compare(run.records, base_records, t, {**cur_q, **base_q})
-    problems = [f"baseline {p}" for p in base_problems] + p1 + p2
-    return str(path), deltas_table(deltas), [d.regression for d in deltas if d.regression], problems
+    return str(path), deltas, [f"baseline {p}" for p in base_problems] + p1 + p2
 
 
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
@@ -117,13 +135,15 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
     tables = build_tables(run.records, run.arm_order)
     base = None
+    regressions: list[str] = []
+    tables_for_files = tables
     if baseline:
-        label, df, regressions, more = baseline_section(run, baseline)
-        base = (label, df, regressions)
+        label, deltas, more = baseline_section(run, baseline)
+        regressions = [d.regression for d in deltas if d.regression]
+        base = (label, deltas_table(deltas), regressions)
         run.problems += more
-        tables_for_files = [*tables, ("Baseline diff", df)]
-    else:
-        tables_for_files, regressions = tables, []
+        tables = with_delta_columns(tables, deltas)
+        tables_for_files = [*tables, ("Baseline diff", base[1])]
     code = final_exit_code(raw, regressions)
     missing = gaps(run.info, run.records, run.arm_order)
     figures, plot_problems = make_plots(run)
@@ -138,8 +158,9 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     arms = run.arm_order
     title = f"DCP qualification {run_dir.name}: " + (" vs ".join(arms[:2]) or "no arm recorded")
     line = f"{verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
-    content = ReportContent(title, line, verdict(code) == "PASSED",
-                            summarize_provenance(run.info, run.records), tables, missing, run.problems, figures, base)
+    provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
+    content = ReportContent(title, line, verdict(code) == "PASSED", provenance, tables, missing, run.problems,
+                            figures, base)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))
     return Rendered(md, regressions, html_path, code)

@@ -141,3 +141,15 @@ def test_thresholds_come_from_the_baseline_section(tmp_path):
     with pytest.raises(ConfigError, match="tpot_tolerance"):
         load_thresholds(path)
     assert load_thresholds() == load_thresholds()  # the shipped configs/gates.yaml parses
+
+
+def test_pr_tables_gain_baseline_delta_columns(tmp_path):
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3, kv_tokens=99_500)
+    render_run(slow, baseline=str(base))
+    perf = (slow / "tables" / "performance.md").read_text().splitlines()
+    assert perf[0].rstrip().endswith("| TPOT p50 vs baseline   |")
+    assert all(line.rstrip().endswith("| +30.0% REGRESSION      |") for line in perf[2:])
+    assert "| -0.5%            |" in (slow / "tables" / "kv_capacity.md").read_text()  # within the 1% limit
+    assert "| +0.00 pt                  |" in (slow / "tables" / "accuracy.md").read_text()
+    render_run(slow)  # without a baseline the columns are gone again
+    assert "vs baseline" not in (slow / "tables" / "performance.md").read_text()
