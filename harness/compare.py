@@ -24,7 +24,15 @@ def compare(request: str, prompt_tokens: int, cand: Generation, ref: Generation,
     finite = all(math.isfinite(x) for x in cand.logprobs) and len(cand.logprobs) == len(cand.token_ids)
     return RequestComparison(request=request, prompt_tokens=prompt_tokens, exact=first is None,
                              first_divergence=first, candidate_tokens=len(cand.token_ids),
-                             reference_tokens=len(ref.token_ids), finite=finite, max_drift=drift, group=group)
+                             reference_tokens=len(ref.token_ids), finite=finite, max_drift=drift, group=group,
+                             reference_gap_at_divergence=top_gap(ref, first))
+
+
+def top_gap(gen: Generation, position: int | None) -> float | None:
+    if position is None or position >= len(gen.top):
+        return None
+    values = sorted(gen.top[position].values(), reverse=True)
+    return values[0] - values[1] if len(values) >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,10 @@ def failure_line(c: RequestComparison, drift_limit: float) -> str | None:
     where = f"request {c.request}" + (f" [{c.group}]" if c.group else "")
     problems = []
     if not c.exact:
+        gap = "" if c.reference_gap_at_divergence is None else (
+            f", where the reference's top-2 gap is {c.reference_gap_at_divergence:.3g}")
         problems.append(f"generated token {c.first_divergence} differs from the reference "
-                        f"({c.candidate_tokens} vs {c.reference_tokens} tokens)")
+                        f"({c.candidate_tokens} vs {c.reference_tokens} tokens{gap})")
     if not c.finite:
         problems.append("non-finite logprob")
     if c.max_drift is not None and c.max_drift > drift_limit:

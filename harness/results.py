@@ -148,6 +148,9 @@ class RequestComparison(BaseModel):
     finite: bool  # every candidate logprob finite
     max_drift: float | None  # max |delta logprob| of the chosen tokens up to the first divergence
     group: str = ""  # what the check varies: the round / batch size, cached vs uncached extend
+    # The reference's own top-1 minus top-2 logprob where the outputs diverge: ~0 means the reference itself could
+    # hardly tell the two tokens apart (a rounding-level flip); a wide gap means the candidate computed something else.
+    reference_gap_at_divergence: float | None = None
 
 
 class ReferenceCheckRecord(RecordBase):
