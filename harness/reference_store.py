@@ -18,7 +18,7 @@ from pathlib import Path
 from harness import __version__
 from harness.arms import Arm
 from harness.check_prompts import CheckPrompts, prompt_sha
-from harness.errors import ConfigError, HarnessError
+from harness.errors import HarnessError
 from harness.generation import Generation, Sampling
 from harness.paths import REPORTS_DIR
 
@@ -58,9 +58,7 @@ def model_identity(arm: Arm) -> dict[str, str]:
     """Weights, tokenizer and config hashes of a local model; the hub id for a hub model."""
     if arm.model.source == "hub":
         return {"hub_id": arm.model.path}
-    d = arm.model.local_dir()
-    if not (d / "config.json").is_file():
-        raise ConfigError(f"arm {arm.name!r}: model.path {d} has no config.json (run `make model`?)")
+    d = arm.model.local_dir()  # the arm loader has checked that it exists and holds config.json
     weights = sorted(p for p in d.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
     h = hashlib.sha256()
     for p in weights:

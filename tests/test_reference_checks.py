@@ -239,8 +239,3 @@ def test_model_identity_sees_one_changed_weight_byte_and_the_tokenizer(model_cop
     assert msg and "weights_sha" in msg and "tokenizer_sha" in msg and "config_sha" not in msg
     assert "'cpu-smoke'" in msg and "cannot be compared" in msg
 
-
-def test_model_identity_needs_a_local_model(tmp_path):
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match="has no config.json"):
-        store.model_identity(arm_at(tmp_path / "empty"))
