@@ -13,7 +13,7 @@ from harness import reference_store as store
 from harness.arms import load_arm
 from harness.check_prompts import build_check_prompts, expected_hit_tokens, interleave
 from harness.compare import compare, judge, summary_fields
-from harness.errors import ConfigError, WorkloadError
+from harness.errors import WorkloadError
 from harness.gates import prefix_hit_proven
 from harness.generation import Generation, Sampling, parse_choice, token_id
 from harness.reference_checks import BatchRun, record_fields
