@@ -85,10 +85,18 @@ def all_suites() -> list[str]:
     return sorted(p.stem.removeprefix("test_") for p in SUITES_DIR.glob("test_*.py"))
 
 
+def per_arm_suites(suites: list[str]) -> list[str]:
+    """Suites whose tests run once per arm (they take the plugin's `served_arm`); the rest run for the candidate."""
+    files = {s: SUITES_DIR / f"test_{s}.py" for s in suites}
+    return [s for s, f in files.items() if f.is_file() and "served_arm" in f.read_text()]
+
+
 def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None) -> None:
     """run.json at the start: harness version, commit, host, argv, suites, the candidate's workloads, arms."""
-    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, argv,
-                      suites if suites is not None else all_suites(), workload_dumps(arms[0]) if arms else {})
+    suites = suites if suites is not None else all_suites()
+    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, argv, suites,
+                      workload_dumps(arms[0]) if arms else {})
+    info["per_arm_suites"] = per_arm_suites(suites)
     write_info(run_dir, info)
 
 

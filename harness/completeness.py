@@ -26,13 +26,15 @@ def interruption(info: dict) -> list[str]:
     return []
 
 
-def missing_outcomes(records: list[Record], arms: list[str], suites: list[str]) -> list[str]:
-    """One line per expected suite x arm with no test outcome, saying why when the records know."""
+def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
+                     per_arm: list[str] | None = None) -> list[str]:
+    """One line per expected suite x arm with no test outcome, saying why when the records know. Suites not in
+    `per_arm` run for the candidate (arms[0]) only; None (older run.json) expects every arm everywhere."""
     have = {(r.suite, r.arm) for r in records if isinstance(r, OutcomeRecord)}
     failed = {r.arm: r.reason for r in records if isinstance(r, ServerRecord) and r.status == "failed"}
     out = []
     for suite in suites:
-        for arm in arms:
+        for arm in (arms if per_arm is None or suite in per_arm else arms[:1]):
             if (suite, arm) in have:
                 continue
             why = (f"the server failed: {first_line(failed[arm])}" if arm in failed
@@ -71,5 +73,5 @@ def gaps(info: dict, records: list[Record], arms: list[str]) -> list[str]:
     """Everything missing from a run, each with its reason; empty for a complete run."""
     suites = info.get("suites") or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
     levels = (info.get("workloads") or {}).get("long_prefix", {}).get("concurrency", [])
-    return [*interruption(info), *missing_outcomes(records, arms, suites), *missing_levels(records, arms, levels),
-            *aborted(records)]
+    return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites")),
+            *missing_levels(records, arms, levels), *aborted(records)]
