@@ -128,3 +128,23 @@ def test_cli_report_rerenders_a_run_dir_and_writes_the_annotation(tmp_path, caps
     out = capsys.readouterr().out
     assert "### Performance" in out and f"report: {run / 'report.html'}" in out
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
+
+
+def test_candidate_only_suites_do_not_expect_the_reference_arm(tmp_path):
+    from harness.completeness import missing_outcomes
+    from harness.results import OutcomeRecord
+
+    got = [OutcomeRecord(run_id="r", arm="cpu-smoke", suite=s, test=f"t_{s}", outcome="passed")
+           for s in ("gsm8k", "prefix_reuse")]
+    arms, suites = ["cpu-smoke", "cpu-ref"], ["gsm8k", "prefix_reuse"]
+    assert missing_outcomes(got, arms, suites, per_arm=["gsm8k"]) == [
+        "gsm8k x cpu-ref: no record: not run (the run stopped before it, or the suite was not selected)"]
+    assert len(missing_outcomes(got, arms, suites, per_arm=None)) == 2  # older run.json: every arm expected
+    assert missing_outcomes([], arms, ["prefix_reuse"], per_arm=["gsm8k"])[0].startswith("prefix_reuse x cpu-smoke")
+
+
+def test_run_info_marks_per_arm_suites_from_the_suite_files():
+    from harness.cli import per_arm_suites
+
+    assert per_arm_suites(["gsm8k", "kv_capacity", "long_prefix", "prefix_reuse", "graph_replay", "nope"]) == [
+        "gsm8k", "kv_capacity", "long_prefix"]
