@@ -24,7 +24,7 @@ HARNESS     := $(VENV)/bin/python -m harness
 ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: setup qualify test test-unit plan report report-screenshot chromium arms model lint clean
+.PHONY: setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -89,6 +89,15 @@ chromium:
 
 arms: $(VENV)/.ready
 	$(HARNESS) arms
+
+# GPU device runs (docs/evidence/h200-*.md): build the payload here, then carry it (scripts/device_qualify.sh).
+device-payload:
+	bash ../shared/gpu/build_payload.sh .
+	bash scripts/build_device_payload.sh
+
+# On the GPU machine itself, after ../shared/gpu's device_install.sh: e.g. make qualify-device ARM=gpu-mla
+qualify-device:
+	bash scripts/device_qualify.sh $(ARM) $(if $(SUITES),--suites $(SUITES)) $(SET_ARGS)
 
 lint: $(VENV)/.ready
 	$(VENV)/bin/pip install -q ruff

@@ -73,7 +73,9 @@ def train_tokenizer(texts: list[str]):
     )
 
 
-def build_model(tokenizer):
+def build_model(tokenizer, arch: str = "llama"):
+    if arch == "deepseek_v3":
+        return build_mla_model(tokenizer)
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -96,18 +98,57 @@ def build_model(tokenizer):
     return LlamaForCausalLM(config)
 
 
-def train(model, tokenizer, texts: list[str]) -> float:
+def build_mla_model(tokenizer):
+    """A small DeepseekV3 (MLA) for GPU arms: the attention geometry of the real thing (kv_lora_rank 512,
+    qk_rope_head_dim 64, which vLLM's MLA backends require), dense MLPs, two layers."""
+    import torch
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    config = DeepseekV3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        intermediate_size=1024,
+        moe_intermediate_size=256,
+        num_hidden_layers=2,
+        first_k_dense_replace=2,  # every layer dense: no experts to route
+        n_routed_experts=8,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        n_group=1,
+        topk_group=1,
+        topk_method="noaux_tc",  # vLLM loads gate.e_score_correction_bias only with these
+        scoring_func="sigmoid",
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        q_lora_rank=256,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=128,
+        v_head_dim=128,
+        max_position_embeddings=65536,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(SEED)
+    return DeepseekV3ForCausalLM(config)
+
+
+def train(model, tokenizer, texts: list[str], device: str = "cpu") -> float:
     import torch
 
     ids = tokenizer("".join(texts), add_special_tokens=False)["input_ids"]
     data = torch.tensor(ids, dtype=torch.long)
+    model.to(device)
     gen = torch.Generator().manual_seed(SEED)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
     for step in range(TRAIN_STEPS):
         starts = torch.randint(0, len(data) - SEQ_LEN - 1, (BATCH,), generator=gen)
-        batch = torch.stack([data[s : s + SEQ_LEN] for s in starts.tolist()])
+        batch = torch.stack([data[s : s + SEQ_LEN] for s in starts.tolist()]).to(device)
         loss = model(input_ids=batch, labels=batch).loss
         opt.zero_grad()
         loss.backward()
@@ -115,6 +156,7 @@ def train(model, tokenizer, texts: list[str]) -> float:
         if step % 50 == 0:
             print(f"  step {step:4d} loss {loss.item():.3f}", file=sys.stderr)
     model.eval()
+    model.to("cpu")
     return float(loss.item())
 
 
@@ -142,15 +184,15 @@ def median_top_gap(model, tokenizer, new_tokens: int = 32) -> float:
     return statistics.median(gaps)
 
 
-def make_tiny_model(out: Path, train_jsonl: Path) -> dict:
+def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: str = "cpu") -> dict:
     import torch
 
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # deterministic reductions
     texts = read_corpus(train_jsonl)
     tokenizer = train_tokenizer(texts)
-    model = build_model(tokenizer)
-    final_loss = train(model, tokenizer, texts)
+    model = build_model(tokenizer, arch)
+    final_loss = train(model, tokenizer, texts, device)
     sharpen_head(model)
     gap = median_top_gap(model, tokenizer)
     if gap < MIN_MEDIAN_GAP:
@@ -162,6 +204,8 @@ def make_tiny_model(out: Path, train_jsonl: Path) -> dict:
     tokenizer.save_pretrained(out)
     summary = {
         "seed": SEED,
+        "arch": arch,
+        "trained_on": device,
         "train_steps": TRAIN_STEPS,
         "final_loss": round(final_loss, 4),
         "median_top_gap_bf16": round(gap, 4),
@@ -176,12 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--gsm8k-train", type=Path, required=True)
+    parser.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
+                        help="llama: the CPU pair's model; deepseek_v3: an MLA model for GPU arms")
+    parser.add_argument("--device", default="cpu", help="where to train (cuda on a GPU machine: seconds)")
     args = parser.parse_args(argv)
     if not args.gsm8k_train.is_file():
         print(f"error: GSM8K train file not found: {args.gsm8k_train} "
               "(set HARNESS_GSM8K_DIR to the folder holding train.jsonl)", file=sys.stderr)
         return 2
-    summary = make_tiny_model(args.out, args.gsm8k_train)
+    summary = make_tiny_model(args.out, args.gsm8k_train, args.arch, args.device)
     print(json.dumps(summary))
     return 0
 

@@ -131,3 +131,38 @@ def test_declared_name_must_match_file(arms_dir):
 
 def test_arms_dir_default_is_repo_configs():
     assert ARMS_DIR.name == "arms" and (ARMS_DIR / "tp8.yaml").is_file()
+
+
+TINY_MLA_CONFIG = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 2048,
+                   "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 16,
+                   "kv_lora_rank": 512, "q_lora_rank": 256, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+                   "v_head_dim": 128, "max_position_embeddings": 65536}
+
+
+def test_gpu_arms_plan_cleanly_on_the_tiny_mla_geometry(tmp_path):
+    import json
+
+    from harness.launch import plan_for
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY_MLA_CONFIG))
+    plans = {name: plan_for(load_arm(name, [f"model.path={tmp_path}"]))
+             for name in ("gpu-mla-ref", "gpu-mla", "gpu-mla-eager", "gpu-tp2", "gpu-dcp2", "gpu-dcp2-eager")}
+    assert all(p.ok for p in plans.values()), {n: [v for v in p.verdicts if not v.ok] for n, p in plans.items()}
+    dcp = plans["gpu-dcp2"].nodes[0]
+    assert dcp.argv[dcp.argv.index("--decode-context-parallel-size") + 1] == "2"
+    # NVLink multicast stays off on the lent machines: the direct gathers that need it are forced off
+    assert dcp.env["VLLM_USE_DIRECT_DCP_Q_GATHER"] == "0" and dcp.env["VLLM_USE_DIRECT_DCP_KV_GATHER"] == "0"
+    assert "--enforce-eager" in plans["gpu-mla-eager"].nodes[0].argv
+    assert "--enforce-eager" not in plans["gpu-mla"].nodes[0].argv
+    assert load_arm("gpu-mla", [f"model.path={tmp_path}"]).eager_variant == "gpu-mla-eager"
+    assert load_arm("gpu-dcp2-eager", [f"model.path={tmp_path}"]).eager_variant is None
+
+
+def test_gpu_dcp_arm_with_dcp_not_dividing_tp_fails_preflight(tmp_path):
+    import json
+
+    from harness.launch import plan_for
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY_MLA_CONFIG))
+    plan = plan_for(load_arm("gpu-dcp2", [f"model.path={tmp_path}", "parallelism.dcp=3"]))
+    assert not plan.ok and any(not v.ok and "3" in v.detail for v in plan.verdicts)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ON the GPU device machine, from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in
+# /tmp/site: install the harness's missing dependencies, generate the tiny MLA model, run `qualify` for one arm
+# against its reference with every suite, and copy tables, HTML report, JUnit and log tails to $OUT.
+#
+#   bash scripts/device_qualify.sh gpu-mla [extra qualify arguments]     (one H200)
+#   bash scripts/device_qualify.sh gpu-dcp2 --suites kv_capacity,...      (two H200s)
+#
+# Exits with qualify's code; whatever the run wrote is copied out even when it fails or runs out of time.
+set -uo pipefail
+ARM=${1:?usage: device_qualify.sh ARM [qualify args]}
+shift
+OUT=${OUT:-/tmp/out}
+RUN=${RUN_ID:-$ARM-$(date +%Y%m%d-%H%M%S)}
+# NVLink multicast stays off on these machines (it can take shared GPUs down); flashinfer is not carried.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
+export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k
+mkdir -p "$OUT"
+t0=$(date +%s)
+if [ ! -f /tmp/hsite/.installed ]; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
+fi
+if [ ! -f models/tiny-mla/config.json ]; then
+  python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out models/tiny-mla \
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$OUT/tiny-mla.log" 2>&1 || { tail -30 "$OUT/tiny-mla.log"; exit 3; }
+fi
+echo "setup: $(( $(date +%s) - t0 )) s; model: $(cat models/tiny-mla/tiny_model.json | tr -d '\n ')"
+timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-500}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" "$@"
+code=$?
+echo "qualify exit code $code after $(( $(date +%s) - t0 )) s"
+R=reports/$RUN
+for f in tables report.html report.png junit.xml annotation.md results.jsonl run.json; do
+  [ -e "$R/$f" ] && cp -r "$R/$f" "$OUT/"
+done
+mkdir -p "$OUT/logs"
+for log in "$R"/*/server.log; do
+  [ -f "$log" ] && tail -c 60000 "$log" > "$OUT/logs/$(basename "$(dirname "$log")").log"
+done
+cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import torch, vllm, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda); print('vllm', vllm.__version__); print('transformers', transformers.__version__)"
+} > "$OUT/versions.txt" 2>&1
+exit $code
