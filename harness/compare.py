@@ -42,10 +42,17 @@ class Verdict:
     failures: list[str]  # one line per failing request
 
 
-def failure_line(c: RequestComparison, drift_limit: float) -> str | None:
+def is_tie_flip(c: RequestComparison, tie_gap: float) -> bool:
+    """A divergence where the reference itself scored both tokens within `tie_gap`: a rounding-level flip of an
+    (almost) tied argmax, not evidence of a wrong computation. Drift before it is still judged."""
+    gap = c.reference_gap_at_divergence
+    return not c.exact and gap is not None and gap <= tie_gap
+
+
+def failure_line(c: RequestComparison, drift_limit: float, tie_gap: float = 0.0) -> str | None:
     where = f"request {c.request}" + (f" [{c.group}]" if c.group else "")
     problems = []
-    if not c.exact:
+    if not c.exact and not is_tie_flip(c, tie_gap):
         gap = "" if c.reference_gap_at_divergence is None else (
             f", where the reference's top-2 gap is {c.reference_gap_at_divergence:.3g}")
         problems.append(f"generated token {c.first_divergence} differs from the reference "
@@ -57,23 +64,27 @@ def failure_line(c: RequestComparison, drift_limit: float) -> str | None:
     return f"{where}: " + "; ".join(problems) if problems else None
 
 
-def judge(check: str, comparisons: list[RequestComparison], drift_limit: float) -> Verdict:
-    failures = [line for c in comparisons if (line := failure_line(c, drift_limit))]
+def judge(check: str, comparisons: list[RequestComparison], drift_limit: float, tie_gap: float = 0.0) -> Verdict:
+    failures = [line for c in comparisons if (line := failure_line(c, drift_limit, tie_gap))]
     exact = sum(c.exact for c in comparisons)
+    ties = sum(is_tie_flip(c, tie_gap) for c in comparisons)
     drifts = [c.max_drift for c in comparisons if c.max_drift is not None]
-    summary = (f"{check}: {exact}/{len(comparisons)} exact, max drift "
-               f"{max(drifts):.3g} (limit {drift_limit:g})" if drifts else f"{check}: {exact}/{len(comparisons)} exact")
+    summary = f"{check}: {exact}/{len(comparisons)} exact" + (f", {ties} tie flip(s) (reference gap <= {tie_gap:g})"
+                                                              if ties else "")
+    if drifts:
+        summary += f", max drift {max(drifts):.3g} (limit {drift_limit:g})"
     if not comparisons:
         return Verdict(False, f"{check}: no request was compared", ["no comparisons"])
     return Verdict(not failures, summary if not failures else summary + "; " + f"{len(failures)} request(s) failed",
                    failures)
 
 
-def summary_fields(comparisons: list[RequestComparison]) -> dict:
+def summary_fields(comparisons: list[RequestComparison], tie_gap: float = 0.0) -> dict:
     """The ReferenceCheckRecord numbers computed from the per-request comparisons."""
     divergences = [c.first_divergence for c in comparisons if c.first_divergence is not None]
     drifts = [c.max_drift for c in comparisons if c.max_drift is not None]
     return {"requests": len(comparisons), "exact_matches": sum(c.exact for c in comparisons),
             "first_divergence_min": min(divergences) if divergences else None,
             "max_drift": max(drifts) if drifts else None,
-            "nonfinite": sum(not c.finite for c in comparisons)}
+            "nonfinite": sum(not c.finite for c in comparisons),
+            "tie_flips": sum(is_tie_flip(c, tie_gap) for c in comparisons), "tie_gap": tie_gap}

@@ -38,6 +38,7 @@ class ReferenceCheckGates(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     drift_limit: float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
+    tie_gap: float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
 
 
 class Gates(BaseModel):

@@ -58,13 +58,13 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
 
 
 def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, drift_limit: float,
-                  sink: Path, extra_failures: list[str] = ()) -> dict:
+                  sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> dict:
     """A ReferenceCheckRecord's fields from the comparisons made; `diverged` lists every failure."""
-    verdict = judge(check, run.comparisons, drift_limit)
+    verdict = judge(check, run.comparisons, drift_limit, tie_gap)
     failures = [*extra_failures, *verdict.failures]
     if run.aborted:
         failures.insert(0, f"aborted after {len(run.comparisons)} comparison(s): {run.aborted.splitlines()[0]}")
     return {"check": check, "reference": reference, "reference_key": stored_key, "passed": not failures,
             "detail": "; ".join([verdict.detail, *extra_failures]), "drift_limit": drift_limit,
             "diverged": failures, "status": "aborted" if run.aborted else "complete", "reason": run.aborted,
-            "comparisons_path": str(sink), **summary_fields(run.comparisons)}
+            "comparisons_path": str(sink), **summary_fields(run.comparisons, tie_gap)}

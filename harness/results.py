@@ -168,6 +168,8 @@ class ReferenceCheckRecord(RecordBase):
     max_drift: float | None
     nonfinite: int
     drift_limit: float
+    tie_flips: int = 0  # divergences where the reference's own top-2 gap was <= tie_gap (not failures)
+    tie_gap: float = 0.0
     cached_tokens_proven: float | None = None  # vllm:prefix_cache_hits delta over the check, in tokens
     diverged: list[str] = []  # one line per diverging request: where and in which round/batch
     status: Literal["complete", "aborted"] = "complete"

@@ -129,7 +129,8 @@ def drift(value: float | None, limit: float) -> str:
 def reference_checks_table(records: list[Record]) -> pd.DataFrame:
     """Candidate outputs against stored reference outputs: verdict, token match, first divergence, drift, cache hits."""
     rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check, "Verdict": verdict(r.passed, r.status),
-             "Requests": r.requests, "Exact match": f"{r.exact_matches}/{r.requests}",
+             "Requests": r.requests,
+             "Exact match": f"{r.exact_matches}/{r.requests}" + (f" (+{r.tie_flips} tie flips)" if r.tie_flips else ""),
              "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
              "Max drift": drift(r.max_drift, r.drift_limit),
              "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}"}

@@ -12,12 +12,13 @@ from harness.results import ReferenceCheckRecord
 def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
     _, prompts, sampling = harness_session.check_prompts()
-    limit = gates.load_gates(arm.name).reference_checks.drift_limit
+    limits = gates.load_gates(arm.name).reference_checks
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
     return record(ReferenceCheckRecord, arm=arm.name,
-                  **record_fields(check, stored.arm, stored.key, run, limit, sink)), run
+                  **record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, [],
+                                  limits.tie_gap)), run
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):

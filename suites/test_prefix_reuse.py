@@ -20,7 +20,7 @@ def hit_counter(base_url: str) -> float | None:
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     w, prompts, sampling = harness_session.check_prompts()
-    limit = gates.load_gates(arm.name).reference_checks.drift_limit
+    limits = gates.load_gates(arm.name).reference_checks
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -42,8 +42,8 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
         hits = after - before if before is not None and after is not None else None
     proof = gates.prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
     rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
-                 **record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limit, sink,
-                                 [proof] if proof else []))
+                 **record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
+                                 sink, [proof] if proof else [], limits.tie_gap))
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

@@ -74,7 +74,8 @@ def test_no_comparison_is_a_failure_not_a_pass():
 def test_summary_fields():
     cs = [compare("a", 1, gen([1, 2]), gen([1, 2])), compare("b", 1, gen([1, 5, 6]), gen([1, 2, 6]))]
     s = summary_fields(cs)
-    assert s == {"requests": 2, "exact_matches": 1, "first_divergence_min": 1, "max_drift": 0.0, "nonfinite": 0}
+    assert s == {"requests": 2, "exact_matches": 1, "first_divergence_min": 1, "max_drift": 0.0, "nonfinite": 0,
+                 "tie_flips": 0, "tie_gap": 0.0}
 
 
 def test_aborted_check_keeps_comparisons_and_fails(tmp_path):
@@ -239,3 +240,15 @@ def test_model_identity_sees_one_changed_weight_byte_and_the_tokenizer(model_cop
     assert msg and "weights_sha" in msg and "tokenizer_sha" in msg and "config_sha" not in msg
     assert "'cpu-smoke'" in msg and "cannot be compared" in msg
 
+
+
+def test_flip_at_a_tie_in_the_reference_is_not_a_fault_but_a_wide_gap_flip_is():
+    tied = Generation([1, 2, 3], [-0.7, -0.7, -0.7], [{1: -0.7, 50: -0.8}, {2: -0.7, 9: -0.7}, {3: -0.7, 7: -3.0}])
+    at_tie = compare("t", 1, gen([1, 9, 3]), tied)  # reference gap 0 at token 1
+    at_wide = compare("w", 1, gen([1, 2, 7]), tied)  # reference gap 2.3 at token 2
+    assert at_tie.reference_gap_at_divergence == 0.0 and at_wide.reference_gap_at_divergence == pytest.approx(2.3)
+    v = judge("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.125)
+    assert v.passed and "1 tie flip(s)" in v.detail
+    assert judge("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.0).passed  # an exact tie: argmax arbitrary
+    assert not judge("graph_replay", [at_wide], drift_limit=1.0, tie_gap=0.125).passed
+    assert summary_fields([at_tie, at_wide], 0.125)["tie_flips"] == 1

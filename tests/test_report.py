@@ -143,6 +143,20 @@ def test_candidate_only_suites_do_not_expect_the_reference_arm(tmp_path):
     assert missing_outcomes([], arms, ["prefix_reuse"], per_arm=["gsm8k"])[0].startswith("prefix_reuse x cpu-smoke")
 
 
+def test_an_eager_variant_launched_only_for_outputs_is_not_expected_to_run_suites():
+    from harness.completeness import gaps
+    from harness.results import OutcomeRecord, ServerRecord
+
+    got = [OutcomeRecord(run_id="r", arm=a, suite="kv_capacity", test="t", outcome="passed")
+           for a in ("gpu-mla", "gpu-mla-ref")]
+    got.append(ServerRecord(run_id="r", arm="gpu-mla-eager", suite="server", status="up"))
+    info = {"arms": {"gpu-mla": {}, "gpu-mla-ref": {}}, "suites": ["kv_capacity"], "per_arm_suites": ["kv_capacity"],
+            "finished": "x", "exit_code": 0}
+    assert not [g for g in gaps(info, got, ["gpu-mla", "gpu-mla-ref", "gpu-mla-eager"]) if "gpu-mla-eager" in g]
+    info["arms"]["gpu-mla-eager"] = {}  # were it an arm of the run, its missing suite would be listed
+    assert [g for g in gaps(info, got, ["gpu-mla", "gpu-mla-ref", "gpu-mla-eager"]) if "gpu-mla-eager" in g]
+
+
 def test_run_info_marks_per_arm_suites_from_the_suite_files():
     from harness.cli import per_arm_suites
 
