@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ON the GPU device machine, from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in
 # /tmp/site: install the harness's missing dependencies, generate the tiny MLA model, run `qualify` for one arm
-# against its reference with every suite, and copy tables, HTML report, JUnit and log tails to $OUT.
+# against its reference with every suite, and bring the run directory back through $OUT (one archive).
 #
 #   bash scripts/device_qualify.sh gpu-mla [extra qualify arguments]     (one H200)
 #   bash scripts/device_qualify.sh gpu-dcp2 --suites kv_capacity,...      (two H200s)
@@ -31,13 +31,12 @@ timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-500}" python3 -m harness qualify --a
 code=$?
 echo "qualify exit code $code after $(( $(date +%s) - t0 )) s"
 R=reports/$RUN
-for f in tables report.html report.png junit.xml annotation.md results.jsonl run.json; do
-  [ -e "$R/$f" ] && cp -r "$R/$f" "$OUT/"
-done
-mkdir -p "$OUT/logs"
+# $OUT brings back only a few files: one archive of the run (server logs cut to their tails) plus the headline files.
 for log in "$R"/*/server.log; do
-  [ -f "$log" ] && tail -c 60000 "$log" > "$OUT/logs/$(basename "$(dirname "$log")").log"
+  [ -f "$log" ] && tail -c 200000 "$log" > "$log.tail" && mv "$log.tail" "$log"
 done
+tar czf "$OUT/run.tar.gz" -C reports "$RUN" references 2>/dev/null || tar czf "$OUT/run.tar.gz" -C reports "$RUN"
+[ -f "$R/annotation.md" ] && cp "$R/annotation.md" "$OUT/"
 cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import torch, vllm, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda); print('vllm', vllm.__version__); print('transformers', transformers.__version__)"
