@@ -12,7 +12,7 @@ import pytest
 from harness import reference_store as store
 from harness.arms import load_arm
 from harness.check_prompts import build_check_prompts, expected_hit_tokens, interleave
-from harness.compare import compare, judge, summary_fields
+from harness.compare import compare, is_tie_flip, judge, summary_fields
 from harness.errors import WorkloadError
 from harness.gates import prefix_hit_proven
 from harness.generation import Generation, Sampling, parse_choice, token_id
@@ -252,3 +252,7 @@ def test_flip_at_a_tie_in_the_reference_is_not_a_fault_but_a_wide_gap_flip_is():
     assert judge("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.0).passed  # an exact tie: argmax arbitrary
     assert not judge("graph_replay", [at_wide], drift_limit=1.0, tie_gap=0.125).passed
     assert summary_fields([at_tie, at_wide], 0.125)["tie_flips"] == 1
+    # float32 logprobs: one bf16 step (0.125) arrives as 0.12500000xx and is still within a 0.125 tie_gap
+    step = Generation([1, 2], [-0.4, -0.1], [{1: -0.4, 34: -0.52500001}, {2: -0.1}])
+    assert is_tie_flip(compare("s", 1, gen([34, 2]), step), 0.125)
+    assert not is_tie_flip(compare("s", 1, gen([34, 2]), step), 0.1)
