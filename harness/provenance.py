@@ -25,11 +25,16 @@ def now() -> str:
 
 
 def git_commit() -> str | None:
+    """HEAD, with '+modified' when tracked files differ from it: a copied tree (a GPU machine's copy carries a
+    stale .git) or uncommitted edits must not pass for the commit."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
-    except OSError:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
         return None
+    return (head + ("+modified" if dirty else "")) or None
 
 
 def cpu_model(cpuinfo: str) -> str | None:

@@ -49,6 +49,10 @@ def resolve_path(run_dir: Path, recorded: str | None) -> Path | None:
         moved = run_dir.joinpath(*parts[i + 1:])
         if moved.exists():
             return moved
+    for depth in (2, 1):  # a run renamed when copied: <arm>/x.jsonl or x.jsonl under the new run directory
+        moved = run_dir.joinpath(*parts[-depth:])
+        if path.is_absolute() and len(parts) > depth and moved.exists():
+            return moved
     relative = run_dir / path if not path.is_absolute() else None
     return relative if relative is not None and relative.exists() else None
 

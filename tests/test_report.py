@@ -101,6 +101,9 @@ def test_resolve_path_prefers_recorded_then_run_relative(tmp_path):
     assert resolve_path(run, "/gone/host/reports/r1/cpu-ref/long_prefix_c1.jsonl") == run / "cpu-ref" / "long_prefix_c1.jsonl"
     assert resolve_path(run, "cpu-ref/long_prefix_c1.jsonl") == run / "cpu-ref" / "long_prefix_c1.jsonl"
     assert resolve_path(run, "/gone/host/reports/r1/cpu-ref/nothing.jsonl") is None
+    # brought back from a GPU machine under another name: reports/h200-run/<arm>/x.jsonl -> <run>/<arm>/x.jsonl
+    assert resolve_path(run, "/work/main/reports/h200-run/cpu-ref/long_prefix_c1.jsonl") == (
+        run / "cpu-ref" / "long_prefix_c1.jsonl")
     assert resolve_path(run, None) is None
 
 
@@ -162,3 +165,23 @@ def test_run_info_marks_per_arm_suites_from_the_suite_files():
 
     assert per_arm_suites(["gsm8k", "kv_capacity", "long_prefix", "prefix_reuse", "graph_replay", "nope"]) == [
         "gsm8k", "kv_capacity", "long_prefix"]
+
+
+def test_git_commit_says_modified_when_the_tree_differs_from_head(tmp_path, monkeypatch):
+    import subprocess
+
+    from harness import provenance
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("commit", "-q", "-m", "x")
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    clean = provenance.git_commit()
+    assert clean and len(clean) == 40
+    (tmp_path / "f.txt").write_text("b")  # e.g. a GPU machine's copy: newer files over a stale .git
+    assert provenance.git_commit() == clean + "+modified"
