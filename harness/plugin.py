@@ -214,10 +214,15 @@ def _stored(session: HarnessSession, name: str | None) -> StoredOutputs:
         pytest.fail(str(exc), pytrace=False)
 
 
-# Session-scoped and requested before `candidate`: captured (when not stored) before the candidate starts.
+# Session-scoped and requested before `candidate`: captured (when not stored) before the candidate starts. The
+# eager variant is captured here too, so no later test has to stop the candidate to capture it.
 @pytest.fixture(scope="session")
 def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
-    return _stored(harness_session, harness_session.reference_name)
+    stored = _stored(harness_session, harness_session.reference_name)
+    variant = harness_session.arm(harness_session.candidate_name).eager_variant
+    if variant:
+        _stored(harness_session, variant)
+    return stored
 
 
 @pytest.fixture(scope="session")
