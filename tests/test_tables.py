@@ -66,9 +66,12 @@ def test_reference_checks_table_columns_and_values():
         "Arm vs reference", "Check", "Verdict", "Requests", "Exact match", "First divergence", "Max drift",
         "Cached tokens proven"]
     assert [c.strip() for c in md[2].split("|")[1:-1]] == [
-        "cpu-smoke vs cpu-ref", "prefix_reuse", "PASS", "8", "8/8", "none", "3.1e-03 / limit 1e-02", "256"]
-    assert [c.strip() for c in md[3].split("|")[1:-1]][2:] == ["FAIL", "8", "6/8", "token 17", "n/a / limit 1e-02", "n/a"]
+        "cpu-smoke vs cpu-ref", "prefix_reuse", "PASS", "8", "8/8", "none", "3.1e-03 / limit 0.01", "256"]
+    assert [c.strip() for c in md[3].split("|")[1:-1]][2:] == ["FAIL", "8", "6/8", "token 17", "n/a / limit 0.01", "n/a"]
     assert "| aborted " in md[4]
+    gpu = refcheck().model_copy(update={"exact_matches": 6, "tie_flips": 2, "drift_limit": 0.25, "max_drift": 0.19})
+    row = [c.strip() for c in to_markdown(reference_checks_table([gpu])).splitlines()[2].split("|")[1:-1]]
+    assert row[4:7] == ["6/8 (+2 tie flips)", "none", "1.9e-01 / limit 0.25"]
 
 
 def test_reference_checks_and_gates_tables_without_records_say_suite_not_run():
