@@ -53,7 +53,7 @@ $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready harness/tinymodel.py | $(VENV)/.read
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
 		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
-		$(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+		$(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # The README's test command; CI (.ci/run) calls exactly this.
 test: setup chromium
