@@ -111,9 +111,10 @@ def test_vllm_parser_accepts_plan_and_rejects_misspelt_flag():
     assert check_with_vllm(good, server_python()).ok
 
 
-def qualify(run_dir, *extra) -> subprocess.Popen:
+def qualify(run_dir, *extra, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run_dir), *extra],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
 
 
 def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
@@ -137,7 +138,7 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
 def test_qualify_cpu_pair_end_to_end(tmp_path):
     """What `make qualify` runs: every suite, cpu-smoke against cpu-ref."""
     run = tmp_path / "run"
-    proc = qualify(run, "--arm", "cpu-smoke")
+    proc = qualify(run, "--arm", "cpu-smoke", env={"HARNESS_REFERENCE_DIR": str(tmp_path / "references")})
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
@@ -147,7 +148,12 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     kv = {r["arm"]: r for r in records if r["kind"] == "kv_capacity"}
     assert set(kv) == {"cpu-smoke", "cpu-ref"} and all(r["tokens"] > 0 for r in kv.values())
     servers = [r for r in records if r["kind"] == "server"]
-    assert all(r["status"] == "up" for r in servers) and len(servers) == 2
+    # cpu-ref once to capture the reference outputs (none stored yet), then each arm for its own suites
+    assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke",
+                                                                                          "cpu-ref"]
+    checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
+    assert set(checks) == {"prefix_reuse", "graph_replay"} and all(c["passed"] for c in checks.values())
+    assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
     perf = [r for r in records if r["kind"] == "long_prefix"]
     assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
     assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["n"] > 0 for r in perf)
@@ -166,7 +172,8 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
-         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference"])
+         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
+                                               "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
