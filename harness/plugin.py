@@ -119,12 +119,12 @@ class HarnessSession:
         if name in self._stored:
             return self._stored[name]
         cand, arm = self.arm(self.candidate_name), self.arm(name)
-        difference = model_difference(cand, model_identity(cand), arm, model_identity(arm))
+        identity = model_identity(arm)
+        difference = model_difference(cand, model_identity(cand), arm, identity)
         if difference:
             raise ConfigError(difference)
         _, prompts, sampling = self.check_prompts()
-        key = make_key(arm, model_identity(arm), prompts, sampling,
-                       installed_vllm_version(arm.launcher.python or server_python()))
+        key = make_key(arm, identity, prompts, sampling, installed_vllm_version(arm.launcher.python or server_python()))
         stored = None if self.options.refresh_reference else store.load(key, name, prompts, reference_dir())
         if stored is None:
             for other in list(self._servers):

@@ -53,9 +53,19 @@ def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def failure_summary(message: str) -> str:
+    """The line that says what failed: pytest's first `E ` line (the assertion's own message), not its trailing
+    'file:line: AssertionError'; else the first line (pytest.fail without a traceback, skips)."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    explained = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    first = explained[0] if explained else (lines[0] if lines else "")
+    # a skip's longrepr is a (path, line, "Skipped: why") tuple: keep the why
+    return first[first.index("Skipped: "):].rstrip("')\"") if "Skipped: " in first else first
+
+
 def outcomes_table(records: list[Record]) -> pd.DataFrame:
     rows = [{"Suite": r.suite, "Arm": r.arm, "Test": r.test.split("::")[-1], "Outcome": r.outcome,
-             "Detail": first_line(r.message.splitlines()[-1] if r.message else "")}
+             "Detail": first_line(failure_summary(r.message))}
             for r in records if isinstance(r, OutcomeRecord)]
     return pd.DataFrame(rows, columns=["Suite", "Arm", "Test", "Outcome", "Detail"])
 

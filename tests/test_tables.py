@@ -100,3 +100,17 @@ def test_build_tables_titles_in_pr_order():
 
     assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "KV capacity", "Reference checks",
                                                       "Gates", "Checks"]
+
+
+def test_checks_table_shows_what_failed_not_where():
+    from harness.tables import failure_summary
+
+    longrepr = ("def test_graph_replay(...):\n>       assert rec.passed, (...)\n"
+                "E       AssertionError: graph_replay on 'gpu-mla' vs 'gpu-mla-ref':\n"
+                "E         request r7b33-13 [round 7 (batch 33)]: generated token 8 differs\n\n"
+                "suites/test_graph_replay.py:26: AssertionError")
+    assert failure_summary(longrepr) == "AssertionError: graph_replay on 'gpu-mla' vs 'gpu-mla-ref':"
+    assert failure_summary("arm 'x': server exited with code 1\nlog tail") == "arm 'x': server exited with code 1"
+    assert failure_summary("") == ""
+    skipped = "('/w/suites/test_graph_replay.py', 33, \"Skipped: arm 'cpu-smoke' names no eager_variant\")"
+    assert failure_summary(skipped) == "Skipped: arm 'cpu-smoke' names no eager_variant"
