@@ -23,9 +23,12 @@ class Sampling:
     max_tokens: int
     top_logprobs: int
 
-    def body(self, model: str, prompt: list[int]) -> dict:
-        return {"model": model, "prompt": prompt, "max_tokens": self.max_tokens, "temperature": 0.0,
+    def body(self, model: str, prompt: list[int], cache_salt: str | None = None) -> dict:
+        body = {"model": model, "prompt": prompt, "max_tokens": self.max_tokens, "temperature": 0.0,
                 "ignore_eos": True, "logprobs": self.top_logprobs, "return_tokens_as_token_ids": True}
+        if cache_salt:
+            body["cache_salt"] = cache_salt  # its own prefix-cache namespace: no block of another request is reused
+        return body
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ def parse_choice(choice: dict) -> Generation:
 
 
 async def generate_one(client: httpx.AsyncClient, base_url: str, model: str, prompt: list[int],
-                       sampling: Sampling, timeout_s: float) -> Generation:
+                       sampling: Sampling, timeout_s: float, cache_salt: str | None = None) -> Generation:
+    body = sampling.body(model, prompt, cache_salt)
     try:
-        resp = await client.post(f"{base_url}/v1/completions", json=sampling.body(model, prompt), timeout=timeout_s)
+        resp = await client.post(f"{base_url}/v1/completions", json=body, timeout=timeout_s)
     except httpx.HTTPError as exc:
         raise WorkloadError(f"completion request to {base_url} failed: {exc!r}") from None
     if resp.status_code != 200:
@@ -79,10 +83,11 @@ async def generate_one(client: httpx.AsyncClient, base_url: str, model: str, pro
 
 
 async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sampling: Sampling,
-                         timeout_s: float, alive: Callable[[], None] | None = None) -> list[Generation]:
+                         timeout_s: float, alive: Callable[[], None] | None = None,
+                         cache_salt: str | None = None) -> list[Generation]:
     """All prompts in flight at once (one decode batch); raises WorkloadError/LaunchError on the first failure."""
     async with httpx.AsyncClient() as client:
-        tasks = [asyncio.ensure_future(generate_one(client, base_url, model, p, sampling, timeout_s))
+        tasks = [asyncio.ensure_future(generate_one(client, base_url, model, p, sampling, timeout_s, cache_salt))
                  for p in prompts]
         try:
             while not all(t.done() for t in tasks):

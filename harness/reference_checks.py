@@ -20,14 +20,16 @@ from harness.results import RequestComparison
 from harness.serverlog import tail
 
 
-def send(live: LiveServer, batch: list[CheckPrompt], sampling: Sampling) -> list[Generation]:
+def send(live: LiveServer, batch: list[CheckPrompt], sampling: Sampling,
+         cache_salt: str | None = None) -> list[Generation]:
     return asyncio.run(generate_batch(live.info.base_url, live.arm.model.served_name, [p.tokens for p in batch],
-                                      sampling, live.arm.timeouts.request_s, live.server.check_alive))
+                                      sampling, live.arm.timeouts.request_s, live.server.check_alive, cache_salt))
 
 
 def capture(live: LiveServer, prompts: list[CheckPrompt], sampling: Sampling) -> dict[str, Generation]:
-    """One prompt at a time: the reference computes each output alone, from an empty batch."""
-    return {p.id: send(live, [p], sampling)[0] for p in prompts}
+    """One prompt at a time, each under its own cache salt: the reference computes every output alone and from
+    scratch, even on an arm with prefix caching on (gpu-tp2), where the probes would otherwise hit the warm prompt."""
+    return {p.id: send(live, [p], sampling, cache_salt=f"reference-{p.id}")[0] for p in prompts}
 
 
 @dataclass

@@ -117,7 +117,8 @@ class ReferenceKey:
 def make_key(arm: Arm, identity: dict, prompts: CheckPrompts, sampling: Sampling, vllm_version: str) -> ReferenceKey:
     return ReferenceKey({"model": identity, "prompt_set_sha": prompts.fingerprint(),
                          "sampling": {"max_tokens": sampling.max_tokens, "top_logprobs": sampling.top_logprobs,
-                                      "temperature": 0.0, "ignore_eos": True},
+                                      "temperature": 0.0, "ignore_eos": True,
+                                      "capture": "one at a time, own cache salt"},
                          "vllm_version": vllm_version, "arm_config_sha": arm_config_sha(arm)})
 
 

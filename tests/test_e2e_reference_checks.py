@@ -121,3 +121,27 @@ def test_server_death_mid_check_keeps_the_comparisons_made(tmp_path):
     assert "last lines" in run.aborted or "server log tail" in run.aborted
     assert len(run.comparisons) == 1 and run.comparisons[0].exact
     assert len(sink.read_text().splitlines()) == 1, "the comparison made before the death is not on disk"
+
+
+def test_capture_computes_from_scratch_even_with_prefix_caching_on(tmp_path):
+    from harness.metrics import fetch_metrics, samples
+
+    def hits(live) -> float:
+        return sum(v for _, v in samples(fetch_metrics(live.info.base_url), "vllm:prefix_cache_hits_total"))
+
+    arm = load_arm("cpu-smoke")  # prefix caching on
+    w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
+    prompts = build_check_prompts(w, token_space(arm, w))
+    probe = next(p for p in prompts.probes if p.shared_tokens == 256)
+    live = launch(arm, tmp_path / "cpu-smoke")
+    try:
+        before = hits(live)
+        reference = capture(live, [prompts.warm, probe], Sampling(4, 5))  # each under its own salt
+        salted = hits(live) - before
+        middle = hits(live)
+        compare_batches(live, [[prompts.warm], [probe]], Sampling(4, 5), reference, tmp_path / "c.jsonl")
+        unsalted = hits(live) - middle
+    finally:
+        live.server.stop()
+    assert salted == 0, f"the capture reused {salted} cached tokens"
+    assert unsalted >= 256  # the candidate's way (no salt): the probe reuses the warm prompt's first 256 tokens

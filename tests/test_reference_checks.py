@@ -103,7 +103,8 @@ def test_token_strings_instead_of_ids_are_refused():
 def test_sampling_body_is_greedy_fixed_length_with_ids():
     body = Sampling(24, 5).body("m", [1, 2])
     assert body["temperature"] == 0.0 and body["ignore_eos"] and body["return_tokens_as_token_ids"]
-    assert body["logprobs"] == 5 and body["max_tokens"] == 24
+    assert body["logprobs"] == 5 and body["max_tokens"] == 24 and "cache_salt" not in body
+    assert Sampling(24, 5).body("m", [1], cache_salt="reference-warm")["cache_salt"] == "reference-warm"
 
 
 # --- the prompt set -------------------------------------------------------------------------------------------------
