@@ -25,9 +25,11 @@ class RunData:
 
     @property
     def arm_order(self) -> list[str]:
-        """run.json's arms (candidate first), then any other arm the records name."""
+        """run.json's arms (candidate first), then any other arm with a measurement. An arm that only has a server
+        record (an eager variant launched to capture outputs) gets no table rows of its own."""
         order = list(self.info.get("arms", {}))
-        return order + [a for a in dict.fromkeys(r.arm for r in self.records) if a not in order]
+        measured = dict.fromkeys(r.arm for r in self.records if r.kind != "server")
+        return order + [a for a in measured if a not in order]
 
 
 def load_run(run_dir: Path) -> RunData:

@@ -185,3 +185,18 @@ def test_git_commit_says_modified_when_the_tree_differs_from_head(tmp_path, monk
     assert clean and len(clean) == 40
     (tmp_path / "f.txt").write_text("b")  # e.g. a GPU machine's copy: newer files over a stale .git
     assert provenance.git_commit() == clean + "+modified"
+
+
+def test_an_arm_with_only_a_server_record_gets_no_table_rows(tmp_path):
+    from harness.results import KvCapacityRecord, ServerRecord
+    from harness.rundata import RunData
+    from harness.tables import kv_capacity_table
+
+    recs = [ServerRecord(run_id="r", arm=a, suite="server", status="up") for a in ("gpu-mla", "gpu-mla-eager")]
+    recs.append(KvCapacityRecord(run_id="r", arm="gpu-mla", suite="kv_capacity", device="GPU", tokens=5,
+                                 gib_per_worker=1.0, tp=1, dcp=1, source_line="x"))
+    recs.append(KvCapacityRecord(run_id="r", arm="other", suite="kv_capacity", device="GPU", tokens=7,
+                                 gib_per_worker=1.0, tp=1, dcp=1, source_line="x"))
+    run = RunData(tmp_path, {"arms": {"gpu-mla": {}, "gpu-mla-ref": {}}}, recs, [])
+    assert run.arm_order == ["gpu-mla", "gpu-mla-ref", "other"]  # a measured arm outside run.json still shows
+    assert "gpu-mla-eager" not in kv_capacity_table(run.records, run.arm_order)["Arm"].tolist()
