@@ -73,6 +73,14 @@ def train_tokenizer(texts: list[str]):
     )
 
 
+def shared_config(tokenizer) -> dict:
+    """Config fields every generated model shares: the trained tokenizer's vocabulary and special ids, and an untied
+    output head (sharpen_head scales it alone)."""
+    return {"vocab_size": len(tokenizer), "rope_theta": 10000.0, "tie_word_embeddings": False,
+            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id}
+
+
 def build_model(tokenizer, arch: str = "llama"):
     if arch == "deepseek_v3":
         return build_mla_model(tokenizer)
@@ -80,7 +88,6 @@ def build_model(tokenizer, arch: str = "llama"):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
         hidden_size=256,
         intermediate_size=512,
         num_hidden_layers=2,
@@ -88,11 +95,7 @@ def build_model(tokenizer, arch: str = "llama"):
         num_key_value_heads=2,
         head_dim=64,  # vLLM's CPU attention refuses head_dim 16
         max_position_embeddings=8192,
-        rope_theta=10000.0,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        **shared_config(tokenizer),
     )
     torch.manual_seed(SEED)
     return LlamaForCausalLM(config)
@@ -105,7 +108,6 @@ def build_mla_model(tokenizer):
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
     config = DeepseekV3Config(
-        vocab_size=len(tokenizer),
         hidden_size=512,
         intermediate_size=1024,
         moe_intermediate_size=256,
@@ -126,11 +128,7 @@ def build_mla_model(tokenizer):
         qk_nope_head_dim=128,
         v_head_dim=128,
         max_position_embeddings=65536,
-        rope_theta=10000.0,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        **shared_config(tokenizer),
     )
     torch.manual_seed(SEED)
     return DeepseekV3ForCausalLM(config)
