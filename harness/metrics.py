@@ -27,6 +27,12 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     return out
 
 
+def counter_total(text: str, name: str) -> float | None:
+    """A counter summed over its label sets (engines); None when the server does not export it."""
+    found = samples(text, name)
+    return sum(v for _, v in found) if found else None
+
+
 def cache_config(text: str) -> dict[str, str]:
     """Labels of `vllm:cache_config_info` (engine 0): block_size, num_gpu_blocks, kv_cache_size_tokens, ..."""
     found = samples(text, "vllm:cache_config_info")

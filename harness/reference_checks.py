@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.check_prompts import CheckPrompt
 from harness.compare import compare, judge, summary_fields
-from harness.errors import HarnessError
+from harness.errors import HarnessError, LaunchError
 from harness.generation import Generation, Sampling, generate_batch
 from harness.launch import LiveServer
 from harness.results import RequestComparison
@@ -47,9 +47,11 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
         for batch in batches:
             try:
                 outputs = send(live, batch, sampling)
-            except HarnessError as exc:
-                run.aborted = (f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
-                               if "last lines" not in str(exc) else f"{batch[0].group}: {exc}")
+            except LaunchError as exc:  # the server died: its message already carries the log tail
+                run.aborted = f"{batch[0].group}: {exc}"
+                return run
+            except HarnessError as exc:  # a request failed: add what the server logged
+                run.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
                 return run
             for p, out in zip(batch, outputs, strict=True):
                 c = compare(p.id, len(p.tokens), out, reference[p.id], p.group)

