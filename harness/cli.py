@@ -1,7 +1,7 @@
 """Command line: plan, qualify, report, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
-  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_tables (harness.report).
+  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_run (harness.report).
 HarnessErrors are caught once here: one readable message, exit code from the error.
 """
 
@@ -100,11 +100,6 @@ def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str], suites: list
     write_info(run_dir, info)
 
 
-def render_tables(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
-    """Tables -> <run-dir>/tables/*.md|csv|json, baseline diff, report.html; the Markdown to print."""
-    return render_run(run_dir, baseline, exit_code)
-
-
 def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
     arms = list(info.get("arms", {})) or ["unknown arm"]
     path = run_dir / "annotation.md"
@@ -157,7 +152,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     code = 128 + TERMINATED[0] if TERMINATED else code
     info = finish_run_info(run_dir, code, args.baseline)
-    rendered = render_tables(run_dir, args.baseline, code)
+    rendered = render_run(run_dir, args.baseline, code)
     if rendered.exit_code != code:  # a baseline regression fails the run
         info = finish_run_info(run_dir, rendered.exit_code, args.baseline, pytest_exit_code=code)
     note = write_annotation(run_dir, info, rendered)
@@ -174,7 +169,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise HarnessError(f"no run directory {args.run!r} (looked in . and {REPORTS_DIR})")
     info, _ = read_run_info(run_dir)  # a missing or broken run.json is listed among the report's problems
-    rendered = render_tables(run_dir, args.baseline)
+    rendered = render_run(run_dir, args.baseline)
     note = write_annotation(run_dir, info, rendered)
     print(rendered.markdown)
     print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
