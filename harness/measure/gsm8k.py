@@ -19,6 +19,8 @@ import yaml
 
 from harness.config.errors import ConfigError
 from harness.config.paths import gsm8k_dir
+from harness.config.workloads import Gsm8kWorkload
+from harness.records.schema import FilterScore, per_question_of
 
 TASK = "gsm8k"
 LOCAL_TASK = "gsm8k_local"
@@ -163,22 +165,16 @@ class Scored:
     correct: dict[str, int]  # filter -> questions scored correct, counted from the samples
     request_errors: int
     invalid: int  # empty response or no number extracted (flexible-extract), request errors excluded
-    per_question: dict[int, bool]  # doc_id -> correct under strict-match (for the paired test)
+    per_question: dict[str, dict[int, bool]]  # filter -> doc_id -> correct (the paired gate's input)
 
 
 def score_samples(samples: list[dict]) -> Scored:
     """Pure: Correct/N per filter from lm-eval's per-sample log, not from a rounded mean."""
-    correct = {f: 0 for f in FILTERS}
-    per_question: dict[int, bool] = {}
+    per_question = per_question_of(samples)
+    correct = {f: sum(per_question.get(f, {}).values()) for f in FILTERS}
     docs: dict[int, dict] = {}
     for s in samples:
-        flt = s.get("filter")
-        ok = bool(s.get("exact_match"))
-        if flt in correct:
-            correct[flt] += ok
-        if flt == "strict-match":
-            per_question[s["doc_id"]] = ok
-        docs.setdefault(s["doc_id"], {})[flt] = s
+        docs.setdefault(s["doc_id"], {})[s.get("filter")] = s
     errors = invalid = 0
     for by_filter in docs.values():
         sample = next(iter(by_filter.values()))
@@ -252,3 +248,20 @@ def filter_scores(results: dict | None, task: str) -> dict[str, tuple[float | No
         em, se = row.get(f"exact_match,{f}"), row.get(f"exact_match_stderr,{f}")
         out[f] = (em, se if isinstance(se, (int, float)) else None)
     return out
+
+
+def gsm8k_fields(ev: Evaluation, source: TaskSource, w: Gsm8kWorkload) -> dict:
+    """A Gsm8kRecord's fields from one evaluation: scores counted from the per-sample log, per-question results
+    (the paired gate's input), request errors, and why it stopped early, if it did."""
+    scored = score_samples(ev.samples)
+    aggregate = filter_scores(ev.results, source.task)
+    reason = ev.dead or ev.error
+    return {"workload": w.name, "task": source.task, "data_files": source.data_files,
+            "lm_eval_version": lm_eval_version(), "task_hash": task_hash(ev.samples), "num_fewshot": w.num_fewshot,
+            "limit": w.limit, "n": scored.n,
+            "scores": {f: FilterScore(exact_match=aggregate[f][0], stderr=aggregate[f][1], correct=scored.correct[f])
+                       for f in aggregate},
+            "request_errors": ev.request_errors, "invalid": scored.invalid,
+            "status": "aborted" if reason else "complete", "reason": reason, "wall_s": round(ev.wall_s, 2),
+            "num_concurrent": w.num_concurrent, "samples_path": str(ev.samples_path) if ev.samples_path else None,
+            "per_question": scored.per_question}

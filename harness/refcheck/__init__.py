@@ -1,1 +1,1 @@
-"""Reference checks: deterministic prompt sets, the reference-output store, and candidate-vs-reference comparison. Imports config, plan, serve, measure, records."""
+"""Prompt sets, reference-output store, candidate-vs-reference comparison. Imports: config, serve, measure, records."""

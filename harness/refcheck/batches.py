@@ -11,12 +11,12 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.refcheck.prompts import CheckPrompt
-from harness.refcheck.compare import compare, judge, summary_fields
 from harness.config.errors import HarnessError, LaunchError
 from harness.measure.generation import Generation, Sampling, generate_batch
-from harness.serve.launch import LiveServer
 from harness.records.schema import RequestComparison
+from harness.refcheck.compare import compare, judge, summary_fields
+from harness.refcheck.prompts import CheckPrompt
+from harness.serve.launch import LiveServer
 from harness.serve.serverlog import tail
 
 

@@ -11,7 +11,8 @@ import json
 import random
 from dataclasses import dataclass
 
-from harness.config.workloads import ReferenceChecksWorkload, TokenSpace
+from harness.config.workloads import ReferenceChecksWorkload
+from harness.measure.prompts import TokenSpace
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.judge.baseline import Delta
+from harness.judge.gates import GateResult
 from harness.records.schema import (
-    GateRecord,
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
@@ -128,7 +129,7 @@ def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "stri
     return pd.DataFrame(rows)
 
 
-def verdict(passed: bool, status: str = "complete") -> str:
+def verdict_cell(passed: bool, status: str = "complete") -> str:
     return "aborted" if status == "aborted" else ("PASS" if passed else "FAIL")
 
 
@@ -139,7 +140,8 @@ def drift(value: float | None, limit: float) -> str:
 
 def reference_checks_table(records: list[Record]) -> pd.DataFrame:
     """Candidate outputs against stored reference outputs: verdict, token match, first divergence, drift, cache hits."""
-    rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check, "Verdict": verdict(r.passed, r.status),
+    rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check,
+             "Verdict": verdict_cell(r.passed, r.status),
              "Requests": r.requests,
              "Exact match": f"{r.exact_matches}/{r.requests}" + (f" (+{r.tie_flips} tie flips)" if r.tie_flips else ""),
              "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
@@ -149,18 +151,26 @@ def reference_checks_table(records: list[Record]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gates_table(records: list[Record]) -> pd.DataFrame:
-    rows = [{"Gate": r.gate, "Arm vs reference": f"{r.arm} vs {r.reference}", "Verdict": verdict(r.passed),
-             "Detail": first_line(r.detail, 200)}
-            for r in records if isinstance(r, GateRecord)]
+def gates_table(gates: list[GateResult]) -> pd.DataFrame:
+    """One row per candidate-vs-reference gate, as recomputed from the records (or as a test recorded it)."""
+    rows = [{"Gate": g.gate, "Arm vs reference": f"{g.arm} vs {g.reference}", "Verdict": verdict_cell(g.passed),
+             "Detail": first_line(g.detail, 200)} for g in gates]
     return pd.DataFrame(rows)
 
 
-def build_tables(records: list[Record], arm_order: list[str]) -> list[tuple[str, pd.DataFrame]]:
+def build_tables(records: list[Record], arm_order: list[str],
+                 gates: list[GateResult] = ()) -> list[tuple[str, pd.DataFrame]]:
     """Every table of a run, titled, in the order a pull request quotes them. No spec-decode records exist yet."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
-            ("Gates", gates_table(records)),
+            ("Gates", gates_table(list(gates))),
             ("Checks", outcomes_table(records))]
+
+
+def deltas_table(deltas: list[Delta]) -> pd.DataFrame:
+    rows = [{"Metric": d.metric, "Arm": d.arm, "Where": d.where, "Baseline": d.baseline, "This run": d.current,
+             "Change": d.change, "Threshold / test": d.test, "Flag": "REGRESSION" if d.regression else "ok"}
+            for d in deltas]
+    return pd.DataFrame(rows)

@@ -9,8 +9,19 @@ from harness.config.arms import Arm
 from harness.config.errors import LaunchError, PreflightError
 from harness.config.paths import server_python
 from harness.plan.nodes import Plan, build_plan
-from harness.plan.preflight import Verdict, violations
-from harness.serve.process import Server, ServerInfo, free_port
+from harness.plan.preflight import violations
+from harness.serve.process import Server, free_port
+from harness.serve.serverlog import parse_backends
+
+
+@dataclass
+class ServerInfo:
+    """What the harness learned about a server that came up."""
+
+    base_url: str
+    startup_s: float
+    backends: list[str]  # attention backends the log says vLLM selected, the target's first
+    vllm_version: str | None
 
 
 @dataclass
@@ -46,21 +57,10 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
                     arm.timeouts.shutdown_s, port, arm.server.host)
     server.start()
     try:
-        info = server.wait_healthy()
+        startup_s, version = server.wait_healthy()
     except BaseException:
         server.stop()
         raise
+    info = ServerInfo(server.base_url, startup_s, parse_backends(server.log_text()), version)
     return LiveServer(arm, plan, server, info)
 
-
-def backend_verdict(expected: str | None, selected: list[str]) -> Verdict:
-    """A silent fallback to another attention backend is a failed check, not a footnote."""
-    rule = "attention_backend"
-    shown = selected[0] if selected else None
-    if expected is None:
-        return Verdict(rule, True, f"no backend declared; the log names {shown or 'none'}")
-    if shown is None:
-        return Verdict(rule, False, f"expected {expected}, but the server log names no attention backend")
-    if shown != expected:
-        return Verdict(rule, False, f"expected {expected}, vLLM selected {shown} (silent fallback)")
-    return Verdict(rule, True, f"vLLM selected {shown} as declared")

@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ import psutil
 from harness.config.errors import LaunchError
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
-from harness.serve.serverlog import KvCapacity, find_fatal, parse_backends, parse_kv_capacity, tail
+from harness.serve.serverlog import find_fatal, tail
 
 LIVE: set[Server] = set()
 POLL_S = 0.5
@@ -45,17 +44,6 @@ def _die_with_parent() -> None:
     except OSError:
         pass
     os.setsid()
-
-
-@dataclass
-class ServerInfo:
-    """What the harness learned about a server that came up."""
-
-    base_url: str
-    startup_s: float
-    kv_capacity: KvCapacity | None
-    backends: list[str]
-    vllm_version: str | None
 
 
 class Server:
@@ -112,7 +100,8 @@ class Server:
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 
-    def wait_healthy(self) -> ServerInfo:
+    def wait_healthy(self) -> tuple[float, str | None]:
+        """(start-up seconds, vLLM version from /version) once /health answers; LaunchError if it never does."""
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
         with httpx.Client(timeout=5.0) as client:
@@ -133,8 +122,7 @@ class Server:
             except (httpx.HTTPError, ValueError):
                 pass
         self._remember_tree()
-        log = self.log_text()
-        return ServerInfo(self.base_url, time.monotonic() - t0, parse_kv_capacity(log), parse_backends(log), version)
+        return time.monotonic() - t0, version
 
     def _remember_tree(self) -> None:
         # Children are recorded while the parent lives: once it is gone they are re-parented

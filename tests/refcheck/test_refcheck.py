@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.refcheck import store as store
 from harness.config.arms import load_arm
-from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens, interleave
-from harness.refcheck.compare import compare, is_tie_flip, judge, summary_fields
 from harness.config.errors import WorkloadError
-from harness.config.gates import prefix_hit_proven
+from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload
+from harness.judge.checks import prefix_hit_proven
 from harness.measure.generation import Generation, Sampling, parse_choice, token_id
+from harness.measure.prompts import TokenSpace
+from harness.refcheck import store as store
 from harness.refcheck.batches import BatchRun, record_fields
-from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload, TokenSpace
+from harness.refcheck.compare import compare, is_tie_flip, judge, summary_fields
+from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens, interleave
 
 
 def gen(ids, lps=None):
