@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.arms import Arm
+from harness.env_policy import log_env_problem
 from harness.errors import LaunchError, PreflightError
 from harness.paths import server_python
 from harness.plan import Plan, build_plan
@@ -50,6 +51,10 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
     except BaseException:
         server.stop()
         raise
+    problem = log_env_problem(server.log_text(), plan.nodes[0].env, info.vllm_version)
+    if problem:
+        server.stop()
+        raise LaunchError(f"arm {arm.name!r}: {problem}")
     return LiveServer(arm, plan, server, info)
 
 
