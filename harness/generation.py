@@ -101,3 +101,22 @@ async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sa
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def score_forced(base_url: str, model: str, prompt: list[int], reference_tokens: list[int],
+                       timeout_s: float) -> Generation:
+    """Teacher forcing: the candidate's logprob of each reference token (harness/teacher_forcing.py), one request."""
+    from harness.teacher_forcing import parse_scores, scoring_body
+
+    async with httpx.AsyncClient() as client:
+        try:
+            resp = await client.post(f"{base_url}/v1/completions", json=scoring_body(model, prompt, reference_tokens),
+                                     timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise WorkloadError(f"scoring request to {base_url} failed: {exc!r}") from None
+    if resp.status_code != 200:
+        raise WorkloadError(f"scoring request to {base_url} returned {resp.status_code}: {resp.text[:300]}")
+    try:
+        return parse_scores(resp.json()["choices"][0], len(prompt), reference_tokens)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise WorkloadError(f"scoring response from {base_url} unusable: {exc}") from None

@@ -127,7 +127,7 @@ DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
                      "reference_checks": "reference_checks_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
-                   "graph_replay": "reference_checks"}
+                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload}
 
