@@ -46,7 +46,7 @@ $(SERVER_VENV)/.ready:
 
 model: $(TINY_MODEL)/.ready
 # The venv is order-only: editing pyproject.toml must not retrain the model.
-$(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready harness/tinymodel.py | $(VENV)/.ready
+$(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready $(wildcard harness/tinymodel/*.py) | $(VENV)/.ready
 	$(HARNESS) make-tiny-model --out $(TINY_MODEL)
 	touch $@
 

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.arms import load_arm
-from harness.gsm8k import evaluate, filter_scores, make_model, score_samples, select_task
-from harness.launch import launch
+from harness.config.arms import load_arm
+from harness.measure.gsm8k import evaluate, filter_scores, make_model, score_samples, select_task
+from harness.serve.launch import launch
 
 
 def main() -> None:

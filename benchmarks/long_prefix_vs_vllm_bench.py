@@ -21,13 +21,13 @@ from statistics import median
 
 import psutil
 
-from harness.arms import load_arm
-from harness.launch import LiveServer, launch
-from harness.loadgen import run_level
-from harness.metrics import bucket_delta, fetch_metrics, histogram_buckets
-from harness.paths import server_python
-from harness.stats import histogram_quantile, summarize
-from harness.workloads import build_prompts, load_workload, token_space
+from harness.config.arms import load_arm
+from harness.serve.launch import LiveServer, launch
+from harness.measure.loadgen import run_level
+from harness.measure.metrics import bucket_delta, fetch_metrics, histogram_buckets
+from harness.config.paths import server_python
+from harness.judge.stats import histogram_quantile, summarize
+from harness.config.workloads import build_prompts, load_workload, token_space
 
 TPOT_HIST = "vllm:request_time_per_output_token_seconds"
 TTFT_HIST = "vllm:time_to_first_token_seconds"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.compare import judge  # noqa: E402
-from harness.results import RequestComparison  # noqa: E402
+from harness.refcheck.compare import judge  # noqa: E402
+from harness.records.schema import RequestComparison  # noqa: E402
 
 
 def load(path: Path) -> list[RequestComparison]:

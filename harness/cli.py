@@ -1,7 +1,7 @@
 """Command line: plan, qualify, report, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
-  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_run (harness.report).
+  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_run (harness.report.render).
 HarnessErrors are caught once here: one readable message, exit code from the error.
 """
 
@@ -14,23 +14,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.arms import Arm, known_arms, load_arm
-from harness.baseline import baseline_results
-from harness.errors import HarnessError
-from harness.gsm8k import check_data
-from harness.launch import plan_for, preflight_error
-from harness.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
-from harness.plan import Plan, render_plan
-from harness.preflight import Verdict, check_workload_fits
-from harness.provenance import finish_run_info, read_run_info, start_info, workload_dumps
-from harness.provenance import write_run_info as write_info
-from harness.redact import redact_arm_dump
-from harness.report import Rendered, annotation, render_run
-from harness.screenshot import take_screenshot
-from harness.server import stop_all
-from harness.env_policy import check_env_with_vllm
-from harness.vllm_args import check_with_vllm
-from harness.workloads import (
+from harness.plan.env_policy import check_env_with_vllm
+from harness.config.arms import Arm, known_arms, load_arm
+from harness.judge.baseline import baseline_results
+from harness.config.errors import HarnessError
+from harness.measure.gsm8k import check_data
+from harness.serve.launch import plan_for, preflight_error
+from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
+from harness.plan.nodes import Plan, render_plan
+from harness.plan.preflight import Verdict, check_workload_fits
+from harness.report.provenance import finish_run_info, read_run_info, start_info, workload_dumps
+from harness.report.provenance import write_run_info as write_info
+from harness.plan.redact import redact_arm_dump
+from harness.report.render import Rendered, annotation, render_run
+from harness.report.screenshot import take_screenshot
+from harness.serve.process import stop_all
+from harness.plan.vllm_args import check_with_vllm
+from harness.config.workloads import (
     SUITE_WORKLOADS,
     WORKLOAD_KINDS,
     Gsm8kWorkload,

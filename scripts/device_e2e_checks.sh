@@ -74,7 +74,7 @@ say "qualify exit code $code"
 R=reports/$RUN
 CAL=()
 [ -n "${E2E_CALIBRATION:-}" ] && CAL=(--calibration "$E2E_CALIBRATION")
-python3 -m harness.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \
+python3 -m harness.report.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \
   --out "$OUT/e2e-$LABEL.json" --qualify-exit "$code" "${CAL[@]}" || say "summary failed"
 cp "$OUT/e2e-$LABEL.json" "$KEEP/" 2>/dev/null
 for log in "$R"/*/server.log; do

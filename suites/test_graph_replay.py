@@ -4,9 +4,9 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 
 import pytest
 
-from harness import gates
-from harness.reference_checks import compare_batches, record_fields
-from harness.results import ReferenceCheckRecord
+from harness.config import gates
+from harness.refcheck.batches import compare_batches, record_fields
+from harness.records.schema import ReferenceCheckRecord
 
 
 def check_against(stored, candidate, harness_session, record, check: str):

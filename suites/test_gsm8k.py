@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness import gates
-from harness.gsm8k import (
+from harness.config import gates
+from harness.measure.gsm8k import (
     evaluate,
     filter_scores,
     lm_eval_version,
@@ -12,9 +12,9 @@ from harness.gsm8k import (
     select_task,
     task_hash,
 )
-from harness.results import FilterScore, GateRecord, Gsm8kRecord
-from harness.serverlog import tail
-from harness.workloads import Gsm8kWorkload, load_workload, workload_for
+from harness.records.schema import FilterScore, GateRecord, Gsm8kRecord
+from harness.serve.serverlog import tail
+from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
 
 
 def test_gsm8k(served_arm, harness_session, record):

@@ -1,9 +1,9 @@
 """KV capacity per arm, parsed from the server's own log and cross-checked with its /metrics."""
 
-from harness import gates
-from harness.launch import backend_verdict
-from harness.metrics import cache_config, fetch_metrics, label_int
-from harness.results import KvCapacityRecord
+from harness.config import gates
+from harness.serve.launch import backend_verdict
+from harness.measure.metrics import cache_config, fetch_metrics, label_int
+from harness.records.schema import KvCapacityRecord
 
 
 def test_kv_capacity(served_arm, record):

@@ -6,12 +6,12 @@ import warnings
 
 import pytest
 
-from harness import gates
-from harness.long_prefix import level_fields, measure
-from harness.preflight import check_workload_fits
-from harness.results import ColdStartRecord, GateRecord, LongPrefixRecord
-from harness.serverlog import tail
-from harness.workloads import build_prompts, load_workload, token_space, workload_for
+from harness.config import gates
+from harness.measure.long_prefix import level_fields, measure
+from harness.plan.preflight import check_workload_fits
+from harness.records.schema import ColdStartRecord, GateRecord, LongPrefixRecord
+from harness.serve.serverlog import tail
+from harness.config.workloads import build_prompts, load_workload, token_space, workload_for
 
 
 def test_long_prefix(served_arm, harness_session, record):

@@ -3,11 +3,11 @@ uncached prompts in one batch. The hit is proven from /metrics; every output mus
 
 import pytest
 
-from harness import gates
-from harness.check_prompts import expected_hit_tokens
-from harness.metrics import cache_config, counter_total, fetch_metrics, label_int
-from harness.reference_checks import BatchRun, compare_batches, record_fields
-from harness.results import ReferenceCheckRecord
+from harness.config import gates
+from harness.refcheck.prompts import expected_hit_tokens
+from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
+from harness.refcheck.batches import BatchRun, compare_batches, record_fields
+from harness.records.schema import ReferenceCheckRecord
 
 HITS = "vllm:prefix_cache_hits_total"
 

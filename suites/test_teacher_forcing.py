@@ -1,16 +1,16 @@
 """Teacher forcing: every check prompt + the reference's own output, scored on the candidate with prompt_logprobs;
 each reference token's logprob under the candidate against the reference's, at every position (one early divergence
 does not end the comparison). Requests go one at a time, so the chunking -- and with it which positions run the DCP
-decode path (harness/teacher_forcing.py) -- is the same on every run."""
+decode path (harness/refcheck/teacher_forcing.py) -- is the same on every run."""
 
 import asyncio
 
-from harness import gates
-from harness.errors import HarnessError
-from harness.generation import score_forced
-from harness.reference_checks import BatchRun, record_fields
-from harness.results import ReferenceCheckRecord
-from harness.teacher_forcing import compare_forced
+from harness.config import gates
+from harness.config.errors import HarnessError
+from harness.measure.generation import score_forced
+from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.teacher_forcing import compare_forced
 
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):

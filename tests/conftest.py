@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.config.paths import REPO_ROOT
 
 TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.results import (
+from harness.records.schema import (
     FilterScore,
     GateRecord,
     Gsm8kRecord,
@@ -16,8 +16,8 @@ from harness.results import (
     ResultsWriter,
     ServerRecord,
 )
-from harness.stats import summarize
-from harness.telemetry import Usage
+from harness.judge.stats import summarize
+from harness.measure.telemetry import Usage
 
 ARMS = ("cpu-smoke", "cpu-ref")
 SUITES = ["gsm8k", "kv_capacity", "long_prefix"]

@@ -1,0 +1,210 @@
+"""Workloads: YAML definitions (configs/workloads/) and deterministic token-id prompts.
+
+Prompts are lists of token ids drawn from a seeded generator over the model's vocabulary
+minus its special tokens, so the shared prefix is byte-identical across arms and runs
+and the client needs no tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.config.arms import ARM_NAME, Arm, read_yaml
+from harness.config.errors import ConfigError
+from harness.config.paths import CONFIG_DIR
+
+WORKLOADS_DIR = CONFIG_DIR / "workloads"
+
+
+class LongPrefixWorkload(BaseModel):
+    """One shared prefix + a distinct suffix per request, fixed output length, greedy, ignore_eos."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    prefix_tokens: int = Field(ge=0)
+    suffix_tokens: int = Field(ge=1)
+    output_tokens: int = Field(ge=2)  # TPOT needs at least two output tokens
+    concurrency: list[int] = Field(min_length=1)
+    requests_per_level: int = Field(ge=1)
+    warmup_requests: int = Field(1, ge=1)  # the first one is also the cold-start sample
+    seed: int = 0
+    metrics_interval_s: float = Field(0.5, gt=0)
+    vocab_size: int | None = Field(None, ge=16)  # for hub models whose config.json is not local
+    exclude_token_ids: list[int] = []
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.prefix_tokens + self.suffix_tokens
+
+    @property
+    def max_len(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+class Gsm8kWorkload(BaseModel):
+    """lm-eval GSM8K settings: few-shot count, question limit, client concurrency and retries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    num_fewshot: int = Field(5, ge=0)
+    limit: int | None = Field(None, ge=1)  # None: all 1,319 test questions
+    num_concurrent: int = Field(8, ge=1)
+    max_retries: int = Field(3, ge=1)
+    max_gen_toks: int = Field(256, ge=1)
+
+
+def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[BaseModel] = LongPrefixWorkload):
+    if not ARM_NAME.match(name):
+        raise ConfigError(f"workload name {name!r} is not valid (configs/workloads/<name>.yaml)")
+    path = workloads_dir / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in workloads_dir.glob("*.yaml"))) or "none"
+        raise ConfigError(f"unknown workload {name!r}: no file {path}. Known workloads: {known}")
+    raw = read_yaml(path)
+    try:
+        return kind.model_validate({**raw, "name": raw.get("name", name)})
+    except ValidationError as exc:
+        fields = "; ".join(f"field {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{path}: invalid workload: {fields}") from None
+
+
+class PrefixReuseSpec(BaseModel):
+    """Warm one long prompt, then probes sharing only a block-aligned part of its prefix, mixed with uncached ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix_tokens: int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
+    warm_suffix_tokens: int = Field(16, ge=1)
+    shared_tokens: list[int] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
+    probes_per_share: int = Field(2, ge=1)
+    uncached_probes: int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
+    probe_suffix_tokens: tuple[int, int] = (16, 256)  # [min, max] new tokens after the shared part
+
+
+class GraphReplaySpec(BaseModel):
+    """Rounds of concurrent requests whose count walks across captured batch sizes and padding boundaries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_sizes: list[int] = Field([1, 2, 3, 5, 8, 13], min_length=1)
+    prompt_tokens: tuple[int, int] = (8, 512)  # [min, max], drawn per request: every round's inputs change
+
+
+class CopySpec(BaseModel):
+    """Copy-from-far-back prompts (GPU arms): a random span early in a long context, its first `cue_tokens` again at
+    the end; the greedy continuation must come from the far-back KV (harness/tinymodel/copytask.py). Sent as the last
+    graph_replay round, one batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_tokens: list[int] = Field(min_length=1)  # prompt lengths, cue included
+    span_tokens: int = Field(96, ge=2)
+    cue_tokens: int = Field(16, ge=1)
+    span_at: int = Field(32, ge=0)  # where the span starts in the context
+    prompts_per_length: int = Field(2, ge=1)
+
+
+class ReferenceChecksWorkload(BaseModel):
+    """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    output_tokens: int = Field(32, ge=1)
+    top_logprobs: int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
+    prefix_reuse: PrefixReuseSpec
+    graph_replay: GraphReplaySpec = GraphReplaySpec()
+    copy_prompts: CopySpec | None = None
+    vocab_size: int | None = Field(None, ge=16)
+    exclude_token_ids: list[int] = []
+
+    @property
+    def max_len(self) -> int:
+        longest = max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
+                      max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
+                      self.graph_replay.prompt_tokens[1],
+                      max(self.copy_prompts.context_tokens) if self.copy_prompts else 0)
+        return longest + self.output_tokens
+
+
+DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
+                     "reference_checks": "reference_checks_gpu"}
+# Which workload (the key under an arm's `workloads:`) each suite runs.
+SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
+                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks"}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
+                                              "reference_checks": ReferenceChecksWorkload}
+
+
+def workload_for(arm: Arm, suite: str) -> str:
+    """The workload an arm's YAML chose for a suite, else the suite's default."""
+    return arm.workloads.get(suite, DEFAULT_WORKLOADS[suite])
+
+
+@dataclass(frozen=True)
+class TokenSpace:
+    """Token ids a prompt may use: the vocabulary minus special/added tokens."""
+
+    vocab_size: int
+    excluded: frozenset[int]
+
+    def allowed(self) -> list[int]:
+        return [i for i in range(self.vocab_size) if i not in self.excluded]
+
+
+def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload) -> TokenSpace:
+    """From the local model's config.json and tokenizer.json; a hub model needs workload.vocab_size."""
+    excluded = set(workload.exclude_token_ids)
+    vocab = workload.vocab_size
+    if arm.model.source == "local":
+        model_dir = arm.model.local_dir()
+        cfg = json.loads((model_dir / "config.json").read_text())
+        vocab = vocab or cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
+        excluded |= {cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if isinstance(cfg.get(k), int)}
+        tok = model_dir / "tokenizer.json"
+        if tok.is_file():
+            excluded |= {t["id"] for t in json.loads(tok.read_text()).get("added_tokens", [])}
+    if not vocab:
+        raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown; "
+                          "set vocab_size in the workload YAML")
+    return TokenSpace(int(vocab), frozenset(excluded))
+
+
+@dataclass(frozen=True)
+class Prompts:
+    prefix: list[int]
+    warmup: list[list[int]]  # full prompts (prefix + own suffix)
+    measured: dict[int, list[list[int]]]  # concurrency -> full prompts
+
+    def fingerprint(self) -> str:
+        """Hash of every prompt: equal across arms and runs for the same workload and vocabulary."""
+        h = hashlib.sha256()
+        for prompt in [*self.warmup, *(p for level in self.measured.values() for p in level)]:
+            h.update(json.dumps(prompt).encode())
+        return h.hexdigest()[:16]
+
+
+def build_prompts(workload: LongPrefixWorkload, space: TokenSpace) -> Prompts:
+    """Pure: the same workload and token space always give the same prompts."""
+    allowed = space.allowed()
+    rng = random.Random(workload.seed)
+    prefix = rng.choices(allowed, k=workload.prefix_tokens)
+
+    def one() -> list[int]:
+        return prefix + rng.choices(allowed, k=workload.suffix_tokens)
+
+    warmup = [one() for _ in range(workload.warmup_requests)]
+    measured = {c: [one() for _ in range(workload.requests_per_level)] for c in workload.concurrency}
+    return Prompts(prefix, warmup, measured)

@@ -1,0 +1,99 @@
+"""The long-prefix workload against one live server: warm-up (cold start), then each concurrency level,
+with /metrics and NVML sampled beside it. I/O here; the summaries are pure functions below."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.serve.launch import LiveServer
+from harness.measure.loadgen import LevelRun, RequestSample, run_level
+from harness.judge.stats import summarize
+from harness.measure.telemetry import (
+    MetricsSampler,
+    NvmlSampler,
+    counter_delta,
+    gpu_memory_between,
+    series_lines,
+    usage_between,
+    write_series,
+)
+from harness.config.workloads import LongPrefixWorkload, Prompts
+
+
+@dataclass
+class LevelMeasurement:
+    concurrency: int
+    run: LevelRun
+    before: dict[str, float] | None  # /metrics just before and after the level (counter deltas)
+    after: dict[str, float] | None
+    telemetry_path: Path | None = None  # the level's /metrics + NVML time series (JSONL)
+
+
+@dataclass
+class Measurement:
+    warmup: LevelRun
+    levels: list[LevelMeasurement]
+    metrics_points: list
+    nvml_points: list
+    nvml_available: bool
+
+
+async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> Measurement:
+    base, model = live.info.base_url, live.arm.model.served_name
+    timeout = live.arm.timeouts.request_s
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sampler = MetricsSampler(base, workload.metrics_interval_s)
+    nvml = NvmlSampler(live.arm.gpus)  # NVML counts physical GPUs: CUDA_VISIBLE_DEVICES does not apply
+    tasks = [asyncio.ensure_future(sampler.run()), asyncio.ensure_future(nvml.run(workload.metrics_interval_s))]
+    try:
+        warmup = await run_level(base, model, prompts.warmup, workload.output_tokens, 1, 0, timeout,
+                                 live.server.check_alive, out_dir / "long_prefix_warmup.jsonl")
+        levels: list[LevelMeasurement] = []
+        if warmup.aborted is None:
+            for c in workload.concurrency:
+                before = await sampler.scrape_once()
+                run = await run_level(base, model, prompts.measured[c], workload.output_tokens, c, c, timeout,
+                                      live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl")
+                after = await sampler.scrape_once()
+                series = out_dir / f"telemetry_c{c}.jsonl"
+                write_series(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))
+                levels.append(LevelMeasurement(c, run, before, after, series))
+                if run.aborted:
+                    break
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return Measurement(warmup, levels, sampler.points, nvml.points, nvml.available)
+
+
+def request_errors(samples: list[RequestSample]) -> list[str]:
+    return [f"request {s.index}: {s.error}" for s in samples if s.error]
+
+
+def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
+    """Everything a LongPrefixRecord holds about one level, computed from raw samples and points."""
+    run = level.run
+    ok = [s for s in run.samples if s.ok]
+    window = (run.start_ns, run.end_ns)
+    return {
+        "concurrency": level.concurrency,
+        "status": "aborted" if run.aborted else "complete",
+        "reason": run.aborted,
+        "requests": len(run.samples),
+        "failed": sum(1 for s in run.samples if not s.ok),
+        "errors": request_errors(run.samples),
+        "ttft": summarize([s.ttft_s for s in ok if s.ttft_s is not None]),
+        "tpot": summarize([s.tpot_s for s in ok if s.tpot_s is not None]),
+        "itl": summarize([x for s in ok for x in s.itl_s]),
+        "e2e": summarize([s.latency_ns * 1e-9 for s in ok]),
+        "kv_usage": usage_between(m.metrics_points, "kv_usage", *window),
+        "gpu_memory_mib": gpu_memory_between(m.nvml_points, *window) if m.nvml_available else None,
+        "running_peak": (u.peak if (u := usage_between(m.metrics_points, "running", *window)) else None),
+        "waiting_peak": (u.peak if (u := usage_between(m.metrics_points, "waiting", *window)) else None),
+        "prefix_cache_hits": counter_delta(level.before, level.after, "prefix_hits"),
+        "prefix_cache_queries": counter_delta(level.before, level.after, "prefix_queries"),
+        "telemetry_path": str(level.telemetry_path) if level.telemetry_path else None,
+    }

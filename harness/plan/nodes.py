@@ -1,0 +1,153 @@
+"""Plan: an arm becomes the exact argv and environment per node. Pure; nothing runs here."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from harness.config.arms import Arm, Switch
+from harness.plan.preflight import Verdict, preflight, violations
+from harness.plan.redact import redact_argv, redact_env
+
+ENTRYPOINT_MODULES = {
+    "serve": ("vllm.entrypoints.cli.main", "serve"),
+    "api_server": ("vllm.entrypoints.openai.api_server",),
+}
+DCP_ENV_VARS = {
+    "direct_a2a": "VLLM_USE_DIRECT_DCP_A2A",
+    "q_gather": "VLLM_USE_DIRECT_DCP_Q_GATHER",
+    "kv_gather": "VLLM_USE_DIRECT_DCP_KV_GATHER",
+    "shard_draft": "VLLM_DCP_SHARD_DRAFT",
+}
+SWITCH_VALUES: dict[Switch, str | None] = {"auto": None, "force": "1", "off": "0"}
+# Keep runs offline and quiet; an arm's own env may override these.
+BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    node_rank: int
+    host: str  # where it runs: "localhost", a node name, or a placeholder
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # set on top of the inherited environment
+
+    @property
+    def serves_http(self) -> bool:
+        return "--headless" not in self.argv
+
+
+@dataclass(frozen=True)
+class Plan:
+    arm: str
+    nodes: tuple[NodeCommand, ...]
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not violations(list(self.verdicts))
+
+
+def dcp_env(arm: Arm) -> dict[str, str]:
+    env = {}
+    for attr, var in DCP_ENV_VARS.items():
+        value = SWITCH_VALUES[getattr(arm.dcp_env, attr)]
+        if value is not None:
+            env[var] = value
+    return env
+
+
+def speculative_json(arm: Arm) -> str | None:
+    spec = arm.speculative
+    if spec is None:
+        return None
+    cfg = {"method": spec.method, "model": spec.model, "num_speculative_tokens": spec.num_speculative_tokens}
+    if spec.attention_backend:
+        cfg["attention_backend"] = spec.attention_backend
+    return json.dumps({**cfg, **spec.extra}, separators=(",", ":"))
+
+
+def model_ref(arm: Arm) -> str:
+    return str(arm.model.local_dir()) if arm.model.source == "local" else arm.model.path
+
+
+def engine_args(arm: Arm) -> list[str]:
+    """vLLM flags shared by every node of the arm."""
+    p, s, m = arm.parallelism, arm.server, arm.model
+    args = ["--served-model-name", m.served_name, "--max-model-len", str(m.max_model_len),
+            "--tensor-parallel-size", str(p.tp)]
+    if p.pp > 1:
+        args += ["--pipeline-parallel-size", str(p.pp)]
+    if p.dcp > 1:
+        args += ["--decode-context-parallel-size", str(p.dcp)]
+    if p.pcp > 1:
+        args += ["--prefill-context-parallel-size", str(p.pcp)]
+    if p.cp_kv_cache_interleave_size != 1:
+        args += ["--cp-kv-cache-interleave-size", str(p.cp_kv_cache_interleave_size)]
+    if m.dtype:
+        args += ["--dtype", m.dtype]
+    if arm.attention.backend:
+        args += ["--attention-backend", arm.attention.backend]
+    if s.enforce_eager:
+        args.append("--enforce-eager")
+    args.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+    for flag, value in (("--max-num-batched-tokens", s.max_num_batched_tokens),
+                        ("--max-num-seqs", s.max_num_seqs),
+                        ("--gpu-memory-utilization", s.gpu_memory_utilization)):
+        if value is not None:
+            args += [flag, str(value)]
+    spec = speculative_json(arm)
+    if spec:
+        args += ["--speculative-config", spec]
+    if arm.launcher.kind == "ray":
+        args += ["--distributed-executor-backend", "ray"]
+    return args + list(s.args)
+
+
+def node_host(arm: Arm, rank: int) -> str:
+    if arm.launcher.nodes:
+        return arm.launcher.nodes[rank]
+    return "localhost" if arm.parallelism.nnodes == 1 else f"<node{rank}>"
+
+
+def multinode_args(arm: Arm, rank: int) -> list[str]:
+    # The Ray executor spans the existing cluster from one command; mp needs one per node.
+    if arm.parallelism.nnodes == 1 or arm.launcher.kind == "ray":
+        return []
+    args = ["--nnodes", str(arm.parallelism.nnodes), "--node-rank", str(rank),
+            "--master-addr", node_host(arm, 0), "--master-port", str(arm.launcher.master_port)]
+    return args + (["--headless"] if rank > 0 else [])
+
+
+def node_command(arm: Arm, rank: int, port: int, python: str) -> NodeCommand:
+    entry = ENTRYPOINT_MODULES[arm.launcher.entrypoint]
+    model = ["--model", model_ref(arm)] if arm.launcher.entrypoint == "api_server" else [model_ref(arm)]
+    argv = [python, "-m", *entry, *model, *engine_args(arm), *multinode_args(arm, rank)]
+    if rank == 0:
+        argv += ["--host", arm.server.host, "--port", str(port)]
+    host = node_host(arm, rank)
+    if arm.launcher.kind == "slurm":
+        argv = ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *arm.launcher.slurm_args, *argv]
+    env = {**BASE_ENV, **dcp_env(arm), **arm.server.env}
+    if arm.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
+    return NodeCommand(rank, host, tuple(argv), env)
+
+
+def build_plan(arm: Arm, port: int, python: str) -> Plan:
+    ranks = 1 if arm.launcher.kind == "ray" else arm.parallelism.nnodes
+    nodes = tuple(node_command(arm, r, port, python) for r in range(ranks))
+    return Plan(arm.name, nodes, tuple(preflight(arm)))
+
+
+def render_plan(plan: Plan, extra_verdicts: list[Verdict] = ()) -> str:
+    lines = [f"arm {plan.arm}: {len(plan.nodes)} node command(s)"]
+    for node in plan.nodes:
+        lines.append(f"\n[node {node.node_rank} @ {node.host}]")
+        for key, value in sorted(redact_env(node.env).items()):
+            lines.append(f"  env {key}={value}")
+        lines.append("  argv " + shlex.join(redact_argv(node.argv)))
+    lines.append("\npreflight:")
+    for v in (*plan.verdicts, *extra_verdicts):
+        lines.append(f"  [{'ok' if v.ok else 'FAIL'}] {v.rule}: {v.detail}")
+    return "\n".join(lines)

@@ -1,0 +1,256 @@
+"""The one result schema: typed records that suites append to reports/<run-id>/results.jsonl.
+
+Versioned: every line carries `schema_version`; the reader refuses versions it does
+not know, reports a truncated last line (a crashed run) and unknown record kinds
+precisely, and returns every record it could read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from harness.judge.stats import Summary
+from harness.measure.telemetry import Usage
+
+SCHEMA_VERSION = 1
+
+
+class RecordBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    arm: str
+    suite: str
+    time: float = Field(default_factory=time.time)
+
+
+class ServerRecord(RecordBase):
+    """One per arm launch: up (with what it reported) or failed (with why)."""
+
+    kind: Literal["server"] = "server"
+    status: Literal["up", "failed"]
+    reason: str | None = None
+    base_url: str | None = None
+    startup_s: float | None = None
+    vllm_version: str | None = None
+    backends: list[str] = []
+    expected_backend: str | None = None
+    argv: list[str] = []  # redacted
+    env: dict[str, str] = {}  # redacted; only what the harness sets
+    log_path: str | None = None
+
+
+class KvCapacityRecord(RecordBase):
+    kind: Literal["kv_capacity"] = "kv_capacity"
+    device: str
+    tokens: int  # as logged; under DCP already multiplied by the CP world size
+    gib_per_worker: float | None
+    tp: int
+    dcp: int
+    source_line: str
+    metrics_tokens: int | None = None  # vllm:cache_config_info kv_cache_size_tokens, the same figure via /metrics
+    num_blocks: int | None = None  # vllm:cache_config_info num_gpu_blocks
+    block_size: int | None = None
+
+
+class LongPrefixRecord(RecordBase):
+    """One per (arm, concurrency level) of the long-prefix workload. Times in seconds."""
+
+    kind: Literal["long_prefix"] = "long_prefix"
+    workload: str
+    prompts_sha: str  # same value on both arms: the same prompts were sent
+    concurrency: int
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    requests: int  # sent and finished (ok or failed)
+    failed: int
+    errors: list[str] = []  # "request <i>: <error>", every failed request
+    ttft: Summary
+    tpot: Summary
+    itl: Summary
+    e2e: Summary
+    kv_usage: Usage | None  # vllm:kv_cache_usage_perc (0-1) over the level; what the seed calls HBM use
+    gpu_memory_mib: dict[str, Usage] | None  # NVML per GPU; None where there is no GPU (n/a, never 0)
+    running_peak: float | None = None
+    waiting_peak: float | None = None
+    prefix_cache_hits: float | None = None  # counter deltas over the level, in tokens
+    prefix_cache_queries: float | None = None
+    samples_path: str  # raw per-request samples (JSONL)
+    telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
+
+
+class ColdStartRecord(RecordBase):
+    """The first request after server start (the first warm-up), against the steady state."""
+
+    kind: Literal["cold_start"] = "cold_start"
+    workload: str
+    ttft_s: float | None
+    tpot_s: float | None
+    steady_tpot_p50_s: float | None
+    factor_limit: float
+    flagged: bool
+    error: str | None = None
+
+
+class FilterScore(BaseModel):
+    exact_match: float | None  # lm-eval's aggregate
+    stderr: float | None
+    correct: int  # counted from the per-sample log
+
+
+class Gsm8kRecord(RecordBase):
+    kind: Literal["gsm8k"] = "gsm8k"
+    workload: str
+    task: str  # gsm8k (lm-eval's hub task) or gsm8k_local (offline JSON files)
+    data_files: dict[str, str] | None
+    lm_eval_version: str
+    task_hash: str | None
+    num_fewshot: int
+    limit: int | None
+    n: int
+    scores: dict[str, FilterScore]  # strict-match, flexible-extract
+    request_errors: int  # requests that failed after retries; scored as wrong, never dropped
+    invalid: int  # empty or no number extracted
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    wall_s: float
+    num_concurrent: int
+    samples_path: str | None
+
+
+class GateRecord(RecordBase):
+    """One comparison of the candidate with the reference: the verdict and the numbers behind it."""
+
+    kind: Literal["gate"] = "gate"
+    gate: str
+    reference: str
+    passed: bool
+    detail: str
+    numbers: dict[str, float | int | None] = {}
+
+
+class RequestComparison(BaseModel):
+    """One request's candidate output against the reference's output for the same prompt."""
+
+    request: str  # e.g. "round 3 (batch 5) #2" or "prefix 0 / suffix 4"
+    prompt_tokens: int
+    exact: bool
+    first_divergence: int | None  # index of the first differing generated token; None when equal
+    candidate_tokens: int
+    reference_tokens: int
+    finite: bool  # every candidate logprob finite
+    max_drift: float | None  # max |delta logprob| of the chosen tokens up to the first divergence
+    group: str = ""  # what the check varies: the round / batch size, cached vs uncached extend
+    # The reference's own top-1 minus top-2 logprob where the outputs diverge: ~0 means the reference itself could
+    # hardly tell the two tokens apart (a rounding-level flip); a wide gap means the candidate computed something else.
+    reference_gap_at_divergence: float | None = None
+
+
+
+class TeacherForcedComparison(RequestComparison):
+    """Teacher forcing (suites/test_teacher_forcing.py): the reference's tokens scored on the candidate. The
+    RequestComparison fields cover every scored position (max_drift over all of them; exact: the reference token is the
+    candidate's argmax everywhere; first_divergence: the first position where it is not), plus per-position deltas."""
+
+    deltas: list[float] = []  # |candidate logprob - reference logprob| of the reference token, per position
+    mean_drift: float | None = None
+    decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
+
+class ReferenceCheckRecord(RecordBase):
+    """A check of the candidate's outputs against stored reference outputs (prefix_reuse, graph_replay)."""
+
+    kind: Literal["reference_check"] = "reference_check"
+    check: str
+    reference: str  # the reference arm (or variant, e.g. "gpu-mla-eager")
+    reference_key: str  # the reference store key the outputs came from
+    passed: bool
+    detail: str
+    requests: int
+    exact_matches: int
+    first_divergence_min: int | None
+    max_drift: float | None
+    nonfinite: int
+    drift_limit: float
+    tie_flips: int = 0  # divergences where the reference's own top-2 gap was <= tie_gap (not failures)
+    tie_gap: float = 0.0
+    cached_tokens_proven: float | None = None  # vllm:prefix_cache_hits delta over the check, in tokens
+    diverged: list[str] = []  # one line per diverging request: where and in which round/batch
+    status: Literal["complete", "aborted"] = "complete"
+    reason: str | None = None
+    comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
+
+
+class OutcomeRecord(RecordBase):
+    """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
+
+    kind: Literal["outcome"] = "outcome"
+    test: str
+    outcome: Literal["passed", "failed", "skipped", "error"]
+    message: str = ""
+    duration_s: float = 0.0
+
+
+Record = Annotated[
+    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
+    | ReferenceCheckRecord | OutcomeRecord,
+    Field(discriminator="kind"),
+]
+RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
+KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "reference_check", "outcome"}
+
+
+class ResultsWriter:
+    """Appends one JSON line per record and syncs it, so a crash loses nothing written."""
+
+    def __init__(self, path: Path):
+        self.path = path  # the run directory appears with the first record, not before
+
+    def append(self, record: BaseModel) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = record.model_dump_json() + "\n"
+        with self.path.open("a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def parse_line(text: str, lineno: int, path: Path, is_last: bool) -> tuple[Record | None, str | None]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = "truncated last line (the run was interrupted)" if is_last else f"not JSON ({exc.msg})"
+        return None, f"{path}:{lineno}: {what}; skipped"
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        return None, (f"{path}:{lineno}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
+                      "re-render with the harness version that wrote it")
+    if data.get("kind") not in KNOWN_KINDS:
+        return None, f"{path}:{lineno}: unknown record kind {data.get('kind')!r}; skipped"
+    try:
+        return RECORD_ADAPTER.validate_python(data), None
+    except ValidationError as exc:
+        return None, f"{path}:{lineno}: invalid {data['kind']} record: {exc.errors()[0]['msg']}"
+
+
+def read_results(path: Path) -> tuple[list[Record], list[str]]:
+    """Every readable record, and one problem message per line that was not."""
+    if not path.is_file():
+        return [], [f"{path}: no results file (the run wrote no record)"]
+    lines = path.read_text().splitlines()
+    records, problems = [], []
+    for i, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        record, problem = parse_line(text, i, path, is_last=(i == len(lines)))
+        if record is not None:
+            records.append(record)
+        if problem:
+            problems.append(problem)
+    return records, problems

@@ -1,0 +1,74 @@
+"""Driving a live server through the reference checks' prompts (I/O): capture reference outputs, or send
+batches to the candidate and compare each output as it arrives.
+
+Comparisons are appended to a JSONL file as they are made, so a server that dies mid-check leaves every
+comparison already made on disk, and the check reports where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.compare import compare, judge, summary_fields
+from harness.config.errors import HarnessError, LaunchError
+from harness.measure.generation import Generation, Sampling, generate_batch
+from harness.serve.launch import LiveServer
+from harness.records.schema import RequestComparison
+from harness.serve.serverlog import tail
+
+
+def send(live: LiveServer, batch: list[CheckPrompt], sampling: Sampling,
+         cache_salt: str | None = None) -> list[Generation]:
+    return asyncio.run(generate_batch(live.info.base_url, live.arm.model.served_name, [p.tokens for p in batch],
+                                      sampling, live.arm.timeouts.request_s, live.server.check_alive, cache_salt))
+
+
+def capture(live: LiveServer, prompts: list[CheckPrompt], sampling: Sampling) -> dict[str, Generation]:
+    """One prompt at a time, each under its own cache salt: the reference computes every output alone and from
+    scratch, even on an arm with prefix caching on (gpu-tp2), where the probes would otherwise hit the warm prompt."""
+    return {p.id: send(live, [p], sampling, cache_salt=f"reference-{p.id}")[0] for p in prompts}
+
+
+@dataclass
+class BatchRun:
+    comparisons: list[RequestComparison] = field(default_factory=list)
+    aborted: str | None = None  # why the check stopped early (server death, request error), with the log tail
+
+
+def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling: Sampling,
+                    reference: dict[str, Generation], sink: Path) -> BatchRun:
+    """Each batch in flight at once; every output compared with the reference output for the same prompt id."""
+    run = BatchRun()
+    sink.parent.mkdir(parents=True, exist_ok=True)
+    with sink.open("a") as f:
+        for batch in batches:
+            try:
+                outputs = send(live, batch, sampling)
+            except LaunchError as exc:  # the server died: its message already carries the log tail
+                run.aborted = f"{batch[0].group}: {exc}"
+                return run
+            except HarnessError as exc:  # a request failed: add what the server logged
+                run.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
+                return run
+            for p, out in zip(batch, outputs, strict=True):
+                c = compare(p.id, len(p.tokens), out, reference[p.id], p.group)
+                run.comparisons.append(c)
+                f.write(c.model_dump_json() + "\n")
+                f.flush()
+    return run
+
+
+def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, drift_limit: float,
+                  sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> dict:
+    """A ReferenceCheckRecord's fields from the comparisons made; `diverged` lists every failure."""
+    verdict = judge(check, run.comparisons, drift_limit, tie_gap)
+    failures = [*extra_failures, *verdict.failures]
+    if run.aborted:
+        failures.insert(0, f"aborted after {len(run.comparisons)} comparison(s): {run.aborted.splitlines()[0]}")
+    return {"check": check, "reference": reference, "reference_key": stored_key, "passed": not failures,
+            "detail": "; ".join([verdict.detail, *extra_failures]), "drift_limit": drift_limit,
+            "diverged": failures, "status": "aborted" if run.aborted else "complete", "reason": run.aborted,
+            "comparisons_path": str(sink), **summary_fields(run.comparisons, tie_gap)}

@@ -1,0 +1,91 @@
+"""Candidate outputs against reference outputs (pure): exact tokens, first divergence, finiteness, drift."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from harness.measure.generation import Generation
+from harness.records.schema import RequestComparison
+
+
+def compare(request: str, prompt_tokens: int, cand: Generation, ref: Generation, group: str = "") -> RequestComparison:
+    """Drift is max |delta logprob| of the chosen tokens before the first divergence: after it, the two arms
+    condition on different text and their logprobs are no longer comparable."""
+    n = min(len(cand.token_ids), len(ref.token_ids))
+    first = next((i for i in range(n) if cand.token_ids[i] != ref.token_ids[i]), None)
+    if first is None and len(cand.token_ids) != len(ref.token_ids):
+        first = n
+    upto = n if first is None else first
+    deltas = [abs(a - b) for a, b in zip(cand.logprobs[:upto], ref.logprobs[:upto], strict=False)]
+    drift = max(deltas) if deltas else None
+    if drift is not None and not math.isfinite(drift):
+        drift = math.inf
+    finite = all(math.isfinite(x) for x in cand.logprobs) and len(cand.logprobs) == len(cand.token_ids)
+    return RequestComparison(request=request, prompt_tokens=prompt_tokens, exact=first is None,
+                             first_divergence=first, candidate_tokens=len(cand.token_ids),
+                             reference_tokens=len(ref.token_ids), finite=finite, max_drift=drift, group=group,
+                             reference_gap_at_divergence=top_gap(ref, first))
+
+
+def top_gap(gen: Generation, position: int | None) -> float | None:
+    if position is None or position >= len(gen.top):
+        return None
+    values = sorted(gen.top[position].values(), reverse=True)
+    return values[0] - values[1] if len(values) >= 2 else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    detail: str
+    failures: list[str]  # one line per failing request
+
+
+def is_tie_flip(c: RequestComparison, tie_gap: float) -> bool:
+    """A divergence where the reference itself scored both tokens within `tie_gap`: a rounding-level flip of an
+    (almost) tied argmax, not evidence of a wrong computation. Drift before it is still judged."""
+    gap = c.reference_gap_at_divergence
+    # Logprobs arrive as float32: a one-bf16-step gap of 0.125 comes back as 0.12500000xx.
+    return not c.exact and gap is not None and gap <= tie_gap * (1 + 1e-5) + 1e-7
+
+
+def failure_line(c: RequestComparison, drift_limit: float, tie_gap: float = 0.0) -> str | None:
+    where = f"request {c.request}" + (f" [{c.group}]" if c.group else "")
+    problems = []
+    if not c.exact and not is_tie_flip(c, tie_gap):
+        gap = "" if c.reference_gap_at_divergence is None else (
+            f", where the reference's top-2 gap is {c.reference_gap_at_divergence:.3g}")
+        problems.append(f"generated token {c.first_divergence} differs from the reference "
+                        f"({c.candidate_tokens} vs {c.reference_tokens} tokens{gap})")
+    if not c.finite:
+        problems.append("non-finite logprob")
+    if c.max_drift is not None and c.max_drift > drift_limit:
+        problems.append(f"max |delta logprob| {c.max_drift:.3g} > {drift_limit:g}")
+    return f"{where}: " + "; ".join(problems) if problems else None
+
+
+def judge(check: str, comparisons: list[RequestComparison], drift_limit: float, tie_gap: float = 0.0) -> Verdict:
+    failures = [line for c in comparisons if (line := failure_line(c, drift_limit, tie_gap))]
+    exact = sum(c.exact for c in comparisons)
+    ties = sum(is_tie_flip(c, tie_gap) for c in comparisons)
+    drifts = [c.max_drift for c in comparisons if c.max_drift is not None]
+    summary = f"{check}: {exact}/{len(comparisons)} exact" + (f", {ties} tie flip(s) (reference gap <= {tie_gap:g})"
+                                                              if ties else "")
+    if drifts:
+        summary += f", max drift {max(drifts):.3g} (limit {drift_limit:g})"
+    if not comparisons:
+        return Verdict(False, f"{check}: no request was compared", ["no comparisons"])
+    return Verdict(not failures, summary if not failures else summary + "; " + f"{len(failures)} request(s) failed",
+                   failures)
+
+
+def summary_fields(comparisons: list[RequestComparison], tie_gap: float = 0.0) -> dict:
+    """The ReferenceCheckRecord numbers computed from the per-request comparisons."""
+    divergences = [c.first_divergence for c in comparisons if c.first_divergence is not None]
+    drifts = [c.max_drift for c in comparisons if c.max_drift is not None]
+    return {"requests": len(comparisons), "exact_matches": sum(c.exact for c in comparisons),
+            "first_divergence_min": min(divergences) if divergences else None,
+            "max_drift": max(drifts) if drifts else None,
+            "nonfinite": sum(not c.finite for c in comparisons),
+            "tie_flips": sum(is_tie_flip(c, tie_gap) for c in comparisons), "tie_gap": tie_gap}

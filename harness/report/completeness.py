@@ -1,0 +1,79 @@
+"""What a run is missing, and why (pure): a partial run renders what it has and lists the rest here."""
+
+from __future__ import annotations
+
+from harness.records.schema import (
+    Gsm8kRecord,
+    LongPrefixRecord,
+    OutcomeRecord,
+    Record,
+    ReferenceCheckRecord,
+    ServerRecord,
+)
+from harness.report.tables import first_line
+
+SIGNALS = {130: "SIGINT", 143: "SIGTERM"}
+
+
+def interruption(info: dict) -> list[str]:
+    code = info.get("exit_code")
+    if info and "finished" not in info:
+        return ["run.json has no end time: the run was interrupted (or is still running); "
+                "everything recorded before that is shown"]
+    if isinstance(code, int) and code >= 128:
+        return [f"the run was interrupted (exit code {code}, {SIGNALS.get(code, f'signal {code - 128}')}); "
+                "suites after that point did not run"]
+    return []
+
+
+def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
+                     per_arm: list[str] | None = None) -> list[str]:
+    """One line per expected suite x arm with no test outcome, saying why when the records know. Suites not in
+    `per_arm` run for the candidate (arms[0]) only; None (older run.json) expects every arm everywhere."""
+    have = {(r.suite, r.arm) for r in records if isinstance(r, OutcomeRecord)}
+    failed = {r.arm: r.reason for r in records if isinstance(r, ServerRecord) and r.status == "failed"}
+    out = []
+    for suite in suites:
+        for arm in (arms if per_arm is None or suite in per_arm else arms[:1]):
+            if (suite, arm) in have:
+                continue
+            why = (f"the server failed: {first_line(failed[arm])}" if arm in failed
+                   else "no record: not run (the run stopped before it, or the suite was not selected)")
+            out.append(f"{suite} x {arm}: {why}")
+    return out
+
+
+def missing_levels(records: list[Record], arms: list[str], concurrency: list[int]) -> list[str]:
+    """Concurrency levels of the long-prefix workload an arm never recorded (only for arms that ran it)."""
+    got: dict[str, set[int]] = {}
+    for r in records:
+        if isinstance(r, LongPrefixRecord):
+            got.setdefault(r.arm, set()).add(r.concurrency)
+    return [f"long_prefix x {arm}: c{c} not measured (an earlier level aborted or the run stopped)"
+            for arm in arms if arm in got for c in concurrency if c not in got[arm]]
+
+
+def aborted(records: list[Record]) -> list[str]:
+    out = []
+    for r in records:
+        if isinstance(r, LongPrefixRecord) and r.status == "aborted":
+            out.append(f"long_prefix x {r.arm} c{r.concurrency}: aborted after {r.requests} request(s): "
+                       f"{first_line(r.reason, 200)}")
+        elif isinstance(r, (Gsm8kRecord, ReferenceCheckRecord)) and r.status == "aborted":
+            out.append(f"{r.suite} x {r.arm}: aborted: {first_line(r.reason, 200)}")
+        elif isinstance(r, ServerRecord) and r.status == "failed":
+            out.append(f"server x {r.arm}: failed to start: {first_line(r.reason, 200)}")
+        elif isinstance(r, OutcomeRecord) and r.outcome in ("skipped", "error"):
+            last = r.message.strip().splitlines()[-1] if r.message.strip() else "no message"
+            out.append(f"{r.suite} x {r.arm}: {r.outcome}: {first_line(last, 200)}")
+    return out
+
+
+def gaps(info: dict, records: list[Record], arms: list[str]) -> list[str]:
+    """Everything missing from a run, each with its reason; empty for a complete run."""
+    suites = info.get("suites") or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
+    levels = (info.get("workloads") or {}).get("long_prefix", {}).get("concurrency", [])
+    # Suites are expected of the run's arms only: an eager variant launched to capture outputs runs none.
+    arms = [a for a in arms if a in info["arms"]] if info.get("arms") else arms
+    return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites")),
+            *missing_levels(records, arms, levels), *aborted(records)]

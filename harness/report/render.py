@@ -1,0 +1,166 @@
+"""Render a run directory: tables (Markdown/CSV/JSON), baseline diff, annotation.md and report.html.
+
+Reads only <run-dir>/results.jsonl, run.json and the raw files the records reference, so a report can be
+re-rendered later or on another machine. Steps: load_run -> build_tables / gaps / baseline deltas / plots ->
+write_tables + report.html.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.report import plots
+from harness.judge.baseline import Delta, baseline_results, compare, deltas_table, load_thresholds
+from harness.report.completeness import gaps
+from harness.report.html import ReportContent, render_html
+from harness.report.provenance import summarize_provenance
+from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, read_results
+from harness.report.rundata import RunData, kv_series, load_run, per_question, tpot_samples
+from harness.report.tables import build_tables, to_markdown
+
+
+def slug(title: str) -> str:
+    return title.lower().replace(" ", "_")
+
+
+def write_tables(tables_dir: Path, tables: list[tuple[str, pd.DataFrame]]) -> str:
+    """Each table as <slug>.md (GitHub pipes, ready to paste), .csv and .json; returns the Markdown of all."""
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for title, df in tables:
+        md = to_markdown(df)
+        (tables_dir / f"{slug(title)}.md").write_text(md + "\n")
+        df.to_csv(tables_dir / f"{slug(title)}.csv", index=False)
+        (tables_dir / f"{slug(title)}.json").write_text(df.to_json(orient="records", indent=2) + "\n")
+        out.append(f"### {title}\n\n{md}\n")
+    return "\n".join(out)
+
+
+def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[str, dict[str, float]]]:
+    """Arm-vs-reference bars (pure): TPOT p50 per concurrency, accuracy, KV capacity."""
+    panels: dict[str, dict[str, float]] = {}
+    for r in records:
+        if isinstance(r, LongPrefixRecord) and r.tpot.p50 is not None:
+            panels.setdefault(f"TPOT p50 c{r.concurrency} (ms)", {})[r.arm] = r.tpot.p50 * 1e3
+    for r in records:
+        if isinstance(r, Gsm8kRecord) and flt in r.scores and r.n:
+            panels.setdefault(f"GSM8K {flt} (%)", {})[r.arm] = 100 * r.scores[flt].correct / r.n
+        elif isinstance(r, KvCapacityRecord):
+            panels.setdefault("KV capacity (tokens)", {})[r.arm] = float(r.tokens)
+    return sorted(panels.items(), key=lambda kv: (not kv[0].startswith("TPOT"), kv[0]))
+
+
+def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[str]]:
+    order = run.arm_order
+    samples, p1 = tpot_samples(run)
+    series, p2 = kv_series(run)
+    return [("TPOT distribution", plots.tpot_distribution(samples, order),
+             "no long_prefix samples: suite not run or its samples files are missing"),
+            ("KV-usage timeline", plots.kv_timeline(series, order),
+             "no /metrics time series: suite not run or its telemetry files are missing"),
+            ("Arm vs reference", plots.arm_bars(bar_panels(run.records), order), "no measurements to compare")], \
+        p1 + p2
+
+
+def verdict(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "INCOMPLETE"
+    if exit_code >= 128:
+        return "INTERRUPTED"
+    return "PASSED" if exit_code == 0 else "FAILED"
+
+
+def annotation(arm: str, ref: str | None, exit_code: int | None, tables: str, regressions: list[str] = (),
+               report_path: Path | None = None) -> str:
+    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line, then the tables."""
+    versus = f" vs {ref}" if ref else ""
+    shown = "not recorded" if exit_code is None else exit_code
+    lines = [f"## DCP qualification {verdict(exit_code)}: {arm}{versus} (exit code {shown})\n"]
+    lines += [f"- **baseline regression**: {r}" for r in regressions]
+    if report_path is not None:
+        lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
+    return "\n".join(lines) + f"\n{tables}"
+
+
+def final_exit_code(pytest_code: int | None, regressions: list[str]) -> int | None:
+    """pytest's code (a failed gate is a failed test); a baseline regression turns a pass into 1."""
+    if pytest_code == 0 and regressions:
+        return 1
+    return pytest_code
+
+
+@dataclass
+class Rendered:
+    markdown: str  # every table, the baseline diff, what is missing, the reader's problems
+    regressions: list[str]
+    html_path: Path
+    exit_code: int | None  # the run's exit code with baseline regressions applied; None when never recorded
+
+
+DELTA_COLUMNS = {"Performance": ("TPOT p50", "TPOT p50 vs baseline"), "KV capacity": ("KV tokens", "KV vs baseline"),
+                 "Accuracy": ("exact_match", "exact_match vs baseline")}
+
+
+def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delta]) -> list[tuple[str, pd.DataFrame]]:
+    """Each PR table gets its baseline change as a column (pure); REGRESSION where flagged."""
+    out = []
+    for title, df in tables:
+        if title in DELTA_COLUMNS and not df.empty:
+            metric, column = DELTA_COLUMNS[title]
+            by_key = {(d.arm, d.where if metric == "TPOT p50" else ""): d.change + (" REGRESSION" if d.regression
+                                                                                   else "")
+                      for d in deltas if d.metric == metric}
+            keys = zip(df["Arm"], df["Conc"] if "Conc" in df else [""] * len(df), strict=True)
+            df = df.assign(**{column: [by_key.get(k, "not in baseline") for k in keys]})
+        out.append((title, df))
+    return out
+
+
+def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], list[str]]:
+    path = baseline_results(baseline)
+    base_records, base_problems = read_results(path)
+    base = RunData(path.parent, {}, base_records, [])
+    t = load_thresholds()
+    cur_q, p1 = per_question(run, "current", t.filter)
+    base_q, p2 = per_question(base, "baseline", t.filter)
+    deltas = compare(run.records, base_records, t, {**cur_q, **base_q})
+    return str(path), deltas, [f"baseline {p}" for p in base_problems] + p1 + p2
+
+
+def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+    run = load_run(run_dir)
+    raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
+    tables = build_tables(run.records, run.arm_order)
+    base = None
+    regressions: list[str] = []
+    tables_for_files = tables
+    if baseline:
+        label, deltas, more = baseline_section(run, baseline)
+        regressions = [d.regression for d in deltas if d.regression]
+        base = (label, deltas_table(deltas), regressions)
+        run.problems += more
+        tables = with_delta_columns(tables, deltas)
+        tables_for_files = [*tables, ("Baseline diff", base[1])]
+    code = final_exit_code(raw, regressions)
+    missing = gaps(run.info, run.records, run.arm_order)
+    figures, plot_problems = make_plots(run)
+    run.problems += plot_problems
+    md = write_tables(run_dir / "tables", tables_for_files)
+    if regressions:
+        md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
+    if missing:
+        md += "\n### Missing or incomplete\n\n" + "\n".join(f"- {g}" for g in missing) + "\n"
+    if run.problems:
+        md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
+    arms = run.arm_order
+    title = f"DCP qualification {run_dir.name}: " + (" vs ".join(arms[:2]) or "no arm recorded")
+    line = f"{verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
+    provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
+    content = ReportContent(title, line, verdict(code) == "PASSED", provenance, tables, missing, run.problems,
+                            figures, base)
+    html_path = run_dir / "report.html"
+    html_path.write_text(render_html(content))
+    return Rendered(md, regressions, html_path, code)

@@ -1,0 +1,166 @@
+"""Comparison tables from result records (pure): pandas frames, rendered as GitHub Markdown."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.records.schema import (
+    GateRecord,
+    Gsm8kRecord,
+    KvCapacityRecord,
+    LongPrefixRecord,
+    OutcomeRecord,
+    Record,
+    ReferenceCheckRecord,
+    ServerRecord,
+)
+
+
+def human_tokens(n: int) -> str:
+    """1_933_000 -> '1.933M', as the seed PR writes KV capacity."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.3f}M"
+    if n >= 1_000:
+        return f"{n / 1_000:.1f}k"
+    return str(n)
+
+
+def first_line(text: str | None, limit: int = 120) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """Arm, KV tokens, GiB per worker, TP/DCP, backend; an arm whose server failed shows why."""
+    kv = {r.arm: r for r in records if isinstance(r, KvCapacityRecord)}
+    servers = {r.arm: r for r in records if isinstance(r, ServerRecord)}
+    if not kv and not any(s.status == "failed" for s in servers.values()):
+        return pd.DataFrame()  # the suite did not run
+    rows = []
+    for arm in arm_order:
+        server = servers.get(arm)
+        backend = ", ".join(server.backends) if server and server.backends else "not logged"
+        if arm in kv:
+            r = kv[arm]
+            gib = f"{r.gib_per_worker:.2f}" if r.gib_per_worker is not None else "n/a"
+            rows.append({"Arm": arm, "KV tokens": human_tokens(r.tokens), "KV GiB per worker": gib,
+                         "TP/DCP": f"{r.tp}/{r.dcp}", "Device": r.device, "Attention backend": backend})
+        else:
+            failed = server is not None and server.status == "failed"
+            why = f"server failed: {first_line(server.reason)}" if failed else "not measured"
+            rows.append({"Arm": arm, "KV tokens": "n/a", "KV GiB per worker": "n/a", "TP/DCP": "",
+                         "Device": "", "Attention backend": why})
+    return pd.DataFrame(rows)
+
+
+def failure_summary(message: str) -> str:
+    """The line that says what failed: pytest's first `E ` line (the assertion's own message), not its trailing
+    'file:line: AssertionError'; else the first line (pytest.fail without a traceback, skips)."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    explained = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    first = explained[0] if explained else (lines[0] if lines else "")
+    # a skip's longrepr is a (path, line, "Skipped: why") tuple: keep the why
+    return first[first.index("Skipped: "):].rstrip("')\"") if "Skipped: " in first else first
+
+
+def outcomes_table(records: list[Record]) -> pd.DataFrame:
+    rows = [{"Suite": r.suite, "Arm": r.arm, "Test": r.test.split("::")[-1], "Outcome": r.outcome,
+             "Detail": first_line(failure_summary(r.message))}
+            for r in records if isinstance(r, OutcomeRecord)]
+    return pd.DataFrame(rows, columns=["Suite", "Arm", "Test", "Outcome", "Detail"])
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_(no results: suite not run)_"
+    return df.to_markdown(index=False, tablefmt="github")
+
+
+def triple_ms(s) -> str:
+    if s is None or s.p50 is None:
+        return "n/a"
+    return f"{s.p50 * 1e3:.3f}/{s.p90 * 1e3:.3f}/{s.p99 * 1e3:.3f} ms"
+
+
+def usage_pct(u) -> str:
+    return "n/a" if u is None else f"{u.mean * 100:.2f}%/{u.peak * 100:.2f}%"
+
+
+def gpu_mem(mem) -> str:
+    """NVML memory used, summed over the arm's GPUs: mean/peak GiB; n/a without a GPU (never 0)."""
+    if not mem:
+        return "n/a"
+    mean = sum(u.mean for u in mem.values() if u) / 1024
+    peak = sum(u.peak for u in mem.values() if u) / 1024
+    return f"{mean:.2f}/{peak:.2f} GiB"
+
+
+def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT p50, NVML memory, failures."""
+    perf = [r for r in records if isinstance(r, LongPrefixRecord)]
+    rank = {a: i for i, a in enumerate(arm_order)}
+    perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
+    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot),
+             "HBM use mean/peak": usage_pct(r.kv_usage),
+             "TTFT p50": "n/a" if r.ttft.p50 is None else f"{r.ttft.p50 * 1e3:.1f} ms",
+             "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
+             "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else "")}
+            for r in perf]
+    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "GPU mem mean/peak", "Failed"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "strict-match") -> pd.DataFrame:
+    """The seed's columns (Arm, exact_match, Correct/N, Request errors) for `flt`, + the other filter and invalid."""
+    rank = {a: i for i, a in enumerate(arm_order)}
+    rows = []
+    for r in sorted((r for r in records if isinstance(r, Gsm8kRecord)), key=lambda r: rank.get(r.arm, len(rank))):
+        main = r.scores.get(flt)
+        other = next((f for f in r.scores if f != flt), None)
+        em = "n/a" if main is None or main.exact_match is None else f"{main.exact_match * 100:.2f}%"
+        se = "" if main is None or main.stderr is None else f"±{main.stderr * 100:.2f}"
+        rows.append({"Arm": r.arm, "exact_match": em, "stderr": se,
+                     "Correct/N": f"{main.correct if main else 0}/{r.n}", "Request errors": r.request_errors,
+                     f"{other}": (f"{r.scores[other].exact_match * 100:.2f}%"
+                                  if other and r.scores[other].exact_match is not None else "n/a"),
+                     "Invalid": r.invalid,
+                     "Status": r.status if r.status == "complete" else f"aborted: {first_line(r.reason, 60)}"})
+    return pd.DataFrame(rows)
+
+
+def verdict(passed: bool, status: str = "complete") -> str:
+    return "aborted" if status == "aborted" else ("PASS" if passed else "FAIL")
+
+
+def drift(value: float | None, limit: float) -> str:
+    # The limit as written in gates.yaml: 0.25 must not print as 2e-01.
+    return f"{'n/a' if value is None else f'{value:.1e}'} / limit {limit:g}"
+
+
+def reference_checks_table(records: list[Record]) -> pd.DataFrame:
+    """Candidate outputs against stored reference outputs: verdict, token match, first divergence, drift, cache hits."""
+    rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check, "Verdict": verdict(r.passed, r.status),
+             "Requests": r.requests,
+             "Exact match": f"{r.exact_matches}/{r.requests}" + (f" (+{r.tie_flips} tie flips)" if r.tie_flips else ""),
+             "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
+             "Max drift": drift(r.max_drift, r.drift_limit),
+             "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}"}
+            for r in records if isinstance(r, ReferenceCheckRecord)]
+    return pd.DataFrame(rows)
+
+
+def gates_table(records: list[Record]) -> pd.DataFrame:
+    rows = [{"Gate": r.gate, "Arm vs reference": f"{r.arm} vs {r.reference}", "Verdict": verdict(r.passed),
+             "Detail": first_line(r.detail, 200)}
+            for r in records if isinstance(r, GateRecord)]
+    return pd.DataFrame(rows)
+
+
+def build_tables(records: list[Record], arm_order: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """Every table of a run, titled, in the order a pull request quotes them. No spec-decode records exist yet."""
+    return [("Accuracy", accuracy_table(records, arm_order)),
+            ("Performance", performance_table(records, arm_order)),
+            ("KV capacity", kv_capacity_table(records, arm_order)),
+            ("Reference checks", reference_checks_table(records)),
+            ("Gates", gates_table(records)),
+            ("Checks", outcomes_table(records))]

@@ -1,0 +1,71 @@
+"""Launch: an arm becomes a live, healthy server (or a LaunchError saying why not)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.plan.env_policy import log_env_problem
+from harness.config.arms import Arm
+from harness.config.errors import LaunchError, PreflightError
+from harness.config.paths import server_python
+from harness.plan.nodes import Plan, build_plan
+from harness.plan.preflight import Verdict, violations
+from harness.serve.process import Server, ServerInfo, free_port
+
+
+@dataclass
+class LiveServer:
+    arm: Arm
+    plan: Plan
+    server: Server
+    info: ServerInfo
+
+
+def plan_for(arm: Arm, port: int | None = None) -> Plan:
+    python = arm.launcher.python or server_python()
+    return build_plan(arm, port or arm.server.port or 8000, python)
+
+
+def preflight_error(plan: Plan) -> PreflightError:
+    lines = [f"arm {plan.arm!r} fails preflight (nothing was started):"]
+    lines += [f"  {v.rule}: {v.detail}" for v in violations(list(plan.verdicts))]
+    return PreflightError("\n".join(lines))
+
+
+def launch(arm: Arm, arm_dir: Path) -> LiveServer:
+    if arm.launcher.kind != "local" or arm.parallelism.nnodes > 1:
+        raise LaunchError(
+            f"arm {arm.name!r} needs launcher {arm.launcher.kind!r} over {arm.parallelism.nnodes} node(s); "
+            "this harness starts local single-node arms itself. Print the node commands with "
+            f"`python -m harness plan --arm {arm.name}` and start them through SLURM or Ray")
+    port = arm.server.port or free_port(arm.server.host)
+    plan = plan_for(arm, port)
+    if not plan.ok:
+        raise preflight_error(plan)
+    server = Server(arm.name, plan.nodes[0], arm_dir / "server.log", arm.timeouts.startup_s,
+                    arm.timeouts.shutdown_s, port, arm.server.host)
+    server.start()
+    try:
+        info = server.wait_healthy()
+    except BaseException:
+        server.stop()
+        raise
+    problem = log_env_problem(server.log_text(), plan.nodes[0].env, info.vllm_version)
+    if problem:
+        server.stop()
+        raise LaunchError(f"arm {arm.name!r}: {problem}")
+    return LiveServer(arm, plan, server, info)
+
+
+def backend_verdict(expected: str | None, selected: list[str]) -> Verdict:
+    """A silent fallback to another attention backend is a failed check, not a footnote."""
+    rule = "attention_backend"
+    shown = selected[0] if selected else None
+    if expected is None:
+        return Verdict(rule, True, f"no backend declared; the log names {shown or 'none'}")
+    if shown is None:
+        return Verdict(rule, False, f"expected {expected}, but the server log names no attention backend")
+    if shown != expected:
+        return Verdict(rule, False, f"expected {expected}, vLLM selected {shown} (silent fallback)")
+    return Verdict(rule, True, f"vLLM selected {shown} as declared")

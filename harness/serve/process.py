@@ -1,0 +1,199 @@
+"""Local server lifecycle: start a plan's node-0 command, wait for /health, stop the whole tree.
+
+The server runs in its own process group with its output in a log file (a verbose
+server writing into an unread pipe would block). Every live server is tracked in
+`LIVE` so the CLI's signal handlers and atexit can stop them: no vLLM process may
+outlive the harness, even when the harness is interrupted.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from harness.config.errors import LaunchError
+from harness.plan.nodes import NodeCommand
+from harness.plan.redact import redact_argv
+from harness.serve.serverlog import KvCapacity, find_fatal, parse_backends, parse_kv_capacity, tail
+
+LIVE: set[Server] = set()
+POLL_S = 0.5
+PR_SET_PDEATHSIG = 1
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    # Linux: the server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL).
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+    os.setsid()
+
+
+@dataclass
+class ServerInfo:
+    """What the harness learned about a server that came up."""
+
+    base_url: str
+    startup_s: float
+    kv_capacity: KvCapacity | None
+    backends: list[str]
+    vllm_version: str | None
+
+
+class Server:
+    def __init__(self, arm: str, command: NodeCommand, log_path: Path, startup_timeout_s: float,
+                 shutdown_timeout_s: float, port: int, host: str = "127.0.0.1"):
+        self.arm = arm
+        self.command = command
+        self.log_path = log_path
+        self.startup_timeout_s = startup_timeout_s
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.port = port
+        self.host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        self.proc: subprocess.Popen | None = None
+        self._log_file = None
+        self._tree: dict[int, psutil.Process] = {}
+        self._log_offset = 0  # where this launch's part of the log begins (an arm relaunched in a run appends)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def log_text(self) -> str:
+        """This launch's log only: an earlier launch's KV figure or fatal line must not be read as this one's."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = self.log_path.open("ab")
+        self._log_offset = self._log_file.tell()
+        self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
+        self._log_file.flush()
+        env = {**os.environ, **self.command.env}
+        self.proc = subprocess.Popen(list(self.command.argv), env=env, stdout=self._log_file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent)
+        LIVE.add(self)
+
+    def _failure(self, reason: str) -> LaunchError:
+        return LaunchError(f"arm {self.arm!r}: server {reason}. Log {self.log_path}, last lines:\n"
+                           f"{tail(self.log_text(), 30)}")
+
+    def check_alive(self) -> None:
+        """Raise LaunchError if the process exited or the log says the engine died."""
+        assert self.proc is not None, "server not started"
+        code = self.proc.poll()
+        if code is not None:
+            raise self._failure(f"exited with code {code}")
+        fatal = find_fatal(self.log_text())
+        if fatal:
+            raise self._failure(f"engine died ({fatal})")
+
+    def wait_healthy(self) -> ServerInfo:
+        t0 = time.monotonic()
+        deadline = t0 + self.startup_timeout_s
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                self._remember_tree()
+                self.check_alive()
+                try:
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s (timeouts.startup_s)")
+                time.sleep(POLL_S)
+            version = None
+            try:
+                version = client.get(f"{self.base_url}/version").json().get("version")
+            except (httpx.HTTPError, ValueError):
+                pass
+        self._remember_tree()
+        log = self.log_text()
+        return ServerInfo(self.base_url, time.monotonic() - t0, parse_kv_capacity(log), parse_backends(log), version)
+
+    def _remember_tree(self) -> None:
+        # Children are recorded while the parent lives: once it is gone they are re-parented
+        # and can no longer be found through it.
+        if self.proc is None:
+            return
+        try:
+            root = psutil.Process(self.proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                self._tree.setdefault(p.pid, p)
+        except psutil.NoSuchProcess:
+            pass
+
+    def pids(self) -> list[int]:
+        """Processes of this server's tree that still run (zombies excluded)."""
+        self._remember_tree()
+        alive = []
+        for pid, p in self._tree.items():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def stop(self) -> None:
+        """Terminate the whole process tree, wait, then kill what remains."""
+        if self.proc is None:
+            return
+        self._remember_tree()
+        procs = [p for p in self._tree.values() if p.is_running()]
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=self.shutdown_timeout_s)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self._log_file:
+            self._log_file.close()
+        LIVE.discard(self)
+
+
+def stop_all() -> None:
+    for server in list(LIVE):
+        server.stop()
+
+
+atexit.register(stop_all)

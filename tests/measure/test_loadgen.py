@@ -1,0 +1,48 @@
+"""TPOT/ITL arithmetic and per-level summaries from synthetic samples (the live path is in test_e2e_cpu)."""
+
+from harness.measure.loadgen import LevelRun, RequestSample, completion_body
+from harness.measure.long_prefix import LevelMeasurement, Measurement, level_fields
+
+MS = 1_000_000
+
+
+def sample(i, ttft_ms, latency_ms, out, chunks_ms, error=None):
+    return RequestSample(level=1, index=i, prompt_tokens=10, start_ns=0, ttft_ns=ttft_ms * MS,
+                         latency_ns=latency_ms * MS, output_tokens=out, chunk_offsets_ns=[c * MS for c in chunks_ms],
+                         error=error)
+
+
+def test_tpot_uses_usage_tokens_not_chunk_count():
+    # speculative decoding: 9 tokens arrive in 3 chunks; TPOT = (latency - ttft) / (tokens - 1)
+    s = sample(0, ttft_ms=100, latency_ms=180, out=9, chunks_ms=[100, 140, 180])
+    assert abs(s.tpot_s - 0.010) < 1e-12  # a chunk count would give 0.040
+    assert [round(x, 9) for x in s.itl_s] == [0.04, 0.04]
+
+
+def test_failed_or_single_token_requests_have_no_tpot():
+    assert sample(0, 100, 180, 9, [100], error="HTTP 500: boom").tpot_s is None
+    assert sample(0, 100, 100, 1, [100]).tpot_s is None
+
+
+def test_body_is_greedy_ignore_eos_streaming_with_usage():
+    body = completion_body("m", [5, 6], 400)
+    assert body["temperature"] == 0.0 and body["ignore_eos"] and body["stream"]
+    assert body["stream_options"] == {"include_usage": True} and body["prompt"] == [5, 6]
+
+
+def test_level_fields_count_failures_and_summarize_only_successes():
+    samples = [sample(0, 100, 200, 11, [100, 150, 200]), sample(1, 120, 240, 11, [120, 240]),
+               sample(2, 0, 0, None, [], error="ReadTimeout: timed out")]
+    samples[2].latency_ns = None
+    run = LevelRun(samples, None, start_ns=0, end_ns=300 * MS)
+    points = [(50 * MS, {"kv_usage": 0.1, "running": 1.0, "waiting": 0.0}),
+              (150 * MS, {"kv_usage": 0.3, "running": 2.0, "waiting": 1.0}),
+              (900 * MS, {"kv_usage": 0.9, "running": 2.0, "waiting": 0.0})]  # after the level: ignored
+    m = Measurement(warmup=run, levels=[], metrics_points=points, nvml_points=[], nvml_available=False)
+    f = level_fields(LevelMeasurement(2, run, {"prefix_hits": 10.0, "prefix_queries": 40.0},
+                                      {"prefix_hits": 266.0, "prefix_queries": 300.0}), m)
+    assert f["requests"] == 3 and f["failed"] == 1 and f["errors"] == ["request 2: ReadTimeout: timed out"]
+    assert f["tpot"].n == 2 and abs(f["tpot"].p50 - (0.010 + 0.012) / 2) < 1e-12
+    assert abs(f["kv_usage"].mean - 0.2) < 1e-12 and f["kv_usage"].peak == 0.3
+    assert f["gpu_memory_mib"] is None  # no GPU: n/a, never 0
+    assert f["prefix_cache_hits"] == 256.0 and f["waiting_peak"] == 1.0

@@ -1,0 +1,202 @@
+"""Rendering a run directory: table files, report.html, annotation, partial runs, bad input, copied runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from reportrun import make_run
+
+from harness.report.render import annotation, final_exit_code, render_run
+from harness.report.rundata import resolve_path
+
+TABLES = ["accuracy", "performance", "kv_capacity", "reference_checks", "gates", "checks"]
+
+
+def test_complete_run_renders_every_table_in_three_formats_and_a_self_contained_page(tmp_path):
+    run = make_run(tmp_path)
+    rendered = render_run(run)
+    for name in TABLES:
+        assert (run / "tables" / f"{name}.md").read_text().startswith("| ")
+        assert (run / "tables" / f"{name}.csv").read_text().count("\n") >= 2
+        assert isinstance(json.loads((run / "tables" / f"{name}.json").read_text()), list)
+    assert "| cpu-smoke | c1 " in rendered.markdown and "Missing" not in rendered.markdown
+    html = rendered.html_path.read_text()
+    assert re.findall(r'src="([^"]{0,22})', html) == ["data:image/png;base64,"] * 3  # every plot embedded
+    assert "http://" not in html and "https://" not in html and "<link" not in html and "<script" not in html
+    assert "Nothing missing" in html and "None: every line was read." in html
+    assert "PASSED (exit code 0)" in html and "Test CPU x 2 (no GPU)" in html and "sha256:abc123" in html
+
+
+def test_report_html_redacts_secrets_recorded_in_argv_and_env(tmp_path):
+    html = render_run(make_run(tmp_path)).html_path.read_text()
+    assert "s3cret" not in html
+    assert "--api-key &lt;redacted&gt;" in html and "VLLM_API_KEY=&lt;redacted&gt;" in html
+    assert "OMP_NUM_THREADS=2" in html
+
+
+def test_copied_run_resolves_absolute_paths_relative_to_the_run_dir(tmp_path):
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(make_run(tmp_path / "orig")), moved / "r1")  # records still name tmp/orig/r1/...
+    records = (moved / "r1" / "results.jsonl").read_text()
+    assert str(tmp_path / "orig" / "r1") in records
+    rendered = render_run(moved / "r1")
+    assert "not found" not in rendered.markdown
+    assert rendered.html_path.read_text().count("data:image/png;base64,") == 3
+
+
+def test_missing_samples_file_is_named_and_the_report_still_renders(tmp_path):
+    run = make_run(tmp_path)
+    (run / "cpu-ref" / "long_prefix_c2.jsonl").unlink()
+    rendered = render_run(run)
+    assert "TPOT samples of cpu-ref c2: file '" in rendered.markdown and "long_prefix_c2.jsonl' not found" \
+        in rendered.markdown
+    html = rendered.html_path.read_text()
+    assert "long_prefix_c2.jsonl&#x27; not found" in html and html.count("data:image/png;base64,") == 3
+
+
+def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
+    run = make_run(tmp_path)
+    with (run / "results.jsonl").open("a") as f:
+        f.write(json.dumps({"schema_version": 7, "kind": "gsm8k"}) + "\n")
+        f.write(json.dumps({"schema_version": 1, "kind": "spec_decode", "arm": "x"}) + "\n")
+        f.write('{"schema_version": 1, "kind": "outc')
+    rendered = render_run(run)
+    html = rendered.html_path.read_text()
+    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#x27;spec_decode&#x27;",
+                 "truncated last line (the run was interrupted)"):
+        assert text in html
+    assert "results.jsonl:" in rendered.markdown and "| cpu-smoke | c1 " in rendered.markdown
+
+
+def test_interrupted_partial_run_marks_what_is_missing_and_why(tmp_path):
+    run = make_run(tmp_path, suites=["kv_capacity", "long_prefix"], exit_code=130)
+    rendered = render_run(run)
+    assert "gsm8k x cpu-smoke: no record: not run" in rendered.markdown
+    assert "the run was interrupted (exit code 130, SIGINT)" in rendered.markdown
+    assert "_(no results: suite not run)_" in (run / "tables" / "accuracy.md").read_text()
+    html = rendered.html_path.read_text()
+    assert "INTERRUPTED (exit code 130)" in html and "gsm8k x cpu-ref: no record" in html
+
+
+def test_run_without_end_time_is_incomplete(tmp_path):
+    rendered = render_run(make_run(tmp_path, exit_code=None))
+    assert rendered.exit_code is None
+    assert "run.json has no end time" in rendered.markdown
+    assert "INCOMPLETE" in rendered.html_path.read_text()
+
+
+def test_failing_gate_shows_fail_in_gates_table_and_verdict(tmp_path):
+    rendered = render_run(make_run(tmp_path, exit_code=1, gate_passed=False))
+    gates = (tmp_path / "r1" / "tables" / "gates.md").read_text()
+    assert "| long_prefix_tpot_p50 | cpu-smoke vs cpu-ref | FAIL      | c1: TPOT p50 too slow |" in gates
+    assert 'class="verdict bad">FAILED (exit code 1)' in rendered.html_path.read_text()
+
+
+def test_resolve_path_prefers_recorded_then_run_relative(tmp_path):
+    run = make_run(tmp_path)
+    assert resolve_path(run, str(run / "cpu-ref" / "long_prefix_c1.jsonl")) == run / "cpu-ref" / "long_prefix_c1.jsonl"
+    assert resolve_path(run, "/gone/host/reports/r1/cpu-ref/long_prefix_c1.jsonl") == run / "cpu-ref" / "long_prefix_c1.jsonl"
+    assert resolve_path(run, "cpu-ref/long_prefix_c1.jsonl") == run / "cpu-ref" / "long_prefix_c1.jsonl"
+    assert resolve_path(run, "/gone/host/reports/r1/cpu-ref/nothing.jsonl") is None
+    # brought back from a GPU machine under another name: reports/h200-run/<arm>/x.jsonl -> <run>/<arm>/x.jsonl
+    assert resolve_path(run, "/work/main/reports/h200-run/cpu-ref/long_prefix_c1.jsonl") == (
+        run / "cpu-ref" / "long_prefix_c1.jsonl")
+    assert resolve_path(run, None) is None
+
+
+@pytest.mark.parametrize(("pytest_code", "regressions", "expected"),
+                         [(0, [], 0), (0, ["TPOT +30%"], 1), (1, [], 1), (130, ["x"], 130), (None, [], None)])
+def test_final_exit_code(pytest_code, regressions, expected):
+    assert final_exit_code(pytest_code, regressions) == expected
+
+
+def test_annotation_carries_regressions_and_the_report_path(tmp_path):
+    text = annotation("cpu-smoke", "cpu-ref", 1, "### Accuracy\n", ["cpu-smoke c1: TPOT p50 +30%"],
+                      tmp_path / "report.html")
+    assert text.startswith("## DCP qualification FAILED: cpu-smoke vs cpu-ref (exit code 1)")
+    assert "- **baseline regression**: cpu-smoke c1: TPOT p50 +30%" in text
+    assert f"[report.html]({tmp_path / 'report.html'})" in text
+    clean = annotation("cpu-smoke", "cpu-ref", 0, "")
+    assert clean.startswith("## DCP qualification PASSED") and "regression" not in clean
+
+
+def test_cli_report_rerenders_a_run_dir_and_writes_the_annotation(tmp_path, capsys):
+    from harness.cli import main
+
+    run = make_run(tmp_path)
+    assert main(["report", "--run", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "### Performance" in out and f"report: {run / 'report.html'}" in out
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
+
+
+def test_candidate_only_suites_do_not_expect_the_reference_arm(tmp_path):
+    from harness.report.completeness import missing_outcomes
+    from harness.records.schema import OutcomeRecord
+
+    got = [OutcomeRecord(run_id="r", arm="cpu-smoke", suite=s, test=f"t_{s}", outcome="passed")
+           for s in ("gsm8k", "prefix_reuse")]
+    arms, suites = ["cpu-smoke", "cpu-ref"], ["gsm8k", "prefix_reuse"]
+    assert missing_outcomes(got, arms, suites, per_arm=["gsm8k"]) == [
+        "gsm8k x cpu-ref: no record: not run (the run stopped before it, or the suite was not selected)"]
+    assert len(missing_outcomes(got, arms, suites, per_arm=None)) == 2  # older run.json: every arm expected
+    assert missing_outcomes([], arms, ["prefix_reuse"], per_arm=["gsm8k"])[0].startswith("prefix_reuse x cpu-smoke")
+
+
+def test_an_eager_variant_launched_only_for_outputs_is_not_expected_to_run_suites():
+    from harness.report.completeness import gaps
+    from harness.records.schema import OutcomeRecord, ServerRecord
+
+    got = [OutcomeRecord(run_id="r", arm=a, suite="kv_capacity", test="t", outcome="passed")
+           for a in ("gpu-mla", "gpu-mla-ref")]
+    got.append(ServerRecord(run_id="r", arm="gpu-mla-eager", suite="server", status="up"))
+    info = {"arms": {"gpu-mla": {}, "gpu-mla-ref": {}}, "suites": ["kv_capacity"], "per_arm_suites": ["kv_capacity"],
+            "finished": "x", "exit_code": 0}
+    assert not [g for g in gaps(info, got, ["gpu-mla", "gpu-mla-ref", "gpu-mla-eager"]) if "gpu-mla-eager" in g]
+    info["arms"]["gpu-mla-eager"] = {}  # were it an arm of the run, its missing suite would be listed
+    assert [g for g in gaps(info, got, ["gpu-mla", "gpu-mla-ref", "gpu-mla-eager"]) if "gpu-mla-eager" in g]
+
+
+def test_run_info_marks_per_arm_suites_from_the_suite_files():
+    from harness.cli import per_arm_suites
+
+    assert per_arm_suites(["gsm8k", "kv_capacity", "long_prefix", "prefix_reuse", "graph_replay", "nope"]) == [
+        "gsm8k", "kv_capacity", "long_prefix"]
+
+
+def test_git_commit_says_modified_when_the_tree_differs_from_head(tmp_path, monkeypatch):
+    import subprocess
+
+    from harness.report import provenance
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("commit", "-q", "-m", "x")
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    clean = provenance.git_commit()
+    assert clean and len(clean) == 40
+    (tmp_path / "f.txt").write_text("b")  # e.g. a GPU machine's copy: newer files over a stale .git
+    assert provenance.git_commit() == clean + "+modified"
+
+
+def test_an_arm_with_only_a_server_record_gets_no_table_rows(tmp_path):
+    from harness.records.schema import KvCapacityRecord, ServerRecord
+    from harness.report.rundata import RunData
+    from harness.report.tables import kv_capacity_table
+
+    recs = [ServerRecord(run_id="r", arm=a, suite="server", status="up") for a in ("gpu-mla", "gpu-mla-eager")]
+    recs.append(KvCapacityRecord(run_id="r", arm="gpu-mla", suite="kv_capacity", device="GPU", tokens=5,
+                                 gib_per_worker=1.0, tp=1, dcp=1, source_line="x"))
+    recs.append(KvCapacityRecord(run_id="r", arm="other", suite="kv_capacity", device="GPU", tokens=7,
+                                 gib_per_worker=1.0, tp=1, dcp=1, source_line="x"))
+    run = RunData(tmp_path, {"arms": {"gpu-mla": {}, "gpu-mla-ref": {}}}, recs, [])
+    assert run.arm_order == ["gpu-mla", "gpu-mla-ref", "other"]  # a measured arm outside run.json still shows
+    assert "gpu-mla-eager" not in kv_capacity_table(run.records, run.arm_order)["Arm"].tolist()

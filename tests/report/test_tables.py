@@ -1,0 +1,116 @@
+from harness.records.schema import KvCapacityRecord, ServerRecord
+from harness.report.tables import human_tokens, kv_capacity_table, to_markdown
+
+
+def test_human_tokens_matches_seed_style():
+    assert human_tokens(1_933_000) == "1.933M" and human_tokens(19_752_000) == "19.752M"
+    assert human_tokens(4_500) == "4.5k" and human_tokens(12) == "12"
+
+
+def test_kv_table_shows_failed_arm_with_reason():
+    records = [
+        ServerRecord(run_id="r", arm="tp8", suite="server", status="up", backends=["FLASHMLA"]),
+        KvCapacityRecord(run_id="r", arm="tp8", suite="kv_capacity", device="GPU", tokens=1_933_000,
+                         gib_per_worker=61.5, tp=8, dcp=1, source_line="x"),
+        ServerRecord(run_id="r", arm="dcp8", suite="server", status="failed", reason="arm 'dcp8': server exited with code 1\nlog..."),
+    ]
+    md = to_markdown(kv_capacity_table(records, ["tp8", "dcp8"]))
+    lines = md.splitlines()
+    assert lines[0].startswith("| Arm") and "| tp8 " in lines[2] and "1.933M" in lines[2] and "61.50" in lines[2]
+    assert "server failed: arm 'dcp8': server exited with code 1" in lines[3]
+
+
+def lp(arm, conc, tpot_ms, kv, mem=None, failed=0, status="complete"):
+    from harness.records.schema import LongPrefixRecord
+    from harness.judge.stats import Summary
+    from harness.measure.telemetry import Usage
+
+    p50, p90, p99 = (x / 1e3 for x in tpot_ms)
+    tpot = Summary(n=8, mean=p50, p50=p50, p90=p90, p99=p99)
+    ttft = Summary(n=8, mean=1.5, p50=1.5, p90=2.0, p99=2.1)
+    return LongPrefixRecord(run_id="r", arm=arm, suite="long_prefix", workload="long_prefix_120k", prompts_sha="x",
+                            concurrency=conc, status=status, requests=8, failed=failed, ttft=ttft, tpot=tpot,
+                            itl=tpot, e2e=ttft, kv_usage=Usage(mean=kv[0], peak=kv[1], n=10),
+                            gpu_memory_mib=mem, samples_path="s")
+
+
+def test_performance_table_in_the_seed_shape():
+    from harness.report.tables import performance_table
+    from harness.measure.telemetry import Usage
+
+    records = [lp("dcp8", 1, (10.544, 10.574, 10.597), (0.0064, 0.0110)),
+               lp("tp8", 1, (13.806, 13.831, 13.857), (0.0493, 0.0717), {"0": Usage(mean=70 * 1024, peak=72 * 1024, n=3)}),
+               lp("dcp8", 2, (11.828, 19.437, 27.562), (0.0130, 0.0237), failed=1, status="aborted")]
+    md = to_markdown(performance_table(records, ["tp8", "dcp8"])).splitlines()
+    assert md[0].split("|")[1:6] == [" Arm   ", " Conc   ", " TPOT p50/p90/p99        ", " HBM use mean/peak   ", " TTFT p50   "]
+    assert "| tp8   | c1     | 13.806/13.831/13.857 ms | 4.93%/7.17%" in md[2] and "70.00/72.00 GiB" in md[2]
+    assert "| dcp8  | c1     | 10.544/10.574/10.597 ms | 0.64%/1.10%" in md[3] and "| n/a " in md[3]
+    assert "| dcp8  | c2     | 11.828/19.437/27.562 ms | 1.30%/2.37%" in md[4] and "1/8 (aborted)" in md[4]
+
+
+def refcheck(passed=True, status="complete", first=None, drift=3.1e-3, cached=256.0):
+    from harness.records.schema import ReferenceCheckRecord
+
+    return ReferenceCheckRecord(run_id="r", arm="cpu-smoke", suite="prefix_reuse", check="prefix_reuse",
+                                reference="cpu-ref", reference_key="k", passed=passed, detail="d", requests=8,
+                                exact_matches=8 if first is None else 6, first_divergence_min=first, max_drift=drift,
+                                nonfinite=0, drift_limit=1e-2, cached_tokens_proven=cached, status=status)
+
+
+def test_reference_checks_table_columns_and_values():
+    from harness.report.tables import reference_checks_table
+
+    md = to_markdown(reference_checks_table([refcheck(), refcheck(False, first=17, drift=None, cached=None),
+                                             refcheck(False, status="aborted")])).splitlines()
+    assert [c.strip() for c in md[0].split("|")[1:-1]] == [
+        "Arm vs reference", "Check", "Verdict", "Requests", "Exact match", "First divergence", "Max drift",
+        "Cached tokens proven"]
+    assert [c.strip() for c in md[2].split("|")[1:-1]] == [
+        "cpu-smoke vs cpu-ref", "prefix_reuse", "PASS", "8", "8/8", "none", "3.1e-03 / limit 0.01", "256"]
+    assert [c.strip() for c in md[3].split("|")[1:-1]][2:] == ["FAIL", "8", "6/8", "token 17", "n/a / limit 0.01", "n/a"]
+    assert "| aborted " in md[4]
+    gpu = refcheck().model_copy(update={"exact_matches": 6, "tie_flips": 2, "drift_limit": 0.25, "max_drift": 0.19})
+    row = [c.strip() for c in to_markdown(reference_checks_table([gpu])).splitlines()[2].split("|")[1:-1]]
+    assert row[4:7] == ["6/8 (+2 tie flips)", "none", "1.9e-01 / limit 0.25"]
+
+
+def test_reference_checks_and_gates_tables_without_records_say_suite_not_run():
+    from harness.report.tables import gates_table, reference_checks_table
+
+    assert to_markdown(reference_checks_table([])) == "_(no results: suite not run)_"
+    assert to_markdown(gates_table([lp("a", 1, (1, 1, 1), (0, 0))])) == "_(no results: suite not run)_"
+
+
+def test_gates_table_verdict_per_gate():
+    from harness.records.schema import GateRecord
+    from harness.report.tables import gates_table
+
+    records = [GateRecord(run_id="r", arm="dcp8", suite="gsm8k", gate="gsm8k_paired_accuracy", reference="tp8",
+                          passed=False, detail="dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)\nmore"),
+               GateRecord(run_id="r", arm="dcp8", suite="long_prefix", gate="long_prefix_tpot_p50", reference="tp8",
+                          passed=True, detail="TPOT p50 within 0.05 of tp8 at every concurrency")]
+    rows = gates_table(records).to_dict("records")
+    assert rows[0] == {"Gate": "gsm8k_paired_accuracy", "Arm vs reference": "dcp8 vs tp8", "Verdict": "FAIL",
+                       "Detail": "dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)"}
+    assert rows[1]["Verdict"] == "PASS"
+
+
+def test_build_tables_titles_in_pr_order():
+    from harness.report.tables import build_tables
+
+    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "KV capacity", "Reference checks",
+                                                      "Gates", "Checks"]
+
+
+def test_checks_table_shows_what_failed_not_where():
+    from harness.report.tables import failure_summary
+
+    longrepr = ("def test_graph_replay(...):\n>       assert rec.passed, (...)\n"
+                "E       AssertionError: graph_replay on 'gpu-mla' vs 'gpu-mla-ref':\n"
+                "E         request r7b33-13 [round 7 (batch 33)]: generated token 8 differs\n\n"
+                "suites/test_graph_replay.py:26: AssertionError")
+    assert failure_summary(longrepr) == "AssertionError: graph_replay on 'gpu-mla' vs 'gpu-mla-ref':"
+    assert failure_summary("arm 'x': server exited with code 1\nlog tail") == "arm 'x': server exited with code 1"
+    assert failure_summary("") == ""
+    skipped = "('/w/suites/test_graph_replay.py', 33, \"Skipped: arm 'cpu-smoke' names no eager_variant\")"
+    assert failure_summary(skipped) == "Skipped: arm 'cpu-smoke' names no eager_variant"

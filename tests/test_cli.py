@@ -1,0 +1,86 @@
+"""Bad input: one readable message naming file and field, exit code 2, nothing started."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.config.paths import REPO_ROOT
+
+
+def harness(*args: str, arms_dir=None, reports_dir=None) -> subprocess.CompletedProcess:
+    env = {**os.environ}
+    if arms_dir:
+        env["HARNESS_ARMS_DIR"] = str(arms_dir)
+    if reports_dir:
+        env["HARNESS_REPORTS_DIR"] = str(reports_dir)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def bad_arms(arms_dir):
+    d, write = arms_dir
+    write("syntax", "model: {path: x\nparallelism: [\n")
+    write("typo", "extends: base\nparallelism: {tpp: 8}\n")
+    write("mistyped", "extends: base\nparallelism: {tp: eight}\n")
+    write("nomodel", "extends: base\nmodel: {path: /nonexistent/model}\n")
+    write("cycle1", "extends: cycle2\n")
+    write("cycle2", "extends: cycle1\n")
+    write("violates", "extends: base\nparallelism: {tp: 8, dcp: 2, pcp: 2}\n")
+    return d
+
+
+@pytest.mark.parametrize("arm, needle", [
+    ("unknown-arm", "unknown arm 'unknown-arm'"),
+    ("syntax", "syntax.yaml: line 2, column 12: YAML syntax error"),
+    ("typo", "field parallelism.tpp: unknown field"),
+    ("mistyped", "field parallelism.tp: Input should be a valid integer"),
+    ("nomodel", "field model.path: local model directory /nonexistent/model does not exist"),
+    ("cycle1", "extends cycle in configs/arms: cycle1 -> cycle2 -> cycle1"),
+    ("violates", "pcp_off_with_dcp: pcp 2 with dcp 2: prefill CP must be 1 when DCP > 1"),
+])
+@pytest.mark.parametrize("command", ["plan", "qualify"])
+def test_bad_arm_exits_2_with_one_message_and_starts_nothing(bad_arms, tmp_path, arm, needle, command):
+    reports = tmp_path / "reports"
+    result = harness(command, "--arm", arm, "--no-vllm-check", arms_dir=bad_arms, reports_dir=reports)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert needle in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not reports.exists(), "a run directory was created for an arm that failed its checks"
+
+
+def test_bad_set_exits_2():
+    result = harness("plan", "--arm", "dcp8", "--set", "parallelism.dcp", "--no-vllm-check")
+    assert result.returncode == 2 and "expected PATH=VALUE" in result.stderr
+
+
+def test_plan_of_shipped_arm_passes_preflight():
+    result = harness("plan", "--arm", "tp16-dcp16", "--no-vllm-check")
+    assert result.returncode == 0, result.stderr
+    assert "[node 1 @ <node1>]" in result.stdout and "96 transport heads" in result.stdout
+
+
+def test_workload_longer_than_max_model_len_is_a_preflight_error(tmp_path):
+    result = harness("qualify", "--arm", "cpu-smoke", "--set", "model.max_model_len=2048", "--no-vllm-check",
+                     reports_dir=tmp_path / "reports")
+    assert result.returncode == 2
+    assert "workload long_prefix_cpu needs 3544 tokens (prompt + output); arm cpu-smoke max_model_len 2048" in result.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+def test_bad_gsm8k_data_fails_before_any_server(tmp_path):
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
+    (data / "test.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n{broken\n')
+    env_result = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-smoke", "--suites", "gsm8k",
+                                 "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "HARNESS_GSM8K_DIR": str(data),
+                                     "HARNESS_REPORTS_DIR": str(tmp_path / "reports")})
+    assert env_result.returncode == 2
+    assert f"{data / 'test.jsonl'}:2: malformed JSON" in env_result.stderr
+    assert not (tmp_path / "reports").exists()
