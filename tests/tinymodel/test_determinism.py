@@ -32,7 +32,7 @@ def test_two_generations_give_the_same_weights_hash(tmp_path):
     if probe.returncode != 0 or not GSM8K_TRAIN.is_file():
         pytest.skip("needs torch/transformers in the server environment and the local GSM8K train file")
     a, b = generate(tmp_path / "a"), generate(tmp_path / "b")
-    assert a["deterministic"] and a["weights_sha256"] == b["weights_sha256"]
+    assert a["deterministic"] == "strict" and a["weights_sha256"] == b["weights_sha256"]
     assert a["tokenizer_sha256"] == b["tokenizer_sha256"]
     assert a["copy_steps"] == 3 and "96" in a["copy_accuracy_bf16"]
     files = [hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest() for d in (tmp_path / "a", tmp_path / "b")]
