@@ -41,6 +41,7 @@ if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
     || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }
   fresh=1
 fi
+[ -L models/tiny-mla ] || rm -rf models/tiny-mla  # a real directory left by device_qualify.sh
 ln -sfn "$KEEP/tiny-mla" models/tiny-mla
 cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/tiny_model.json"
 say "model: $(tr -d '\n ' < "$KEEP/tiny-mla/tiny_model.json" | cut -c1-600)"

@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from scipy import stats
+from statistics import NormalDist
 
 from harness.records.schema import RequestComparison, TeacherForcedComparison
 
@@ -69,15 +68,55 @@ def paired_drift_test(candidate: Mapping[str, float | None], floor: Mapping[str,
     if not nonzero:
         p = 1.0
     elif method == "sign":
-        ups = sum(d > 0 for d in nonzero)
-        p = float(stats.binomtest(ups, len(nonzero), 0.5, alternative="greater").pvalue)
+        p = sign_test_greater(sum(d > 0 for d in nonzero), len(nonzero))
     else:
-        p = float(stats.wilcoxon(diffs, zero_method="pratt", alternative="greater").pvalue)
+        p = wilcoxon_greater(diffs)
     passed = p >= alpha
     verdict = "PASS" if passed else "FAIL"
     sentence = (f"{verdict}: {name} vs {floor_source}: {n} pairs, median shift {median:+.3g}, mean shift "
                 f"{mean:+.3g}, one-sided p = {p:.2g} ({'>=' if passed else '<'} alpha {alpha:g})")
     return PairedVerdict(passed, name, n, p, median, mean, floor_source, sentence)
+
+
+def sign_test_greater(ups: int, n: int) -> float:
+    """Exact one-sided binomial p-value P(X >= ups), X ~ Bin(n, 1/2) (scipy.stats.binomtest where installed)."""
+    try:
+        from scipy import stats
+    except ImportError:  # the device image may lack scipy: exact integer arithmetic
+        return sum(math.comb(n, k) for k in range(ups, n + 1)) / 2 ** n
+    return float(stats.binomtest(ups, n, 0.5, alternative="greater").pvalue)
+
+
+def wilcoxon_greater(diffs: Sequence[float]) -> float:
+    """One-sided Wilcoxon signed-rank p-value (zeros ranked, then dropped: Pratt) that the differences sit above 0.
+    scipy.stats.wilcoxon where installed, else its normal approximation with the tie correction."""
+    try:
+        from scipy import stats
+    except ImportError:
+        return _wilcoxon_pratt_normal(diffs)
+    return float(stats.wilcoxon(diffs, zero_method="pratt", alternative="greater").pvalue)
+
+
+def _wilcoxon_pratt_normal(diffs: Sequence[float]) -> float:
+    order = sorted(range(len(diffs)), key=lambda i: abs(diffs[i]))
+    ranks = [0.0] * len(diffs)
+    ties = []
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and abs(diffs[order[j + 1]]) == abs(diffs[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        ties.append(j - i + 1)
+        i = j + 1
+    n, n0 = len(diffs), sum(d == 0 for d in diffs)
+    r_plus = sum(r for r, d in zip(ranks, diffs, strict=True) if d > 0)
+    mean = (n * (n + 1) - n0 * (n0 + 1)) / 4
+    var = (n * (n + 1) * (2 * n + 1) - n0 * (n0 + 1) * (2 * n0 + 1)) / 24 - sum(t ** 3 - t for t in ties) / 48
+    if var <= 0:
+        return 1.0
+    return 1 - NormalDist().cdf((r_plus - mean) / math.sqrt(var))
 
 
 def minimum_detectable_shift(paired_sd: float, pairs: int, alpha: float = ALPHA, power: float = POWER,
@@ -89,7 +128,7 @@ def minimum_detectable_shift(paired_sd: float, pairs: int, alpha: float = ALPHA,
     pairs < 2."""
     if pairs < 2:
         return None
-    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(power)
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
     shift = z * paired_sd / math.sqrt(pairs)
     if method == "wilcoxon":
         shift /= math.sqrt(WILCOXON_ARE)

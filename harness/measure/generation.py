@@ -126,7 +126,8 @@ def parse_scores(choice: dict, prompt_len: int, reference_tokens: Sequence[int])
     for j, tok in enumerate(reference_tokens):
         entry = plp[prompt_len + j] or {}
         # keys are token ids as strings ("123") or, with return_tokens_as_token_ids in some versions, "token_id:123"
-        table = {(int(k) if str(k).lstrip("-").isdigit() else token_id(str(k))): _prompt_logprob(v) for k, v in entry.items()}
+        table = {(int(k) if str(k).lstrip("-").isdigit() else token_id(str(k))): _prompt_logprob(v)
+                 for k, v in entry.items()}
         chosen.append(table.get(tok, float("nan")))
         tops.append(table)
     return Generation(list(reference_tokens), chosen, tops)

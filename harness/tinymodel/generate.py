@@ -27,7 +27,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.tinymodel.copytask import copy_prompt, copy_sequence
@@ -227,7 +227,7 @@ def train(model, tokenizer, texts: list[str], device: str = "cpu", plan: TrainPl
         if i % 50 == 0:
             extra = f" copy loss {copy_loss.item():.3f}" if i < plan.copy_steps else ""
             print(f"  step {i:4d} loss {loss.item():.3f}{extra}", file=sys.stderr)
-    for i in range(plan.steps, plan.copy_steps):  # copy steps beyond the text steps
+    for _ in range(plan.steps, plan.copy_steps):  # copy steps beyond the text steps
         seqs = [copy_sequence(copy_rng, allowed, plan.copy_len, plan.copy_span).tokens for _ in range(plan.copy_batch)]
         step(torch.tensor(seqs, dtype=torch.long).to(device))
     model.eval()

@@ -6,10 +6,13 @@ import random
 import pytest
 
 from harness.judge.drift_floor import (
+    _wilcoxon_pratt_normal,
     minimum_detectable_shift,
     paired_drift_test,
     paired_sd,
+    sign_test_greater,
     smallest_detectable_offset,
+    wilcoxon_greater,
 )
 
 FLOOR = "last good run h200x2-control (gpu-dcp2 vs gpu-tp2, same prompt set)"
@@ -93,3 +96,24 @@ def test_smallest_detectable_offset_interpolates_the_mutation_calibration():
     assert smallest_detectable_offset(0.00005, calibration) == 1e-3
     assert smallest_detectable_offset(0.5, calibration) is None
     assert smallest_detectable_offset(0.01, []) is None
+
+
+def test_the_scipy_free_fallbacks_agree_with_scipy():
+    """The device image may lack scipy: the fallbacks are the same tests (cross-checked here where scipy exists)."""
+    from scipy import stats
+
+    rng = random.Random(5)
+    for shift in (0.0, 0.003, 0.012):
+        diffs = [round(rng.gauss(shift, 0.01), 3) for _ in range(82)] + [0.0] * 5
+        ours = _wilcoxon_pratt_normal(diffs)
+        theirs = stats.wilcoxon(diffs, zero_method="pratt", alternative="greater", method="approx").pvalue
+        assert ours == pytest.approx(theirs, rel=0.02, abs=1e-4)
+    with_scipy = sign_test_greater(27, 40)
+    import sys
+    saved = sys.modules.get("scipy")
+    sys.modules["scipy"] = None  # `from scipy import stats` now raises ImportError: the fallback path
+    try:
+        assert sign_test_greater(27, 40) == pytest.approx(with_scipy)
+        assert wilcoxon_greater(diffs) == pytest.approx(_wilcoxon_pratt_normal(diffs))
+    finally:
+        sys.modules["scipy"] = saved

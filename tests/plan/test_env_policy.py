@@ -3,6 +3,7 @@
 import pytest
 
 from harness.config.arms import Arm, load_arm
+from harness.config.paths import server_python
 from harness.plan.env_policy import (
     EnvListing,
     check_env_read,
@@ -10,7 +11,6 @@ from harness.plan.env_policy import (
     read_listing,
     unknown_env_in_log,
 )
-from harness.config.paths import server_python
 from harness.plan.nodes import NodeCommand, build_plan
 
 # What vLLM 0.25.0 reads of these (vllm/envs.py): no DCP switch at all.

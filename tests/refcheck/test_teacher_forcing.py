@@ -38,7 +38,7 @@ def test_parse_refuses_a_response_without_or_with_short_prompt_logprobs():
 
 
 def ref(tokens, logprobs, gaps=None):
-    tops = [{t: lp_, t + 1000: lp_ - (gaps[i] if gaps else 5.0)} for i, (t, lp_) in enumerate(zip(tokens, logprobs))]
+    tops = [{t: lp_, t + 1000: lp_ - (gaps[i] if gaps else 5.0)} for i, (t, lp_) in enumerate(zip(tokens, logprobs, strict=True))]
     return Generation(tokens, logprobs, tops)
 
 

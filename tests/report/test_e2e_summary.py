@@ -4,8 +4,8 @@ run fails the paired tests even under the fixed limit."""
 import json
 import random
 
-from harness.report.e2e_summary import summarize
 from harness.records.schema import RequestComparison, TeacherForcedComparison
+from harness.report.e2e_summary import summarize
 
 
 def write_run(root, name, shift=0.0, seed=0, noise=0.002):
