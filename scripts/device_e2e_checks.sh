@@ -21,12 +21,13 @@ LABEL=${1:?usage: device_e2e_checks.sh LABEL}
 case "$LABEL" in *[!A-Za-z0-9._+-]*) echo "label must be [A-Za-z0-9._+-]" >&2; exit 2;; esac
 OUT=${OUT:-/tmp/out}
 KEEP=${E2E_KEEP:-/tmp/keep}
-ARM=gpu-dcp2
+ARM=${E2E_ARM:-gpu-dcp2}  # E2E_ARM=cpu-smoke E2E_MODEL=0 E2E_PYTHON=.venv/bin/python: a dry run of this script on CPU
+PY=${E2E_PYTHON:-python3}
 RUN=e2e-$LABEL-$(date +%H%M%S)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
-export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
+export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
 mkdir -p "$OUT" "$KEEP/references" models
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
@@ -34,18 +35,20 @@ if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>
   python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
 fi
 fresh=0
-if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
+if [ "${E2E_MODEL:-1}" = 1 ] && [ ! -f "$KEEP/tiny-mla/config.json" ]; then
   say "generating the tiny MLA model (deterministic, copy task)"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
     --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 \
     || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }
   fresh=1
 fi
-[ -L models/tiny-mla ] || rm -rf models/tiny-mla  # a real directory left by device_qualify.sh
-ln -sfn "$KEEP/tiny-mla" models/tiny-mla
-cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/tiny_model.json"
-say "model: $(tr -d '\n ' < "$KEEP/tiny-mla/tiny_model.json" | cut -c1-600)"
-if [ "${E2E_CHECK_DETERMINISM:-$fresh}" = 1 ]; then
+if [ "${E2E_MODEL:-1}" = 1 ]; then
+  [ -L models/tiny-mla ] || rm -rf models/tiny-mla  # a real directory left by device_qualify.sh
+  ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+  cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/tiny_model.json"
+  say "model: $(tr -d '\n ' < "$KEEP/tiny-mla/tiny_model.json" | cut -c1-600)"
+fi
+if [ "${E2E_CHECK_DETERMINISM:-$fresh}" = 1 ] && [ -f "$KEEP/tiny-mla/config.json" ]; then
   rm -rf "$KEEP/tiny-mla-again"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla-again" \
     --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla-again.log" 2>&1
@@ -67,7 +70,7 @@ SET=(--set eager_variant=null)
 first=$([ -d "$KEEP/e2e-floor" ] && echo 0 || echo 1)
 limit=${QUALIFY_TIMEOUT_S:-$([ "$first" = 1 ] && echo 400 || echo 240)}
 say "qualify $ARM (run $RUN, timeout ${limit}s, ${SET[*]})"
-timeout --signal=TERM "$limit" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" --no-vllm-check \
+timeout --signal=TERM "$limit" "$PY" -m harness qualify --arm "$ARM" --run-id "$RUN" --no-vllm-check \
   --suites prefix_reuse,graph_replay,teacher_forcing "${SET[@]}" > "$KEEP/$RUN.qualify.log" 2>&1
 code=$?
 tail -25 "$KEEP/$RUN.qualify.log"
@@ -75,7 +78,7 @@ say "qualify exit code $code"
 R=reports/$RUN
 CAL=()
 [ -n "${E2E_CALIBRATION:-}" ] && CAL=(--calibration "$E2E_CALIBRATION")
-python3 -m harness.report.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \
+"$PY" -m harness.report.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \
   --out "$OUT/e2e-$LABEL.json" --qualify-exit "$code" "${CAL[@]}" || say "summary failed"
 cp "$OUT/e2e-$LABEL.json" "$KEEP/" 2>/dev/null
 for log in "$R"/*/server.log; do

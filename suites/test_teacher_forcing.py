@@ -21,6 +21,8 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
     run = BatchRun()
+    # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
+    budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
     with sink.open("a") as f:
         for p in prompts.all():
             ref = reference_outputs.outputs[p.id]
@@ -31,7 +33,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
             except HarnessError as exc:
                 run.aborted = f"{p.group}: {exc}"
                 break
-            c = compare_forced(p.id, len(p.tokens), scored, ref, p.group, arm.server.max_num_batched_tokens)
+            c = compare_forced(p.id, len(p.tokens), scored, ref, p.group, budget)
             run.comparisons.append(c)
             f.write(c.model_dump_json() + "\n")
             f.flush()
