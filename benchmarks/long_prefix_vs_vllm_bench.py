@@ -20,14 +20,16 @@ from pathlib import Path
 from statistics import median
 
 import psutil
+from histograms import bucket_delta, histogram_buckets, histogram_quantile  # benchmarks/histograms.py
 
 from harness.config.arms import load_arm
-from harness.serve.launch import LiveServer, launch
-from harness.measure.loadgen import run_level
-from harness.measure.metrics import bucket_delta, fetch_metrics, histogram_buckets
 from harness.config.paths import server_python
-from harness.judge.stats import histogram_quantile, summarize
-from harness.config.workloads import build_prompts, load_workload, token_space
+from harness.config.workloads import load_workload
+from harness.measure.loadgen import run_level
+from harness.measure.metrics import fetch_metrics
+from harness.measure.prompts import build_prompts, token_space
+from harness.records.schema import Summary
+from harness.serve.launch import LiveServer, launch
 
 TPOT_HIST = "vllm:request_time_per_output_token_seconds"
 TTFT_HIST = "vllm:time_to_first_token_seconds"
@@ -49,7 +51,7 @@ def harness_run(live: LiveServer, prompts: list[list[int]], output_tokens: int) 
     cpu = time.process_time() - cpu0
     ok = [s for s in run.samples if s.ok]
     assert len(ok) == len(prompts), [s.error for s in run.samples if s.error]
-    return {"ttft": summarize([s.ttft_s for s in ok]).p50, "tpot": summarize([s.tpot_s for s in ok]).p50}, cpu
+    return {"ttft": Summary.of([s.ttft_s for s in ok]).p50, "tpot": Summary.of([s.tpot_s for s in ok]).p50}, cpu
 
 
 def bench_run(live: LiveServer, model_dir: Path, n: int, prefix: int, suffix: int, out: int,

@@ -14,22 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.plan.env_policy import check_env_with_vllm
 from harness.config.arms import Arm, known_arms, load_arm
-from harness.judge.baseline import baseline_results
 from harness.config.errors import HarnessError
-from harness.measure.gsm8k import check_data
-from harness.serve.launch import plan_for, preflight_error
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
-from harness.plan.nodes import Plan, render_plan
-from harness.plan.preflight import Verdict, check_workload_fits
-from harness.report.provenance import finish_run_info, read_run_info, start_info, workload_dumps
-from harness.report.provenance import write_run_info as write_info
-from harness.plan.redact import redact_arm_dump
-from harness.report.render import Rendered, annotation, render_run
-from harness.report.screenshot import take_screenshot
-from harness.serve.process import stop_all
-from harness.plan.vllm_args import check_with_vllm
+from harness.config.thresholds import load_gates
 from harness.config.workloads import (
     SUITE_WORKLOADS,
     WORKLOAD_KINDS,
@@ -37,6 +25,18 @@ from harness.config.workloads import (
     load_workload,
     workload_for,
 )
+from harness.measure.gsm8k import check_data
+from harness.plan.env_policy import check_env_with_vllm
+from harness.plan.nodes import Plan, render_plan
+from harness.plan.preflight import Verdict, check_workload_fits
+from harness.plan.redact import redact_argv, redact_arm_dump
+from harness.plan.vllm_args import check_with_vllm
+from harness.records.results import locate_results
+from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
+from harness.report.render import Rendered, annotation, render_run
+from harness.report.screenshot import take_screenshot
+from harness.serve.launch import plan_for, preflight_error
+from harness.serve.process import stop_all
 
 SUITES_DIR = REPO_ROOT / "suites"
 
@@ -100,13 +100,16 @@ def per_arm_suites(suites: list[str]) -> list[str]:
     return [s for s, f in files.items() if f.is_file() and "served_arm" in f.read_text()]
 
 
-def write_run_info(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None) -> None:
-    """run.json at the start: harness version, commit, host, argv, suites, the candidate's workloads, arms."""
+def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None) -> None:
+    """run.json at the start: harness version, commit, host, argv, suites, the candidate's workloads and gate
+    thresholds (the report recomputes the gates with these), the arms (candidate first), secrets redacted."""
     suites = suites if suites is not None else all_suites()
-    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, argv, suites,
+    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, redact_argv(argv), suites,
                       workload_dumps(arms[0]) if arms else {})
     info["per_arm_suites"] = per_arm_suites(suites)
-    write_info(run_dir, info)
+    if arms:
+        info["gates"] = load_gates(arms[0].name).model_dump(mode="json")
+    write_run_info(run_dir, info)
 
 
 def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
@@ -148,10 +151,10 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         if a is not None:
             check_arm(a, not args.no_vllm_check, workload_verdicts(arm, a, args.suites))
     if args.baseline:
-        baseline_results(args.baseline)  # a wrong path fails now, not after the suites ran
+        locate_results(args.baseline)  # a wrong path fails now, not after the suites ran
     run_dir = Path(args.run_dir) if args.run_dir else REPORTS_DIR / (args.run_id or run_id_now())
     suites = args.suites.split(",") if args.suites else all_suites()
-    write_run_info(run_dir, [a for a in (arm, ref) if a], sys.argv, suites)
+    record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, suites)
     print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -197,7 +200,7 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
     train = Path(args.gsm8k_train) if args.gsm8k_train else gsm8k_dir() / "train.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.call([server_python(), "-m", "harness.tinymodel", "--out", args.out,
-                            "--gsm8k-train", str(train)], env=env)
+                            "--gsm8k-train", str(train), "--arch", args.arch, "--device", args.device], env=env)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("make-tiny-model", help="generate the deterministic tiny model (server environment)")
     p.add_argument("--out", default=str(REPO_ROOT / "models" / "tiny-llama"))
     p.add_argument("--gsm8k-train", help="GSM8K train.jsonl (default $HARNESS_GSM8K_DIR/train.jsonl)")
+    p.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
+                   help="llama: the CPU pair's model; deepseek_v3: the MLA model of the GPU arms (gpu-mla-ref.yaml)")
+    p.add_argument("--device", default="cpu", help="where to train: cpu, or cuda on a GPU machine")
     p.set_defaults(func=cmd_make_tiny_model)
     return parser
 

@@ -4,15 +4,15 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 
 import pytest
 
-from harness.config import gates
-from harness.refcheck.batches import compare_batches, record_fields
+from harness.config.thresholds import load_gates
 from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.batches import compare_batches, record_fields
 
 
 def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
     _, prompts, sampling = harness_session.check_prompts()
-    limits = gates.load_gates(arm.name).reference_checks
+    limits = load_gates(arm.name).reference_checks
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)

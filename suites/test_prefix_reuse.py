@@ -3,11 +3,12 @@ uncached prompts in one batch. The hit is proven from /metrics; every output mus
 
 import pytest
 
-from harness.config import gates
-from harness.refcheck.prompts import expected_hit_tokens
+from harness.config.thresholds import load_gates
+from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
-from harness.refcheck.batches import BatchRun, compare_batches, record_fields
 from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.batches import BatchRun, compare_batches, record_fields
+from harness.refcheck.prompts import expected_hit_tokens
 
 HITS = "vllm:prefix_cache_hits_total"
 
@@ -19,7 +20,7 @@ def hit_counter(base_url: str) -> float | None:
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     w, prompts, sampling = harness_session.check_prompts()
-    limits = gates.load_gates(arm.name).reference_checks
+    limits = load_gates(arm.name).reference_checks
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -39,7 +40,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
         after = hit_counter(candidate.info.base_url)
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
         hits = after - before if before is not None and after is not None else None
-    proof = gates.prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
+    proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
     rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
                  **record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
                                  sink, [proof] if proof else [], limits.tie_gap))

@@ -5,8 +5,8 @@ decode path (harness/refcheck/teacher_forcing.py) -- is the same on every run.""
 
 import asyncio
 
-from harness.config import gates
 from harness.config.errors import HarnessError
+from harness.config.thresholds import load_gates
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
@@ -16,7 +16,7 @@ from harness.refcheck.teacher_forcing import compare_forced
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     _, prompts, _ = harness_session.check_prompts()
-    limits = gates.load_gates(arm.name).reference_checks
+    limits = load_gates(arm.name).reference_checks
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.records.results import ResultsWriter
 from harness.records.schema import (
+    ColdStartRecord,
     FilterScore,
-    GateRecord,
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
     OutcomeRecord,
     ReferenceCheckRecord,
-    ResultsWriter,
     ServerRecord,
+    Summary,
+    Usage,
 )
-from harness.judge.stats import summarize
-from harness.measure.telemetry import Usage
 
 ARMS = ("cpu-smoke", "cpu-ref")
 SUITES = ["gsm8k", "kv_capacity", "long_prefix"]
@@ -36,11 +36,11 @@ def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[
     series = write_jsonl(run / arm / f"telemetry_c{conc}.jsonl",
                          [{"t_s": i * 0.1, "source": "metrics", "values": {"kv_usage": 0.01 * (i % 5)}}
                           for i in range(20)])
-    tpot = summarize([t / 1e3 for t in tpot_ms])
+    tpot = Summary.of([t / 1e3 for t in tpot_ms])
     w.append(LongPrefixRecord(run_id=run.name, arm=arm, suite="long_prefix", workload="long_prefix_cpu",
                               prompts_sha="bb9f60a854a80b9d", concurrency=conc, status="complete",
-                              requests=len(tpot_ms), failed=0, ttft=summarize([0.5]), tpot=tpot, itl=tpot,
-                              e2e=summarize([0.8]), kv_usage=Usage(mean=0.02, peak=0.04, n=20), gpu_memory_mib=None,
+                              requests=len(tpot_ms), failed=0, ttft=Summary.of([0.5]), tpot=tpot, itl=tpot,
+                              e2e=Summary.of([0.8]), kv_usage=Usage(mean=0.02, peak=0.04, n=20), gpu_memory_mib=None,
                               samples_path=samples, telemetry_path=series))
 
 
@@ -54,12 +54,13 @@ def gsm8k(w: ResultsWriter, run: Path, arm: str, right: list[bool]) -> None:
                          data_files={"test.jsonl": "sha256:abc123"}, lm_eval_version="0.4.9", task_hash="t",
                          num_fewshot=5, limit=len(right), n=len(right),
                          scores={"strict-match": score, "flexible-extract": score}, request_errors=0, invalid=0,
-                         status="complete", wall_s=1.0, num_concurrent=1, samples_path=samples))
+                         status="complete", wall_s=1.0, num_concurrent=1, samples_path=samples,
+                         per_question={f: dict(enumerate(right)) for f in ("strict-match", "flexible-extract")}))
 
 
 def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens: int = 100_000,
              right: dict[str, list[bool]] | None = None, suites: list[str] | None = None,
-             exit_code: int | None = 0, gate_passed: bool = True) -> Path:
+             exit_code: int | None = 0, candidate_tpot_scale: float = 1.0) -> Path:
     """cpu-smoke vs cpu-ref with every suite recorded, unless `suites` leaves some out."""
     run = root / run_id
     w = ResultsWriter(run / "results.jsonl")
@@ -74,15 +75,16 @@ def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens:
                                       gib_per_worker=1.5, tp=1, dcp=1, source_line="x"))
         if "long_prefix" in suites:
             for conc in (1, 2):
-                long_prefix(w, run, arm, conc, [tpot_scale * (5.0 + 0.1 * i) * conc for i in range(8)])
+                scale = tpot_scale * (candidate_tpot_scale if arm == ARMS[0] else 1.0)
+                long_prefix(w, run, arm, conc, [scale * (5.0 + 0.1 * i) * conc for i in range(8)])
+            w.append(ColdStartRecord(run_id=run_id, arm=arm, suite="long_prefix", workload="long_prefix_cpu",
+                                     ttft_s=0.9, tpot_s=0.006, steady_tpot_p50_s=0.0054, factor_limit=5.0,
+                                     flagged=False))
         if "gsm8k" in suites:
             gsm8k(w, run, arm, right[arm])
         for suite in suites:
             w.append(OutcomeRecord(run_id=run_id, arm=arm, suite=suite, test=f"suites/test_{suite}.py::test_{suite}"
                                    f"[{arm}]", outcome="passed"))
-    w.append(GateRecord(run_id=run_id, arm="cpu-smoke", suite="long_prefix", gate="long_prefix_tpot_p50",
-                        reference="cpu-ref", passed=gate_passed,
-                        detail="TPOT p50 within 0.5 of cpu-ref" if gate_passed else "c1: TPOT p50 too slow"))
     w.append(ReferenceCheckRecord(run_id=run_id, arm="cpu-smoke", suite="prefix_reuse", check="prefix_reuse",
                                   reference="cpu-ref", reference_key="k", passed=True, detail="ok", requests=8,
                                   exact_matches=8, first_divergence_min=None, max_drift=3.1e-3, nonfinite=0,

@@ -1,1 +1,1 @@
-"""Configuration: YAML files -> typed, validated objects (arms, workloads, gate thresholds), paths and the error family. Imports nothing else from harness."""
+"""YAML -> typed, validated arms, workloads and gate thresholds; paths; errors. Imports: nothing else in harness."""

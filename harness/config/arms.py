@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.config.errors import ConfigError
+from harness.config.files import deep_merge, field_errors, read_yaml
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -141,17 +142,6 @@ class Arm(Strict):
     source_files: list[str] = []  # filled by the loader: the YAML chain, child first
 
 
-def deep_merge(base: dict, child: dict) -> dict:
-    """Child wins; nested mappings merge; lists and scalars are replaced."""
-    out = copy.deepcopy(base)
-    for key, value in child.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def apply_override(raw: dict, assignment: str) -> dict:
     """`--set a.b.c=value`; the value is parsed as YAML (so 8, true, [..] work)."""
     if "=" not in assignment:
@@ -189,22 +179,6 @@ def arm_file(name: str, arms_dir: Path = ARMS_DIR) -> Path:
     return path
 
 
-def read_yaml(path: Path) -> dict:
-    """One YAML mapping (arms, workloads, gates); a ConfigError with file, line and column otherwise."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}:{where}: YAML syntax error: {problem}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
-    return data
-
-
 def resolve_raw(name: str, arms_dir: Path = ARMS_DIR, chain: tuple[str, ...] = ()) -> tuple[dict, list[Path]]:
     """Merged raw mapping of an arm and its `extends:` ancestors, plus the files read."""
     if name in chain:
@@ -232,14 +206,8 @@ def read_geometry(config_json: Path) -> dict:
 
 def format_validation_error(exc: ValidationError, files: list[Path], name: str) -> str:
     where = files[0] if len(files) == 1 else f"{files[0]} (extends {', '.join(p.name for p in files[1:])})"
-    lines = [f"arm {name!r} in {where} is invalid:"]
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        unknown = err["type"] == "extra_forbidden"
-        msg = "unknown field (check the spelling; see configs/arms/README.md)" if unknown else err["msg"]
-        got = "" if unknown or isinstance(err.get("input"), dict) else f" (got {err['input']!r})"
-        lines.append(f"  field {field}: {msg}{got}")
-    return "\n".join(lines)
+    lines = field_errors(exc, "unknown field (check the spelling; see configs/arms/README.md)")
+    return "\n  ".join([f"arm {name!r} in {where} is invalid:", *lines])
 
 
 def with_geometry(arm: Arm) -> Arm:

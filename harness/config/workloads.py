@@ -1,22 +1,16 @@
-"""Workloads: YAML definitions (configs/workloads/) and deterministic token-id prompts.
+"""Workloads: one strict typed model per YAML file in configs/workloads/, and which workload each suite runs.
 
-Prompts are lists of token ids drawn from a seeded generator over the model's vocabulary
-minus its special tokens, so the shared prefix is byte-identical across arms and runs
-and the client needs no tokenizer.
-"""
+The prompts a workload describes are built in harness.measure.prompts (long prefix) and harness.refcheck.prompts."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.config.arms import ARM_NAME, Arm, read_yaml
+from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
+from harness.config.files import field_errors, read_yaml
 from harness.config.paths import CONFIG_DIR
 
 WORKLOADS_DIR = CONFIG_DIR / "workloads"
@@ -74,8 +68,7 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
     try:
         return kind.model_validate({**raw, "name": raw.get("name", name)})
     except ValidationError as exc:
-        fields = "; ".join(f"field {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{path}: invalid workload: {fields}") from None
+        raise ConfigError(f"{path}: invalid workload: {'; '.join(field_errors(exc))}") from None
 
 
 class PrefixReuseSpec(BaseModel):
@@ -151,60 +144,3 @@ WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload,
 def workload_for(arm: Arm, suite: str) -> str:
     """The workload an arm's YAML chose for a suite, else the suite's default."""
     return arm.workloads.get(suite, DEFAULT_WORKLOADS[suite])
-
-
-@dataclass(frozen=True)
-class TokenSpace:
-    """Token ids a prompt may use: the vocabulary minus special/added tokens."""
-
-    vocab_size: int
-    excluded: frozenset[int]
-
-    def allowed(self) -> list[int]:
-        return [i for i in range(self.vocab_size) if i not in self.excluded]
-
-
-def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload) -> TokenSpace:
-    """From the local model's config.json and tokenizer.json; a hub model needs workload.vocab_size."""
-    excluded = set(workload.exclude_token_ids)
-    vocab = workload.vocab_size
-    if arm.model.source == "local":
-        model_dir = arm.model.local_dir()
-        cfg = json.loads((model_dir / "config.json").read_text())
-        vocab = vocab or cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
-        excluded |= {cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if isinstance(cfg.get(k), int)}
-        tok = model_dir / "tokenizer.json"
-        if tok.is_file():
-            excluded |= {t["id"] for t in json.loads(tok.read_text()).get("added_tokens", [])}
-    if not vocab:
-        raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown; "
-                          "set vocab_size in the workload YAML")
-    return TokenSpace(int(vocab), frozenset(excluded))
-
-
-@dataclass(frozen=True)
-class Prompts:
-    prefix: list[int]
-    warmup: list[list[int]]  # full prompts (prefix + own suffix)
-    measured: dict[int, list[list[int]]]  # concurrency -> full prompts
-
-    def fingerprint(self) -> str:
-        """Hash of every prompt: equal across arms and runs for the same workload and vocabulary."""
-        h = hashlib.sha256()
-        for prompt in [*self.warmup, *(p for level in self.measured.values() for p in level)]:
-            h.update(json.dumps(prompt).encode())
-        return h.hexdigest()[:16]
-
-
-def build_prompts(workload: LongPrefixWorkload, space: TokenSpace) -> Prompts:
-    """Pure: the same workload and token space always give the same prompts."""
-    allowed = space.allowed()
-    rng = random.Random(workload.seed)
-    prefix = rng.choices(allowed, k=workload.prefix_tokens)
-
-    def one() -> list[int]:
-        return prefix + rng.choices(allowed, k=workload.suffix_tokens)
-
-    warmup = [one() for _ in range(workload.warmup_requests)]
-    measured = {c: [one() for _ in range(workload.requests_per_level)] for c in workload.concurrency}
-    return Prompts(prefix, warmup, measured)

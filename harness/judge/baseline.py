@@ -7,47 +7,11 @@ sample logs exist, else a two-proportion z-test), never by a raw difference. The
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
-import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from harness.config.arms import read_yaml
-from harness.config.errors import ConfigError
-from harness.config.gates import GATES_FILE
-from harness.config.paths import REPORTS_DIR
-from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
+from harness.config.thresholds import BaselineThresholds
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
-
-
-class BaselineThresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tpot_p50_rel_increase: float = Field(0.10, ge=0)  # flag TPOT p50 more than 10% above the baseline's
-    kv_tokens_rel_decrease: float = Field(0.01, ge=0)  # flag KV capacity more than 1% below the baseline's
-    accuracy_alpha: float = Field(0.05, gt=0, lt=1)  # flag lower accuracy when the test rejects equality
-    filter: str = "strict-match"
-
-
-def load_thresholds(path: Path = GATES_FILE) -> BaselineThresholds:
-    try:
-        return BaselineThresholds.model_validate(read_yaml(path).get("baseline") or {})
-    except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{path}: invalid baseline thresholds: {fields}") from None
-
-
-def baseline_results(arg: str) -> Path:
-    """A run directory, a results file, or a run id under reports/."""
-    for candidate in (Path(arg), REPORTS_DIR / arg):
-        if candidate.is_dir() and (candidate / "results.jsonl").is_file():
-            return candidate / "results.jsonl"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(f"baseline {arg!r}: no results.jsonl there (nor in {REPORTS_DIR / arg}); "
-                      "pass a run directory or its results.jsonl")
+from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 
 
 @dataclass(frozen=True)
@@ -118,9 +82,8 @@ def accuracy_delta(arm: str, flt: str, cur: tuple[int, int], base: tuple[int, in
                  f"{(acc_c - acc_b) * 100:+.2f} pt", test, flag)
 
 
-def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: float,
-                    per_question: dict[tuple[str, str], dict[int, bool] | None]) -> list[Delta]:
-    """per_question[(side, arm)] with side 'current'/'baseline': doc id -> correct, or None without a sample log."""
+def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: float) -> list[Delta]:
+    """Per arm: paired by doc id where both records carry per-question results, else unpaired."""
     old = {r.arm: r for r in base if isinstance(r, Gsm8kRecord)}
     out = []
     for r in (r for r in cur if isinstance(r, Gsm8kRecord)):
@@ -129,32 +92,11 @@ def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: floa
             out.append(Delta("exact_match", r.arm, flt, "n/a", "n/a", "n/a", "not compared", None))
             continue
         out.append(accuracy_delta(r.arm, flt, (r.scores[flt].correct, r.n), (b.scores[flt].correct, b.n),
-                                  per_question.get(("current", r.arm)), per_question.get(("baseline", r.arm)),
-                                  alpha))
+                                  (r.per_question or {}).get(flt), (b.per_question or {}).get(flt), alpha))
     return out
 
 
-def read_per_question(path: Path, flt: str) -> dict[int, bool]:
-    """doc id -> correct under `flt`, from lm-eval's per-sample log."""
-    out = {}
-    for line in path.read_text().splitlines():
-        try:
-            s = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if s.get("filter") == flt and "doc_id" in s:
-            out[int(s["doc_id"])] = bool(s.get("exact_match"))
-    return out
-
-
-def compare(cur: list[Record], base: list[Record], t: BaselineThresholds,
-            per_question: dict[tuple[str, str], dict[int, bool] | None]) -> list[Delta]:
+def baseline_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) -> list[Delta]:
+    """This run's records against a baseline run's, per arm: TPOT p50, KV capacity, accuracy."""
     return [*tpot_deltas(cur, base, t.tpot_p50_rel_increase), *kv_deltas(cur, base, t.kv_tokens_rel_decrease),
-            *accuracy_deltas(cur, base, t.filter, t.accuracy_alpha, per_question)]
-
-
-def deltas_table(deltas: list[Delta]) -> pd.DataFrame:
-    rows = [{"Metric": d.metric, "Arm": d.arm, "Where": d.where, "Baseline": d.baseline, "This run": d.current,
-             "Change": d.change, "Threshold / test": d.test, "Flag": "REGRESSION" if d.regression else "ok"}
-            for d in deltas]
-    return pd.DataFrame(rows)
+            *accuracy_deltas(cur, base, t.filter, t.accuracy_alpha)]

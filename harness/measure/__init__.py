@@ -1,1 +1,1 @@
-"""Measure: drive a live server (one HTTP client, load generation, /metrics + NVML telemetry, GSM8K through lm-eval, greedy generations). Imports config, plan, serve, records."""
+"""Drive a live server: HTTP client, load, telemetry, GSM8K, generations. Imports: config, plan, serve, records."""

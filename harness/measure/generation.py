@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from harness.config.errors import WorkloadError
+from harness.measure.http import post_completion
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Sampling:
     max_tokens: int
     top_logprobs: int
 
-    def body(self, model: str, prompt: list[int], cache_salt: str | None = None) -> dict:
+    def body(self, model: str, prompt: list[int] | str, cache_salt: str | None = None) -> dict:
         body = {"model": model, "prompt": prompt, "max_tokens": self.max_tokens, "temperature": 0.0,
                 "ignore_eos": True, "logprobs": self.top_logprobs, "return_tokens_as_token_ids": True}
         if cache_salt:
@@ -72,14 +73,8 @@ def parse_choice(choice: dict) -> Generation:
 
 async def generate_one(client: httpx.AsyncClient, base_url: str, model: str, prompt: list[int],
                        sampling: Sampling, timeout_s: float, cache_salt: str | None = None) -> Generation:
-    body = sampling.body(model, prompt, cache_salt)
-    try:
-        resp = await client.post(f"{base_url}/v1/completions", json=body, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise WorkloadError(f"completion request to {base_url} failed: {exc!r}") from None
-    if resp.status_code != 200:
-        raise WorkloadError(f"completion request to {base_url} returned {resp.status_code}: {resp.text[:300]}")
-    return parse_choice(resp.json()["choices"][0])
+    data = await post_completion(client, base_url, sampling.body(model, prompt, cache_salt), timeout_s)
+    return parse_choice(data["choices"][0])
 
 
 async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sampling: Sampling,

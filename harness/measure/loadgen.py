@@ -17,6 +17,10 @@ from pathlib import Path
 
 import httpx
 
+from harness.config.errors import WorkloadError
+from harness.measure.http import stream_completion
+from harness.records.jsonl import append_line
+
 NS = 1e-9
 
 
@@ -60,36 +64,28 @@ def completion_body(model: str, prompt: list[int], max_tokens: int) -> dict:
             "stream": True, "stream_options": {"include_usage": True}}
 
 
-async def stream_one(client: httpx.AsyncClient, url: str, body: dict, sample: RequestSample,
+async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sample: RequestSample,
                      timeout_s: float) -> RequestSample:
+    """One streamed request: chunk times since its start, output tokens from the usage block; a failure is kept
+    in the sample, never raised."""
     sample.start_ns = time.perf_counter_ns()
     try:
-        async with client.stream("POST", url, json=body, timeout=timeout_s) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")[:500]
-                sample.error = f"HTTP {resp.status_code}: {text}"
-                return sample
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                now = time.perf_counter_ns() - sample.start_ns
-                data = json.loads(payload)
-                if data.get("choices"):
-                    if sample.ttft_ns is None:
-                        sample.ttft_ns = now
-                    sample.chunk_offsets_ns.append(now)
-                if data.get("usage"):
-                    sample.output_tokens = data["usage"].get("completion_tokens")
-        sample.latency_ns = time.perf_counter_ns() - sample.start_ns
-        if sample.output_tokens is None:
-            sample.error = "stream ended without a usage block"
-        elif sample.output_tokens != body["max_tokens"]:
-            sample.error = f"{sample.output_tokens} output tokens, expected {body['max_tokens']} (ignore_eos)"
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        sample.error = f"{type(exc).__name__}: {exc}"
+        async for data in stream_completion(client, base_url, body, timeout_s):
+            now = time.perf_counter_ns() - sample.start_ns
+            if data.get("choices"):
+                if sample.ttft_ns is None:
+                    sample.ttft_ns = now
+                sample.chunk_offsets_ns.append(now)
+            if data.get("usage"):
+                sample.output_tokens = data["usage"].get("completion_tokens")
+    except WorkloadError as exc:
+        sample.error = str(exc)
+        return sample
+    sample.latency_ns = time.perf_counter_ns() - sample.start_ns
+    if sample.output_tokens is None:
+        sample.error = "stream ended without a usage block"
+    elif sample.output_tokens != body["max_tokens"]:
+        sample.error = f"{sample.output_tokens} output tokens, expected {body['max_tokens']} (ignore_eos)"
     return sample
 
 
@@ -114,7 +110,6 @@ async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
 async def run_level(base_url: str, model: str, prompts: list[list[int]], output_tokens: int, concurrency: int,
                     level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None) -> LevelRun:
     """Send `prompts` with at most `concurrency` in flight; every sample is appended to `sink` as it ends."""
-    url = f"{base_url}/v1/completions"
     gate = asyncio.Semaphore(concurrency)
     samples: list[RequestSample] = []
     limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency + 1)
@@ -123,11 +118,10 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]], output_
         async def one(i: int, prompt: list[int]) -> None:
             async with gate:
                 sample = RequestSample(level, i, len(prompt))
-                await stream_one(client, url, completion_body(model, prompt, output_tokens), sample, timeout_s)
+                await stream_one(client, base_url, completion_body(model, prompt, output_tokens), sample, timeout_s)
                 samples.append(sample)
                 if sink is not None:
-                    with sink.open("a") as f:
-                        f.write(sample.to_json() + "\n")
+                    append_line(sink, sample.to_json())
 
         t0 = time.perf_counter_ns()
         work = asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))

@@ -7,9 +7,9 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.serve.launch import LiveServer
+from harness.config.workloads import LongPrefixWorkload
 from harness.measure.loadgen import LevelRun, RequestSample, run_level
-from harness.judge.stats import summarize
+from harness.measure.prompts import Prompts
 from harness.measure.telemetry import (
     MetricsSampler,
     NvmlSampler,
@@ -17,9 +17,10 @@ from harness.measure.telemetry import (
     gpu_memory_between,
     series_lines,
     usage_between,
-    write_series,
 )
-from harness.config.workloads import LongPrefixWorkload, Prompts
+from harness.records.jsonl import write_jsonl
+from harness.records.schema import Summary
+from harness.serve.launch import LiveServer
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Measurement:
     metrics_points: list
     nvml_points: list
     nvml_available: bool
+    scrape_errors: int = 0  # failed /metrics scrapes over the whole workload
+    nvml_error: str | None = None
 
 
 async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> Measurement:
@@ -58,7 +61,7 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
                                       live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl")
                 after = await sampler.scrape_once()
                 series = out_dir / f"telemetry_c{c}.jsonl"
-                write_series(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))
+                write_jsonl(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))
                 levels.append(LevelMeasurement(c, run, before, after, series))
                 if run.aborted:
                     break
@@ -66,7 +69,8 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return Measurement(warmup, levels, sampler.points, nvml.points, nvml.available)
+    return Measurement(warmup, levels, sampler.points, nvml.points, nvml.available, sampler.errors,
+                       nvml.reason or None)
 
 
 def request_errors(samples: list[RequestSample]) -> list[str]:
@@ -85,10 +89,10 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "requests": len(run.samples),
         "failed": sum(1 for s in run.samples if not s.ok),
         "errors": request_errors(run.samples),
-        "ttft": summarize([s.ttft_s for s in ok if s.ttft_s is not None]),
-        "tpot": summarize([s.tpot_s for s in ok if s.tpot_s is not None]),
-        "itl": summarize([x for s in ok for x in s.itl_s]),
-        "e2e": summarize([s.latency_ns * 1e-9 for s in ok]),
+        "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
+        "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
+        "itl": Summary.of([x for s in ok for x in s.itl_s]),
+        "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
         "kv_usage": usage_between(m.metrics_points, "kv_usage", *window),
         "gpu_memory_mib": gpu_memory_between(m.nvml_points, *window) if m.nvml_available else None,
         "running_peak": (u.peak if (u := usage_between(m.metrics_points, "running", *window)) else None),
@@ -96,4 +100,35 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "prefix_cache_hits": counter_delta(level.before, level.after, "prefix_hits"),
         "prefix_cache_queries": counter_delta(level.before, level.after, "prefix_queries"),
         "telemetry_path": str(level.telemetry_path) if level.telemetry_path else None,
+        "metrics_scrape_errors": m.scrape_errors,
+        "nvml_error": m.nvml_error,
     }
+
+
+def level_records(m: Measurement, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> list[dict]:
+    """The LongPrefixRecord fields of every measured level; a level cut short says how many requests never ran."""
+    out = []
+    for level in m.levels:
+        fields = level_fields(level, m)
+        if fields["reason"]:
+            unfinished = len(prompts.measured[level.concurrency]) - fields["requests"]
+            fields["reason"] += f"; {unfinished} request(s) not finished"
+        out.append({**fields, "workload": workload.name, "prompts_sha": prompts.fingerprint(),
+                    "samples_path": str(out_dir / f"long_prefix_c{level.concurrency}.jsonl")})
+    return out
+
+
+def cold_start_fields(m: Measurement, workload: LongPrefixWorkload, steady_tpot_p50_s: float | None,
+                      factor: float) -> dict:
+    """The first request after start (the first warm-up) against the steady state, as a ColdStartRecord's fields."""
+    cold = m.warmup.samples[0] if m.warmup.samples else None
+    tpot = cold.tpot_s if cold else None
+    return {"workload": workload.name, "ttft_s": cold.ttft_s if cold else None, "tpot_s": tpot,
+            "steady_tpot_p50_s": steady_tpot_p50_s, "factor_limit": factor,
+            "flagged": tpot is not None and steady_tpot_p50_s is not None and tpot > factor * steady_tpot_p50_s,
+            "error": cold.error if cold else None}
+
+
+def server_death(m: Measurement) -> str | None:
+    """Why the workload stopped early (the server died), else None."""
+    return m.warmup.aborted or next((lv.run.aborted for lv in m.levels if lv.run.aborted), None)

@@ -1,20 +1,14 @@
-"""The server's Prometheus /metrics: fetch (I/O) and parse (pure, with prometheus_client's parser)."""
+"""The server's Prometheus /metrics: fetched through harness.measure.http, parsed (pure) by prometheus_client."""
 
 from __future__ import annotations
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.config.errors import WorkloadError
+from harness.measure.http import get_metrics
 
 
 def fetch_metrics(base_url: str, timeout_s: float = 10.0) -> str:
-    try:
-        resp = httpx.get(f"{base_url}/metrics", timeout=timeout_s)
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise WorkloadError(f"GET {base_url}/metrics failed: {exc!r}") from None
-    return resp.text
+    return get_metrics(base_url, timeout_s)
 
 
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
@@ -47,17 +41,3 @@ def label_int(labels: dict[str, str], key: str) -> int | None:
     except ValueError:
         return None
 
-
-def histogram_buckets(text: str, name: str) -> list[tuple[float, float]]:
-    """Cumulative (upper bound, count) buckets of a histogram, summed over label sets other than `le`."""
-    acc: dict[float, float] = {}
-    for labels, value in samples(text, f"{name}_bucket"):
-        le = float(labels["le"])
-        acc[le] = acc.get(le, 0.0) + value
-    return sorted(acc.items())
-
-
-def bucket_delta(before: list[tuple[float, float]], after: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Buckets of the observations made between two scrapes."""
-    prior = dict(before)
-    return [(le, count - prior.get(le, 0.0)) for le, count in after]

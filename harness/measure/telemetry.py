@@ -7,15 +7,15 @@ an NVIDIA GPU the NVML summary is None (shown as n/a), never 0.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
-from pydantic import BaseModel
 
+from harness.config.errors import WorkloadError
+from harness.measure.http import aget_metrics
 from harness.measure.metrics import samples
+from harness.records.schema import Usage
 
 SCRAPED = {
     "kv_usage": "vllm:kv_cache_usage_perc",
@@ -43,17 +43,16 @@ class MetricsSampler:
             while True:
                 t = time.perf_counter_ns()
                 try:
-                    resp = await client.get(f"{self.base_url}/metrics")
-                    self.points.append((t, scrape_values(resp.text)))
-                except (httpx.HTTPError, ValueError):
+                    self.points.append((t, scrape_values(await aget_metrics(client, self.base_url))))
+                except (WorkloadError, ValueError):
                     self.errors += 1
                 await asyncio.sleep(self.interval_s)
 
     async def scrape_once(self) -> dict[str, float] | None:
         async with httpx.AsyncClient(timeout=5.0) as client:
             try:
-                return scrape_values((await client.get(f"{self.base_url}/metrics")).text)
-            except (httpx.HTTPError, ValueError):
+                return scrape_values(await aget_metrics(client, self.base_url))
+            except (WorkloadError, ValueError):
                 return None
 
 
@@ -89,17 +88,8 @@ class NvmlSampler:
             await asyncio.sleep(interval_s)
 
 
-class Usage(BaseModel):
-    mean: float
-    peak: float
-    n: int
-
-
 def usage_between(points: list[tuple[int, dict[str, float]]], key: str, start_ns: int, end_ns: int) -> Usage | None:
-    values = [v[key] for t, v in points if start_ns <= t <= end_ns and key in v]
-    if not values:
-        return None
-    return Usage(mean=sum(values) / len(values), peak=max(values), n=len(values))
+    return Usage.of([v[key] for t, v in points if start_ns <= t <= end_ns and key in v])
 
 
 def gpu_memory_between(points: list[tuple[int, dict[str, float]]], start_ns: int,
@@ -123,24 +113,3 @@ def series_lines(metrics_points: list[tuple[int, dict[str, float]]], nvml_points
             for source, points in (("metrics", metrics_points), ("nvml", nvml_points))
             for t, v in points if start_ns <= t <= end_ns]
     return sorted(rows, key=lambda r: r["t_s"])
-
-
-def write_series(path: Path, rows: list[dict]) -> None:
-    """One JSON line per point: the KV-usage timeline of the report is drawn from this file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-
-
-def read_series(path: Path, source: str, key: str) -> list[tuple[float, float]]:
-    """(t_s, value) of one metric from a series file; lines that do not parse (a crashed write) are skipped."""
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if row.get("source") == source and key in row.get("values", {}):
-            out.append((row["t_s"], row["values"][key]))
-    return out

@@ -1,1 +1,1 @@
-"""Plan: an arm -> preflight verdicts and the exact argv + environment per node (pure), checked by vLLM's own parser; redaction. Imports harness.config only."""
+"""Arm -> preflight verdicts and per-node argv + env (pure), checked by vLLM's parser; redaction. Imports: config."""

@@ -1,1 +1,1 @@
-"""The pytest plugin: options, one server per arm per session, reference capture, recording results. Imports every stage; nothing imports it."""
+"""pytest plugin: options, servers per arm, reference capture, recording. Imports: every stage; imported by none."""

@@ -12,15 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from harness.refcheck import store as store
 from harness.config.arms import Arm, load_arm
-from harness.refcheck.prompts import CheckPrompts, build_check_prompts
 from harness.config.errors import ConfigError, HarnessError
-from harness.measure.generation import Sampling
-from harness.serve.launch import LiveServer, launch
 from harness.config.paths import REPORTS_DIR, run_id_now, server_python
+from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
+from harness.measure.generation import Sampling
+from harness.measure.prompts import token_space
 from harness.plan.redact import redact_argv, redact_env
+from harness.records.results import ResultsWriter, read_results
+from harness.records.schema import OutcomeRecord, Record, ServerRecord
+from harness.refcheck import store as store
 from harness.refcheck.batches import capture
+from harness.refcheck.prompts import CheckPrompts, build_check_prompts
 from harness.refcheck.store import (
     StoredOutputs,
     installed_vllm_version,
@@ -29,8 +32,7 @@ from harness.refcheck.store import (
     model_identity,
     reference_dir,
 )
-from harness.records.schema import OutcomeRecord, ResultsWriter, ServerRecord
-from harness.config.workloads import ReferenceChecksWorkload, load_workload, token_space, workload_for
+from harness.serve.launch import LiveServer, launch
 
 DEFAULT_ARM = "cpu-smoke"
 
@@ -53,8 +55,6 @@ class HarnessSession:
         self._arms: dict[str, Arm] = {}
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
-        # Per-arm figures a later comparison test needs, keyed (suite, arm); also written as records.
-        self.measurements: dict[tuple[str, str], dict] = {}
         self._stored: dict[str, StoredOutputs] = {}
 
     def arm(self, name: str) -> Arm:
@@ -95,16 +95,16 @@ class HarnessSession:
             self._servers[name] = live
         return self._servers[name]
 
-    def both_measured(self, suite: str) -> tuple[str, str, dict, dict]:
-        """(candidate, reference, their measurements) for a comparison test; skip/fail when one is missing."""
-        cand, ref = self.candidate_name, self.reference_name
+    def pair(self) -> tuple[str, str]:
+        """(candidate, reference) for a comparison test; skips when the candidate names no reference."""
+        ref = self.reference_name
         if ref is None:
-            pytest.skip(f"arm {cand!r} names no reference arm")
-        got = {a: self.measurements.get((suite, a)) for a in (cand, ref)}
-        missing = [a for a, v in got.items() if v is None]
-        if missing:
-            pytest.fail(f"no {suite} result for {', '.join(missing)}: see its test_{suite} result", pytrace=False)
-        return cand, ref, got[cand], got[ref]
+            pytest.skip(f"arm {self.candidate_name!r} names no reference arm")
+        return self.candidate_name, ref
+
+    def records(self) -> list[Record]:
+        """Every record of this run so far, read back from results.jsonl: what the gates are computed from."""
+        return read_results(self.writer.path)[0]
 
     def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
         """The candidate's reference-check workload (both arms get the same prompts)."""

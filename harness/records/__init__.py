@@ -1,1 +1,1 @@
-"""Records: the versioned results schema (results.jsonl), its reader/writer, run.json and one JSONL reader. Imports harness.config only."""
+"""Results schema (results.jsonl), its reader/writer, run.json, the one JSONL reader. Imports: config."""

@@ -1,24 +1,46 @@
 """The one result schema: typed records that suites append to reports/<run-id>/results.jsonl.
 
-Versioned: every line carries `schema_version`; the reader refuses versions it does
-not know, reports a truncated last line (a crashed run) and unknown record kinds
-precisely, and returns every record it could read.
+Versioned: every line carries `schema_version` (harness.records.results refuses versions it does not know).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
-from harness.judge.stats import Summary
-from harness.measure.telemetry import Usage
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 SCHEMA_VERSION = 1
+
+
+class Summary(BaseModel):
+    """Percentiles of per-request values (seconds), numpy's linear method as `vllm bench serve` uses."""
+
+    n: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Summary:
+        if not values:
+            return cls(n=0, mean=None, p50=None, p90=None, p99=None)
+        p50, p90, p99 = (float(x) for x in np.percentile(values, [50, 90, 99]))
+        return cls(n=len(values), mean=float(np.mean(values)), p50=p50, p90=p90, p99=p99)
+
+
+class Usage(BaseModel):
+    """A sampled gauge over a window: mean and peak of its points."""
+
+    mean: float
+    peak: float
+    n: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> Usage | None:
+        return cls(mean=sum(values) / len(values), peak=max(values), n=len(values)) if values else None
 
 
 class RecordBase(BaseModel):
@@ -82,6 +104,8 @@ class LongPrefixRecord(RecordBase):
     waiting_peak: float | None = None
     prefix_cache_hits: float | None = None  # counter deltas over the level, in tokens
     prefix_cache_queries: float | None = None
+    metrics_scrape_errors: int = 0  # /metrics scrapes that failed during the workload (the usage figures miss them)
+    nvml_error: str | None = None  # why there is no NVML memory (no GPU/driver), where there is none
     samples_path: str  # raw per-request samples (JSONL)
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
@@ -123,6 +147,18 @@ class Gsm8kRecord(RecordBase):
     wall_s: float
     num_concurrent: int
     samples_path: str | None
+    # filter -> doc id -> correct, from the per-sample log: the paired gate needs nothing else. None in records
+    # written before it existed (the report then reads the samples file).
+    per_question: dict[str, dict[int, bool]] | None = None
+
+
+def per_question_of(samples: list[dict]) -> dict[str, dict[int, bool]]:
+    """A Gsm8kRecord's per_question from lm-eval's per-sample log rows: filter -> doc id -> correct."""
+    out: dict[str, dict[int, bool]] = {}
+    for s in samples:
+        if "filter" in s and "doc_id" in s:
+            out.setdefault(s["filter"], {})[int(s["doc_id"])] = bool(s.get("exact_match"))
+    return out
 
 
 class GateRecord(RecordBase):
@@ -203,54 +239,4 @@ Record = Annotated[
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
-KNOWN_KINDS = {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "reference_check", "outcome"}
-
-
-class ResultsWriter:
-    """Appends one JSON line per record and syncs it, so a crash loses nothing written."""
-
-    def __init__(self, path: Path):
-        self.path = path  # the run directory appears with the first record, not before
-
-    def append(self, record: BaseModel) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = record.model_dump_json() + "\n"
-        with self.path.open("a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def parse_line(text: str, lineno: int, path: Path, is_last: bool) -> tuple[Record | None, str | None]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        what = "truncated last line (the run was interrupted)" if is_last else f"not JSON ({exc.msg})"
-        return None, f"{path}:{lineno}: {what}; skipped"
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
-        return None, (f"{path}:{lineno}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
-                      "re-render with the harness version that wrote it")
-    if data.get("kind") not in KNOWN_KINDS:
-        return None, f"{path}:{lineno}: unknown record kind {data.get('kind')!r}; skipped"
-    try:
-        return RECORD_ADAPTER.validate_python(data), None
-    except ValidationError as exc:
-        return None, f"{path}:{lineno}: invalid {data['kind']} record: {exc.errors()[0]['msg']}"
-
-
-def read_results(path: Path) -> tuple[list[Record], list[str]]:
-    """Every readable record, and one problem message per line that was not."""
-    if not path.is_file():
-        return [], [f"{path}: no results file (the run wrote no record)"]
-    lines = path.read_text().splitlines()
-    records, problems = [], []
-    for i, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        record, problem = parse_line(text, i, path, is_last=(i == len(lines)))
-        if record is not None:
-            records.append(record)
-        if problem:
-            problems.append(problem)
-    return records, problems
+KNOWN_KINDS = frozenset(m.model_fields["kind"].default for m in get_args(get_args(Record)[0]))

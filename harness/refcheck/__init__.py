@@ -1,1 +1,2 @@
-"""Reference checks: deterministic prompt sets, the reference-output store, and candidate-vs-reference comparison. Imports config, plan, serve, measure, records (and the stdlib-only harness.tinymodel.copytask: the copy prompts are the task the GPU model was trained on)."""
+"""Prompt sets, reference-output store, candidate-vs-reference comparison. Imports: config, serve, measure, records
+(and the stdlib-only harness.tinymodel.copytask: the copy prompts are the task the GPU tiny model was trained on)."""

@@ -11,8 +11,9 @@ import json
 import random
 from dataclasses import dataclass
 
+from harness.config.workloads import ReferenceChecksWorkload
+from harness.measure.prompts import TokenSpace
 from harness.tinymodel.copytask import copy_prompt
-from harness.config.workloads import ReferenceChecksWorkload, TokenSpace
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from harness import __version__
 from harness.config.arms import Arm
-from harness.refcheck.prompts import CheckPrompts, prompt_sha
 from harness.config.errors import HarnessError
-from harness.measure.generation import Generation, Sampling
 from harness.config.paths import REPORTS_DIR
+from harness.measure.generation import Generation, Sampling
+from harness.refcheck.prompts import CheckPrompts, prompt_sha
 
 STORE_FORMAT = 1
 FULL_HASH_LIMIT = 512 * 2**20  # larger weight files: size + first and last MiB (a 1 TB checkpoint is not re-read)

@@ -1,1 +1,1 @@
-"""Report: a stored run directory -> tables, completeness, plots, HTML and annotation; never a live server. Imports config, plan (redaction), records, judge."""
+"""Stored run dir -> tables, completeness, plots, HTML, annotation. Imports: config, plan.redact, records, judge."""

@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.config.thresholds import Gates, load_gates, load_thresholds
+from harness.judge.baseline import Delta, baseline_deltas
+from harness.judge.gates import GateResult, evaluate_gates, gated_suites
+from harness.records.results import locate_results
+from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 from harness.report import plots
-from harness.judge.baseline import Delta, baseline_results, compare, deltas_table, load_thresholds
 from harness.report.completeness import gaps
+from harness.report.headline import headline
 from harness.report.html import ReportContent, render_html
 from harness.report.provenance import summarize_provenance
-from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, read_results
-from harness.report.rundata import RunData, kv_series, load_run, per_question, tpot_samples
-from harness.report.tables import build_tables, to_markdown
+from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
+from harness.report.tables import build_tables, deltas_table, to_markdown
 
 
 def slug(title: str) -> str:
@@ -37,6 +41,16 @@ def write_tables(tables_dir: Path, tables: list[tuple[str, pd.DataFrame]]) -> st
         (tables_dir / f"{slug(title)}.json").write_text(df.to_json(orient="records", indent=2) + "\n")
         out.append(f"### {title}\n\n{md}\n")
     return "\n".join(out)
+
+
+def write_headline(tables_dir: Path, lines: list[str]) -> str:
+    """The headline as tables/headline.md (one bullet per measure); returns its Markdown section."""
+    if not lines:
+        return ""
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    bullets = "\n".join(f"- {line}" for line in lines) + "\n"
+    (tables_dir / "headline.md").write_text(bullets)
+    return f"### Headline\n\n{bullets}\n"
 
 
 def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[str, dict[str, float]]]:
@@ -65,7 +79,7 @@ def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[
         p1 + p2
 
 
-def verdict(exit_code: int | None) -> str:
+def run_verdict(exit_code: int | None) -> str:
     if exit_code is None:
         return "INCOMPLETE"
     if exit_code >= 128:
@@ -78,7 +92,7 @@ def annotation(arm: str, ref: str | None, exit_code: int | None, tables: str, re
     """Markdown for `buildkite-agent annotate --style success|error`: the verdict line, then the tables."""
     versus = f" vs {ref}" if ref else ""
     shown = "not recorded" if exit_code is None else exit_code
-    lines = [f"## DCP qualification {verdict(exit_code)}: {arm}{versus} (exit code {shown})\n"]
+    lines = [f"## DCP qualification {run_verdict(exit_code)}: {arm}{versus} (exit code {shown})\n"]
     lines += [f"- **baseline regression**: {r}" for r in regressions]
     if report_path is not None:
         lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
@@ -120,20 +134,28 @@ def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delt
 
 
 def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], list[str]]:
-    path = baseline_results(baseline)
-    base_records, base_problems = read_results(path)
-    base = RunData(path.parent, {}, base_records, [])
-    t = load_thresholds()
-    cur_q, p1 = per_question(run, "current", t.filter)
-    base_q, p2 = per_question(base, "baseline", t.filter)
-    deltas = compare(run.records, base_records, t, {**cur_q, **base_q})
-    return str(path), deltas, [f"baseline {p}" for p in base_problems] + p1 + p2
+    path = locate_results(baseline)
+    base = load_results(path)
+    return str(path), baseline_deltas(run.records, base.records, load_thresholds()), base.problems
+
+
+def run_gates(run: RunData) -> list[GateResult]:
+    """The candidate-vs-reference gates recomputed from the run's records, with the thresholds run.json recorded
+    (the arm's current configs/gates.yaml section for runs that did not record them)."""
+    arms = run.arm_order
+    if len(arms) < 2:
+        return []
+    thresholds = Gates.model_validate(run.info["gates"]) if "gates" in run.info else load_gates(arms[0])
+    suites = run.info.get("suites") or gated_suites(run.records)
+    return evaluate_gates(run.records, arms[0], arms[1], thresholds, suites)
 
 
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     run = load_run(run_dir)
     raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
-    tables = build_tables(run.records, run.arm_order)
+    gates = run_gates(run)
+    tables = build_tables(run.records, run.arm_order, gates)
+    lines = headline(run.records, run.arm_order, gates)
     base = None
     regressions: list[str] = []
     tables_for_files = tables
@@ -148,7 +170,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     missing = gaps(run.info, run.records, run.arm_order)
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems
-    md = write_tables(run_dir / "tables", tables_for_files)
+    md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
     if regressions:
         md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
     if missing:
@@ -157,10 +179,10 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
     arms = run.arm_order
     title = f"DCP qualification {run_dir.name}: " + (" vs ".join(arms[:2]) or "no arm recorded")
-    line = f"{verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
+    line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
-    content = ReportContent(title, line, verdict(code) == "PASSED", provenance, tables, missing, run.problems,
-                            figures, base)
+    content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,
+                            figures, base, lines)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))
     return Rendered(md, regressions, html_path, code)

@@ -6,14 +6,13 @@ run directory. Whatever cannot be read becomes a message naming the file, never 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.judge.baseline import read_per_question
-from harness.report.provenance import read_run_info
-from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, read_results
-from harness.measure.telemetry import read_series
+from harness.records.jsonl import read_jsonl
+from harness.records.results import read_results
+from harness.records.runinfo import read_run_info
+from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, per_question_of
 
 
 @dataclass
@@ -35,7 +34,35 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     info, info_problems = read_run_info(run_dir)
     records, problems = read_results(run_dir / "results.jsonl")
-    return RunData(run_dir, info, records, info_problems + problems)
+    return with_per_question(RunData(run_dir, info, records, info_problems + problems))
+
+
+def load_results(results: Path) -> RunData:
+    """A baseline run, known by its results file alone (no run.json needed); its problems say "baseline"."""
+    records, problems = read_results(results)
+    run = with_per_question(RunData(results.parent, {}, records, problems))
+    run.problems = [f"baseline {p}" for p in run.problems]
+    return run
+
+
+def with_per_question(run: RunData) -> RunData:
+    """GSM8K records written before they carried per-question results get them from their samples log, so the
+    gates and the baseline diff judge every record alike; a missing log is named (the gate then has no data)."""
+    records = []
+    for r in run.records:
+        if isinstance(r, Gsm8kRecord) and r.per_question is None:
+            path = resolve_path(run.run_dir, r.samples_path)
+            if path is None:
+                run.problems.append(f"GSM8K per-sample log of {r.arm}: file {r.samples_path!r} not found (nor under "
+                                    f"{run.run_dir}); no per-question results: its gate has no data and a baseline "
+                                    "diff compares it unpaired")
+            else:
+                rows, problems = read_jsonl(path)
+                run.problems += problems
+                r = r.model_copy(update={"per_question": per_question_of(rows)})
+        records.append(r)
+    run.records = records
+    return run
 
 
 def resolve_path(run_dir: Path, recorded: str | None) -> Path | None:
@@ -71,16 +98,10 @@ def tpot_samples(run: RunData) -> tuple[dict[tuple[str, int], list[float]], list
         if path is None:
             problems.append(missing(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path))
             continue
-        values = []
-        for line in path.read_text().splitlines():
-            try:
-                s = json.loads(line)
-            except json.JSONDecodeError:
-                problems.append(f"{path}: a line is not JSON (truncated?); skipped")
-                continue
-            if not s.get("error") and s.get("tpot_s") is not None:
-                values.append(s["tpot_s"] * 1e3)
-        out[(r.arm, r.concurrency)] = values
+        rows, bad = read_jsonl(path)
+        problems += bad
+        out[(r.arm, r.concurrency)] = [s["tpot_s"] * 1e3 for s in rows if not s.get("error") and s.get("tpot_s")
+                                       is not None]
     return out, problems
 
 
@@ -95,17 +116,13 @@ def kv_series(run: RunData) -> tuple[dict[tuple[str, int], list[tuple[float, flo
         if path is None:
             problems.append(missing(run, f"KV-usage timeline of {r.arm} c{r.concurrency}", r.telemetry_path))
             continue
-        out[(r.arm, r.concurrency)] = read_series(path, "metrics", "kv_usage")
+        rows, bad = read_jsonl(path)
+        problems += bad
+        out[(r.arm, r.concurrency)] = series_of(rows, "metrics", "kv_usage")
     return out, problems
 
 
-def per_question(run: RunData, side: str, flt: str) -> tuple[dict[tuple[str, str], dict[int, bool] | None], list]:
-    """(side, arm) -> doc id -> correct from each GSM8K record's sample log; None where the log is missing."""
-    out, problems = {}, []
-    for r in (r for r in run.records if isinstance(r, Gsm8kRecord)):
-        path = resolve_path(run.run_dir, r.samples_path)
-        if path is None:
-            problems.append(missing(run, f"GSM8K per-sample log of {r.arm} ({side})", r.samples_path)
-                            + "; accuracy compared unpaired")
-        out[(side, r.arm)] = read_per_question(path, flt) if path else None
-    return out, problems
+def series_of(rows: list[dict], source: str, key: str) -> list[tuple[float, float]]:
+    """(t_s, value) of one metric from a telemetry file's rows (pure)."""
+    return [(row["t_s"], row["values"][key]) for row in rows
+            if row.get("source") == source and key in row.get("values", {})]

@@ -1,1 +1,1 @@
-"""Serve: a plan -> a live local server process (start, health, stop the whole tree) and its log parsed. Imports harness.config and harness.plan."""
+"""Plan -> a live local server: start, health, stop the tree; its log parsed. Imports: config, plan."""

@@ -5,13 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.plan.env_policy import log_env_problem
 from harness.config.arms import Arm
 from harness.config.errors import LaunchError, PreflightError
 from harness.config.paths import server_python
+from harness.plan.env_policy import log_env_problem
 from harness.plan.nodes import Plan, build_plan
-from harness.plan.preflight import Verdict, violations
-from harness.serve.process import Server, ServerInfo, free_port
+from harness.plan.preflight import violations
+from harness.serve.process import Server, free_port
+from harness.serve.serverlog import parse_backends
+
+
+@dataclass
+class ServerInfo:
+    """What the harness learned about a server that came up."""
+
+    base_url: str
+    startup_s: float
+    backends: list[str]  # attention backends the log says vLLM selected, the target's first
+    vllm_version: str | None
 
 
 @dataclass
@@ -47,25 +58,14 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
                     arm.timeouts.shutdown_s, port, arm.server.host)
     server.start()
     try:
-        info = server.wait_healthy()
+        startup_s, version = server.wait_healthy()
     except BaseException:
         server.stop()
         raise
-    problem = log_env_problem(server.log_text(), plan.nodes[0].env, info.vllm_version)
+    info = ServerInfo(server.base_url, startup_s, parse_backends(server.log_text()), version)
+    problem = log_env_problem(server.log_text(), plan.nodes[0].env, version)
     if problem:
         server.stop()
         raise LaunchError(f"arm {arm.name!r}: {problem}")
     return LiveServer(arm, plan, server, info)
 
-
-def backend_verdict(expected: str | None, selected: list[str]) -> Verdict:
-    """A silent fallback to another attention backend is a failed check, not a footnote."""
-    rule = "attention_backend"
-    shown = selected[0] if selected else None
-    if expected is None:
-        return Verdict(rule, True, f"no backend declared; the log names {shown or 'none'}")
-    if shown is None:
-        return Verdict(rule, False, f"expected {expected}, but the server log names no attention backend")
-    if shown != expected:
-        return Verdict(rule, False, f"expected {expected}, vLLM selected {shown} (silent fallback)")
-    return Verdict(rule, True, f"vLLM selected {shown} as declared")

@@ -9,14 +9,13 @@ outlive the harness, even when the harness is interrupted.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -25,11 +24,10 @@ import psutil
 from harness.config.errors import LaunchError
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
-from harness.serve.serverlog import KvCapacity, find_fatal, parse_backends, parse_kv_capacity, tail
+from harness.serve.serverlog import find_fatal, tail
 
 LIVE: set[Server] = set()
 POLL_S = 0.5
-PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -38,24 +36,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    # Linux: the server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL).
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-    os.setsid()
-
-
-@dataclass
-class ServerInfo:
-    """What the harness learned about a server that came up."""
-
-    base_url: str
-    startup_s: float
-    kv_capacity: KvCapacity | None
-    backends: list[str]
-    vllm_version: str | None
+def with_pdeathsig(argv: list[str]) -> list[str]:
+    """The argv run under util-linux's `setpriv --pdeathsig TERM`, which sets PR_SET_PDEATHSIG and execs it: the
+    server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL). Where setpriv is missing (not
+    Linux), the argv as is: atexit and the CLI's signal handlers still stop every server."""
+    helper = shutil.which("setpriv")
+    return [helper, "--pdeathsig", "TERM", "--", *argv] if helper else list(argv)
 
 
 class Server:
@@ -93,9 +79,9 @@ class Server:
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
         env = {**os.environ, **self.command.env}
-        self.proc = subprocess.Popen(list(self.command.argv), env=env, stdout=self._log_file,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
+        # Its own session (process group): stop() signals the whole group; no preexec_fn (not thread-safe).
+        self.proc = subprocess.Popen(with_pdeathsig(list(self.command.argv)), env=env, stdout=self._log_file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         LIVE.add(self)
 
     def _failure(self, reason: str) -> LaunchError:
@@ -112,7 +98,8 @@ class Server:
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 
-    def wait_healthy(self) -> ServerInfo:
+    def wait_healthy(self) -> tuple[float, str | None]:
+        """(start-up seconds, vLLM version from /version) once /health answers; LaunchError if it never does."""
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
         with httpx.Client(timeout=5.0) as client:
@@ -133,8 +120,7 @@ class Server:
             except (httpx.HTTPError, ValueError):
                 pass
         self._remember_tree()
-        log = self.log_text()
-        return ServerInfo(self.base_url, time.monotonic() - t0, parse_kv_capacity(log), parse_backends(log), version)
+        return time.monotonic() - t0, version
 
     def _remember_tree(self) -> None:
         # Children are recorded while the parent lives: once it is gone they are re-parented

@@ -1,1 +1,1 @@
-"""The deterministic tiny-model generator. Runs in the *server* environment (torch, transformers, tokenizers), not the harness's: `python -m harness.tinymodel --arch llama|deepseek_v3 --device cpu|cuda`. Imports nothing from harness."""
+"""Tiny-model generator; runs in the *server* environment (torch, transformers). Imports: nothing from harness."""

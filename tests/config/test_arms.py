@@ -1,7 +1,8 @@
 import pytest
 
-from harness.config.arms import apply_override, deep_merge, known_arms, load_arm
+from harness.config.arms import apply_override, known_arms, load_arm
 from harness.config.errors import ConfigError
+from harness.config.files import deep_merge
 from harness.config.paths import ARMS_DIR
 
 REQUIRED_ARMS = {"tp8", "dcp8", "tp16-dcp16", "dspark-dcp8", "cpu-ref", "cpu-smoke"}

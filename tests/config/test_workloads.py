@@ -4,7 +4,8 @@ import pytest
 
 from harness.config.arms import Arm
 from harness.config.errors import ConfigError
-from harness.config.workloads import TokenSpace, build_prompts, load_workload, token_space
+from harness.config.workloads import load_workload
+from harness.measure.prompts import TokenSpace, build_prompts, token_space
 
 
 def test_shipped_workloads():

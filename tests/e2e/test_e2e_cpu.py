@@ -20,12 +20,14 @@ import psutil
 import pytest
 
 from harness.config.arms import load_arm
-from harness.measure.client import complete, top_gaps
 from harness.config.errors import LaunchError
-from harness.serve.launch import launch, plan_for
 from harness.config.paths import REPO_ROOT, server_python
-from harness.tinymodel.generate import PROBE_PROMPTS
+from harness.measure.generation import Sampling, generate_batch
 from harness.plan.vllm_args import check_with_vllm
+from harness.refcheck.compare import top_gap
+from harness.serve.launch import launch, plan_for
+from harness.serve.serverlog import parse_kv_capacity
+from harness.tinymodel.generate import PROBE_PROMPTS
 
 pytestmark = pytest.mark.e2e
 BF16_NOISE = 1e-2
@@ -53,16 +55,16 @@ def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):
     try:
         pids = live.server.pids()
         assert len(pids) >= 2, "expected the API server and its engine core"
-        assert live.info.kv_capacity is not None and live.info.kv_capacity.tokens > 0
-        assert live.info.kv_capacity.device == "CPU"
+        kv = parse_kv_capacity(live.server.log_text())
+        assert kv is not None and kv.tokens > 0 and kv.device == "CPU"
         assert live.info.vllm_version and live.info.startup_s > 0
         gaps = []
         for prompt in PROBE_PROMPTS:
-            c = complete(live.info.base_url, arm.model.served_name, prompt, max_tokens=16, logprobs=2)
-            assert c.completion_tokens == 16 and len(c.token_logprobs) == 16
-            again = complete(live.info.base_url, arm.model.served_name, prompt, max_tokens=16, logprobs=2)
-            assert again.tokens == c.tokens, "greedy output changed between two identical requests"
-            gaps += top_gaps(c)
+            c, again = (asyncio.run(generate_batch(live.info.base_url, arm.model.served_name, [prompt], Sampling(16, 2),
+                                                   arm.timeouts.request_s))[0] for _ in range(2))
+            assert len(c.token_ids) == 16 and len(c.logprobs) == 16
+            assert again.token_ids == c.token_ids, "greedy output changed between two identical requests"
+            gaps += [g for i in range(16) if (g := top_gap(c, i)) is not None]
         median_gap = statistics.median(gaps)
         assert median_gap > 20 * BF16_NOISE, f"tiny model not peaked: median top-1/top-2 gap {median_gap:.3f}"
     finally:
@@ -169,6 +171,10 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     gate = {r["gate"]: r for r in records if r["kind"] == "gate"}
     assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
     assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
+    # The live verdicts (recorded by the comparison tests) are what the report recomputes from the file alone.
+    live = {(g["gate"], g["passed"], g["detail"]) for g in gate.values()}
+    rerendered = json.loads((run / "tables" / "gates.json").read_text())
+    assert {(g["Gate"], g["Verdict"] == "PASS", g["Detail"]) for g in rerendered} == live
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
@@ -182,8 +188,9 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
 
 
 def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
+    from harness.config.workloads import load_workload
     from harness.measure.long_prefix import level_fields, measure
-    from harness.config.workloads import build_prompts, load_workload, token_space
+    from harness.measure.prompts import build_prompts, token_space
 
     arm = load_arm("cpu-ref")
     live = launch(arm, tmp_path / "cpu-ref")

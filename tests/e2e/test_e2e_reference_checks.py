@@ -14,12 +14,13 @@ import psutil
 import pytest
 
 from harness.config.arms import load_arm
-from harness.refcheck.prompts import build_check_prompts
-from harness.measure.generation import Sampling
-from harness.serve.launch import launch
 from harness.config.paths import REPO_ROOT
+from harness.config.workloads import ReferenceChecksWorkload, load_workload
+from harness.measure.generation import Sampling
+from harness.measure.prompts import token_space
 from harness.refcheck.batches import capture, compare_batches
-from harness.config.workloads import ReferenceChecksWorkload, load_workload, token_space
+from harness.refcheck.prompts import build_check_prompts
+from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
 SUITES = "prefix_reuse,graph_replay"

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
 import pytest
 from reportrun import make_run
 
-from harness.judge.baseline import (
-    BaselineThresholds,
-    accuracy_delta,
-    baseline_results,
-    compare,
-    load_thresholds,
-)
 from harness.config.errors import ConfigError
-from harness.report.render import render_run
-from harness.records.schema import read_results
+from harness.config.thresholds import BaselineThresholds, load_thresholds
+from harness.judge.baseline import accuracy_delta, baseline_deltas
 from harness.judge.stats import two_proportion_p
+from harness.records.results import locate_results, read_results
+from harness.report.render import render_run
 
 T = BaselineThresholds()
 
@@ -29,7 +25,7 @@ def records(run):
 
 def test_same_run_as_baseline_flags_nothing(tmp_path):
     run = make_run(tmp_path)
-    deltas = compare(records(run), records(run), T, {})
+    deltas = baseline_deltas(records(run), records(run), T)
     assert {d.metric for d in deltas} == {"TPOT p50", "KV tokens", "exact_match"}
     assert len(deltas) == 2 * 2 + 2 + 2 and not [d for d in deltas if d.regression]
     assert {d.change for d in deltas if d.metric == "TPOT p50"} == {"+0.0%"}
@@ -37,7 +33,7 @@ def test_same_run_as_baseline_flags_nothing(tmp_path):
 
 def test_tpot_30_percent_slower_is_a_regression_per_arm_and_level(tmp_path):
     base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3)
-    flagged = [d for d in compare(records(slow), records(base), T, {}) if d.regression]
+    flagged = [d for d in baseline_deltas(records(slow), records(base), T) if d.regression]
     assert [(d.metric, d.arm, d.where, d.change) for d in flagged] == [
         ("TPOT p50", a, c, "+30.0%") for a in ("cpu-smoke", "cpu-ref") for c in ("c1", "c2")]
     assert "cpu-smoke c1: TPOT p50 6.955 ms is +30.0% vs baseline 5.350 ms (limit +10%)" == flagged[0].regression  # median of 5.0..5.7 ms = 5.35
@@ -45,12 +41,12 @@ def test_tpot_30_percent_slower_is_a_regression_per_arm_and_level(tmp_path):
 
 def test_tpot_within_tolerance_is_not_flagged(tmp_path):
     base, a_bit = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.05)
-    assert not [d for d in compare(records(a_bit), records(base), T, {}) if d.regression]
+    assert not [d for d in baseline_deltas(records(a_bit), records(base), T) if d.regression]
 
 
 def test_kv_capacity_drop_is_flagged(tmp_path):
     base, small = make_run(tmp_path, "base"), make_run(tmp_path, "small", kv_tokens=90_000)
-    flagged = [d.regression for d in compare(records(small), records(base), T, {}) if d.regression]
+    flagged = [d.regression for d in baseline_deltas(records(small), records(base), T) if d.regression]
     assert flagged == [f"{a}: KV capacity 90000 tokens is -10.0% vs baseline 100000 (limit -1%)"
                        for a in ("cpu-smoke", "cpu-ref")]
 
@@ -107,10 +103,14 @@ def test_render_with_sample_logs_uses_the_paired_test_and_flags_the_drop(tmp_pat
 
 def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path):
     base, cur = make_run(tmp_path, "base"), make_run(tmp_path, "cur")
-    shutil.rmtree(base / "cpu-smoke" / "gsm8k")
+    shutil.rmtree(base / "cpu-smoke" / "gsm8k")  # and its record predates per-question results in the record
+    lines = [json.loads(line) for line in (base / "results.jsonl").read_text().splitlines()]
+    for r in lines:
+        r.pop("per_question", None)
+    (base / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     rendered = render_run(cur, baseline=str(base / "results.jsonl"))
-    assert "GSM8K per-sample log of cpu-smoke (baseline)" in rendered.markdown
-    assert "accuracy compared unpaired" in rendered.markdown and "two-proportion z" in rendered.markdown
+    assert "baseline GSM8K per-sample log of cpu-smoke: file" in rendered.markdown
+    assert "a baseline diff compares it unpaired" in rendered.markdown and "two-proportion z" in rendered.markdown
     assert rendered.regressions == [] and rendered.exit_code == 0
 
 
@@ -127,10 +127,10 @@ def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsy
 
 def test_baseline_argument_forms(tmp_path):
     run = make_run(tmp_path)
-    assert baseline_results(str(run)) == run / "results.jsonl"
-    assert baseline_results(str(run / "results.jsonl")) == run / "results.jsonl"
+    assert locate_results(str(run)) == run / "results.jsonl"
+    assert locate_results(str(run / "results.jsonl")) == run / "results.jsonl"
     with pytest.raises(ConfigError, match="no results.jsonl there"):
-        baseline_results(str(tmp_path / "nope"))
+        locate_results(str(tmp_path / "nope"))
 
 
 def test_thresholds_come_from_the_baseline_section(tmp_path):

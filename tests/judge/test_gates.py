@@ -1,45 +1,100 @@
-import pytest
+"""Candidate-vs-reference gates computed from records alone; missing, failed or partial input reads FAIL."""
 
-from harness.config import gates
-from harness.config.errors import ConfigError
+from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
+from harness.judge import gates
+from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, Summary
 
-
-def test_defaults_and_arm_override():
-    assert gates.load_gates("dcp8").long_prefix.tpot_p50_tolerance == 0.05
-    assert gates.load_gates("cpu-smoke").long_prefix.tpot_p50_tolerance == 0.5
+TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
 
 
-def test_bad_gates_file(tmp_path):
-    path = tmp_path / "gates.yaml"
-    path.write_text("defaults:\n  long_prefix:\n    tpot_tolerance: 0.1\n")
-    with pytest.raises(ConfigError, match="long_prefix.tpot_tolerance"):
-        gates.load_gates("x", path)
-    path.write_text("default: {}\n")
-    with pytest.raises(ConfigError, match="unknown top-level key"):
-        gates.load_gates("x", path)
+def lp(arm: str, conc: int, tpot_p50: float | None, **kw) -> LongPrefixRecord:
+    tpot = Summary(n=8, mean=tpot_p50, p50=tpot_p50, p90=tpot_p50, p99=tpot_p50) if tpot_p50 else Summary.of([])
+    fields = dict(run_id="r", arm=arm, suite="long_prefix", workload="w", prompts_sha="sha", concurrency=conc,
+                  status="complete", requests=8, failed=0, ttft=Summary.of([0.1]), tpot=tpot, itl=tpot,
+                  e2e=Summary.of([1.0]), kv_usage=None, gpu_memory_mib=None, samples_path="s")
+    return LongPrefixRecord(**{**fields, **kw})
 
 
-def test_tpot_regression_gate():
-    assert gates.tpot_regression("dcp8", "tp8", 1, 0.0105, 0.0138, 0.05) is None  # the seed: DCP8 faster
-    msg = gates.tpot_regression("dcp8", "tp8", 2, 0.0150, 0.0138, 0.05)
-    assert msg == "c2: dcp8 TPOT p50 15.000 ms > tp8 13.800 ms x (1 + 0.05) = 14.490 ms"
-    assert "no TPOT p50 for tp8" in gates.tpot_regression("dcp8", "tp8", 1, 0.01, None, 0.05)
+def gsm(arm: str, right: list[bool], request_errors: int = 0, status: str = "complete") -> Gsm8kRecord:
+    k = sum(right)
+    score = FilterScore(exact_match=k / len(right) if right else None, stderr=None, correct=k)
+    per_q = {f: dict(enumerate(right)) for f in ("strict-match", "flexible-extract")}
+    return Gsm8kRecord(run_id="r", arm=arm, suite="gsm8k", workload="w", task="gsm8k_local", data_files=None,
+                       lm_eval_version="0.4.9", task_hash=None, num_fewshot=5, limit=None, n=len(right),
+                       scores={"strict-match": score, "flexible-extract": score}, request_errors=request_errors,
+                       invalid=0, status=status, wall_s=1.0, num_concurrent=1, samples_path=None, per_question=per_q)
 
 
-def test_failed_requests_and_cold_start_gates():
-    assert gates.failed_requests("a", 1, 0, 0) is None
-    assert gates.failed_requests("a", 1, 2, 0) == "a c1: 2 failed request(s), at most 0 allowed"
-    assert gates.cold_start("a", 0.019, 0.010, 2.0) is None
-    assert "cold-start TPOT 25.000 ms > 2 x steady-state p50 10.000 ms" in gates.cold_start("a", 0.025, 0.010, 2.0)
+def test_tpot_gate_passes_within_tolerance_and_names_the_slow_level():
+    ok = gates.tpot_gate([lp("dcp8", 1, 0.0105), lp("tp8", 1, 0.0138)], "dcp8", "tp8", TOL)  # the seed: DCP8 faster
+    assert ok.passed and ok.detail == "TPOT p50 within 0.05 of tp8 at every concurrency"
+    bad = gates.tpot_gate([lp("dcp8", 1, 0.0105), lp("dcp8", 2, 0.0150), lp("tp8", 1, 0.0138), lp("tp8", 2, 0.0138)],
+                          "dcp8", "tp8", TOL)
+    assert not bad.passed and bad.detail == "c2: dcp8 TPOT p50 15.000 ms > tp8 13.800 ms x (1 + 0.05) = 14.490 ms"
+    assert round(bad.numbers["c2_ratio"], 4) == round(0.0150 / 0.0138, 4)
 
 
-def test_cpu_pair_records_timing_gates_without_enforcing():
-    assert gates.load_gates("cpu-smoke").long_prefix.enforce_timing is False
-    assert gates.load_gates("dcp8").long_prefix.enforce_timing is True
+def test_tpot_gate_without_long_prefix_rows_is_fail_no_data():
+    r = gates.tpot_gate([gsm("dcp8", [True])], "dcp8", "tp8", TOL)
+    assert not r.passed
+    assert r.detail == "no data: no long_prefix record for dcp8; no data: no long_prefix record for tp8"
 
 
-def test_kv_capacity_log_and_metrics_must_agree():
-    assert gates.kv_capacity_agrees("a", 2_018_304, 2_018_304) is None
-    assert gates.kv_capacity_agrees("a", 2_018_304, None) is None  # not exported by older vLLMs
-    msg = gates.kv_capacity_agrees("a", 31_871_376, 2_018_304)  # e.g. a draft model's line parsed by mistake
-    assert msg == "arm 'a': log says 31871376 KV tokens, /metrics kv_cache_size_tokens says 2018304"
+def test_tpot_gate_on_partial_input_is_fail_no_data():
+    aborted = [lp("dcp8", 1, 0.010), lp("dcp8", 2, None, status="aborted", requests=3), lp("tp8", 1, 0.012),
+               lp("tp8", 2, 0.012)]
+    r = gates.tpot_gate(aborted, "dcp8", "tp8", TOL)
+    assert not r.passed and r.detail == "no data: dcp8 c2 aborted after 3 request(s)"
+    missing_level = gates.tpot_gate([lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012), lp("tp8", 2, 0.012)], "dcp8", "tp8", TOL)
+    assert missing_level.detail == "no data: dcp8 has no c2 level"
+    failed = gates.tpot_gate([lp("dcp8", 1, 0.010, failed=8), lp("tp8", 1, 0.012)], "dcp8", "tp8", TOL)
+    assert failed.detail == "no data: dcp8 c1: 8/8 request(s) failed (at most 0)"
+    other = gates.tpot_gate([lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012, prompts_sha="x")], "dcp8", "tp8", TOL)
+    assert not other.passed and "different prompts" in other.detail
+
+
+def test_tpot_gate_not_enforced_still_fails_and_says_so():
+    r = gates.tpot_gate([lp("a", 1, 0.02), lp("b", 1, 0.01)], "a", "b",
+                        LongPrefixGates(tpot_p50_tolerance=0.5, enforce_timing=False))
+    assert not r.passed and not r.enforced and r.detail.endswith("(not enforced for this arm: gates.yaml "
+                                                                 "enforce_timing false)")
+
+
+def test_a_relaunched_arms_later_record_replaces_the_earlier_one():
+    r = gates.tpot_gate([lp("a", 1, None, status="aborted"), lp("a", 1, 0.01), lp("b", 1, 0.01)], "a", "b", TOL)
+    assert r.passed
+
+
+def test_gsm8k_gate_uses_discordant_pairs():
+    ref = [i % 10 != 0 for i in range(100)]  # 90 right
+    assert gates.gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates()).passed
+    worse = [v and i >= 24 for i, v in enumerate(ref)]  # loses 1-9, 11-19, 21-23: 21 questions
+    r = gates.gsm8k_gate([gsm("dcp8", worse), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    assert not r.passed and "exact McNemar p" in r.detail
+    assert r.numbers["paired"] == 100 and r.numbers["only_reference"] == 21 and r.numbers["only_candidate"] == 0
+    assert gates.mcnemar_regression("dcp8", "tp8", 3, 1, 0.05) is None  # not significant
+    assert gates.mcnemar_regression("dcp8", "tp8", 0, 30, 0.05) is None  # better is never a failure
+
+
+def test_gsm8k_gate_with_every_request_failed_is_fail_no_data_not_pass():
+    # 16/16 request errors score every question wrong; against a reference that got 1 right McNemar would pass.
+    r = gates.gsm8k_gate([gsm("cpu-smoke", [False] * 16, request_errors=16), gsm("cpu-ref", [True] + [False] * 15)],
+                         "cpu-smoke", "cpu-ref", Gsm8kGates())
+    assert not r.passed and r.detail == "no data: cpu-smoke: 16/16 GSM8K request(s) failed (at most 0)"
+
+
+def test_gsm8k_gate_missing_aborted_or_without_per_question_results_is_fail_no_data():
+    assert gates.gsm8k_gate([gsm("a", [True])], "a", "b", Gsm8kGates()).detail == "no data: no gsm8k record for b"
+    aborted = gates.gsm8k_gate([gsm("a", [True], status="aborted"), gsm("b", [True])], "a", "b", Gsm8kGates())
+    assert aborted.detail == "no data: a GSM8K aborted after 1 question(s)"
+    bare = gsm("b", [True]).model_copy(update={"per_question": None})
+    r = gates.gsm8k_gate([gsm("a", [True]), bare], "a", "b", Gsm8kGates())
+    assert not r.passed and "no data: b has no per-question strict-match results" in r.detail
+
+
+def test_evaluate_gates_only_for_the_suites_the_run_selected():
+    records = [lp("a", 1, 0.01), lp("b", 1, 0.01)]
+    assert [g.gate for g in gates.evaluate_gates(records, "a", "b", Gates(), ["long_prefix"])] == ["long_prefix_tpot_p50"]
+    both = gates.evaluate_gates(records, "a", "b", Gates(), ["gsm8k", "long_prefix", "kv_capacity"])
+    assert [(g.gate, g.passed) for g in both] == [("long_prefix_tpot_p50", True), ("gsm8k_paired_accuracy", False)]
+    assert gates.evaluate_gates(records, "a", None, Gates(), ["long_prefix"]) == []

@@ -27,22 +27,3 @@ def test_cache_config_labels():
     assert label_int(info, "num_gpu_blocks") * label_int(info, "block_size") == 2_018_304
     assert label_int({"num_gpu_blocks": "None"}, "num_gpu_blocks") is None
     assert cache_config("") == {}
-
-
-HIST = """\
-# HELP vllm:request_time_per_output_token_seconds Histogram of time_per_output_token_seconds per request.
-# TYPE vllm:request_time_per_output_token_seconds histogram
-vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01",model_name="m"} 3.0
-vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.025",model_name="m"} 7.0
-vllm:request_time_per_output_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 8.0
-vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 8.0
-vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.1
-"""
-
-
-def test_histogram_buckets_and_delta():
-    from harness.measure.metrics import bucket_delta, histogram_buckets
-
-    b = histogram_buckets(HIST, "vllm:request_time_per_output_token_seconds")
-    assert b == [(0.01, 3.0), (0.025, 7.0), (float("inf"), 8.0)]
-    assert bucket_delta([(0.01, 1.0), (0.025, 2.0), (float("inf"), 2.0)], b) == [(0.01, 2.0), (0.025, 5.0), (float("inf"), 6.0)]

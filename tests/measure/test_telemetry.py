@@ -1,6 +1,8 @@
 """The per-level /metrics + NVML time series that the report's KV-usage timeline is drawn from."""
 
-from harness.measure.telemetry import read_series, series_lines, write_series
+from harness.measure.telemetry import series_lines
+from harness.records.jsonl import read_jsonl, write_jsonl
+from harness.report.rundata import series_of
 
 
 def test_series_keeps_only_the_level_window_in_time_order():
@@ -12,11 +14,12 @@ def test_series_keeps_only_the_level_window_in_time_order():
 
 def test_series_roundtrip_skips_a_truncated_line(tmp_path):
     path = tmp_path / "telemetry_c1.jsonl"
-    write_series(path, series_lines([(0, {"kv_usage": 0.25}), (10**8, {"kv_usage": 0.5})], [], 0, 10**9))
+    write_jsonl(path, series_lines([(0, {"kv_usage": 0.25}), (10**8, {"kv_usage": 0.5})], [], 0, 10**9))
     with path.open("a") as f:
         f.write('{"t_s": 0.2, "sour')
-    assert read_series(path, "metrics", "kv_usage") == [(0.0, 0.25), (0.1, 0.5)]
-    assert read_series(path, "nvml", "0") == []
+    rows, problems = read_jsonl(path)
+    assert series_of(rows, "metrics", "kv_usage") == [(0.0, 0.25), (0.1, 0.5)]
+    assert series_of(rows, "nvml", "0") == [] and problems == [f"{path}:3: truncated last line (the run was interrupted); skipped"]
 
 
 def test_level_fields_reference_the_series_file(tmp_path):

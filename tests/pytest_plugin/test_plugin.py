@@ -7,19 +7,23 @@ def session(tmp_path, reference="tp8") -> HarnessSession:
     return HarnessSession(Options(arm="dcp8", reference=reference, run_dir=tmp_path / "run"))
 
 
-def test_both_measured_returns_the_pair(tmp_path):
+def test_pair_and_records_read_back_from_the_results_file(tmp_path):
+    from harness.records.schema import KvCapacityRecord
+
     s = session(tmp_path)
-    s.measurements[("gsm8k", "dcp8")] = {"n": 2}
-    s.measurements[("gsm8k", "tp8")] = {"n": 3}
-    assert s.both_measured("gsm8k") == ("dcp8", "tp8", {"n": 2}, {"n": 3})
-    assert s.run_id == "run" and s.reference_name == "tp8"
+    assert s.pair() == ("dcp8", "tp8") and s.run_id == "run"
+    s.writer.append(KvCapacityRecord(run_id="run", arm="dcp8", suite="kv_capacity", device="GPU", tokens=5,
+                                     gib_per_worker=None, tp=8, dcp=8, source_line="x"))
+    assert [r.tokens for r in s.records()] == [5]
 
 
-def test_both_measured_fails_naming_the_missing_arm(tmp_path):
-    s = session(tmp_path)
-    s.measurements[("gsm8k", "dcp8")] = {"n": 2}
-    with pytest.raises(pytest.fail.Exception, match="no gsm8k result for tp8: see its test_gsm8k result"):
-        s.both_measured("gsm8k")
+def test_pair_skips_without_a_reference(tmp_path, arms_dir):
+    d, write = arms_dir
+    write("solo", "extends: base\n")
+    s = HarnessSession(Options(arm="solo", run_dir=tmp_path / "run"))
+    s._arms["solo"] = s._arms.get("solo") or __import__("harness.config.arms", fromlist=["load_arm"]).load_arm("solo", arms_dir=d)
+    with pytest.raises(pytest.skip.Exception, match="names no reference arm"):
+        s.pair()
 
 
 def test_reference_defaults_to_the_arms_own(tmp_path):

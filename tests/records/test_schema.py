@@ -1,6 +1,7 @@
 import json
 
-from harness.records.schema import SCHEMA_VERSION, KvCapacityRecord, OutcomeRecord, ResultsWriter, ServerRecord, read_results
+from harness.records.results import ResultsWriter, read_results
+from harness.records.schema import SCHEMA_VERSION, KvCapacityRecord, OutcomeRecord, ServerRecord
 
 
 def write_two(path):

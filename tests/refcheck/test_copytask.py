@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from harness.config.workloads import ReferenceChecksWorkload, TokenSpace, load_workload
+from harness.config.workloads import ReferenceChecksWorkload, load_workload
+from harness.measure.prompts import TokenSpace
 from harness.refcheck.prompts import build_check_prompts
 from harness.tinymodel.copytask import copy_accuracy, copy_prompt, copy_sequence
 

@@ -13,31 +13,38 @@ from harness.config.paths import REPO_ROOT
 from harness.report.render import render_run
 
 FAKE_SUITE = '''
-from harness.records.schema import GateRecord
-
-SENTENCE = "c1: cpu-smoke TPOT p50 9.000 ms > cpu-ref 5.000 ms x (1 + 0.05) = 5.250 ms"
-
-
-def test_tpot_vs_reference(record):
-    passed = {passed}
-    record(GateRecord, arm="cpu-smoke", gate="long_prefix_tpot_p50", reference="cpu-ref", passed=passed,
-           detail="within tolerance" if passed else SENTENCE)
-    assert passed, SENTENCE
+from harness.config.thresholds import load_gates
+from harness.judge.gates import tpot_gate
+from harness.records.schema import GateRecord, LongPrefixRecord, Summary
 
 
-def test_other_check(record):
-    pass
+def level(arm, tpot_s):
+    return dict(arm=arm, workload="w", prompts_sha="sha", concurrency=1, status="complete", requests=4, failed=0,
+                ttft=Summary.of([0.1]), tpot=Summary.of([tpot_s] * 4), itl=Summary.of([tpot_s]), e2e=Summary.of([1.0]),
+                kv_usage=None, gpu_memory_mib=None, samples_path="s")
+
+
+def test_measure(record):
+    record(LongPrefixRecord, **level("dcp8", {cand_tpot}))
+    record(LongPrefixRecord, **level("tp8", 0.005))
+
+
+def test_tpot_vs_reference(harness_session, record):
+    cand, ref = harness_session.pair()
+    gate = tpot_gate(harness_session.records(), cand, ref, load_gates(cand).long_prefix)
+    record(GateRecord, **gate.record_fields())
+    assert gate.passed, gate.detail
 '''
 
 
 def run_fake_suite(tmp_path, passed: bool):
     suites = tmp_path / "suites"
     suites.mkdir()
-    (suites / "test_fake.py").write_text(textwrap.dedent(FAKE_SUITE.format(passed=passed)))
+    (suites / "test_fake.py").write_text(textwrap.dedent(FAKE_SUITE.format(cand_tpot=0.005 if passed else 0.009)))
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.run([sys.executable, "-m", "pytest", str(suites / "test_fake.py"), "-p", "harness.pytest_plugin.plugin",
-                           "-p", "no:cacheprovider", "--arm", "cpu-smoke", "--run-dir", str(run),
+                           "-p", "no:cacheprovider", "--arm", "dcp8", "--run-dir", str(run),
                            f"--junitxml={run / 'junit.xml'}", "-o", "junit_family=xunit2", "-q"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     return proc, run
@@ -47,14 +54,14 @@ def test_failing_gate_fails_the_run_and_its_junit_case_carries_the_sentence(tmp_
     proc, run = run_fake_suite(tmp_path, passed=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     cases = {c.get("name"): c for c in ET.parse(run / "junit.xml").getroot().iter("testcase")}
-    assert set(cases) == {"test_tpot_vs_reference", "test_other_check"}
+    assert set(cases) == {"test_tpot_vs_reference", "test_measure"}
     failure = cases["test_tpot_vs_reference"].find("failure")
-    assert failure is not None and cases["test_other_check"].find("failure") is None
-    sentence = "c1: cpu-smoke TPOT p50 9.000 ms > cpu-ref 5.000 ms x (1 + 0.05) = 5.250 ms"
+    assert failure is not None and cases["test_measure"].find("failure") is None
+    sentence = "c1: dcp8 TPOT p50 9.000 ms > tp8 5.000 ms x (1 + 0.05) = 5.250 ms"
     assert sentence in failure.get("message") and sentence in failure.text
-    rendered = render_run(run, exit_code=proc.returncode)
-    assert f"| long_prefix_tpot_p50 | cpu-smoke vs cpu-ref | FAIL      | {sentence} |" in rendered.markdown
-    assert "| fake    | cpu-smoke | test_tpot_vs_reference | failed    |" in rendered.markdown
+    rendered = render_run(run, exit_code=proc.returncode)  # the gate recomputed from results.jsonl alone
+    assert f"| long_prefix_tpot_p50 | dcp8 vs tp8        | FAIL      | {sentence} |" in rendered.markdown
+    assert "| fake    | dcp8  | test_tpot_vs_reference | failed    |" in rendered.markdown
     assert "FAILED (exit code 1)" in rendered.html_path.read_text()
 
 
@@ -63,4 +70,5 @@ def test_passing_gate_exits_0_with_no_failure_in_junit(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not list(ET.parse(run / "junit.xml").getroot().iter("failure"))
     rendered = render_run(run, exit_code=proc.returncode)
-    assert "| long_prefix_tpot_p50 | cpu-smoke vs cpu-ref | PASS      | within tolerance |" in rendered.markdown
+    assert ("| long_prefix_tpot_p50 | dcp8 vs tp8        | PASS      | TPOT p50 within 0.05 of tp8 at every concurrency |"
+            in rendered.markdown)

@@ -12,7 +12,7 @@ from reportrun import make_run
 from harness.report.render import annotation, final_exit_code, render_run
 from harness.report.rundata import resolve_path
 
-TABLES = ["accuracy", "performance", "kv_capacity", "reference_checks", "gates", "checks"]
+TABLES = ["accuracy", "performance", "cold_start", "kv_capacity", "reference_checks", "gates", "checks", "servers"]
 
 
 def test_complete_run_renders_every_table_in_three_formats_and_a_self_contained_page(tmp_path):
@@ -54,7 +54,7 @@ def test_missing_samples_file_is_named_and_the_report_still_renders(tmp_path):
     assert "TPOT samples of cpu-ref c2: file '" in rendered.markdown and "long_prefix_c2.jsonl' not found" \
         in rendered.markdown
     html = rendered.html_path.read_text()
-    assert "long_prefix_c2.jsonl&#x27; not found" in html and html.count("data:image/png;base64,") == 3
+    assert "long_prefix_c2.jsonl&#39; not found" in html and html.count("data:image/png;base64,") == 3
 
 
 def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
@@ -65,7 +65,7 @@ def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
         f.write('{"schema_version": 1, "kind": "outc')
     rendered = render_run(run)
     html = rendered.html_path.read_text()
-    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#x27;spec_decode&#x27;",
+    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#39;spec_decode&#39;",
                  "truncated last line (the run was interrupted)"):
         assert text in html
     assert "results.jsonl:" in rendered.markdown and "| cpu-smoke | c1 " in rendered.markdown
@@ -89,9 +89,10 @@ def test_run_without_end_time_is_incomplete(tmp_path):
 
 
 def test_failing_gate_shows_fail_in_gates_table_and_verdict(tmp_path):
-    rendered = render_run(make_run(tmp_path, exit_code=1, gate_passed=False))
+    rendered = render_run(make_run(tmp_path, exit_code=1, candidate_tpot_scale=2.0))
     gates = (tmp_path / "r1" / "tables" / "gates.md").read_text()
-    assert "| long_prefix_tpot_p50 | cpu-smoke vs cpu-ref | FAIL      | c1: TPOT p50 too slow |" in gates
+    assert ("| long_prefix_tpot_p50  | cpu-smoke vs cpu-ref | FAIL      | c1: cpu-smoke TPOT p50 10.700 ms > cpu-ref "
+            "5.350 ms x (1 + 0.5) = 8.025 ms; c2: cpu-smoke TPOT p50 21.400 ms > cpu-ref 10.700 ms x") in gates
     assert 'class="verdict bad">FAILED (exit code 1)' in rendered.html_path.read_text()
 
 
@@ -134,8 +135,8 @@ def test_cli_report_rerenders_a_run_dir_and_writes_the_annotation(tmp_path, caps
 
 
 def test_candidate_only_suites_do_not_expect_the_reference_arm(tmp_path):
-    from harness.report.completeness import missing_outcomes
     from harness.records.schema import OutcomeRecord
+    from harness.report.completeness import missing_outcomes
 
     got = [OutcomeRecord(run_id="r", arm="cpu-smoke", suite=s, test=f"t_{s}", outcome="passed")
            for s in ("gsm8k", "prefix_reuse")]
@@ -147,8 +148,8 @@ def test_candidate_only_suites_do_not_expect_the_reference_arm(tmp_path):
 
 
 def test_an_eager_variant_launched_only_for_outputs_is_not_expected_to_run_suites():
-    from harness.report.completeness import gaps
     from harness.records.schema import OutcomeRecord, ServerRecord
+    from harness.report.completeness import gaps
 
     got = [OutcomeRecord(run_id="r", arm=a, suite="kv_capacity", test="t", outcome="passed")
            for a in ("gpu-mla", "gpu-mla-ref")]
@@ -167,26 +168,6 @@ def test_run_info_marks_per_arm_suites_from_the_suite_files():
         "gsm8k", "kv_capacity", "long_prefix"]
 
 
-def test_git_commit_says_modified_when_the_tree_differs_from_head(tmp_path, monkeypatch):
-    import subprocess
-
-    from harness.report import provenance
-
-    def git(*args):
-        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
-                       capture_output=True)
-
-    git("init", "-q")
-    (tmp_path / "f.txt").write_text("a")
-    git("add", "f.txt")
-    git("commit", "-q", "-m", "x")
-    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
-    clean = provenance.git_commit()
-    assert clean and len(clean) == 40
-    (tmp_path / "f.txt").write_text("b")  # e.g. a GPU machine's copy: newer files over a stale .git
-    assert provenance.git_commit() == clean + "+modified"
-
-
 def test_an_arm_with_only_a_server_record_gets_no_table_rows(tmp_path):
     from harness.records.schema import KvCapacityRecord, ServerRecord
     from harness.report.rundata import RunData
@@ -200,3 +181,34 @@ def test_an_arm_with_only_a_server_record_gets_no_table_rows(tmp_path):
     run = RunData(tmp_path, {"arms": {"gpu-mla": {}, "gpu-mla-ref": {}}}, recs, [])
     assert run.arm_order == ["gpu-mla", "gpu-mla-ref", "other"]  # a measured arm outside run.json still shows
     assert "gpu-mla-eager" not in kv_capacity_table(run.records, run.arm_order)["Arm"].tolist()
+
+
+def test_gates_re_rendered_from_the_file_equal_the_live_verdicts(tmp_path):
+    """What the comparison tests record during a run (each gate computed on the records read back) is exactly the
+    Gates table `harness report` recomputes later from the stored run alone."""
+    from harness.config.thresholds import load_gates
+    from harness.judge.gates import GateResult, gsm8k_gate, tpot_gate
+    from harness.records.results import ResultsWriter, read_results
+    from harness.records.schema import GateRecord
+    from harness.report.tables import gates_table
+
+    run = make_run(tmp_path, candidate_tpot_scale=1.7, right={"cpu-smoke": [True] * 20 + [False] * 20,
+                                                             "cpu-ref": [True] * 32 + [False] * 8})
+    results = run / "results.jsonl"
+    limits = load_gates("cpu-smoke")
+    for live in (tpot_gate(read_results(results)[0], "cpu-smoke", "cpu-ref", limits.long_prefix),
+                 gsm8k_gate(read_results(results)[0], "cpu-smoke", "cpu-ref", limits.gsm8k)):
+        ResultsWriter(results).append(GateRecord(run_id="r1", suite=live.suite, **live.record_fields()))
+    recorded = [GateResult.from_record(r) for r in read_results(results)[0] if isinstance(r, GateRecord)]
+    assert [g.passed for g in recorded] == [False, False]  # a failing run: both gates have something to say
+    render_run(run)
+    assert json.loads((run / "tables" / "gates.json").read_text()) == gates_table(recorded).to_dict("records")
+
+
+def test_a_selected_suite_without_records_reads_fail_no_data_in_the_gates_table(tmp_path):
+    run = make_run(tmp_path, suites=["gsm8k", "kv_capacity"])  # run.json still lists long_prefix
+    rows = json.loads((render_run(run) and run / "tables" / "gates.json").read_text())
+    assert rows[0] == {"Gate": "long_prefix_tpot_p50", "Arm vs reference": "cpu-smoke vs cpu-ref", "Verdict": "FAIL",
+                       "Detail": "no data: no long_prefix record for cpu-smoke; no data: no long_prefix record for "
+                                 "cpu-ref"}
+    assert rows[1]["Gate"] == "gsm8k_paired_accuracy" and rows[1]["Verdict"] == "PASS"

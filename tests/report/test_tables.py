@@ -21,9 +21,7 @@ def test_kv_table_shows_failed_arm_with_reason():
 
 
 def lp(arm, conc, tpot_ms, kv, mem=None, failed=0, status="complete"):
-    from harness.records.schema import LongPrefixRecord
-    from harness.judge.stats import Summary
-    from harness.measure.telemetry import Usage
+    from harness.records.schema import LongPrefixRecord, Summary, Usage
 
     p50, p90, p99 = (x / 1e3 for x in tpot_ms)
     tpot = Summary(n=8, mean=p50, p50=p50, p90=p90, p99=p99)
@@ -35,8 +33,8 @@ def lp(arm, conc, tpot_ms, kv, mem=None, failed=0, status="complete"):
 
 
 def test_performance_table_in_the_seed_shape():
+    from harness.records.schema import Usage
     from harness.report.tables import performance_table
-    from harness.measure.telemetry import Usage
 
     records = [lp("dcp8", 1, (10.544, 10.574, 10.597), (0.0064, 0.0110)),
                lp("tp8", 1, (13.806, 13.831, 13.857), (0.0493, 0.0717), {"0": Usage(mean=70 * 1024, peak=72 * 1024, n=3)}),
@@ -78,10 +76,11 @@ def test_reference_checks_and_gates_tables_without_records_say_suite_not_run():
     from harness.report.tables import gates_table, reference_checks_table
 
     assert to_markdown(reference_checks_table([])) == "_(no results: suite not run)_"
-    assert to_markdown(gates_table([lp("a", 1, (1, 1, 1), (0, 0))])) == "_(no results: suite not run)_"
+    assert to_markdown(gates_table([])) == "_(no results: suite not run)_"
 
 
 def test_gates_table_verdict_per_gate():
+    from harness.judge.gates import GateResult
     from harness.records.schema import GateRecord
     from harness.report.tables import gates_table
 
@@ -89,7 +88,7 @@ def test_gates_table_verdict_per_gate():
                           passed=False, detail="dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)\nmore"),
                GateRecord(run_id="r", arm="dcp8", suite="long_prefix", gate="long_prefix_tpot_p50", reference="tp8",
                           passed=True, detail="TPOT p50 within 0.05 of tp8 at every concurrency")]
-    rows = gates_table(records).to_dict("records")
+    rows = gates_table([GateResult.from_record(r) for r in records]).to_dict("records")
     assert rows[0] == {"Gate": "gsm8k_paired_accuracy", "Arm vs reference": "dcp8 vs tp8", "Verdict": "FAIL",
                        "Detail": "dcp8 is less accurate than tp8: 9 vs 1 (p = 0.0215 < 0.05)"}
     assert rows[1]["Verdict"] == "PASS"
@@ -98,8 +97,8 @@ def test_gates_table_verdict_per_gate():
 def test_build_tables_titles_in_pr_order():
     from harness.report.tables import build_tables
 
-    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "KV capacity", "Reference checks",
-                                                      "Gates", "Checks"]
+    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "Cold start", "KV capacity",
+                                                      "Reference checks", "Gates", "Checks", "Servers"]
 
 
 def test_checks_table_shows_what_failed_not_where():
@@ -114,3 +113,22 @@ def test_checks_table_shows_what_failed_not_where():
     assert failure_summary("") == ""
     skipped = "('/w/suites/test_graph_replay.py', 33, \"Skipped: arm 'cpu-smoke' names no eager_variant\")"
     assert failure_summary(skipped) == "Skipped: arm 'cpu-smoke' names no eager_variant"
+
+
+def test_accuracy_table_seed_shape():
+    from harness.records.schema import FilterScore, Gsm8kRecord
+    from harness.report.tables import accuracy_table, to_markdown
+
+    def rec(arm, correct, em):
+        return Gsm8kRecord(run_id="r", arm=arm, suite="gsm8k", workload="gsm8k_full", task="gsm8k", data_files=None,
+                           lm_eval_version="0.4.13", task_hash="h", num_fewshot=5, limit=None, n=1319,
+                           scores={"strict-match": FilterScore(exact_match=em, stderr=0.0053, correct=correct),
+                                   "flexible-extract": FilterScore(exact_match=em, stderr=0.005, correct=correct)},
+                           request_errors=0, invalid=3, status="complete", wall_s=1.0, num_concurrent=32,
+                           samples_path="s")
+
+    md = to_markdown(accuracy_table([rec("dcp8", 1279, 0.9697), rec("tp8", 1269, 0.9621)], ["tp8", "dcp8"]))
+    lines = md.splitlines()
+    assert lines[0].startswith("| Arm   | exact_match   | stderr   | Correct/N   |   Request errors |")
+    assert "| tp8   | 96.21%        | ±0.53    | 1269/1319   |                0 |" in lines[2]
+    assert "| dcp8  | 96.97%" in lines[3] and "1279/1319" in lines[3]

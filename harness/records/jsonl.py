@@ -1,0 +1,48 @@
+"""JSON Lines files of a run (results, samples, telemetry, comparisons): the one reader and the writers.
+
+The reader never raises on a bad line: a crashed writer leaves a truncated last line, and every line that does not
+parse becomes one message naming file and line; the rest is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def numbered_rows(path: Path) -> tuple[list[tuple[int, object]], list[tuple[int, str]]]:
+    """(line number, parsed value) of every line that parses, and (line number, message) per line that does not."""
+    lines = path.read_text().splitlines()
+    rows, problems = [], []
+    for i, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            rows.append((i, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            what = "truncated last line (the run was interrupted)" if i == len(lines) else f"not JSON ({exc.msg})"
+            problems.append((i, f"{path}:{i}: {what}; skipped"))
+    return rows, problems
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], list[str]]:
+    """Every JSON object of the file, and one message per line skipped."""
+    rows, problems = numbered_rows(path)
+    return [row for _, row in rows if isinstance(row, dict)], [p for _, p in problems]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+
+
+def append_line(path: Path, line: str, sync: bool = False) -> None:
+    """One JSON line appended as it is made; `sync` also forces it to disk (a crash then loses nothing written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(line + "\n")
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,27 @@
+"""benchmarks/histograms.py: the server-side histograms the benchmarks compare the harness's client with."""
+
+import math
+
+from benchmarks.histograms import bucket_delta, histogram_buckets, histogram_quantile
+
+HIST = """\
+# HELP vllm:request_time_per_output_token_seconds Histogram of time_per_output_token_seconds per request.
+# TYPE vllm:request_time_per_output_token_seconds histogram
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01",model_name="m"} 3.0
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.025",model_name="m"} 7.0
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 8.0
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="m"} 8.0
+vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="m"} 0.1
+"""
+
+
+def test_histogram_buckets_and_delta():
+    b = histogram_buckets(HIST, "vllm:request_time_per_output_token_seconds")
+    assert b == [(0.01, 3.0), (0.025, 7.0), (float("inf"), 8.0)]
+    assert bucket_delta([(0.01, 1.0), (0.025, 2.0), (float("inf"), 2.0)], b) == [(0.01, 2.0), (0.025, 5.0), (float("inf"), 6.0)]
+
+
+def test_histogram_quantile_like_prometheus():
+    buckets = [(0.01, 0.0), (0.025, 10.0), (0.05, 30.0), (float("inf"), 30.0)]
+    assert math.isclose(histogram_quantile(0.5, buckets), 0.025 + 0.025 * (5 / 20))
+    assert histogram_quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None
