@@ -26,6 +26,7 @@ from harness.config.workloads import (
     workload_for,
 )
 from harness.measure.gsm8k import check_data
+from harness.plan.env_policy import check_env_with_vllm
 from harness.plan.nodes import Plan, render_plan
 from harness.plan.preflight import Verdict, check_workload_fits
 from harness.plan.redact import redact_argv, redact_arm_dump
@@ -62,7 +63,12 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verd
 def check_arm(arm: Arm, vllm_check: bool = True, more: list[Verdict] = ()) -> tuple[Plan, list[Verdict]]:
     """Preflight and (where vLLM is importable) vLLM's own parser; raises on a violation."""
     plan = plan_for(arm)
-    extra = list(more) + ([check_with_vllm(plan.nodes, arm.launcher.python or server_python())] if vllm_check else [])
+    python = arm.launcher.python or server_python()
+    # The env check is cheap (imports vllm.envs only) and runs even without --vllm-check: an unread DCP variable
+    # would otherwise silently do nothing.
+    extra = [*more, check_env_with_vllm(plan.nodes, python)]
+    if vllm_check:
+        extra.append(check_with_vllm(plan.nodes, python))
     if not plan.ok or not all(v.ok for v in extra):
         failed = Plan(plan.arm, plan.nodes, (*plan.verdicts, *extra))
         raise preflight_error(failed)
@@ -72,7 +78,10 @@ def check_arm(arm: Arm, vllm_check: bool = True, more: list[Verdict] = ()) -> tu
 def cmd_plan(args: argparse.Namespace) -> int:
     arm = load_arm(args.arm, args.set)
     plan = plan_for(arm)
-    extra = [] if args.no_vllm_check else [check_with_vllm(plan.nodes, arm.launcher.python or server_python())]
+    python = arm.launcher.python or server_python()
+    extra = [check_env_with_vllm(plan.nodes, python)]
+    if not args.no_vllm_check:
+        extra.append(check_with_vllm(plan.nodes, python))
     print(render_plan(plan, extra))
     print("\nport: chosen free at launch unless server.port is set")
     ok = plan.ok and all(v.ok for v in extra)

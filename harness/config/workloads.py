@@ -93,6 +93,20 @@ class GraphReplaySpec(BaseModel):
     prompt_tokens: tuple[int, int] = (8, 512)  # [min, max], drawn per request: every round's inputs change
 
 
+class CopySpec(BaseModel):
+    """Copy-from-far-back prompts (GPU arms): a random span early in a long context, its first `cue_tokens` again at
+    the end; the greedy continuation must come from the far-back KV (harness/tinymodel/copytask.py). Sent as the last
+    graph_replay round, one batch."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_tokens: list[int] = Field(min_length=1)  # prompt lengths, cue included
+    span_tokens: int = Field(96, ge=2)
+    cue_tokens: int = Field(16, ge=1)
+    span_at: int = Field(32, ge=0)  # where the span starts in the context
+    prompts_per_length: int = Field(2, ge=1)
+
+
 class ReferenceChecksWorkload(BaseModel):
     """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
 
@@ -105,6 +119,7 @@ class ReferenceChecksWorkload(BaseModel):
     top_logprobs: int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
     prefix_reuse: PrefixReuseSpec
     graph_replay: GraphReplaySpec = GraphReplaySpec()
+    copy_prompts: CopySpec | None = None
     vocab_size: int | None = Field(None, ge=16)
     exclude_token_ids: list[int] = []
 
@@ -112,7 +127,8 @@ class ReferenceChecksWorkload(BaseModel):
     def max_len(self) -> int:
         longest = max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
                       max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
-                      self.graph_replay.prompt_tokens[1])
+                      self.graph_replay.prompt_tokens[1],
+                      max(self.copy_prompts.context_tokens) if self.copy_prompts else 0)
         return longest + self.output_tokens
 
 
@@ -120,7 +136,7 @@ DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
                      "reference_checks": "reference_checks_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
-                   "graph_replay": "reference_checks"}
+                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload}
 

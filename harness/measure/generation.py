@@ -8,7 +8,7 @@ detokenised text.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -96,3 +96,50 @@ async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sa
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def scoring_body(model: str, prompt: Sequence[int], reference_tokens: Sequence[int], top: int = 1) -> dict:
+    """Completions request: prompt + reference output, scored with prompt_logprobs, one throw-away output token."""
+    return {"model": model, "prompt": [*prompt, *reference_tokens], "max_tokens": 1, "temperature": 0.0,
+            "prompt_logprobs": top, "return_tokens_as_token_ids": True}
+
+
+def _prompt_logprob(entry) -> float:
+    lp = entry.get("logprob") if isinstance(entry, dict) else entry
+    return float("nan") if lp is None else float(lp)
+
+
+def parse_scores(choice: dict, prompt_len: int, reference_tokens: Sequence[int]) -> Generation:
+    """Per reference position: the candidate's logprob of the reference token, and its top entries."""
+    plp = choice.get("prompt_logprobs")
+    if plp is None:
+        raise ValueError("response has no prompt_logprobs: the server ignored the field")
+    if len(plp) != prompt_len + len(reference_tokens):
+        raise ValueError(f"prompt_logprobs has {len(plp)} entries for a {prompt_len + len(reference_tokens)}-token "
+                         "prompt")
+    chosen, tops = [], []
+    for j, tok in enumerate(reference_tokens):
+        entry = plp[prompt_len + j] or {}
+        # keys are token ids as strings ("123") or, with return_tokens_as_token_ids in some versions, "token_id:123"
+        table = {(int(k) if str(k).lstrip("-").isdigit() else token_id(str(k))): _prompt_logprob(v)
+                 for k, v in entry.items()}
+        chosen.append(table.get(tok, float("nan")))
+        tops.append(table)
+    return Generation(list(reference_tokens), chosen, tops)
+
+
+async def score_forced(base_url: str, model: str, prompt: list[int], reference_tokens: list[int],
+                       timeout_s: float) -> Generation:
+    """Teacher forcing: the candidate's logprob of each reference token (harness/refcheck/teacher_forcing.py)."""
+    async with httpx.AsyncClient() as client:
+        try:
+            resp = await client.post(f"{base_url}/v1/completions", json=scoring_body(model, prompt, reference_tokens),
+                                     timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise WorkloadError(f"scoring request to {base_url} failed: {exc!r}") from None
+    if resp.status_code != 200:
+        raise WorkloadError(f"scoring request to {base_url} returned {resp.status_code}: {resp.text[:300]}")
+    try:
+        return parse_scores(resp.json()["choices"][0], len(prompt), reference_tokens)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise WorkloadError(f"scoring response from {base_url} unusable: {exc}") from None

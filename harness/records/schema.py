@@ -189,6 +189,16 @@ class RequestComparison(BaseModel):
     reference_gap_at_divergence: float | None = None
 
 
+
+class TeacherForcedComparison(RequestComparison):
+    """Teacher forcing (suites/test_teacher_forcing.py): the reference's tokens scored on the candidate. The
+    RequestComparison fields cover every scored position (max_drift over all of them; exact: the reference token is the
+    candidate's argmax everywhere; first_divergence: the first position where it is not), plus per-position deltas."""
+
+    deltas: list[float] = []  # |candidate logprob - reference logprob| of the reference token, per position
+    mean_drift: float | None = None
+    decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
+
 class ReferenceCheckRecord(RecordBase):
     """A check of the candidate's outputs against stored reference outputs (prefix_reuse, graph_replay)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness.config.workloads import ReferenceChecksWorkload
 from harness.measure.prompts import TokenSpace
+from harness.tinymodel.copytask import copy_prompt
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,21 @@ def build_check_prompts(w: ReferenceChecksWorkload, space: TokenSpace) -> CheckP
         lengths = [rng.randint(*w.graph_replay.prompt_tokens) for _ in range(size)]
         rounds.append([CheckPrompt(f"r{r}b{size}-{i}", rng.choices(allowed, k=n), f"round {r} (batch {size})")
                        for i, n in enumerate(lengths)])
+    if w.copy_prompts:
+        rounds.append(copy_round(w, allowed))
     return CheckPrompts(warm, probes, rounds)
+
+
+def copy_round(w: ReferenceChecksWorkload, allowed: list[int]) -> list[CheckPrompt]:
+    """The copy prompts, from their own generator (the other prompts stay byte-identical when they are added)."""
+    c = w.copy_prompts
+    rng = random.Random(f"copy-{w.seed}")
+    out = []
+    for n in c.context_tokens:
+        for i in range(c.prompts_per_length):
+            tokens, _ = copy_prompt(rng, allowed, n, c.span_tokens, c.cue_tokens, c.span_at)
+            out.append(CheckPrompt(f"copy{n}-{i}", tokens, f"copy (span at {c.span_at} of {n})"))
+    return out
 
 
 def interleave(a: list, b: list) -> list:

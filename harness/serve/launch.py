@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.config.arms import Arm
 from harness.config.errors import LaunchError, PreflightError
 from harness.config.paths import server_python
+from harness.plan.env_policy import log_env_problem
 from harness.plan.nodes import Plan, build_plan
 from harness.plan.preflight import violations
 from harness.serve.process import Server, free_port
@@ -62,5 +63,9 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
         server.stop()
         raise
     info = ServerInfo(server.base_url, startup_s, parse_backends(server.log_text()), version)
+    problem = log_env_problem(server.log_text(), plan.nodes[0].env, version)
+    if problem:
+        server.stop()
+        raise LaunchError(f"arm {arm.name!r}: {problem}")
     return LiveServer(arm, plan, server, info)
 

@@ -10,15 +10,27 @@ No hub access: the byte-level BPE tokenizer is trained on the local GSM8K text a
 the model is a small Llama trained for a few hundred steps on the same text, then
 its output head is sharpened so greedy choices have a wide top-1/top-2 margin.
 Near-uniform logits would make every cross-arm comparison a coin toss.
+
+The GPU model (`--arch deepseek_v3`) is also trained on copy-from-far-back sequences (harness/tinymodel/copytask.py,
+interleaved with the GSM8K steps), so its attention over long contexts is sharp and content-dependent, and it is
+trained deterministically (deterministic algorithms, CUBLAS_WORKSPACE_CONFIG, TF32 off, fixed seeds and data order):
+every device run gets the same weights, whose sha256 goes into tiny_model.json, and the stored reference is reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import random
 import statistics
 import sys
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from harness.tinymodel.copytask import copy_prompt, copy_sequence
 
 SEED = 1234
 VOCAB_SIZE = 2048
@@ -31,6 +43,33 @@ HEAD_SHARPEN = 4.0
 # A bf16 forward pass perturbs log-probabilities by ~1e-2; demand 20x that.
 MIN_MEDIAN_GAP = 0.2
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """What one generation trains: GSM8K text steps, interleaved with copy-task steps when copy_steps > 0."""
+
+    steps: int = TRAIN_STEPS  # GSM8K text steps
+    seq_len: int = SEQ_LEN
+    batch: int = BATCH
+    copy_steps: int = 0  # copy-from-far-back steps, one after each text step while any remain
+    copy_len: int = 2048
+    copy_batch: int = 8
+    copy_span: int = 64
+    lr: float = 3e-3
+    corpus_rows: int | None = None  # None: every GSM8K train row (tokenizer and text)
+    probe_lengths: tuple[int, ...] = ()  # copy accuracy measured at these prompt lengths after training
+    min_median_gap: float = MIN_MEDIAN_GAP
+
+
+PLANS = {
+    "llama": TrainPlan(),
+    # ~600 steps; on one H200 well under a minute (the copy steps dominate).
+    "deepseek_v3": TrainPlan(copy_steps=300, probe_lengths=(1024, 4096, 8400)),
+}
+# Determinism check on CPU (tests): the same code path at toy sizes.
+QUICK = TrainPlan(steps=3, seq_len=32, batch=2, copy_steps=3, copy_len=96, copy_batch=2, copy_span=16,
+                  corpus_rows=200, probe_lengths=(96,), min_median_gap=0.0)
 PROBE_PROMPTS = [
     "Natalia sold clips to 48 of her friends in April,",
     "Weng earns $12 an hour for babysitting. Yesterday,",
@@ -40,10 +79,12 @@ PROBE_PROMPTS = [
 ]
 
 
-def read_corpus(train_jsonl: Path) -> list[str]:
+def read_corpus(train_jsonl: Path, rows: int | None = None) -> list[str]:
     texts = []
     with train_jsonl.open() as f:
-        for line in f:
+        for i, line in enumerate(f):
+            if rows is not None and i >= rows:
+                break
             row = json.loads(line)
             texts.append(f"Question: {row['question']}\nAnswer: {row['answer']}\n\n")
     return texts
@@ -134,28 +175,99 @@ def build_mla_model(tokenizer):
     return DeepseekV3ForCausalLM(config)
 
 
-def train(model, tokenizer, texts: list[str], device: str = "cpu") -> float:
+def make_deterministic(device: str) -> None:
+    """Same weights on every run of the same hardware and software: deterministic kernels, no TF32, fixed seeds.
+    CUBLAS_WORKSPACE_CONFIG must be set before cuBLAS starts (before the first CUDA matmul)."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    random.seed(SEED)
+    torch.manual_seed(SEED)
+
+
+def special_ids(tokenizer) -> set[int]:
+    return set(tokenizer.all_special_ids)
+
+
+def train(model, tokenizer, texts: list[str], device: str = "cpu", plan: TrainPlan = PLANS["llama"]) -> float:
+    """GSM8K text steps, each followed by a copy step while copy steps remain; batches drawn from seeded
+    generators in a fixed order. On CUDA the forward runs under bf16 autocast (deterministic as well)."""
     import torch
 
     ids = tokenizer("".join(texts), add_special_tokens=False)["input_ids"]
     data = torch.tensor(ids, dtype=torch.long)
+    allowed = [i for i in range(len(tokenizer)) if i not in special_ids(tokenizer)]
+    copy_rng = random.Random(f"copy-train-{SEED}")
     model.to(device)
     gen = torch.Generator().manual_seed(SEED)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
-    for step in range(TRAIN_STEPS):
-        starts = torch.randint(0, len(data) - SEQ_LEN - 1, (BATCH,), generator=gen)
-        batch = torch.stack([data[s : s + SEQ_LEN] for s in starts.tolist()]).to(device)
-        loss = model(input_ids=batch, labels=batch).loss
+
+    def step(batch) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+            out = model(input_ids=batch, labels=batch).loss
         opt.zero_grad()
-        loss.backward()
+        out.backward()
         opt.step()
-        if step % 50 == 0:
-            print(f"  step {step:4d} loss {loss.item():.3f}", file=sys.stderr)
+        return out
+
+    for i in range(plan.steps):
+        starts = torch.randint(0, len(data) - plan.seq_len - 1, (plan.batch,), generator=gen)
+        loss = step(torch.stack([data[s : s + plan.seq_len] for s in starts.tolist()]).to(device))
+        if i < plan.copy_steps:
+            seqs = [copy_sequence(copy_rng, allowed, plan.copy_len, plan.copy_span).tokens
+                    for _ in range(plan.copy_batch)]
+            copy_loss = step(torch.tensor(seqs, dtype=torch.long).to(device))
+        if i % 50 == 0:
+            extra = f" copy loss {copy_loss.item():.3f}" if i < plan.copy_steps else ""
+            print(f"  step {i:4d} loss {loss.item():.3f}{extra}", file=sys.stderr)
+    for _ in range(plan.steps, plan.copy_steps):  # copy steps beyond the text steps
+        seqs = [copy_sequence(copy_rng, allowed, plan.copy_len, plan.copy_span).tokens for _ in range(plan.copy_batch)]
+        step(torch.tensor(seqs, dtype=torch.long).to(device))
     model.eval()
     model.to("cpu")
     return float(loss.item())
+
+
+def copy_probe(model, tokenizer, lengths: tuple[int, ...], device: str = "cpu", span: int = 96, cue: int = 16,
+               per_length: int = 2) -> dict[str, float]:
+    """Teacher-forced copy accuracy in bf16 at each prompt length: the fraction of the span's continuation that
+    the model predicts as its argmax when the span sits 32 tokens into the context (as in the GPU prompt set)."""
+    import torch
+
+    allowed = [i for i in range(len(tokenizer)) if i not in special_ids(tokenizer)]
+    rng = random.Random(f"copy-probe-{SEED}")
+    m = model.to(device=device, dtype=torch.bfloat16)
+    result = {}
+    with torch.no_grad():
+        for n in lengths:
+            s = min(span, max(4, n // 4))
+            c = min(cue, s // 2)
+            hits = total = 0
+            for _ in range(per_length):
+                prompt, expected = copy_prompt(rng, allowed, n, s, c, min(32, n // 8))
+                ids = torch.tensor([prompt + expected[:-1]], device=device)
+                pred = m(input_ids=ids).logits[0, len(prompt) - 1:].argmax(-1).tolist()
+                hits += sum(p == e for p, e in zip(pred, expected, strict=True))
+                total += len(expected)
+            result[str(n)] = round(hits / total, 4)
+    model.to("cpu")
+    return result
+
+
+def weights_sha256(model) -> str:
+    """sha256 over every tensor (name, dtype, shape, bytes) in name order: the same weights hash the same."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(__import__("torch").uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def sharpen_head(model) -> None:
@@ -182,32 +294,66 @@ def median_top_gap(model, tokenizer, new_tokens: int = 32) -> float:
     return statistics.median(gaps)
 
 
-def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: str = "cpu") -> dict:
+def fresh_and_trained(tokenizer, texts: list[str], arch: str, device: str, plan: TrainPlan):
+    """A freshly seeded model trained by `plan` (rebuilt from the seed on a retry)."""
+    model = build_model(tokenizer, arch)
+    if arch == "deepseek_v3":
+        model.config._attn_implementation = "eager"  # plain matmul + softmax: deterministic backward (not SDPA's)
+    return model, train(model, tokenizer, texts, device, plan)
+
+
+def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: str = "cpu",
+                    plan: TrainPlan | None = None) -> dict:
     import torch
 
-    torch.manual_seed(SEED)
+    plan = plan or PLANS[arch]
+    make_deterministic(device)
     torch.set_num_threads(1)  # deterministic reductions
-    texts = read_corpus(train_jsonl)
+    t0 = time.monotonic()
+    texts = read_corpus(train_jsonl, plan.corpus_rows)
     tokenizer = train_tokenizer(texts)
-    model = build_model(tokenizer, arch)
-    final_loss = train(model, tokenizer, texts, device)
+    t1 = time.monotonic()
+    determinism = "strict"
+    try:
+        model, final_loss = fresh_and_trained(tokenizer, texts, arch, device, plan)
+    except RuntimeError as exc:
+        if "deterministic" not in str(exc):
+            raise
+        # An op without a deterministic kernel in this torch build: train anyway (warn only) and say so; the
+        # weights hash in tiny_model.json then tells whether two runs still agree.
+        determinism = f"warn_only ({str(exc).splitlines()[0][:200]})"
+        print(f"  deterministic algorithms refused an op; retrying warn-only: {exc}", file=sys.stderr)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        model, final_loss = fresh_and_trained(tokenizer, texts, arch, device, plan)
+    t2 = time.monotonic()
     sharpen_head(model)
     gap = median_top_gap(model, tokenizer)
-    if gap < MIN_MEDIAN_GAP:
+    if gap < plan.min_median_gap:
         raise SystemExit(
-            f"tiny model is not peaked enough: median top-1/top-2 gap {gap:.3f} < {MIN_MEDIAN_GAP}"
+            f"tiny model is not peaked enough: median top-1/top-2 gap {gap:.3f} < {plan.min_median_gap}"
         )
+    copy = copy_probe(model, tokenizer, plan.probe_lengths, device) if plan.probe_lengths else {}
+    model.to(torch.bfloat16)
     out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     summary = {
         "seed": SEED,
         "arch": arch,
         "trained_on": device,
-        "train_steps": TRAIN_STEPS,
+        "train_steps": plan.steps,
+        "copy_steps": plan.copy_steps,
+        "plan": asdict(plan),
         "final_loss": round(final_loss, 4),
         "median_top_gap_bf16": round(gap, 4),
+        "copy_accuracy_bf16": copy,
         "head_sharpen": HEAD_SHARPEN,
+        "weights_sha256": weights_sha256(model),
+        "tokenizer_sha256": hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest(),
+        "deterministic": determinism,
+        "torch": torch.__version__,
+        "seconds": {"tokenizer_and_init": round(t1 - t0, 1), "train": round(t2 - t1, 1),
+                    "total": round(time.monotonic() - t0, 1)},
         "source": str(train_jsonl),
     }
     (out / "tiny_model.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -221,12 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
                         help="llama: the CPU pair's model; deepseek_v3: an MLA model for GPU arms")
     parser.add_argument("--device", default="cpu", help="where to train (cuda on a GPU machine: seconds)")
+    parser.add_argument("--quick", action="store_true", help="toy sizes (the determinism test), not a usable model")
     args = parser.parse_args(argv)
     if not args.gsm8k_train.is_file():
         print(f"error: GSM8K train file not found: {args.gsm8k_train} "
               "(set HARNESS_GSM8K_DIR to the folder holding train.jsonl)", file=sys.stderr)
         return 2
-    summary = make_tiny_model(args.out, args.gsm8k_train, args.arch, args.device)
+    summary = make_tiny_model(args.out, args.gsm8k_train, args.arch, args.device, QUICK if args.quick else None)
     print(json.dumps(summary))
     return 0
 

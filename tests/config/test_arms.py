@@ -151,8 +151,8 @@ def test_gpu_arms_plan_cleanly_on_the_tiny_mla_geometry(tmp_path):
     assert all(p.ok for p in plans.values()), {n: [v for v in p.verdicts if not v.ok] for n, p in plans.items()}
     dcp = plans["gpu-dcp2"].nodes[0]
     assert dcp.argv[dcp.argv.index("--decode-context-parallel-size") + 1] == "2"
-    # NVLink multicast stays off on the lent machines: the direct gathers that need it are forced off
-    assert dcp.env["VLLM_USE_DIRECT_DCP_Q_GATHER"] == "0" and dcp.env["VLLM_USE_DIRECT_DCP_KV_GATHER"] == "0"
+    # vLLM 0.25.0 reads no VLLM_*DCP* switch: the arm leaves them unset (auto), or the env check would refuse it
+    assert not [k for k in dcp.env if "DCP" in k]
     assert "--enforce-eager" in plans["gpu-mla-eager"].nodes[0].argv
     assert "--enforce-eager" not in plans["gpu-mla"].nodes[0].argv
     assert load_arm("gpu-mla", [f"model.path={tmp_path}"]).eager_variant == "gpu-mla-eager"

@@ -154,7 +154,7 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke",
                                                                                           "cpu-ref"]
     checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
-    assert set(checks) == {"prefix_reuse", "graph_replay"} and all(c["passed"] for c in checks.values())
+    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing"} and all(c["passed"] for c in checks.values())
     assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
     perf = [r for r in records if r["kind"] == "long_prefix"]
     assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}

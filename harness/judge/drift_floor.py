@@ -1,0 +1,183 @@
+"""Drift judged against a noise floor for the same arm pair (pure).
+
+A fixed drift limit only sees faults larger than the kernel noise of one request. A subtle DCP fault (one rank's
+LSE off by 0.1: its partial output over-weighted ~10 %) moved the per-request max drift of gpu-dcp2 vs gpu-tp2 by
++0.012 on average while every value stayed under the limit. Paired over the same prompts, such a shift is plain:
+this module compares the candidate's per-request (or per-position) drift with a known-good distribution for the
+same arm pair and prompt set -- the last good run's stored comparisons, or an in-run repeat such as the arm's eager
+variant -- with a one-sided paired test, and states the smallest shift the run could have detected.
+
+Too few pairs is a FAIL ("not enough data"), never a PASS.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from harness.records.schema import RequestComparison, TeacherForcedComparison
+
+ALPHA = 0.01  # one-sided: a false alarm on a good build one run in a hundred
+POWER = 0.9  # for the minimum detectable shift
+MIN_PAIRS = 10
+# Asymptotic relative efficiency of the signed-rank test vs the paired t-test under normal noise: 3/pi.
+WILCOXON_ARE = 3 / math.pi
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    passed: bool
+    statistic: str  # which test, on which measure
+    pairs: int
+    p_value: float | None
+    median_shift: float | None  # median of (candidate - floor) over the pairs
+    mean_shift: float | None
+    floor_source: str
+    sentence: str  # the line a report or an assertion quotes
+
+
+def pair_up(candidate: Mapping[str, float | None], floor: Mapping[str, float | None]) -> list[tuple[float, float]]:
+    """(candidate, floor) for every key both sides measured with a finite value, in key order."""
+    out = []
+    for key in sorted(candidate.keys() & floor.keys()):
+        c, f = candidate[key], floor[key]
+        if c is not None and f is not None and math.isfinite(c) and math.isfinite(f):
+            out.append((c, f))
+    return out
+
+
+def paired_drift_test(candidate: Mapping[str, float | None], floor: Mapping[str, float | None], floor_source: str,
+                      measure: str = "per-request max |delta logprob|", method: str = "wilcoxon",
+                      alpha: float = ALPHA, min_pairs: int = MIN_PAIRS) -> PairedVerdict:
+    """One-sided paired test that the candidate drifts more than the floor on the same keys (request ids, or
+    request/position ids). method: "wilcoxon" (signed-rank, zeros kept in the ranking: Pratt) or "sign" (exact
+    binomial on the non-zero differences)."""
+    pairs = pair_up(candidate, floor)
+    name = ("Wilcoxon signed-rank" if method == "wilcoxon" else "sign test") + f" on {measure}"
+    n = len(pairs)
+    if n < min_pairs:
+        return PairedVerdict(False, name, n, None, None, None, floor_source,
+                             f"FAIL: not enough data for the {name}: {n} paired value(s) (< {min_pairs}) against "
+                             f"{floor_source}; the drift shift cannot be judged")
+    diffs = [c - f for c, f in pairs]
+    median = float(sorted(diffs)[n // 2] if n % 2 else (sorted(diffs)[n // 2 - 1] + sorted(diffs)[n // 2]) / 2)
+    mean = sum(diffs) / n
+    nonzero = [d for d in diffs if d != 0]
+    if not nonzero:
+        p = 1.0
+    elif method == "sign":
+        p = sign_test_greater(sum(d > 0 for d in nonzero), len(nonzero))
+    else:
+        p = wilcoxon_greater(diffs)
+    passed = p >= alpha
+    verdict = "PASS" if passed else "FAIL"
+    sentence = (f"{verdict}: {name} vs {floor_source}: {n} pairs, median shift {median:+.3g}, mean shift "
+                f"{mean:+.3g}, one-sided p = {p:.2g} ({'>=' if passed else '<'} alpha {alpha:g})")
+    return PairedVerdict(passed, name, n, p, median, mean, floor_source, sentence)
+
+
+def sign_test_greater(ups: int, n: int) -> float:
+    """Exact one-sided binomial p-value P(X >= ups), X ~ Bin(n, 1/2) (scipy.stats.binomtest where installed)."""
+    try:
+        from scipy import stats
+    except ImportError:  # the device image may lack scipy: exact integer arithmetic
+        return sum(math.comb(n, k) for k in range(ups, n + 1)) / 2 ** n
+    return float(stats.binomtest(ups, n, 0.5, alternative="greater").pvalue)
+
+
+def wilcoxon_greater(diffs: Sequence[float]) -> float:
+    """One-sided Wilcoxon signed-rank p-value (zeros ranked, then dropped: Pratt) that the differences sit above 0.
+    scipy.stats.wilcoxon where installed, else its normal approximation with the tie correction."""
+    try:
+        from scipy import stats
+    except ImportError:
+        return _wilcoxon_pratt_normal(diffs)
+    return float(stats.wilcoxon(diffs, zero_method="pratt", alternative="greater").pvalue)
+
+
+def _wilcoxon_pratt_normal(diffs: Sequence[float]) -> float:
+    order = sorted(range(len(diffs)), key=lambda i: abs(diffs[i]))
+    ranks = [0.0] * len(diffs)
+    ties = []
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and abs(diffs[order[j + 1]]) == abs(diffs[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        ties.append(j - i + 1)
+        i = j + 1
+    n, n0 = len(diffs), sum(d == 0 for d in diffs)
+    r_plus = sum(r for r, d in zip(ranks, diffs, strict=True) if d > 0)
+    mean = (n * (n + 1) - n0 * (n0 + 1)) / 4
+    var = (n * (n + 1) * (2 * n + 1) - n0 * (n0 + 1) * (2 * n0 + 1)) / 24 - sum(t ** 3 - t for t in ties) / 48
+    if var <= 0:
+        return 1.0
+    return 1 - NormalDist().cdf((r_plus - mean) / math.sqrt(var))
+
+
+def minimum_detectable_shift(paired_sd: float, pairs: int, alpha: float = ALPHA, power: float = POWER,
+                             method: str = "wilcoxon", resolution: float = 0.0) -> float | None:
+    """The smallest mean shift in drift the paired test detects with `power` at level `alpha`, for paired
+    differences with standard deviation `paired_sd` (measured between two known-good runs) over `pairs` pairs:
+    (z_{1-alpha} + z_power) * sd / sqrt(n), inflated by 1/sqrt(ARE) for the signed-rank test. A repeat that is
+    bit-identical (sd 0) still cannot see below `resolution` (e.g. one float32 ulp of the logprobs). None when
+    pairs < 2."""
+    if pairs < 2:
+        return None
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    shift = z * paired_sd / math.sqrt(pairs)
+    if method == "wilcoxon":
+        shift /= math.sqrt(WILCOXON_ARE)
+    return max(shift, resolution)
+
+
+def paired_sd(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> tuple[float, int]:
+    """Sample standard deviation of the paired differences of two known-good runs, and the pair count."""
+    pairs = pair_up(a, b)
+    if len(pairs) < 2:
+        return math.nan, len(pairs)
+    diffs = [x - y for x, y in pairs]
+    mean = sum(diffs) / len(diffs)
+    return math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)), len(pairs)
+
+
+def smallest_detectable_offset(shift: float | None, calibration: Sequence[tuple[float, float]]) -> float | None:
+    """The smallest planted fault size (e.g. LSE offset) whose measured mean drift shift reaches `shift`, from a
+    calibration [(offset, mean drift shift)] measured by the mutation benchmark; linear between calibrated points
+    (in log offset), None when even the largest calibrated offset stays below `shift` or nothing is calibrated."""
+    points = sorted((o, s) for o, s in calibration if o > 0)
+    if shift is None or not points:
+        return None
+    if points[0][1] >= shift:
+        return points[0][0]
+    for (o1, s1), (o2, s2) in zip(points, points[1:], strict=False):
+        if s1 < shift <= s2:
+            t = (shift - s1) / (s2 - s1)
+            return math.exp(math.log(o1) + t * (math.log(o2) - math.log(o1)))
+    return None
+
+
+def detection_sentence(shift: float | None, pairs: int, floor_source: str, measure: str,
+                       offset: float | None = None, offset_name: str = "LSE offset on one DCP rank") -> str:
+    """What the report states: the smallest fault this run could have detected."""
+    if shift is None:
+        return f"smallest detectable shift unknown: fewer than 2 pairs against {floor_source}"
+    text = (f"smallest detectable mean shift of {measure}: {shift:.3g} ({pairs} pairs against {floor_source}, "
+            f"alpha {ALPHA:g}, power {POWER:g})")
+    if offset is not None:
+        text += f"; by the mutation benchmark's calibration, an {offset_name} of {offset:.2g} or more"
+    return text
+
+
+def per_request(comparisons: Sequence[RequestComparison], field: str = "max_drift") -> dict[str, float | None]:
+    """{request id: value} for the paired floor test (max_drift, or mean_drift of teacher-forced lines)."""
+    return {c.request: getattr(c, field, None) for c in comparisons}
+
+
+def per_position(comparisons: Sequence[TeacherForcedComparison]) -> dict[str, float]:
+    """{"request/position": |delta|} over every scored position of every request."""
+    return {f"{c.request}/{i}": d for c in comparisons for i, d in enumerate(c.deltas)}

@@ -1,0 +1,48 @@
+"""Teacher forcing: every check prompt + the reference's own output, scored on the candidate with prompt_logprobs;
+each reference token's logprob under the candidate against the reference's, at every position (one early divergence
+does not end the comparison). Requests go one at a time, so the chunking -- and with it which positions run the DCP
+decode path (harness/refcheck/teacher_forcing.py) -- is the same on every run."""
+
+import asyncio
+
+from harness.config.errors import HarnessError
+from harness.config.thresholds import load_gates
+from harness.measure.generation import score_forced
+from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.teacher_forcing import compare_forced
+
+
+def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
+    arm = candidate.arm
+    _, prompts, _ = harness_session.check_prompts()
+    limits = load_gates(arm.name).reference_checks
+    sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
+    sink.unlink(missing_ok=True)
+    sink.parent.mkdir(parents=True, exist_ok=True)
+    run = BatchRun()
+    # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
+    budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
+    with sink.open("a") as f:
+        for p in prompts.all():
+            ref = reference_outputs.outputs[p.id]
+            try:
+                candidate.server.check_alive()
+                scored = asyncio.run(score_forced(candidate.info.base_url, arm.model.served_name, p.tokens,
+                                                  ref.token_ids, arm.timeouts.request_s))
+            except HarnessError as exc:
+                run.aborted = f"{p.group}: {exc}"
+                break
+            c = compare_forced(p.id, len(p.tokens), scored, ref, p.group, budget)
+            run.comparisons.append(c)
+            f.write(c.model_dump_json() + "\n")
+            f.flush()
+    decode = sum(c.decode_path_positions for c in run.comparisons)
+    scored_n = sum(c.reference_tokens for c in run.comparisons)
+    rec = record(ReferenceCheckRecord, arm=arm.name,
+                 **record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
+                                 limits.drift_limit, sink,
+                                 [], limits.tie_gap))
+    assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
+                        f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)
+                        + (f"\n{run.aborted}" if run.aborted else ""))

@@ -1,0 +1,39 @@
+"""The GPU tiny model's generator is deterministic: two runs (toy sizes, on CPU, in the server environment) give the
+same weights hash and the same safetensors bytes. On the device the same code runs with deterministic CUDA kernels."""
+
+import hashlib
+import json
+import subprocess
+
+import pytest
+
+from harness.config.paths import REPO_ROOT, server_python
+from harness.tinymodel.generate import PLANS, QUICK
+
+GSM8K_TRAIN = REPO_ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+
+
+def test_plans_train_the_gpu_model_on_copying_and_leave_the_cpu_model_as_it_was():
+    assert PLANS["deepseek_v3"].copy_steps > 0 and PLANS["deepseek_v3"].probe_lengths
+    assert PLANS["llama"].copy_steps == 0 and PLANS["llama"].steps == 300
+    assert QUICK.copy_steps and QUICK.corpus_rows
+
+
+def generate(out):
+    result = subprocess.run([server_python(), "-m", "harness.tinymodel", "--arch", "deepseek_v3", "--quick",
+                             "--out", str(out), "--gsm8k-train", str(GSM8K_TRAIN)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads((out / "tiny_model.json").read_text())
+
+
+def test_two_generations_give_the_same_weights_hash(tmp_path):
+    probe = subprocess.run([server_python(), "-c", "import torch, transformers, tokenizers"], capture_output=True)
+    if probe.returncode != 0 or not GSM8K_TRAIN.is_file():
+        pytest.skip("needs torch/transformers in the server environment and the local GSM8K train file")
+    a, b = generate(tmp_path / "a"), generate(tmp_path / "b")
+    assert a["deterministic"] == "strict" and a["weights_sha256"] == b["weights_sha256"]
+    assert a["tokenizer_sha256"] == b["tokenizer_sha256"]
+    assert a["copy_steps"] == 3 and "96" in a["copy_accuracy_bf16"]
+    files = [hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest() for d in (tmp_path / "a", tmp_path / "b")]
+    assert files[0] == files[1]
