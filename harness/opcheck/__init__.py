@@ -1,0 +1,1 @@
+"""Op-level conformance of the installed vLLM's DCP building blocks against a float64 reference; reference/tolerance/report modules import only numpy, pydantic and yaml, runner/vllm_ops (server environment) also torch and vllm."""
