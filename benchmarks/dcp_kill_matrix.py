@@ -69,7 +69,7 @@ def markdown(m: dict) -> str:
         best = max(((c, v) for c, v in f["cells"].items() if v["status"] == "caught"),
                    key=lambda cv: _strength(cv[1]), default=None)
         best_s = "-" if best is None else f"{best[0]}: {_fmt(best[1])}"
-        verdict = "CAUGHT" if f["killed_by_ops"] else "MISSED"
+        verdict = "CAUGHT" if f["killed_by_ops"] else ("MISSED" if f["missed"] else "n/a (no case PASSes clean)")
         lines.append(f"| {name} | {verdict}{' (run broke)' if f['run_broke'] else ''} | {f['caught']} / {f['missed']} "
                      f"| {best_s} | {f['e2e'] or 'not run'} |")
     return "\n".join(lines) + "\n"

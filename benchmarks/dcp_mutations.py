@@ -1,6 +1,6 @@
 """Mutation benchmark: plant faults in the installed vLLM 0.25.0's DCP path, reversibly.
 
-    python benchmarks/dcp_mutations.py list
+    python benchmarks/dcp_mutations.py list [--names]
     python benchmarks/dcp_mutations.py verify [--source /tmp/vllm025]     # each old text found exactly once
     python benchmarks/dcp_mutations.py apply NAME --site-dir /tmp/site      # one fault at a time
     python benchmarks/dcp_mutations.py restore --site-dir /tmp/site         # byte-identical original (sha256 checked)
@@ -198,7 +198,8 @@ def verify(source: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list")
+    ls = sub.add_parser("list")
+    ls.add_argument("--names", action="store_true", help="only the fault names, one a line")
     v = sub.add_parser("verify")
     v.add_argument("--source", type=Path, default=Path("/tmp/vllm025"), help="directory holding vllm/ (0.25.0)")
     a = sub.add_parser("apply")
@@ -208,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--site-dir", type=Path, required=True)
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "list":
+        if args.cmd == "list" and args.names:
+            print("\n".join(BY_NAME))
+        elif args.cmd == "list":
             for f in FAULTS:
                 print(f"{f.name:24} {f.site}\n{'':24} {f.what}")
         elif args.cmd == "verify":

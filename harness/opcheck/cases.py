@@ -123,4 +123,4 @@ def build_cases(world: int, device: str) -> list[Case]:
 def length_sweep(world: int, interleave: int) -> np.ndarray:
     """Every length through three full rounds (incl. 0 and those shorter than the world) plus long ones."""
     span = world * interleave
-    return np.concatenate([np.arange(0, 3 * span + 2), [131_072 + 7, 1_048_576 * world - 1, 114_000 + 6_000]])
+    return np.concatenate([np.arange(0, 3 * span + 2), [131_072 + 7, 2 * 1_048_576 - 1, 114_000 + 6_000]])
