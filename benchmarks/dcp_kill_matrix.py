@@ -64,7 +64,8 @@ def _fmt(v: dict) -> str:
 def markdown(m: dict) -> str:
     lines = [f"Clean vLLM {m['clean']['vllm_version']}: op suite {m['clean']['status']} {m['clean']['summary']}"
              + (f", e2e rc {m['clean']['e2e_rc']}" if m["clean"]["e2e_rc"] is not None else ""), "",
-             "| fault | op suite | cases caught / missed | strongest catch (err / limit) | e2e |", "|---|---|---|---|---|"]
+             "| fault | op suite | cases caught / missed | strongest catch (err / limit) | e2e |",
+             "|---|---|---|---|---|"]
     for name, f in m["faults"].items():
         best = max(((c, v) for c, v in f["cells"].items() if v["status"] == "caught"),
                    key=lambda cv: _strength(cv[1]), default=None)

@@ -67,7 +67,8 @@ FAULTS: tuple[Fault, ...] = (
                 "    dcp_local_seq_lens = torch.clamp(base + remainder - (rank_offsets + 1) // dcp_size, min=0)\n"
                 "    return dcp_local_seq_lens\n"),
            Edit(CP_UTILS, "    local_seq_lens = rounds * cp_interleave + remainder\n",
-                "    local_seq_lens = tl.maximum(rounds * cp_interleave + remainder - (dcp_rank + 1) // dcp_size, 0)\n"))),
+                "    local_seq_lens = tl.maximum(\n"
+                "        rounds * cp_interleave + remainder - (dcp_rank + 1) // dcp_size, 0\n    )\n"))),
     Fault("interleave_off_by_one", f"{BLOCK_TABLE}:_compute_slot_mapping_kernel + {BLOCK_TABLE_V2}",
           "KV slot mapping assigns token p to the rank that owns p+1 (interleave mapping shifted by one token)",
           (Edit(BLOCK_TABLE, "        is_local = (\n            virtual_block_offsets // CP_KV_CACHE_INTERLEAVE_SIZE\n",
@@ -144,7 +145,7 @@ def apply(name: str, site: Path) -> dict:
         compile(new_texts[rel], rel, "exec")
     state.mkdir(parents=True, exist_ok=True)
     record = {"fault": name, "files": {}}
-    for rel, text in new_texts.items():
+    for rel in new_texts:
         src = site / rel
         backup = state / rel.replace("/", "__")
         shutil.copy2(src, backup)

@@ -10,6 +10,9 @@
 # recorded and the run goes on, except a failed restore (the installed vLLM would stay patched): then it stops.
 # E2E_CMD (optional) runs after the op runner under each fault (and once clean), with FAULT, E2E_OUT set; its
 # exit code is the e2e column of the kill matrix.
+# CPU dry run (here): copy vLLM 0.25.0's source to a dir with a vllm-0.25.0+cpu.dist-info/METADATA (so vLLM
+# picks its CPU platform), then PY=.venv-server/bin/python SITE=<dir> DEVICE=cpu bash scripts/device_dcp_ops.sh
+# (the Triton ops skip there; the pure-PyTorch length helper and the MLA query gather run on gloo ranks).
 set -u
 cd "$(dirname "$0")/.."
 REPO=$(pwd)

@@ -78,7 +78,7 @@ def local_slot_mapping(
     """
     positions = np.asarray(positions, dtype=np.int64)
     slots = np.full(positions.shape, pad_id, dtype=np.int64)
-    for i, (pos, req) in enumerate(zip(positions, req_of_token)):
+    for i, (pos, req) in enumerate(zip(positions, req_of_token, strict=True)):
         if owner_rank(np.array([pos]), world, interleave)[0] != rank:
             continue
         k = int(np.count_nonzero(owner_rank(np.arange(pos), world, interleave) == rank))

@@ -67,7 +67,7 @@ def merge(records: list[dict], world: int) -> list[dict]:
         if rec["id"] != "__init__":
             by_id.setdefault(rec["id"], []).append(rec)
     rows = []
-    for cid, recs in by_id.items():
+    for recs in by_id.values():
         top = max(recs, key=lambda r: (ORDER[r["verdict"]], _ratio(r)))
         ranks = sorted(r["rank"] for r in recs)
         row = {k: top.get(k) for k in ("id", "op", "kind", "where", "geometry", "dtype", "max_abs_err",
@@ -75,8 +75,8 @@ def merge(records: list[dict], world: int) -> list[dict]:
         if len(ranks) < world:
             row["verdict"] = "ERROR"
             row["detail"] = f"no result from rank(s) {sorted(set(range(world)) - set(ranks))}; {row['detail'] or ''}"
-        row["per_rank"] = [{k: r.get(k) for k in ("rank", "verdict", "max_abs_err", "limit", "parts", "detail",
-                                                   "traceback", "seconds")} for r in sorted(recs, key=lambda r: r["rank"])]
+        keep = ("rank", "verdict", "max_abs_err", "limit", "parts", "detail", "traceback", "seconds")
+        row["per_rank"] = [{k: r.get(k) for k in keep} for r in sorted(recs, key=lambda r: r["rank"])]
         rows.append(row)
     return rows
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # name -> modules that have held it (0.25.0 first, newer layouts after)
 CANDIDATES: dict[str, tuple[str, ...]] = {
@@ -96,8 +97,8 @@ def locate_query_gather() -> Op:
     else:
         tried.append(f"{MLA_MODULE} (module not found)")
     try:
-        from vllm.v1.attention.ops.dcp import MLADCPManager  # type: ignore[attr-defined]
         from vllm.distributed import get_dcp_group
+        from vllm.v1.attention.ops.dcp import MLADCPManager  # type: ignore[attr-defined]
 
         def gather_new(mqa_q):
             import torch

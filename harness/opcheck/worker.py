@@ -67,8 +67,8 @@ class Rank:
                                         distributed_init_method=f"tcp://127.0.0.1:{port}", local_rank=self.rank,
                                         backend="gloo" if self.on_cpu else "nccl")
         params = inspect.signature(ps.initialize_model_parallel).parameters
-        dcp_kw = next((k for k in ("decode_context_model_parallel_size", "decode_context_parallel_size") if k in params),
-                      None)
+        names = ("decode_context_model_parallel_size", "decode_context_parallel_size")
+        dcp_kw = next((k for k in names if k in params), None)
         if dcp_kw is None:
             raise NotFound(f"initialize_model_parallel of vLLM {vllm_version()} takes no DCP size ({list(params)})")
         ps.initialize_model_parallel(tensor_model_parallel_size=self.world, **{dcp_kw: self.world})
