@@ -7,10 +7,10 @@ from harness.config.paths import REPO_ROOT
 
 ALLOWED = {
     "config": set(), "plan": {"config"}, "serve": {"config", "plan"}, "records": {"config"},
-    "measure": {"config", "plan", "serve", "records"}, "refcheck": {"config", "plan", "serve", "measure", "records"},
+    "measure": {"config", "plan", "serve", "records"}, "refcheck": {"config", "plan", "serve", "measure", "records", "tinymodel"},
     "judge": {"config", "records"}, "report": {"config", "plan", "records", "judge"},
     "pytest_plugin": {"config", "plan", "serve", "measure", "refcheck", "judge", "records", "report"},
-    "tinymodel": set(),
+    "tinymodel": set(), "opcheck": set(),
 }
 IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)", re.M)
 

@@ -1,4 +1,4 @@
-"""Op-level conformance of the installed vLLM's DCP building blocks against a float64 reference.
+"""Op-level conformance of the installed vLLM's DCP ops vs a float64 reference. Imports: nothing else in harness."""
 
-May import: numpy, pydantic, yaml (reference, tolerance, cases); torch and vllm only in worker/vllm_ops/runner,
-which run in the server environment."""
+# reference, tolerance and cases need only numpy, pydantic and yaml (they run in the harness environment too);
+# torch and vllm are imported only by vllm_ops, worker and runner, which run in the server environment.
