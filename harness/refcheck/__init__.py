@@ -1,2 +1,3 @@
-"""Prompt sets, reference-output store, candidate-vs-reference comparison. Imports: config, serve, measure, records
-(and the stdlib-only harness.tinymodel.copytask: the copy prompts are the task the GPU tiny model was trained on)."""
+"""Prompt sets, reference-output store, comparisons with the reference. Imports: config, serve, measure, records."""
+
+# Also the stdlib-only harness.tinymodel.copytask: the copy prompts are the task the GPU tiny model was trained on.
