@@ -10,6 +10,8 @@
 # recorded and the run goes on, except a failed restore (the installed vLLM would stay patched): then it stops.
 # E2E_CMD (optional) runs after the op runner under each fault (and once clean), with FAULT, E2E_OUT set; its
 # exit code is the e2e column of the kill matrix.
+# Split over calls (one 600 s call cannot hold every fault twice): E2E_FAULTS limits where E2E_CMD runs, OPS=0
+# skips the op runner, SKIP_CLEAN=1 skips the clean control (run in an earlier call on the same warm machine).
 # CPU dry run (here): copy vLLM 0.25.0's source to a dir with a vllm-0.25.0+cpu.dist-info/METADATA (so vLLM
 # picks its CPU platform), then PY=.venv-server/bin/python SITE=<dir> DEVICE=cpu bash scripts/device_dcp_ops.sh
 # (the Triton ops skip there; the pure-PyTorch length helper and the MLA query gather run on gloo ranks).
@@ -24,6 +26,9 @@ DEVICE=${DEVICE:-cuda}               # cpu: dry run on gloo ranks (Triton ops sk
 DEADLINE_S=${DEADLINE_S:-570}        # whole script; a step that would not fit is recorded as not run
 STEP_TIMEOUT=${STEP_TIMEOUT:-150}    # one op-runner call (vLLM import ~10-20 s per rank process + cases)
 E2E_CMD=${E2E_CMD:-}
+E2E_FAULTS=${E2E_FAULTS:-all}        # where E2E_CMD runs: all, or a list of labels (clean and/or fault names)
+OPS=${OPS:-1}                        # 0: skip the op runner under each fault (e2e only, ops measured in another call)
+SKIP_CLEAN=${SKIP_CLEAN:-0}          # 1: no clean control (it ran in an earlier call on the same machine)
 E2E_TIMEOUT=${E2E_TIMEOUT:-400}
 MUT="$PY $REPO/benchmarks/dcp_mutations.py"
 
@@ -59,6 +64,7 @@ ops() {  # ops OUTFILE LABEL
 
 e2e() {  # e2e DIR FAULT
   [ -n "$E2E_CMD" ] || return 0
+  [ "$E2E_FAULTS" = all ] || [[ " $E2E_FAULTS " == *" $2 "* ]] || return 0
   mkdir -p "$1/e2e"
   FAULT=$2 E2E_OUT="$1/e2e" step "e2e:$2" "$E2E_TIMEOUT" "$1/e2e.log" bash -c "$E2E_CMD"
   echo $? > "$1/e2e.rc"
@@ -77,8 +83,10 @@ trap cleanup EXIT
 step restore:leftover 30 "$OUT/restore_leftover.json" $MUT restore --site-dir "$SITE"
 step verify 30 "$OUT/verify.txt" $MUT verify --source "$SITE"
 
-ops "$OUT/clean.json" clean
-e2e "$OUT" clean && [ -f "$OUT/e2e.rc" ] && mv "$OUT/e2e.rc" "$OUT/clean_e2e.rc"
+if [ "$SKIP_CLEAN" != 1 ]; then
+  ops "$OUT/clean.json" clean
+  e2e "$OUT" clean && [ -f "$OUT/e2e.rc" ] && mv "$OUT/e2e.rc" "$OUT/clean_e2e.rc"
+fi
 
 FAULTS=${FAULTS:-$($PY "$REPO/benchmarks/dcp_mutations.py" list --names)}
 for f in $FAULTS; do
@@ -86,7 +94,7 @@ for f in $FAULTS; do
   if ! step "apply:$f" 30 "$d/apply.json" $MUT apply "$f" --site-dir "$SITE"; then
     $MUT restore --site-dir "$SITE" > "$d/restore.json" 2>&1; continue
   fi
-  ops "$d/ops.json" "$f"
+  [ "$OPS" = 1 ] && ops "$d/ops.json" "$f"
   e2e "$d" "$f"
   if ! step "restore:$f" 30 "$d/restore.json" $MUT restore --site-dir "$SITE"; then
     echo "[dcp-ops] restore after $f failed: stopping (see $d/restore.json)"; break
