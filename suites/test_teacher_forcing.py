@@ -15,7 +15,7 @@ from harness.refcheck.teacher_forcing import compare_forced
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
-    _, prompts, _ = harness_session.check_prompts()
+    _, prompts, _ = harness_session.references.check_prompts()
     limits = load_gates(arm.name).reference_checks
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)

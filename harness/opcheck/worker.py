@@ -165,7 +165,7 @@ class Rank:
             return pk, inp, outs, lses, q_all
 
         def step():
-            q = gather(s_q) if gather else None
+            q = gather.fn(s_q) if gather else None
             out, lse = op.fn(s_out, s_lse, self.group, return_lse=True, is_lse_base_on_e=p["base_e"])
             return out, lse, q
 
