@@ -100,7 +100,7 @@ def summarize(run_dir: Path, arm: str, floor_dir: Path, label: str, calibration:
                                 "max_drift": c.max_drift} for c in copies]
     floor_files = sorted(floor_dir.glob("*_comparisons.jsonl")) if floor_dir.is_dir() else []
     if not floor_files:
-        if label.startswith("control"):
+        if label.startswith(("control", "clean")):  # the mutation script labels its control run "clean"
             floor_dir.mkdir(parents=True, exist_ok=True)
             for p in arm_dir.glob("*_comparisons.jsonl"):
                 shutil.copy(p, floor_dir / p.name)
