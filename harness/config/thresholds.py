@@ -42,12 +42,22 @@ class ReferenceCheckGates(BaseModel):
     tie_gap: float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
 
 
+class DcpOpsGates(BaseModel):
+    """Factors of the op-level limits (harness/opcheck/tolerance.py derives each case's limit from its dtypes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k_out: float = Field(4.0, gt=0)  # roundings of the combined output, in units of eps(output dtype)
+    k_lse: float = Field(16.0, gt=0)  # LSE error, in units of eps(lse dtype) x (1 + max|lse|)
+
+
 class Gates(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     long_prefix: LongPrefixGates = LongPrefixGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()
+    dcp_ops: DcpOpsGates = DcpOpsGates()
 
 
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:

@@ -88,13 +88,14 @@ def _ratio(rec: dict) -> float:
     return err / limit if limit else (float("inf") if err else 0.0)
 
 
-def run(world: int, device: str, timeout: float, only: list[str] | None) -> dict:
+def run(world: int, device: str, timeout: float, only: list[str] | None, limits: tol.Tolerances) -> dict:
     from harness.opcheck import worker
 
     with tempfile.TemporaryDirectory(prefix="opcheck-") as tmp:
         ctx = mp.get_context("spawn")
         port = free_port()
-        procs = [ctx.Process(target=worker.run_rank, args=(r, world, device, port, tmp, only), daemon=False)
+        procs = [ctx.Process(target=worker.run_rank, args=(r, world, device, port, tmp, only, limits.model_dump()),
+                             daemon=False)
                  for r in range(world)]
         for p in procs:
             p.start()
@@ -130,11 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds for all ranks together")
     ap.add_argument("--only", action="append", help="run only cases whose id contains this (repeatable)")
     ap.add_argument("--label", default="", help="free text stored in the result (e.g. the planted fault)")
+    ap.add_argument("--k-out", type=float, help="combine limit factor (default: configs/gates.yaml dcp_ops.k_out)")
+    ap.add_argument("--k-lse", type=float, help="LSE limit factor (default: configs/gates.yaml dcp_ops.k_lse)")
     args = ap.parse_args(argv)
+    limits = tol.load_tolerances()
+    limits = tol.Tolerances(k_out=limits.k_out if args.k_out is None else args.k_out,
+                            k_lse=limits.k_lse if args.k_lse is None else args.k_lse)
     t0 = time.time()
     result = {"schema": SCHEMA, "label": args.label, "device": args.device, "world": args.world,
               "python": sys.executable, "host": platform.node(), "started_at": t0,
-              "limits": tol.load_tolerances().model_dump(), "vllm_version": installed_vllm()}
+              "limits": limits.model_dump(), "vllm_version": installed_vllm()}
     try:
         import torch
 
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         result.update(status="skipped", reason=reason, cases=[], summary={})
         code = 0
     else:
-        result.update(run(args.world, args.device, args.timeout, args.only))
+        result.update(run(args.world, args.device, args.timeout, args.only, limits))
         counts: dict[str, int] = {}
         for row in result["cases"]:
             counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1

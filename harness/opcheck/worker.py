@@ -314,7 +314,8 @@ class Rank:
         return rec
 
 
-def run_rank(rank: int, world: int, device: str, port: int, out_dir: str, only: list[str] | None) -> None:
+def run_rank(rank: int, world: int, device: str, port: int, out_dir: str, only: list[str] | None,
+             limits: dict) -> None:
     """Process entry point (torch.multiprocessing spawn target)."""
     path = Path(out_dir) / f"rank{rank}.jsonl"
 
@@ -324,7 +325,7 @@ def run_rank(rank: int, world: int, device: str, port: int, out_dir: str, only: 
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     t0 = time.monotonic()
-    me = Rank(rank, world, device, tol.load_tolerances())
+    me = Rank(rank, world, device, tol.Tolerances.model_validate(limits))
     try:
         me.init_parallel(port)
     except Exception as exc:  # noqa: BLE001

@@ -223,6 +223,40 @@ class ReferenceCheckRecord(RecordBase):
     comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
 
 
+class DcpOpCase(BaseModel):
+    """One op-level case of the DCP conformance runner (harness/opcheck), its worst rank's numbers."""
+
+    id: str
+    op: str
+    kind: str
+    where: str | None = None  # module:function of the installed vLLM driven
+    geometry: dict[str, int | float | bool | str | None] = {}
+    dtype: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    limit: float | None = None
+    verdict: Literal["PASS", "FAIL", "ERROR", "SKIP"]
+    detail: str = ""
+
+
+class DcpOpsRecord(RecordBase):
+    """One per op-suite run on an arm (suites/test_dcp_ops.py): the verdict and every case; the per-rank rows stay in
+    the runner's JSON (result_path)."""
+
+    kind: Literal["dcp_ops"] = "dcp_ops"
+    status: Literal["passed", "failed", "skipped", "no_data"]
+    passed: bool  # False for failed and no_data; True for passed and skipped (a skip is its own outcome)
+    detail: str
+    world: int
+    device: str
+    vllm_version: str | None = None
+    torch_version: str | None = None
+    limits: dict[str, float] = {}  # the k factors the runner used (configs/gates.yaml dcp_ops)
+    summary: dict[str, int] = {}  # verdict -> number of cases
+    cases: list[DcpOpCase] = []
+    result_path: str | None = None
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -235,7 +269,7 @@ class OutcomeRecord(RecordBase):
 
 Record = Annotated[
     ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
-    | ReferenceCheckRecord | OutcomeRecord,
+    | ReferenceCheckRecord | DcpOpsRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)
