@@ -6,7 +6,7 @@ Versioned: every line carries `schema_version` (harness.records.results refuses 
 from __future__ import annotations
 
 import time
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -230,7 +230,7 @@ class DcpOpCase(BaseModel):
     op: str
     kind: str
     where: str | None = None  # module:function of the installed vLLM driven
-    geometry: dict[str, int | float | bool | str | None] = {}
+    geometry: dict[str, Any] = {}  # the case's parameters as the runner wrote them (lists included)
     dtype: str | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None

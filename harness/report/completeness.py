@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.records.schema import (
+    DcpOpsRecord,
     Gsm8kRecord,
     LongPrefixRecord,
     OutcomeRecord,
@@ -64,6 +65,8 @@ def aborted(records: list[Record]) -> list[str]:
                        f"{first_line(r.reason, 200)}")
         elif isinstance(r, (Gsm8kRecord, ReferenceCheckRecord)) and r.status == "aborted":
             out.append(f"{r.suite} x {r.arm}: aborted: {first_line(r.reason, 200)}")
+        elif isinstance(r, DcpOpsRecord) and r.status == "no_data":
+            out.append(f"{r.suite} x {r.arm}: {first_line(r.detail, 200)}")
         elif isinstance(r, ServerRecord) and r.status == "failed":
             out.append(f"server x {r.arm}: failed to start: {first_line(r.reason, 200)}")
         elif isinstance(r, OutcomeRecord) and r.outcome in ("skipped", "error"):

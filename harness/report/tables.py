@@ -8,6 +8,7 @@ from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
 from harness.records.schema import (
     ColdStartRecord,
+    DcpOpsRecord,
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
@@ -184,6 +185,32 @@ def reference_checks_table(records: list[Record]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+DCP_OPS_COLUMNS = ["Arm", "Op", "Geometry", "dtype", "Max abs err", "Max rel err", "Limit", "Verdict"]
+
+
+def dcp_ops_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """One row per op-level case (suites/test_dcp_ops.py); a run without cases is one row saying why."""
+    rank = {a: i for i, a in enumerate(arm_order)}
+    rows = []
+    for r in sorted((r for r in records if isinstance(r, DcpOpsRecord)), key=lambda r: rank.get(r.arm, len(rank))):
+        if not r.cases:
+            verdict = "skipped" if r.status == "skipped" else "FAIL"
+            rows.append({"Arm": r.arm, "Op": "(no cases)", "Geometry": f"{r.device} x{r.world}", "dtype": "",
+                         "Max abs err": "n/a", "Max rel err": "n/a", "Limit": "n/a",
+                         "Verdict": f"{verdict}: {first_line(r.detail, 160)}"})
+        for c in r.cases:
+            geometry = " ".join(f"{k}={v}" for k, v in c.geometry.items() if k != "dtype")
+            note = f": {first_line(c.detail, 80)}" if c.verdict in ("ERROR", "SKIP") and c.detail else ""
+            rows.append({"Arm": r.arm, "Op": c.op, "Geometry": geometry, "dtype": c.dtype or "",
+                         "Max abs err": num(c.max_abs_err), "Max rel err": num(c.max_rel_err), "Limit": num(c.limit),
+                         "Verdict": c.verdict + note})
+    return pd.DataFrame(rows, columns=DCP_OPS_COLUMNS) if rows else pd.DataFrame()
+
+
 def gates_table(gates: list[GateResult]) -> pd.DataFrame:
     """One row per candidate-vs-reference gate, as recomputed from the records (or as a test recorded it)."""
     rows = [{"Gate": g.gate, "Arm vs reference": f"{g.arm} vs {g.reference}", "Verdict": verdict_cell(g.passed),
@@ -199,6 +226,7 @@ def build_tables(records: list[Record], arm_order: list[str],
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
+            ("DCP op conformance", dcp_ops_table(records, arm_order)),
             ("Gates", gates_table(list(gates))),
             ("Checks", outcomes_table(records)),
             ("Servers", servers_table(records))]
