@@ -98,7 +98,8 @@ def test_build_tables_titles_in_pr_order():
     from harness.report.tables import build_tables
 
     assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "Cold start", "KV capacity",
-                                                      "Reference checks", "Gates", "Checks", "Servers"]
+                                                      "Reference checks", "DCP op conformance", "Gates", "Checks",
+                                                      "Servers"]
 
 
 def test_checks_table_shows_what_failed_not_where():
@@ -132,3 +133,44 @@ def test_accuracy_table_seed_shape():
     assert lines[0].startswith("| Arm   | exact_match   | stderr   | Correct/N   |   Request errors |")
     assert "| tp8   | 96.21%        | ±0.53    | 1269/1319   |                0 |" in lines[2]
     assert "| dcp8  | 96.97%" in lines[3] and "1279/1319" in lines[3]
+
+
+def test_dcp_op_conformance_table_renders_from_results_jsonl(tmp_path):
+    import json
+    from pathlib import Path
+
+    from harness.judge.dcp_ops import judge_dcp_ops
+    from harness.records.results import ResultsWriter
+    from harness.records.schema import DcpOpsRecord
+    from harness.report.rundata import load_results
+    from harness.report.tables import build_tables, dcp_ops_table
+
+    data = Path(__file__).resolve().parents[1] / "judge" / "data"
+    writer = ResultsWriter(tmp_path / "results.jsonl")
+    for arm, name in (("gpu-dcp2", "dcp_ops_lse_offset_1e-2.json"), ("gpu-tp2", None)):
+        fields = (judge_dcp_ops(json.loads((data / name).read_text()), 2, "cuda") if name
+                  else judge_dcp_ops(None, 2, "cuda", "the runner wrote no dcp_ops.json"))
+        writer.append(DcpOpsRecord(run_id="r", arm=arm, suite="dcp_ops", **fields))
+    records = load_results(tmp_path / "results.jsonl").records
+    df = dcp_ops_table(records, ["gpu-dcp2", "gpu-tp2"])
+    assert list(df.columns) == ["Arm", "Op", "Geometry", "dtype", "Max abs err", "Max rel err", "Limit", "Verdict"]
+    assert len(df) == 35 and (df["Verdict"] == "FAIL").sum() == 15
+    first = df.iloc[0]
+    assert (first["Op"], first["dtype"], first["Max abs err"], first["Limit"], first["Verdict"]) == (
+        "cp_lse_ag_out_rs", "bfloat16", "0.01", "2.01e-05", "FAIL")
+    assert "tokens=7 heads=16 head_dim=512 pattern=random" in first["Geometry"]
+    assert df.iloc[-1]["Verdict"] == "FAIL: no data: the runner wrote no dcp_ops.json"
+    md = to_markdown(dict(build_tables(records, ["gpu-dcp2", "gpu-tp2"]))["DCP op conformance"])
+    assert md.splitlines()[0].startswith("| Arm") and "| gpu-tp2 " in md.splitlines()[-1]
+
+
+def test_completeness_lists_a_missing_or_dataless_op_suite():
+    from harness.judge.dcp_ops import judge_dcp_ops
+    from harness.records.schema import DcpOpsRecord
+    from harness.report.completeness import gaps
+
+    info = {"arms": {"gpu-dcp2": {}, "gpu-tp2": {}}, "suites": ["dcp_ops"], "per_arm_suites": [], "finished": 1}
+    assert gaps(info, [], ["gpu-dcp2", "gpu-tp2"]) == [
+        "dcp_ops x gpu-dcp2: no record: not run (the run stopped before it, or the suite was not selected)"]
+    rec = DcpOpsRecord(run_id="r", arm="gpu-dcp2", suite="dcp_ops", **judge_dcp_ops(None, 2, "cuda", "killed"))
+    assert "dcp_ops x gpu-dcp2: no data: killed" in gaps(info, [rec], ["gpu-dcp2", "gpu-tp2"])
