@@ -29,7 +29,7 @@ class Tolerances(BaseModel):
 
 def load_tolerances(path: Path = GATES, arm: str | None = None) -> Tolerances:
     """`defaults.dcp_ops` of gates.yaml merged with `arms.<arm>.dcp_ops`, read with yaml alone: this runs in the server
-    environment, which has no harness.config. The harness passes the arm's limits explicitly (runner --k-out/--k-lse)."""
+    environment, which has no harness.config. The harness passes the arm's limits explicitly (--k-out/--k-lse)."""
     raw = yaml.safe_load(path.read_text()) or {}
     section = dict((raw.get("defaults") or {}).get("dcp_ops") or {})
     if arm:
