@@ -22,3 +22,10 @@ def test_bad_gates_file(tmp_path):
 def test_cpu_pair_records_timing_gates_without_enforcing():
     assert thresholds.load_gates("cpu-smoke").long_prefix.enforce_timing is False
     assert thresholds.load_gates("dcp8").long_prefix.enforce_timing is True
+
+
+def test_op_limits_have_one_source_read_alike_by_the_harness_and_the_server_side_runner():
+    from harness.opcheck.tolerance import load_tolerances
+
+    assert thresholds.load_gates("gpu-dcp2").dcp_ops.model_dump() == load_tolerances(arm="gpu-dcp2").model_dump() == {
+        "k_out": 4.0, "k_lse": 16.0}
