@@ -6,33 +6,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Annotated
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
-from harness.config.files import field_errors, read_yaml
+from harness.config.files import Float, Int, StrictModel, field_errors, read_yaml
 from harness.config.paths import CONFIG_DIR
 
 WORKLOADS_DIR = CONFIG_DIR / "workloads"
+Positive = Annotated[int, Field(strict=True, ge=1)]
+TokenId = Annotated[int, Field(strict=True, ge=0)]
 
 
-class LongPrefixWorkload(BaseModel):
+class LongPrefixWorkload(StrictModel):
     """One shared prefix + a distinct suffix per request, fixed output length, greedy, ignore_eos."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    prefix_tokens: int = Field(ge=0)
-    suffix_tokens: int = Field(ge=1)
-    output_tokens: int = Field(ge=2)  # TPOT needs at least two output tokens
-    concurrency: list[int] = Field(min_length=1)
-    requests_per_level: int = Field(ge=1)
-    warmup_requests: int = Field(1, ge=1)  # the first one is also the cold-start sample
-    seed: int = 0
-    metrics_interval_s: float = Field(0.5, gt=0)
-    vocab_size: int | None = Field(None, ge=16)  # for hub models whose config.json is not local
-    exclude_token_ids: list[int] = []
+    prefix_tokens: Int = Field(ge=0)
+    suffix_tokens: Int = Field(ge=1)
+    output_tokens: Int = Field(ge=2)  # TPOT needs at least two output tokens
+    concurrency: list[Positive] = Field(min_length=1)
+    requests_per_level: Int = Field(ge=1)
+    warmup_requests: Int = Field(1, ge=1)  # the first one is also the cold-start sample
+    seed: Int = 0
+    metrics_interval_s: Float = Field(0.5, gt=0)
+    vocab_size: Int | None = Field(None, ge=16)  # for hub models whose config.json is not local
+    exclude_token_ids: list[TokenId] = []
 
     @property
     def prompt_tokens(self) -> int:
@@ -43,18 +45,16 @@ class LongPrefixWorkload(BaseModel):
         return self.prompt_tokens + self.output_tokens
 
 
-class Gsm8kWorkload(BaseModel):
+class Gsm8kWorkload(StrictModel):
     """lm-eval GSM8K settings: few-shot count, question limit, client concurrency and retries."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    num_fewshot: int = Field(5, ge=0)
-    limit: int | None = Field(None, ge=1)  # None: all 1,319 test questions
-    num_concurrent: int = Field(8, ge=1)
-    max_retries: int = Field(3, ge=1)
-    max_gen_toks: int = Field(256, ge=1)
+    num_fewshot: Int = Field(5, ge=0)
+    limit: Int | None = Field(None, ge=1)  # None: all 1,319 test questions
+    num_concurrent: Int = Field(8, ge=1)
+    max_retries: Int = Field(3, ge=1)
+    max_gen_toks: Int = Field(256, ge=1)
 
 
 def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[BaseModel] = LongPrefixWorkload):
@@ -71,42 +71,48 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
         raise ConfigError(f"{path}: invalid workload: {'; '.join(field_errors(exc))}") from None
 
 
-class PrefixReuseSpec(BaseModel):
+class PrefixReuseSpec(StrictModel):
     """Warm one long prompt, then probes sharing only a block-aligned part of its prefix, mixed with uncached ones."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    prefix_tokens: Int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
+    warm_suffix_tokens: Int = Field(16, ge=1)
+    shared_tokens: list[Positive] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
+    probes_per_share: Int = Field(2, ge=1)
+    uncached_probes: Int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
+    probe_suffix_tokens: tuple[Positive, Positive] = (16, 256)  # [min, max] new tokens after the shared part
 
-    prefix_tokens: int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
-    warm_suffix_tokens: int = Field(16, ge=1)
-    shared_tokens: list[int] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
-    probes_per_share: int = Field(2, ge=1)
-    uncached_probes: int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
-    probe_suffix_tokens: tuple[int, int] = (16, 256)  # [min, max] new tokens after the shared part
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.probe_suffix_tokens[0] > self.probe_suffix_tokens[1]:
+            raise ValueError(f"probe_suffix_tokens is [min, max]: {list(self.probe_suffix_tokens)} is reversed")
+        return self
 
 
-class GraphReplaySpec(BaseModel):
+class GraphReplaySpec(StrictModel):
     """Rounds of concurrent requests whose count walks across captured batch sizes and padding boundaries."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    batch_sizes: list[Positive] = Field([1, 2, 3, 5, 8, 13], min_length=1)
+    prompt_tokens: tuple[Positive, Positive] = (8, 512)  # [min, max], drawn per request: every round's inputs change
 
-    batch_sizes: list[int] = Field([1, 2, 3, 5, 8, 13], min_length=1)
-    prompt_tokens: tuple[int, int] = (8, 512)  # [min, max], drawn per request: every round's inputs change
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.prompt_tokens[0] > self.prompt_tokens[1]:
+            raise ValueError(f"prompt_tokens is [min, max]: {list(self.prompt_tokens)} is reversed")
+        return self
 
 
-class ReferenceChecksWorkload(BaseModel):
+class ReferenceChecksWorkload(StrictModel):
     """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    seed: int = 0
-    output_tokens: int = Field(32, ge=1)
-    top_logprobs: int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
+    seed: Int = 0
+    output_tokens: Int = Field(32, ge=1)
+    top_logprobs: Int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
     prefix_reuse: PrefixReuseSpec
     graph_replay: GraphReplaySpec = GraphReplaySpec()
-    vocab_size: int | None = Field(None, ge=16)
-    exclude_token_ids: list[int] = []
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
 
     @property
     def max_len(self) -> int:
@@ -127,4 +133,4 @@ WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload,
 
 def workload_for(arm: Arm, suite: str) -> str:
     """The workload an arm's YAML chose for a suite, else the suite's default."""
-    return arm.workloads.get(suite, DEFAULT_WORKLOADS[suite])
+    return getattr(arm.workloads, suite) or DEFAULT_WORKLOADS[suite]
