@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.records.schema import RequestComparison  # noqa: E402
-from harness.refcheck.compare import judge  # noqa: E402
+from harness.refcheck.compare import judge_comparisons  # noqa: E402
 
 
 def load(path: Path) -> list[RequestComparison]:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for f in files:
         cs = load(f)
-        v = judge(f.stem, cs, args.drift_limit, args.tie_gap)
+        v = judge_comparisons(f.stem, cs, args.drift_limit, args.tie_gap)
         print(f"{f.parent.name}/{f.name}: {describe(cs)}")
         print(f"  under drift_limit {args.drift_limit:g}, tie_gap {args.tie_gap:g}: "
               f"{'PASS' if v.passed else 'FAIL'} ({v.detail})")

@@ -11,7 +11,7 @@ from harness.refcheck.batches import compare_batches, record_fields
 
 def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
-    _, prompts, sampling = harness_session.check_prompts()
+    _, prompts, sampling = harness_session.references.check_prompts()
     limits = load_gates(arm.name).reference_checks
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)

@@ -19,7 +19,7 @@ def hit_counter(base_url: str) -> float | None:
 
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
-    w, prompts, sampling = harness_session.check_prompts()
+    w, prompts, sampling = harness_session.references.check_prompts()
     limits = load_gates(arm.name).reference_checks
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.records.results import ResultsWriter
 from harness.records.schema import (
+    ColdStartRecord,
     FilterScore,
     Gsm8kRecord,
     KvCapacityRecord,
@@ -76,6 +77,9 @@ def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens:
             for conc in (1, 2):
                 scale = tpot_scale * (candidate_tpot_scale if arm == ARMS[0] else 1.0)
                 long_prefix(w, run, arm, conc, [scale * (5.0 + 0.1 * i) * conc for i in range(8)])
+            w.append(ColdStartRecord(run_id=run_id, arm=arm, suite="long_prefix", workload="long_prefix_cpu",
+                                     ttft_s=0.9, tpot_s=0.006, steady_tpot_p50_s=0.0054, factor_limit=5.0,
+                                     flagged=False))
         if "gsm8k" in suites:
             gsm8k(w, run, arm, right[arm])
         for suite in suites:

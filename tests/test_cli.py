@@ -84,3 +84,11 @@ def test_bad_gsm8k_data_fails_before_any_server(tmp_path):
     assert env_result.returncode == 2
     assert f"{data / 'test.jsonl'}:2: malformed JSON" in env_result.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_make_tiny_model_takes_the_arch_and_device_the_gpu_arms_document():
+    from harness.cli import build_parser
+
+    args = build_parser().parse_args(["make-tiny-model", "--arch", "deepseek_v3", "--device", "cuda", "--out", "m"])
+    assert (args.arch, args.device, args.out) == ("deepseek_v3", "cuda", "m")
+    assert build_parser().parse_args(["make-tiny-model"]).arch == "llama"

@@ -7,13 +7,13 @@ at the local train/test JSONL (never copied into the repo).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -34,6 +34,7 @@ class TaskSource:
     task: str
     include_path: Path | None  # folder holding the offline task YAML; None for lm-eval's own task
     data_files: dict[str, str] | None
+    env: dict[str, str] = field(default_factory=dict)  # set while lm-eval runs (offline: no hub lookups)
 
 
 def validate_jsonl(path: Path, fields: tuple[str, ...] = ("question", "answer")) -> int:
@@ -73,7 +74,7 @@ def offline_task(data_dir: Path, out_dir: Path) -> TaskSource:
     cfg.update(task=LOCAL_TASK, dataset_path="json", dataset_kwargs={"data_files": files})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{LOCAL_TASK}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return TaskSource(LOCAL_TASK, out_dir, files)
+    return TaskSource(LOCAL_TASK, out_dir, files, {"HF_DATASETS_OFFLINE": "1"})
 
 
 def data_dir_in_use() -> Path | None:
@@ -101,61 +102,63 @@ def select_task(out_dir: Path) -> TaskSource:
     data_dir = data_dir_in_use()
     if data_dir is None:
         return TaskSource(TASK, None, None)
-    os.environ["HF_DATASETS_OFFLINE"] = "1"
     return offline_task(data_dir, out_dir)
 
 
 def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int, timeout_s: float,
                max_gen_toks: int, alive: Callable[[], None]):
-    """lm-eval's local-completions model, made to count request errors instead of aborting the run."""
+    """lm-eval's local-completions model, made to count request errors instead of aborting the run.
+
+    lm-eval retries a failed request itself (max_retries attempts, exponential wait). This model only decides when
+    retrying stops: after the last attempt, or at once when the server is dead; the request is then counted and
+    answered with REQUEST_ERROR (scored wrong, never dropped)."""
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     class HarnessCompletions(LocalCompletionsAPI):
-        def _failed(self, exc: BaseException) -> bool:
-            """Record a failed attempt; True when no retry is worth making (server dead)."""
+        def _give_up(self, messages, exc: BaseException) -> bool:
+            """Record a failed attempt; True when it is the last one worth making."""
             self.last_error = f"{type(exc).__name__}: {exc}"
             try:
                 alive()
-            except Exception as death:  # noqa: BLE001
+            except Exception as death:  # noqa: BLE001 - any failure of the check means the server is gone
                 self.dead = str(death)
-            return self.dead is not None
+            attempts = self._attempts.get(id(messages), 0) + 1
+            self._attempts[id(messages)] = attempts
+            return self.dead is not None or attempts >= max_retries
+
+        def _answered_as_error(self, messages) -> int:
+            self._attempts.pop(id(messages), None)
+            n = len(messages) if isinstance(messages, list) else 1
+            self.request_errors += n
+            return n
 
         def model_call(self, messages, *, generate=True, gen_kwargs=None, **kwargs):
-            # lm-eval's path for num_concurrent <= 1; same accounting as the async path below.
-            n = len(messages) if isinstance(messages, list) else 1
-            for attempt in range(max_retries):
-                if self.dead is not None:
-                    break
+            # lm-eval's path for num_concurrent <= 1
+            if self.dead is None:
                 try:
                     return super().model_call(messages, generate=generate, gen_kwargs=gen_kwargs, **kwargs)
-                except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
-                    if self._failed(exc):
-                        break
-                    time.sleep(min(0.5 * 2**attempt, 5.0))
-            self.request_errors += n
+                except Exception as exc:  # noqa: BLE001 - counted once retries are spent, never aborts the run
+                    if not self._give_up(messages, exc):
+                        raise  # lm-eval's retry makes the next attempt
+            n = self._answered_as_error(messages)
             return {"choices": [{"index": i, "text": REQUEST_ERROR} for i in range(n)]}
 
         async def amodel_call(self, session, sem, messages, *, generate=True, cache_keys=None, ctxlens=None,
                               gen_kwargs=None, **kwargs):
-            n = len(messages) if isinstance(messages, list) else 1
-            for attempt in range(max_retries):
-                if self.dead is not None:
-                    break
+            if self.dead is None:
                 try:
                     return await super().amodel_call(session, sem, messages, generate=generate,
                                                      cache_keys=cache_keys, ctxlens=ctxlens, gen_kwargs=gen_kwargs,
                                                      **kwargs)
-                except Exception as exc:  # noqa: BLE001 - every failure is counted, none aborts the run
-                    if self._failed(exc):
-                        break
-                    await asyncio.sleep(min(0.5 * 2**attempt, 5.0))
-            self.request_errors += n
-            return [REQUEST_ERROR] * n
+                except Exception as exc:  # noqa: BLE001 - counted once retries are spent, never aborts the run
+                    if not self._give_up(messages, exc):
+                        raise
+            return [REQUEST_ERROR] * self._answered_as_error(messages)
 
     lm = HarnessCompletions(base_url=f"{base_url}/v1/completions", model=model, tokenizer_backend=None,
                             tokenized_requests=False, num_concurrent=num_concurrent, max_retries=max_retries,
                             timeout=int(timeout_s), max_gen_toks=max_gen_toks)
-    lm.request_errors, lm.last_error, lm.dead = 0, None, None
+    lm.request_errors, lm.last_error, lm.dead, lm._attempts = 0, None, None, {}
     return lm
 
 
@@ -215,8 +218,9 @@ def evaluate(lm, source: TaskSource, num_fewshot: int, limit: int | None, out_di
     t0 = time.monotonic()
     results, error = None, None
     try:
-        results = simple_evaluate(model=lm, tasks=[source.task], num_fewshot=num_fewshot, limit=limit,
-                                  log_samples=True, task_manager=tm, torch_random_seed=None)
+        with mock.patch.dict(os.environ, source.env):
+            results = simple_evaluate(model=lm, tasks=[source.task], num_fewshot=num_fewshot, limit=limit,
+                                      log_samples=True, task_manager=tm, torch_random_seed=None)
     except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, with what was gathered
         error = f"lm-eval failed: {type(exc).__name__}: {exc}"
     wall = time.monotonic() - t0

@@ -39,6 +39,8 @@ class Measurement:
     metrics_points: list
     nvml_points: list
     nvml_available: bool
+    scrape_errors: int = 0  # failed /metrics scrapes over the whole workload
+    nvml_error: str | None = None
 
 
 async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> Measurement:
@@ -67,7 +69,8 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return Measurement(warmup, levels, sampler.points, nvml.points, nvml.available)
+    return Measurement(warmup, levels, sampler.points, nvml.points, nvml.available, sampler.errors,
+                       nvml.reason or None)
 
 
 def request_errors(samples: list[RequestSample]) -> list[str]:
@@ -97,6 +100,8 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "prefix_cache_hits": counter_delta(level.before, level.after, "prefix_hits"),
         "prefix_cache_queries": counter_delta(level.before, level.after, "prefix_queries"),
         "telemetry_path": str(level.telemetry_path) if level.telemetry_path else None,
+        "metrics_scrape_errors": m.scrape_errors,
+        "nvml_error": m.nvml_error,
     }
 
 

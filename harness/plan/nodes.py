@@ -32,10 +32,6 @@ class NodeCommand:
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)  # set on top of the inherited environment
 
-    @property
-    def serves_http(self) -> bool:
-        return "--headless" not in self.argv
-
 
 @dataclass(frozen=True)
 class Plan:

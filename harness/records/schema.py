@@ -104,6 +104,8 @@ class LongPrefixRecord(RecordBase):
     waiting_peak: float | None = None
     prefix_cache_hits: float | None = None  # counter deltas over the level, in tokens
     prefix_cache_queries: float | None = None
+    metrics_scrape_errors: int = 0  # /metrics scrapes that failed during the workload (the usage figures miss them)
+    nvml_error: str | None = None  # why there is no NVML memory (no GPU/driver), where there is none
     samples_path: str  # raw per-request samples (JSONL)
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 

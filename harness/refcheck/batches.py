@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.config.errors import HarnessError, LaunchError
 from harness.measure.generation import Generation, Sampling, generate_batch
 from harness.records.schema import RequestComparison
-from harness.refcheck.compare import compare, judge, summary_fields
+from harness.refcheck.compare import compare_outputs, judge_comparisons, summary_fields
 from harness.refcheck.prompts import CheckPrompt
 from harness.serve.launch import LiveServer
 from harness.serve.serverlog import tail
@@ -54,7 +54,7 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
                 run.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
                 return run
             for p, out in zip(batch, outputs, strict=True):
-                c = compare(p.id, len(p.tokens), out, reference[p.id], p.group)
+                c = compare_outputs(p.id, len(p.tokens), out, reference[p.id], p.group)
                 run.comparisons.append(c)
                 f.write(c.model_dump_json() + "\n")
                 f.flush()
@@ -64,7 +64,7 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
 def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, drift_limit: float,
                   sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> dict:
     """A ReferenceCheckRecord's fields from the comparisons made; `diverged` lists every failure."""
-    verdict = judge(check, run.comparisons, drift_limit, tie_gap)
+    verdict = judge_comparisons(check, run.comparisons, drift_limit, tie_gap)
     failures = [*extra_failures, *verdict.failures]
     if run.aborted:
         failures.insert(0, f"aborted after {len(run.comparisons)} comparison(s): {run.aborted.splitlines()[0]}")

@@ -9,7 +9,8 @@ from harness.measure.generation import Generation
 from harness.records.schema import RequestComparison
 
 
-def compare(request: str, prompt_tokens: int, cand: Generation, ref: Generation, group: str = "") -> RequestComparison:
+def compare_outputs(request: str, prompt_tokens: int, cand: Generation, ref: Generation,
+                    group: str = "") -> RequestComparison:
     """Drift is max |delta logprob| of the chosen tokens before the first divergence: after it, the two arms
     condition on different text and their logprobs are no longer comparable."""
     n = min(len(cand.token_ids), len(ref.token_ids))
@@ -36,7 +37,7 @@ def top_gap(gen: Generation, position: int | None) -> float | None:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgement:
     passed: bool
     detail: str
     failures: list[str]  # one line per failing request
@@ -65,7 +66,8 @@ def failure_line(c: RequestComparison, drift_limit: float, tie_gap: float = 0.0)
     return f"{where}: " + "; ".join(problems) if problems else None
 
 
-def judge(check: str, comparisons: list[RequestComparison], drift_limit: float, tie_gap: float = 0.0) -> Verdict:
+def judge_comparisons(check: str, comparisons: list[RequestComparison], drift_limit: float,
+                      tie_gap: float = 0.0) -> Judgement:
     failures = [line for c in comparisons if (line := failure_line(c, drift_limit, tie_gap))]
     exact = sum(c.exact for c in comparisons)
     ties = sum(is_tie_flip(c, tie_gap) for c in comparisons)
@@ -75,8 +77,8 @@ def judge(check: str, comparisons: list[RequestComparison], drift_limit: float, 
     if drifts:
         summary += f", max drift {max(drifts):.3g} (limit {drift_limit:g})"
     if not comparisons:
-        return Verdict(False, f"{check}: no request was compared", ["no comparisons"])
-    return Verdict(not failures, summary if not failures else summary + "; " + f"{len(failures)} request(s) failed",
+        return Judgement(False, f"{check}: no request was compared", ["no comparisons"])
+    return Judgement(not failures, summary if not failures else summary + "; " + f"{len(failures)} request(s) failed",
                    failures)
 
 

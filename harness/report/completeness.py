@@ -56,6 +56,9 @@ def missing_levels(records: list[Record], arms: list[str], concurrency: list[int
 def aborted(records: list[Record]) -> list[str]:
     out = []
     for r in records:
+        if isinstance(r, LongPrefixRecord) and r.metrics_scrape_errors:
+            out.append(f"long_prefix x {r.arm} c{r.concurrency}: {r.metrics_scrape_errors} /metrics scrape(s) failed "
+                       "during the workload: KV-cache use is summarised from the rest")
         if isinstance(r, LongPrefixRecord) and r.status == "aborted":
             out.append(f"long_prefix x {r.arm} c{r.concurrency}: aborted after {r.requests} request(s): "
                        f"{first_line(r.reason, 200)}")

@@ -19,6 +19,7 @@ from harness.records.results import locate_results
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 from harness.report import plots
 from harness.report.completeness import gaps
+from harness.report.headline import headline
 from harness.report.html import ReportContent, render_html
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
@@ -40,6 +41,16 @@ def write_tables(tables_dir: Path, tables: list[tuple[str, pd.DataFrame]]) -> st
         (tables_dir / f"{slug(title)}.json").write_text(df.to_json(orient="records", indent=2) + "\n")
         out.append(f"### {title}\n\n{md}\n")
     return "\n".join(out)
+
+
+def write_headline(tables_dir: Path, lines: list[str]) -> str:
+    """The headline as tables/headline.md (one bullet per measure); returns its Markdown section."""
+    if not lines:
+        return ""
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    bullets = "\n".join(f"- {line}" for line in lines) + "\n"
+    (tables_dir / "headline.md").write_text(bullets)
+    return f"### Headline\n\n{bullets}\n"
 
 
 def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[str, dict[str, float]]]:
@@ -142,7 +153,9 @@ def run_gates(run: RunData) -> list[GateResult]:
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     run = load_run(run_dir)
     raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
-    tables = build_tables(run.records, run.arm_order, run_gates(run))
+    gates = run_gates(run)
+    tables = build_tables(run.records, run.arm_order, gates)
+    lines = headline(run.records, run.arm_order, gates)
     base = None
     regressions: list[str] = []
     tables_for_files = tables
@@ -157,7 +170,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     missing = gaps(run.info, run.records, run.arm_order)
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems
-    md = write_tables(run_dir / "tables", tables_for_files)
+    md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
     if regressions:
         md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
     if missing:
@@ -169,7 +182,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
     content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,
-                            figures, base)
+                            figures, base, lines)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))
     return Rendered(md, regressions, html_path, code)

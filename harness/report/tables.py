@@ -7,6 +7,7 @@ import pandas as pd
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
 from harness.records.schema import (
+    ColdStartRecord,
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
@@ -96,19 +97,51 @@ def gpu_mem(mem) -> str:
     return f"{mean:.2f}/{peak:.2f} GiB"
 
 
+def ms(seconds: float | None, digits: int = 1) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:.{digits}f} ms"
+
+
+def peaks(running: float | None, waiting: float | None) -> str:
+    return "n/a" if running is None and waiting is None else f"{running or 0:g}/{waiting or 0:g}"
+
+
 def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
-    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT p50, NVML memory, failures."""
+    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT, ITL and E2E p50, the scheduler's
+    running/waiting peaks, NVML memory, failures."""
     perf = [r for r in records if isinstance(r, LongPrefixRecord)]
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
     rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot),
-             "HBM use mean/peak": usage_pct(r.kv_usage),
-             "TTFT p50": "n/a" if r.ttft.p50 is None else f"{r.ttft.p50 * 1e3:.1f} ms",
+             "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": ms(r.ttft.p50), "ITL p50": ms(r.itl.p50, 3),
+             "E2E p50": ms(r.e2e.p50), "Running/waiting peak": peaks(r.running_peak, r.waiting_peak),
              "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
              "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else "")}
             for r in perf]
-    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "GPU mem mean/peak", "Failed"]
+    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "ITL p50", "E2E p50",
+            "Running/waiting peak", "GPU mem mean/peak", "Failed"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def cold_start_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """The first request after each server start against the arm's steady-state TPOT p50 (c1)."""
+    rank = {a: i for i, a in enumerate(arm_order)}
+    cold = sorted((r for r in records if isinstance(r, ColdStartRecord)), key=lambda r: rank.get(r.arm, len(rank)))
+    rows = [{"Arm": r.arm, "First TTFT": ms(r.ttft_s), "First TPOT": ms(r.tpot_s, 3),
+             "Steady TPOT p50": ms(r.steady_tpot_p50_s, 3), "Limit": f"{r.factor_limit:g} x steady",
+             "Flag": f"error: {first_line(r.error, 80)}" if r.error else ("FLAGGED" if r.flagged else "ok")}
+            for r in cold]
+    return pd.DataFrame(rows)
+
+
+def servers_table(records: list[Record]) -> pd.DataFrame:
+    """Every server launch of the run, in order: status, vLLM version, start-up time, attention backend."""
+    rows = [{"Arm": r.arm, "Status": r.status if r.status == "up" else f"failed: {first_line(r.reason, 80)}",
+             "vLLM": r.vllm_version or "n/a",
+             "Start-up": "n/a" if r.startup_s is None else f"{r.startup_s:.1f} s",
+             "Attention backend": ", ".join(r.backends) or "not logged",
+             "Declared": r.expected_backend or "auto"}
+            for r in records if isinstance(r, ServerRecord)]
+    return pd.DataFrame(rows)
 
 
 def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "strict-match") -> pd.DataFrame:
@@ -163,10 +196,12 @@ def build_tables(records: list[Record], arm_order: list[str],
     """Every table of a run, titled, in the order a pull request quotes them. No spec-decode records exist yet."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order)),
+            ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("Gates", gates_table(list(gates))),
-            ("Checks", outcomes_table(records))]
+            ("Checks", outcomes_table(records)),
+            ("Servers", servers_table(records))]
 
 
 def deltas_table(deltas: list[Delta]) -> pd.DataFrame:

@@ -9,9 +9,9 @@ outlive the harness, even when the harness is interrupted.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +28,6 @@ from harness.serve.serverlog import find_fatal, tail
 
 LIVE: set[Server] = set()
 POLL_S = 0.5
-PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -37,13 +36,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    # Linux: the server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL).
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-    os.setsid()
+def with_pdeathsig(argv: list[str]) -> list[str]:
+    """The argv run under util-linux's `setpriv --pdeathsig TERM`, which sets PR_SET_PDEATHSIG and execs it: the
+    server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL). Where setpriv is missing (not
+    Linux), the argv as is: atexit and the CLI's signal handlers still stop every server."""
+    helper = shutil.which("setpriv")
+    return [helper, "--pdeathsig", "TERM", "--", *argv] if helper else list(argv)
 
 
 class Server:
@@ -81,9 +79,9 @@ class Server:
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
         env = {**os.environ, **self.command.env}
-        self.proc = subprocess.Popen(list(self.command.argv), env=env, stdout=self._log_file,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
+        # Its own session (process group): stop() signals the whole group; no preexec_fn (not thread-safe).
+        self.proc = subprocess.Popen(with_pdeathsig(list(self.command.argv)), env=env, stdout=self._log_file,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         LIVE.add(self)
 
     def _failure(self, reason: str) -> LaunchError:

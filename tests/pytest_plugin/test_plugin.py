@@ -1,6 +1,7 @@
 import pytest
 
-from harness.pytest_plugin.plugin import HarnessSession, Options
+from harness.pytest_plugin.options import Options
+from harness.pytest_plugin.session import HarnessSession
 
 
 def session(tmp_path, reference="tp8") -> HarnessSession:

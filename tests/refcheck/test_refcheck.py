@@ -17,7 +17,7 @@ from harness.measure.generation import Generation, Sampling, parse_choice, token
 from harness.measure.prompts import TokenSpace
 from harness.refcheck import store as store
 from harness.refcheck.batches import BatchRun, record_fields
-from harness.refcheck.compare import compare, is_tie_flip, judge, summary_fields
+from harness.refcheck.compare import compare_outputs, is_tie_flip, judge_comparisons, summary_fields
 from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens, interleave
 
 
@@ -29,15 +29,15 @@ def gen(ids, lps=None):
 # --- comparison ---------------------------------------------------------------------------------------------------
 
 def test_identical_outputs_match_exactly_with_zero_drift():
-    c = compare("p0", 10, gen([1, 2, 3]), gen([1, 2, 3]))
+    c = compare_outputs("p0", 10, gen([1, 2, 3]), gen([1, 2, 3]))
     assert c.exact and c.first_divergence is None and c.max_drift == 0.0 and c.finite
-    assert judge("x", [c], 1e-2).passed
+    assert judge_comparisons("x", [c], 1e-2).passed
 
 
 def test_divergence_names_request_position_and_reference_gap():
-    c = compare("r3b5-2", 10, gen([1, 2, 9, 4]), gen([1, 2, 3, 4]), group="round 3 (batch 5)")
+    c = compare_outputs("r3b5-2", 10, gen([1, 2, 9, 4]), gen([1, 2, 3, 4]), group="round 3 (batch 5)")
     assert not c.exact and c.first_divergence == 2 and c.reference_gap_at_divergence == pytest.approx(2.0)
-    v = judge("graph_replay", [c], 1e-2)
+    v = judge_comparisons("graph_replay", [c], 1e-2)
     assert not v.passed
     assert "request r3b5-2 [round 3 (batch 5)]: generated token 2 differs" in v.failures[0]
 
@@ -45,42 +45,42 @@ def test_divergence_names_request_position_and_reference_gap():
 def test_drift_counts_only_up_to_the_first_divergence():
     cand = gen([1, 2, 9], [-0.1, -0.1, -5.0])
     ref = gen([1, 2, 3], [-0.1, -0.105, -0.1])
-    c = compare("p", 1, cand, ref)
+    c = compare_outputs("p", 1, cand, ref)
     assert c.max_drift == pytest.approx(0.005)
 
 
 def test_drift_over_the_limit_fails_even_when_tokens_match():
-    c = compare("p", 1, gen([1, 2], [-0.1, -0.1]), gen([1, 2], [-0.1, -0.15]))
-    v = judge("prefix_reuse", [c], 1e-2)
+    c = compare_outputs("p", 1, gen([1, 2], [-0.1, -0.1]), gen([1, 2], [-0.1, -0.15]))
+    v = judge_comparisons("prefix_reuse", [c], 1e-2)
     assert not v.passed and "max |delta logprob| 0.05 > 0.01" in v.failures[0]
-    assert judge("prefix_reuse", [c], 0.1).passed
+    assert judge_comparisons("prefix_reuse", [c], 0.1).passed
 
 
 def test_non_finite_logprob_fails():
-    c = compare("p", 1, gen([1, 2], [-0.1, float("-inf")]), gen([1, 2]))
+    c = compare_outputs("p", 1, gen([1, 2], [-0.1, float("-inf")]), gen([1, 2]))
     assert not c.finite and math.isinf(c.max_drift)
-    assert "non-finite logprob" in judge("x", [c], 1e-2).failures[0]
+    assert "non-finite logprob" in judge_comparisons("x", [c], 1e-2).failures[0]
 
 
 def test_shorter_output_is_a_divergence_at_its_end():
-    c = compare("p", 1, gen([1, 2]), gen([1, 2, 3]))
+    c = compare_outputs("p", 1, gen([1, 2]), gen([1, 2, 3]))
     assert not c.exact and c.first_divergence == 2
 
 
 def test_no_comparison_is_a_failure_not_a_pass():
-    v = judge("graph_replay", [], 1e-2)
+    v = judge_comparisons("graph_replay", [], 1e-2)
     assert not v.passed and "no request was compared" in v.detail
 
 
 def test_summary_fields():
-    cs = [compare("a", 1, gen([1, 2]), gen([1, 2])), compare("b", 1, gen([1, 5, 6]), gen([1, 2, 6]))]
+    cs = [compare_outputs("a", 1, gen([1, 2]), gen([1, 2])), compare_outputs("b", 1, gen([1, 5, 6]), gen([1, 2, 6]))]
     s = summary_fields(cs)
     assert s == {"requests": 2, "exact_matches": 1, "first_divergence_min": 1, "max_drift": 0.0, "nonfinite": 0,
                  "tie_flips": 0, "tie_gap": 0.0}
 
 
 def test_aborted_check_keeps_comparisons_and_fails(tmp_path):
-    run = BatchRun([compare("a", 1, gen([1]), gen([1]))], aborted="round 2 (batch 3): server exited\nlog tail")
+    run = BatchRun([compare_outputs("a", 1, gen([1]), gen([1]))], aborted="round 2 (batch 3): server exited\nlog tail")
     f = record_fields("graph_replay", "cpu-ref", "k", run, 1e-2, tmp_path / "c.jsonl")
     assert f["status"] == "aborted" and not f["passed"] and f["requests"] == 1
     assert f["diverged"][0].startswith("aborted after 1 comparison(s): round 2 (batch 3): server exited")
@@ -246,15 +246,15 @@ def test_model_identity_sees_one_changed_weight_byte_and_the_tokenizer(model_cop
 
 def test_flip_at_a_tie_in_the_reference_is_not_a_fault_but_a_wide_gap_flip_is():
     tied = Generation([1, 2, 3], [-0.7, -0.7, -0.7], [{1: -0.7, 50: -0.8}, {2: -0.7, 9: -0.7}, {3: -0.7, 7: -3.0}])
-    at_tie = compare("t", 1, gen([1, 9, 3]), tied)  # reference gap 0 at token 1
-    at_wide = compare("w", 1, gen([1, 2, 7]), tied)  # reference gap 2.3 at token 2
+    at_tie = compare_outputs("t", 1, gen([1, 9, 3]), tied)  # reference gap 0 at token 1
+    at_wide = compare_outputs("w", 1, gen([1, 2, 7]), tied)  # reference gap 2.3 at token 2
     assert at_tie.reference_gap_at_divergence == 0.0 and at_wide.reference_gap_at_divergence == pytest.approx(2.3)
-    v = judge("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.125)
+    v = judge_comparisons("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.125)
     assert v.passed and "1 tie flip(s)" in v.detail
-    assert judge("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.0).passed  # an exact tie: argmax arbitrary
-    assert not judge("graph_replay", [at_wide], drift_limit=1.0, tie_gap=0.125).passed
+    assert judge_comparisons("graph_replay", [at_tie], drift_limit=1.0, tie_gap=0.0).passed  # an exact tie: argmax arbitrary
+    assert not judge_comparisons("graph_replay", [at_wide], drift_limit=1.0, tie_gap=0.125).passed
     assert summary_fields([at_tie, at_wide], 0.125)["tie_flips"] == 1
     # float32 logprobs: one bf16 step (0.125) arrives as 0.12500000xx and is still within a 0.125 tie_gap
     step = Generation([1, 2], [-0.4, -0.1], [{1: -0.4, 34: -0.52500001}, {2: -0.1}])
-    assert is_tie_flip(compare("s", 1, gen([34, 2]), step), 0.125)
-    assert not is_tie_flip(compare("s", 1, gen([34, 2]), step), 0.1)
+    assert is_tie_flip(compare_outputs("s", 1, gen([34, 2]), step), 0.125)
+    assert not is_tie_flip(compare_outputs("s", 1, gen([34, 2]), step), 0.1)

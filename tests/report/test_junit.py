@@ -43,7 +43,7 @@ def run_fake_suite(tmp_path, passed: bool):
     (suites / "test_fake.py").write_text(textwrap.dedent(FAKE_SUITE.format(cand_tpot=0.005 if passed else 0.009)))
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(suites / "test_fake.py"), "-p", "harness.pytest_plugin.plugin",
+    proc = subprocess.run([sys.executable, "-m", "pytest", str(suites / "test_fake.py"), "-p", "harness.pytest_plugin",
                            "-p", "no:cacheprovider", "--arm", "dcp8", "--run-dir", str(run),
                            f"--junitxml={run / 'junit.xml'}", "-o", "junit_family=xunit2", "-q"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -12,7 +12,7 @@ from reportrun import make_run
 from harness.report.render import annotation, final_exit_code, render_run
 from harness.report.rundata import resolve_path
 
-TABLES = ["accuracy", "performance", "kv_capacity", "reference_checks", "gates", "checks"]
+TABLES = ["accuracy", "performance", "cold_start", "kv_capacity", "reference_checks", "gates", "checks", "servers"]
 
 
 def test_complete_run_renders_every_table_in_three_formats_and_a_self_contained_page(tmp_path):
@@ -54,7 +54,7 @@ def test_missing_samples_file_is_named_and_the_report_still_renders(tmp_path):
     assert "TPOT samples of cpu-ref c2: file '" in rendered.markdown and "long_prefix_c2.jsonl' not found" \
         in rendered.markdown
     html = rendered.html_path.read_text()
-    assert "long_prefix_c2.jsonl&#x27; not found" in html and html.count("data:image/png;base64,") == 3
+    assert "long_prefix_c2.jsonl&#39; not found" in html and html.count("data:image/png;base64,") == 3
 
 
 def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
@@ -65,7 +65,7 @@ def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
         f.write('{"schema_version": 1, "kind": "outc')
     rendered = render_run(run)
     html = rendered.html_path.read_text()
-    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#x27;spec_decode&#x27;",
+    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#39;spec_decode&#39;",
                  "truncated last line (the run was interrupted)"):
         assert text in html
     assert "results.jsonl:" in rendered.markdown and "| cpu-smoke | c1 " in rendered.markdown

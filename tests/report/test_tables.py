@@ -97,8 +97,8 @@ def test_gates_table_verdict_per_gate():
 def test_build_tables_titles_in_pr_order():
     from harness.report.tables import build_tables
 
-    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "KV capacity", "Reference checks",
-                                                      "Gates", "Checks"]
+    assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "Cold start", "KV capacity",
+                                                      "Reference checks", "Gates", "Checks", "Servers"]
 
 
 def test_checks_table_shows_what_failed_not_where():

@@ -1,0 +1,136 @@
+"""Fixtures and collection hooks: the session in config.stash, servers per arm (candidate, reference, or each arm
+in turn through `served_arm`), and the stored reference outputs, captured before any candidate starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config.errors import HarnessError
+from harness.pytest_plugin.options import options_from
+from harness.pytest_plugin.recording import outcome_record
+from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
+from harness.refcheck.store import StoredOutputs
+from harness.serve.launch import LiveServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SESSION_KEY] = HarnessSession(options_from(config))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.close()
+
+
+@pytest.fixture(scope="session")
+def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
+    return request.config.stash[SESSION_KEY]
+
+
+def _live(session: HarnessSession, name: str) -> LiveServer:
+    try:
+        return session.server(name)
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+# Function-scoped on purpose: they return the session's cached server, launching it again if
+# `served_arm` released it after that arm's tests.
+@pytest.fixture
+def candidate(harness_session: HarnessSession) -> LiveServer:
+    return _live(harness_session, harness_session.candidate_name)
+
+
+@pytest.fixture
+def reference(harness_session: HarnessSession) -> LiveServer:
+    name = harness_session.reference_name
+    if name is None:
+        pytest.skip(f"arm {harness_session.candidate_name!r} names no reference arm")
+    return _live(harness_session, name)
+
+
+def _stored(session: HarnessSession, name: str | None) -> StoredOutputs:
+    if name is None:
+        pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
+    try:
+        return session.references.outputs(name)
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+# Session-scoped and requested before `candidate`: captured (when not stored) before the candidate starts. The
+# eager variant is captured here too, so no later test has to stop the candidate to capture it.
+@pytest.fixture(scope="session")
+def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
+    stored = _stored(harness_session, harness_session.reference_name)
+    variant = harness_session.arm(harness_session.candidate_name).eager_variant
+    if variant:
+        _stored(harness_session, variant)
+    return stored
+
+
+@pytest.fixture(scope="session")
+def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
+    """The candidate under --enforce-eager (its `eager_variant` arm), where the arm names one."""
+    variant = harness_session.arm(harness_session.candidate_name).eager_variant
+    return _stored(harness_session, variant) if variant else None
+
+
+REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite."""
+    first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
+    if first:
+        items[:] = first + [i for i in items if i not in first]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`served_arm` runs a test once per arm of the run (candidate, then reference), ids = arm names."""
+    if "served_arm" not in metafunc.fixturenames:
+        return
+    session: HarnessSession = metafunc.config.stash[SESSION_KEY]
+    names = [session.candidate_name]
+    try:
+        if session.reference_name and session.reference_name != session.candidate_name:
+            names.append(session.reference_name)
+    except HarnessError:
+        pass  # the candidate's own YAML is broken: its test reports that
+    metafunc.parametrize("served_arm", names, ids=names, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
+    # pytest runs every test of one arm, then finalizes this before the next arm's: the two servers never
+    # compete for the machine, and each is stopped as soon as its tests are done.
+    yield _live(harness_session, request.param)
+    harness_session.release(request.param)
+
+
+
+
+@pytest.fixture
+def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
+    """`record(RecordType, arm=..., **fields)` appends a typed record to the run's results file."""
+    suite = request.node.module.__name__.removeprefix("test_")
+
+    def _record(record_type, *, arm: str, **fields):
+        rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, **fields)
+        harness_session.writer.append(rec)
+        return rec
+
+    return _record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Every suite test's outcome (and a failed or skipped setup) becomes an OutcomeRecord."""
+    report = yield
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        session: HarnessSession | None = item.config.stash.get(SESSION_KEY, None)
+        if session is not None and item.path.parent.name == "suites":
+            session.writer.append(outcome_record(item, report, session.run_id, session.candidate_name))
+    return report

@@ -1,0 +1,36 @@
+"""The plugin's command-line options, turned into one plain Options value (not read option by option)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+DEFAULT_ARM = "cpu-smoke"
+
+
+@dataclass
+class Options:
+    arm: str = DEFAULT_ARM
+    reference: str | None = None  # default: the arm's own `reference:`
+    run_dir: Path | None = None
+    overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
+    refresh_reference: bool = False  # capture reference outputs anew even when the store has them
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "DCP qualification harness")
+    group.addoption("--arm", default=DEFAULT_ARM, help="candidate arm (configs/arms/<name>.yaml)")
+    group.addoption("--reference", default=None, help="reference arm (default: the arm's `reference:`)")
+    group.addoption("--run-dir", default=None, type=Path, help="run directory (default reports/<timestamp>)")
+    group.addoption("--set", dest="harness_set", action="append", default=[], metavar="PATH=VALUE",
+                    help="override a field of the candidate arm, e.g. --set parallelism.dcp=4")
+    group.addoption("--refresh-reference", action="store_true", default=False,
+                    help="capture the reference arm's outputs anew instead of reusing the reference store")
+
+
+def options_from(config: pytest.Config) -> Options:
+    return Options(arm=config.getoption("--arm"), reference=config.getoption("--reference"),
+                   run_dir=config.getoption("--run-dir"), overrides=list(config.getoption("harness_set")),
+                   refresh_reference=config.getoption("--refresh-reference"))

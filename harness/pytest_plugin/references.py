@@ -1,0 +1,65 @@
+"""Reference outputs for the checks: the arm's stored outputs when the store holds its key, else captured now
+(one prompt at a time, every other server stopped first: on one GPU two servers would not both fit)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.config.errors import ConfigError
+from harness.config.paths import server_python
+from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
+from harness.measure.generation import Sampling
+from harness.measure.prompts import token_space
+from harness.refcheck import store
+from harness.refcheck.batches import capture
+from harness.refcheck.prompts import CheckPrompts, build_check_prompts
+from harness.refcheck.store import (
+    StoredOutputs,
+    installed_vllm_version,
+    make_key,
+    model_difference,
+    model_identity,
+    reference_dir,
+)
+
+if TYPE_CHECKING:
+    from harness.pytest_plugin.session import HarnessSession
+
+
+class ReferenceOutputs:
+    """Per session: each reference arm's outputs for the candidate's check prompts, loaded or captured once."""
+
+    def __init__(self, session: HarnessSession):
+        self.session = session
+        self.stored: dict[str, StoredOutputs] = {}
+
+    def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
+        """The candidate's reference-check workload (both arms get the same prompts)."""
+        cand = self.session.arm(self.session.candidate_name)
+        w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
+        return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
+
+    def outputs(self, name: str) -> StoredOutputs:
+        """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now.
+
+        Capturing stops every other server first: on one GPU two servers would not both fit."""
+        if name in self.stored:
+            return self.stored[name]
+        cand, arm = self.session.arm(self.session.candidate_name), self.session.arm(name)
+        identity = model_identity(arm)
+        difference = model_difference(cand, model_identity(cand), arm, identity)
+        if difference:
+            raise ConfigError(difference)
+        _, prompts, sampling = self.check_prompts()
+        key = make_key(arm, identity, prompts, sampling, installed_vllm_version(arm.launcher.python or server_python()))
+        stored = None if self.session.options.refresh_reference else store.load(key, name, prompts, reference_dir())
+        if stored is None:
+            for other in list(self.session._servers):
+                if other != name:
+                    self.session.release(other)
+            outputs = capture(self.session.server(name), prompts.all(), sampling)
+            self.session.release(name)
+            path = store.save(key, name, prompts, outputs, reference_dir())
+            stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
+        self.stored[name] = stored
+        return stored

@@ -1,0 +1,83 @@
+"""The run's session: its arms, one live server per arm (launched on first use, released when done), and the
+results file every record goes to. Built from an Options value and kept in config.stash."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.config.arms import Arm, load_arm
+from harness.config.errors import HarnessError
+from harness.config.paths import REPORTS_DIR, run_id_now
+from harness.pytest_plugin.options import Options
+from harness.pytest_plugin.recording import server_failed, server_up
+from harness.pytest_plugin.references import ReferenceOutputs
+from harness.records.results import ResultsWriter, read_results
+from harness.records.schema import Record
+from harness.serve.launch import LiveServer, launch
+
+
+class HarnessSession:
+    def __init__(self, options: Options):
+        self.options = options
+        self.run_dir = options.run_dir or REPORTS_DIR / run_id_now()
+        self.run_id = self.run_dir.name
+        self.writer = ResultsWriter(self.run_dir / "results.jsonl")
+        self._arms: dict[str, Arm] = {}
+        self._servers: dict[str, LiveServer] = {}
+        self._failures: dict[str, str] = {}
+        self.references = ReferenceOutputs(self)
+
+    def arm(self, name: str) -> Arm:
+        if name not in self._arms:
+            overrides = self.options.overrides if name == self.options.arm else []
+            self._arms[name] = load_arm(name, overrides)
+        return self._arms[name]
+
+    @property
+    def candidate_name(self) -> str:
+        return self.options.arm
+
+    @property
+    def reference_name(self) -> str | None:
+        return self.options.reference or self.arm(self.options.arm).reference
+
+    def server(self, name: str) -> LiveServer:
+        """Launch on first use and cache until released; a failed launch is recorded once and re-raised for every
+        later user (its tests fail with the reason, the other arm still runs)."""
+        if name in self._failures:
+            raise HarnessError(self._failures[name])
+        if name not in self._servers:
+            arm = self.arm(name)
+            try:
+                live = launch(arm, self.run_dir / name)
+            except HarnessError as exc:
+                self._failures[name] = str(exc)
+                self.writer.append(server_failed(self.run_id, arm, str(exc), self.run_dir / name / "server.log"))
+                raise
+            self.writer.append(server_up(self.run_id, live))
+            self._servers[name] = live
+        return self._servers[name]
+
+    def pair(self) -> tuple[str, str]:
+        """(candidate, reference) for a comparison test; skips when the candidate names no reference."""
+        ref = self.reference_name
+        if ref is None:
+            pytest.skip(f"arm {self.candidate_name!r} names no reference arm")
+        return self.candidate_name, ref
+
+    def records(self) -> list[Record]:
+        """Every record of this run so far, read back from results.jsonl: what the gates are computed from."""
+        return read_results(self.writer.path)[0]
+
+    def release(self, name: str) -> None:
+        live = self._servers.pop(name, None)
+        if live is not None:
+            live.server.stop()
+
+    def close(self) -> None:
+        for live in self._servers.values():
+            live.server.stop()
+        self._servers.clear()
+
+
+SESSION_KEY = pytest.StashKey[HarnessSession]()

@@ -1,0 +1,74 @@
+"""The report's headline (pure): one line per measure, candidate against reference, the way the seed PR's prose
+sums up its tables: TPOT p50 change per concurrency, KV capacity ratio, accuracy difference with its p-value, and
+the verdict of every check and gate. A measure the run lacks says so instead of being left out."""
+
+from __future__ import annotations
+
+from harness.judge.gates import GateResult, latest, paired_accuracy
+from harness.judge.stats import mcnemar_exact_p, two_proportion_p
+from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, ReferenceCheckRecord
+
+
+def tpot_lines(records: list[Record], cand: str, ref: str) -> list[str]:
+    mine = {r.concurrency: r.tpot.p50 for r in latest(records, LongPrefixRecord, cand)}
+    theirs = {r.concurrency: r.tpot.p50 for r in latest(records, LongPrefixRecord, ref)}
+    if not mine and not theirs:
+        return []
+    out = []
+    for c in sorted(mine.keys() | theirs.keys()):
+        a, b = mine.get(c), theirs.get(c)
+        if a is None or b is None:
+            out.append(f"TPOT p50 c{c}: no data for {cand if a is None else ref}")
+        else:
+            out.append(f"TPOT p50 c{c}: {cand} {a * 1e3:.3f} ms vs {ref} {b * 1e3:.3f} ms ({(a - b) / b:+.1%})")
+    return out
+
+
+def kv_line(records: list[Record], cand: str, ref: str) -> list[str]:
+    mine, theirs = (latest(records, KvCapacityRecord, a) for a in (cand, ref))
+    if not mine and not theirs:
+        return []
+    if not mine or not theirs:
+        return [f"KV capacity: no data for {cand if not mine else ref}"]
+    a, b = mine[-1].tokens, theirs[-1].tokens
+    return [f"KV capacity: {cand} {a:,} tokens vs {ref} {b:,} tokens ({a / b:.2f}x)"]
+
+
+def accuracy_line(records: list[Record], cand: str, ref: str, flt: str) -> list[str]:
+    mine, theirs = (latest(records, Gsm8kRecord, a) for a in (cand, ref))
+    if not mine and not theirs:
+        return []
+    if not mine or not theirs or flt not in mine[-1].scores or flt not in theirs[-1].scores:
+        return [f"GSM8K {flt}: no data for {cand if not mine else ref}"]
+    m, t = mine[-1], theirs[-1]
+    (ka, na), (kb, nb) = (m.scores[flt].correct, m.n), (t.scores[flt].correct, t.n)
+    acc_a, acc_b = (ka / na if na else 0.0), (kb / nb if nb else 0.0)
+    pq_a, pq_b = (m.per_question or {}).get(flt), (t.per_question or {}).get(flt)
+    if pq_a and pq_b:
+        n, lost, won = paired_accuracy(pq_a, pq_b)
+        test = f"exact McNemar p = {mcnemar_exact_p(lost, won):.4f}, {n} paired"
+    else:
+        test = f"two-proportion z p = {two_proportion_p(ka, na, kb, nb):.4f}, unpaired"
+    errors = f"; {m.request_errors} request error(s)" if m.request_errors else ""
+    return [f"GSM8K {flt}: {cand} {acc_a:.2%} ({ka}/{na}) vs {ref} {acc_b:.2%} ({kb}/{nb}), "
+            f"{(acc_a - acc_b) * 100:+.2f} pt ({test}){errors}"]
+
+
+def check_lines(records: list[Record], cand: str, gates: list[GateResult]) -> list[str]:
+    out = []
+    for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand):
+        verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
+        out.append(f"Check {r.check} vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact)")
+    out += [f"Gate {g.gate}: {'PASS' if g.passed else 'FAIL'}" + ("" if g.passed else f" ({g.detail})")
+            for g in gates]
+    return out
+
+
+def headline(records: list[Record], arm_order: list[str], gates: list[GateResult],
+             flt: str = "strict-match") -> list[str]:
+    """The headline lines; empty for a run without a candidate and a reference."""
+    if len(arm_order) < 2:
+        return []
+    cand, ref = arm_order[:2]
+    return [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *accuracy_line(records, cand, ref, flt),
+            *check_lines(records, cand, gates)]
