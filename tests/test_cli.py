@@ -59,9 +59,11 @@ def test_bad_set_exits_2():
 
 
 def test_plan_of_shipped_arm_passes_preflight():
-    result = harness("plan", "--arm", "tp16-dcp16", "--no-vllm-check")
+    result = harness("plan", "--arm", "tp16-dcp16", "--no-vllm-check", "--set", "launcher.nodes=[gpu-a01,gpu-a02]")
     assert result.returncode == 0, result.stderr
-    assert "[node 1 @ <node1>]" in result.stdout and "96 transport heads" in result.stdout
+    assert "[node 1 @ gpu-a02]" in result.stdout and "96 transport heads" in result.stdout
+    unallocated = harness("plan", "--arm", "tp16-dcp16", "--no-vllm-check")
+    assert unallocated.returncode == 2 and "launcher.kind slurm with no launcher.nodes" in unallocated.stdout
 
 
 def test_workload_longer_than_max_model_len_is_a_preflight_error(tmp_path):

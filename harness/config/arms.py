@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -263,10 +264,10 @@ def path_escape(path: str) -> str | None:
     p = Path(path).expanduser()
     if p.is_absolute():
         return None
-    resolved = (REPO_ROOT / p).resolve()
-    if resolved != REPO_ROOT and REPO_ROOT not in resolved.parents:
-        return (f"{path!r} leaves the repository ({resolved}); a relative path is taken from the repository root "
-                "and must stay inside it: give an absolute path for a model elsewhere")
+    normal = os.path.normpath(p)  # lexical: a symlink inside the repository (models/ -> elsewhere) is a choice
+    if normal == ".." or normal.startswith(".." + os.sep):
+        return (f"{path!r} climbs out of the repository ({REPO_ROOT / normal}); a relative path is taken from the "
+                "repository root and must stay inside it: give an absolute path for a model elsewhere")
     return None
 
 

@@ -43,8 +43,9 @@ class Verdict:
 
 def not_checked(rule: str, why: str, strict: bool = False) -> Verdict:
     """A rule that could not be evaluated: 'not checked', and a failure where the run is strict."""
-    return Verdict(rule, not strict, f"not checked: {why}" + (" (strict run: required)" if strict else ""),
-                   None if strict else "not checked")
+    if strict:
+        return Verdict(rule, False, f"not checked: {why}; a strict run (--strict, CI=true) requires it")
+    return Verdict(rule, True, why, "not checked")
 
 
 def ceil_div(a: int, b: int) -> int:

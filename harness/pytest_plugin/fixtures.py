@@ -112,6 +112,33 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
 
 
 
+SERVER_FIXTURES = ("served_arm", "candidate", "reference")
+
+
+@pytest.fixture(autouse=True)
+def _server_still_alive(request: pytest.FixtureRequest):
+    """Before each suite test: the servers it uses are still alive. After a server death the arm's remaining tests
+    read 'not run: server of arm X died (exit -9) during <suite>', not a connection error."""
+    session: HarnessSession | None = request.config.stash.get(SESSION_KEY, None)
+    if session is None or request.node.path.parent.name != "suites":
+        return
+    suite = request.node.module.__name__.removeprefix("test_")
+    names = request.fixturenames
+    spec = getattr(request.node, "callspec", None)
+    arms = []
+    if "served_arm" in names and spec is not None:
+        arms.append(spec.params["served_arm"])
+    if "candidate" in names:
+        arms.append(session.candidate_name)
+    if "reference" in names and session.reference_name:
+        arms.append(session.reference_name)
+    for arm in dict.fromkeys(arms):
+        try:
+            session.using(arm, suite)
+        except HarnessError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+
 @pytest.fixture
 def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
     """`record(RecordType, arm=..., **fields)` appends a typed record to the run's results file."""

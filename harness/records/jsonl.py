@@ -13,9 +13,15 @@ from pathlib import Path
 
 def numbered_rows(path: Path) -> tuple[list[tuple[int, object]], list[tuple[int, str]]]:
     """(line number, parsed value) of every line that parses, and (line number, message) per line that does not."""
-    lines = path.read_text().splitlines()
+    lines = path.read_bytes().splitlines()
     rows, problems = [], []
-    for i, text in enumerate(lines, start=1):
+    for i, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append((i, f"{path}:{i}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                "skipped"))
+            continue
         if not text.strip():
             continue
         try:

@@ -11,6 +11,7 @@ import pytest
 from reportrun import make_run
 
 from harness import cli
+from harness.admission import RunArms
 from harness.config.arms import load_arm
 
 
@@ -19,9 +20,9 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     d, write = arms_dir
     write("cpu-ref", "extends: base\n")
     write("cpu-smoke", "extends: base\nreference: cpu-ref\n")
-    monkeypatch.setattr(cli, "load_arms", lambda name, ref, sets: (load_arm(name, sets, d), load_arm("cpu-ref", (), d)))
-    monkeypatch.setattr(cli, "check_arm", lambda *a, **k: None)
-    monkeypatch.setattr(cli, "workload_verdicts", lambda *a, **k: [])
+    monkeypatch.setattr(cli, "load_run_arms", lambda name, ref, sets: RunArms(load_arm(name, sets, d),
+                                                                             load_arm("cpu-ref", (), d), []))
+    monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
     calls = []
 
     def run(tpot_scale: float, pytest_code: int = 0, baseline: str | None = None):
