@@ -125,22 +125,25 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
     return verdicts
 
 
-def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, vllm_check: bool, strict: bool,
-                 resources: bool = True) -> tuple[Plan, list[Verdict]]:
-    """Every verdict of one arm: preflight, workloads, this machine, then vLLM's parser (only when the rest holds:
-    it takes seconds to import vLLM, and a refused arm needs no second opinion)."""
+def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: bool = True) -> tuple[Plan,
+                                                                                                   list[Verdict]]:
+    """Every verdict of one arm but vLLM's parser: preflight, workloads, this machine."""
     plan = plan_for(arm)
     python, origin = server_python_of(arm)
     verdicts = [*plan.verdicts, *(workload_verdicts(candidate, arm, suites) if suites is not None else []),
                 *(check_resources(arm, python, origin) if resources else [])]
+    return plan, verdicts
+
+
+def parser_verdict(arm: Arm, plan: Plan, vllm_check: bool, strict: bool, earlier_failures: bool) -> Verdict:
+    """vLLM's own parser on the arm's argv -- only when every other check of the run holds: importing vLLM takes
+    seconds, and a refused run needs no second opinion."""
     needs_gpu_vllm = strict and arm.device == "gpu"
     if not vllm_check:
-        verdicts.append(not_checked("vllm_parses_argv", "--no-vllm-check", needs_gpu_vllm))
-    elif violations(verdicts):
-        verdicts.append(not_checked("vllm_parses_argv", "the failures above come first"))
-    else:
-        verdicts.append(check_with_vllm(plan.nodes, python, strict=needs_gpu_vllm))
-    return plan, verdicts
+        return not_checked("vllm_parses_argv", "--no-vllm-check", needs_gpu_vllm)
+    if earlier_failures:
+        return not_checked("vllm_parses_argv", "the failures above come first")
+    return check_with_vllm(plan.nodes, server_python_of(arm)[0], strict=needs_gpu_vllm)
 
 
 def refusal(failed: dict[str, list[Verdict]]) -> PreflightError:
@@ -153,12 +156,15 @@ def refusal(failed: dict[str, list[Verdict]]) -> PreflightError:
 
 def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> dict[str, list[Verdict]]:
     """Every arm of the run checked; a PreflightError listing every failure of every arm, or the verdicts."""
-    out, failed = {}, {}
-    for arm in arms.all:
-        _, verdicts = arm_verdicts(arm, arms.candidate, suites, vllm_check, strict)
-        out[arm.name] = verdicts
-        if violations(verdicts):
-            failed[arm.name] = violations(verdicts)
+    checked = {arm.name: (arm, *arm_verdicts(arm, arms.candidate, suites)) for arm in arms.all}
+    failed = {name: violations(v) for name, (_, _, v) in checked.items() if violations(v)}
+    if failed:
+        raise refusal(failed)
+    out = {}
+    for name, (arm, plan, verdicts) in checked.items():
+        out[name] = [*verdicts, parser_verdict(arm, plan, vllm_check, strict, False)]
+        if violations(out[name]):
+            failed[name] = violations(out[name])
     if failed:
         raise refusal(failed)
     return out

@@ -27,6 +27,7 @@ from harness.admission import (
     choose_run_dir,
     load_run_arms,
     parse_suites,
+    parser_verdict,
     server_python_of,
     strict_run,
 )
@@ -52,8 +53,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     resources are shown but do not decide the exit code: a GPU arm is planned on a laptop."""
     arms = load_run_arms(args.arm, None, args.set)
     strict = strict_run(args.strict)
-    plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, not args.no_vllm_check, strict,
-                                  resources=False)
+    plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
+    verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
     python, origin = server_python_of(arms.candidate)
     print("\nthis machine (checked again by `qualify` before anything starts):")
@@ -62,10 +63,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     named = [f"{a.name} ({'reference' if a is arms.reference else 'eager variant'})" for a in arms.all[1:]]
     if named:
         print(f"\nnamed arms: {', '.join(named)}: valid")
-    ok = not violations(verdicts)
-    if not ok:
-        print(f"\narm {arms.candidate.name!r} fails preflight: nothing would be started", file=sys.stderr)
-    return 0 if ok else 2
+    failed = violations(verdicts)
+    if failed:
+        print("\n".join([f"error: arm {arms.candidate.name!r} fails preflight (nothing would be started):",
+                          *(f"  {v.rule}: {v.detail}" for v in failed)]), file=sys.stderr)
+    return 2 if failed else 0
 
 
 def per_arm_suites(suites: list[str]) -> list[str]:
@@ -143,10 +145,10 @@ def interrupted_code(code: int) -> int:
 def cmd_qualify(args: argparse.Namespace) -> int:
     args.suite_list = parse_suites(args.suites)
     run_dir = choose_run_dir(args.run_id, args.run_dir)
-    arms = load_run_arms(args.arm, args.reference, args.set)
-    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
     if args.baseline:
         check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
+    arms = load_run_arms(args.arm, args.reference, args.set)
+    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
     arm, ref = arms.candidate, arms.reference
     record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
     log_file = progress.start_log(run_dir)

@@ -88,8 +88,9 @@ def parse_yaml(text: str, source: str) -> object:
         node = loader.get_single_node()
         if node is None:
             return None
-        size = expanded_size(node)
-        if size > MAX_EXPANDED_NODES:
+        memo: dict[int, int] = {}
+        size = expanded_size(node, memo)
+        if size > MAX_EXPANDED_NODES and size > len(memo):  # aliases, not the file itself, make it that large
             raise ConfigError(f"{source}: expands to {size:,} values through YAML aliases (limit "
                               f"{MAX_EXPANDED_NODES:,}): an alias bomb? Write the values out or use `extends:`")
         return loader.construct_document(node)

@@ -13,9 +13,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
 from harness.config.files import Float, Int, StrictModel, field_errors, read_yaml
-from harness.config.paths import CONFIG_DIR
+from harness.config.paths import WORKLOADS_DIR
 
-WORKLOADS_DIR = CONFIG_DIR / "workloads"
 Positive = Annotated[int, Field(strict=True, ge=1)]
 TokenId = Annotated[int, Field(strict=True, ge=0)]
 

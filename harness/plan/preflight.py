@@ -197,7 +197,7 @@ def check_no_secret_in_argv(argv: list[str] | tuple[str, ...]) -> Verdict:
     leaked = secrets_in_argv(argv)
     ok = not leaked
     detail = "no secrets in argv" if ok else (
-        f"{', '.join(leaked)} in the argv is visible to every user in `ps`: "
+        f"{', '.join(repr(a) for a in leaked)} in the argv is visible to every user in `ps`: "
         "pass VLLM_API_KEY / HF_TOKEN through server.env instead")
     return Verdict("no_secret_in_argv", ok, detail)
 
