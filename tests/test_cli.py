@@ -94,3 +94,11 @@ def test_make_tiny_model_takes_the_arch_and_device_the_gpu_arms_document():
     args = build_parser().parse_args(["make-tiny-model", "--arch", "deepseek_v3", "--device", "cuda", "--out", "m"])
     assert (args.arch, args.device, args.out) == ("deepseek_v3", "cuda", "m")
     assert build_parser().parse_args(["make-tiny-model"]).arch == "llama"
+
+
+def test_plan_prints_env_secrets_redacted():
+    result = harness("plan", "--arm", "dcp8", "--no-vllm-check", "--set", "server.env.HF_TOKEN=s3cr3t-plan",
+                     "--set=server.env.VLLM_API_KEY=s3cr3t-plan2")
+    assert result.returncode == 0, result.stderr
+    assert "env HF_TOKEN=<redacted>" in result.stdout and "env VLLM_API_KEY=<redacted>" in result.stdout
+    assert "s3cr3t-plan" not in result.stdout + result.stderr
