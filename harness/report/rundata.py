@@ -90,18 +90,23 @@ def missing(run: RunData, what: str, recorded: str | None) -> str:
     return f"{what}: file {recorded!r} not found (nor under {run.run_dir}); left out of the report"
 
 
+def read_referenced(run: RunData, what: str, recorded: str | None) -> tuple[list[dict] | None, list[str]]:
+    """The rows of a file a record names (found as recorded or under the run directory); None and why, if gone."""
+    path = resolve_path(run.run_dir, recorded)
+    if path is None:
+        return None, [missing(run, what, recorded)]
+    return read_jsonl(path)
+
+
 def tpot_samples(run: RunData) -> tuple[dict[tuple[str, int], list[float]], list[str]]:
     """Per (arm, concurrency): TPOT in ms of every successful request, from the level's samples file."""
     out, problems = {}, []
     for r in (r for r in run.records if isinstance(r, LongPrefixRecord)):
-        path = resolve_path(run.run_dir, r.samples_path)
-        if path is None:
-            problems.append(missing(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path))
-            continue
-        rows, bad = read_jsonl(path)
+        rows, bad = read_referenced(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path)
         problems += bad
-        out[(r.arm, r.concurrency)] = [s["tpot_s"] * 1e3 for s in rows if not s.get("error") and s.get("tpot_s")
-                                       is not None]
+        if rows is not None:
+            out[(r.arm, r.concurrency)] = [s["tpot_s"] * 1e3 for s in rows
+                                           if not s.get("error") and s.get("tpot_s") is not None]
     return out, problems
 
 
@@ -112,13 +117,10 @@ def kv_series(run: RunData) -> tuple[dict[tuple[str, int], list[tuple[float, flo
             problems.append(f"KV-usage timeline of {r.arm} c{r.concurrency}: no telemetry file recorded "
                             "(written by harness versions that persist the /metrics series)")
             continue
-        path = resolve_path(run.run_dir, r.telemetry_path)
-        if path is None:
-            problems.append(missing(run, f"KV-usage timeline of {r.arm} c{r.concurrency}", r.telemetry_path))
-            continue
-        rows, bad = read_jsonl(path)
+        rows, bad = read_referenced(run, f"KV-usage timeline of {r.arm} c{r.concurrency}", r.telemetry_path)
         problems += bad
-        out[(r.arm, r.concurrency)] = series_of(rows, "metrics", "kv_usage")
+        if rows is not None:
+            out[(r.arm, r.concurrency)] = series_of(rows, "metrics", "kv_usage")
     return out, problems
 
 

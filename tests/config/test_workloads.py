@@ -1,11 +1,8 @@
-import json
 
 import pytest
 
-from harness.config.arms import Arm
 from harness.config.errors import ConfigError
 from harness.config.workloads import load_workload
-from harness.measure.prompts import TokenSpace, build_prompts, token_space
 
 
 def test_shipped_workloads():
@@ -14,37 +11,6 @@ def test_shipped_workloads():
     assert big.max_len == 120_400
     small = load_workload("long_prefix_cpu")
     assert small.max_len <= 4096
-
-
-def test_prompts_are_deterministic_share_prefix_and_avoid_specials():
-    w = load_workload("long_prefix_cpu")
-    space = TokenSpace(64, frozenset({0, 1, 2, 3}))
-    a, b = build_prompts(w, space), build_prompts(w, space)
-    assert a == b and a.fingerprint() == b.fingerprint()
-    prompts = [*a.warmup, *a.measured[1], *a.measured[2]]
-    assert all(p[: w.prefix_tokens] == a.prefix for p in prompts)
-    assert all(len(p) == w.prompt_tokens for p in prompts)
-    suffixes = {tuple(p[w.prefix_tokens:]) for p in prompts}
-    assert len(suffixes) == len(prompts), "suffixes must differ per request"
-    assert not {t for p in prompts for t in p} & {0, 1, 2, 3}
-    other = build_prompts(w.model_copy(update={"seed": 1}), space)
-    assert other.fingerprint() != a.fingerprint()
-
-
-def test_token_space_from_local_model(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100, "bos_token_id": 1, "eos_token_id": 2}))
-    (tmp_path / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 0}, {"id": 3}]}))
-    arm = Arm.model_validate({"name": "t", "model": {"path": str(tmp_path), "served_name": "m", "max_model_len": 8}})
-    space = token_space(arm, load_workload("long_prefix_cpu"))
-    assert space.vocab_size == 100 and space.excluded == {0, 1, 2, 3}
-
-
-def test_hub_model_needs_vocab_size():
-    arm = Arm.model_validate({"name": "t", "model": {"path": "org/m", "source": "hub", "served_name": "m",
-                                                     "max_model_len": 8}})
-    with pytest.raises(ConfigError, match="set vocab_size in the workload YAML"):
-        token_space(arm, load_workload("long_prefix_cpu"))
-    assert token_space(arm, load_workload("long_prefix_120k")).vocab_size == 163840
 
 
 def test_bad_workload_yaml(tmp_path):

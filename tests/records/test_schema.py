@@ -1,45 +1,19 @@
-import json
+"""The schema's own parts: the record union and the summaries records carry."""
 
-from harness.records.results import ResultsWriter, read_results
-from harness.records.schema import SCHEMA_VERSION, KvCapacityRecord, OutcomeRecord, ServerRecord
-
-
-def write_two(path):
-    w = ResultsWriter(path)
-    w.append(ServerRecord(run_id="r", arm="a", suite="server", status="up"))
-    w.append(KvCapacityRecord(run_id="r", arm="a", suite="kv_capacity", device="CPU", tokens=5, gib_per_worker=None,
-                              tp=1, dcp=1, source_line="x"))
+from harness.records.schema import KNOWN_KINDS, Usage, per_question_of
 
 
-def test_roundtrip(tmp_path):
-    path = tmp_path / "results.jsonl"
-    write_two(path)
-    records, problems = read_results(path)
-    assert problems == [] and [r.kind for r in records] == ["server", "kv_capacity"]
-    assert all(json.loads(line)["schema_version"] == SCHEMA_VERSION for line in path.read_text().splitlines())
+def test_known_kinds_are_the_record_union():
+    assert KNOWN_KINDS == {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "gate", "reference_check",
+                           "outcome"}
 
 
-def test_truncated_last_line_is_reported_and_rest_kept(tmp_path):
-    path = tmp_path / "results.jsonl"
-    write_two(path)
-    with path.open("a") as f:
-        f.write('{"schema_version": 1, "kind": "outc')
-    records, problems = read_results(path)
-    assert len(records) == 2
-    assert problems == [f"{path}:3: truncated last line (the run was interrupted); skipped"]
+def test_usage_of_no_points_is_none_not_zero():
+    assert Usage.of([]) is None
+    assert Usage.of([0.25, 0.5]) == Usage(mean=0.375, peak=0.5, n=2)
 
 
-def test_other_schema_version_and_unknown_kind(tmp_path):
-    path = tmp_path / "results.jsonl"
-    path.write_text(json.dumps({"schema_version": 99, "kind": "server"}) + "\n"
-                    + json.dumps({"schema_version": SCHEMA_VERSION, "kind": "mystery"}) + "\n"
-                    + OutcomeRecord(run_id="r", arm="a", suite="s", test="t", outcome="passed").model_dump_json() + "\n")
-    records, problems = read_results(path)
-    assert [r.kind for r in records] == ["outcome"]
-    assert "schema_version 99, this harness reads 1" in problems[0]
-    assert "unknown record kind 'mystery'" in problems[1]
-
-
-def test_missing_file_is_a_problem_not_a_crash(tmp_path):
-    records, problems = read_results(tmp_path / "none.jsonl")
-    assert records == [] and "no results file" in problems[0]
+def test_per_question_from_lm_evals_sample_rows():
+    rows = [{"doc_id": 0, "filter": "strict-match", "exact_match": 1.0},
+            {"doc_id": 0, "filter": "flexible-extract", "exact_match": 0.0}, {"note": "no doc id"}]
+    assert per_question_of(rows) == {"strict-match": {0: True}, "flexible-extract": {0: False}}
