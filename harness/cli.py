@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import progress
+from harness.console import progress
 from harness.admission import (
     SUITES_DIR,
     admit,

@@ -18,7 +18,7 @@ from unittest import mock
 
 import yaml
 
-from harness import progress
+from harness.console import progress
 from harness.config.errors import ConfigError
 from harness.config.paths import gsm8k_dir
 from harness.config.workloads import Gsm8kWorkload

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import progress
+from harness.console import progress
 from harness.config.workloads import LongPrefixWorkload
 from harness.measure.loadgen import LevelRun, RequestSample, run_level
 from harness.measure.prompts import Prompts

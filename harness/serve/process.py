@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from harness import progress
+from harness.console import progress
 from harness.config.errors import LaunchError
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
