@@ -29,10 +29,12 @@ def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
 
 
 def _live(session: HarnessSession, name: str) -> LiveServer:
+    failure = None
     try:
         return session.server(name)
     except HarnessError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        failure = str(exc)
+    pytest.fail(failure, pytrace=False)  # outside the except block: the message alone, no chained traceback
 
 
 # Function-scoped on purpose: they return the session's cached server, launching it again if
@@ -133,10 +135,13 @@ def _server_still_alive(request: pytest.FixtureRequest):
     if "reference" in names and session.reference_name:
         arms.append(session.reference_name)
     for arm in dict.fromkeys(arms):
+        failure = None
         try:
             session.using(arm, suite)
         except HarnessError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        if failure:  # raised outside the except block: the message alone, no chained traceback
+            pytest.fail(failure, pytrace=False)
 
 
 @pytest.fixture

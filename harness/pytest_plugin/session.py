@@ -62,6 +62,8 @@ class HarnessSession:
 
     def using(self, name: str, suite: str) -> None:
         """A suite test is about to use arm `name`'s server: checked alive first, then remembered as its user."""
+        if name in self._failures:
+            raise HarnessError(self._failures[name])
         self.check_alive(name)
         self._using[name] = suite
 
