@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.console import progress
 from harness.admission import (
     SUITES_DIR,
     admit,
@@ -35,6 +34,7 @@ from harness.config.arms import Arm, known_arms
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
 from harness.config.thresholds import load_gates
+from harness.console import progress
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump

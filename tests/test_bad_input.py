@@ -70,7 +70,7 @@ def p(name: str, *extra: str) -> list[str]:
 
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join(['*' + prev] * 9)}]\n" for prev, n in zip("abcdefgh", "bcdefghi"))
+    f"{n}: &{n} [{', '.join(['*' + prev] * 9)}]\n" for prev, n in zip("abcdefgh", "bcdefghi", strict=True))
 
 CASES = [
     # --- strict YAML reading -----------------------------------------------------------------------------------

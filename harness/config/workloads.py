@@ -5,7 +5,6 @@ The prompts a workload describes are built in harness.measure.prompts (long pref
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Annotated
 
 from pydantic import BaseModel, Field, ValidationError, model_validator

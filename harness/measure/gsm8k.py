@@ -18,10 +18,10 @@ from unittest import mock
 
 import yaml
 
-from harness.console import progress
 from harness.config.errors import ConfigError
 from harness.config.paths import gsm8k_dir
 from harness.config.workloads import Gsm8kWorkload
+from harness.console import progress
 from harness.records.schema import FilterScore, per_question_of
 
 TASK = "gsm8k"

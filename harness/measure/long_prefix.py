@@ -8,8 +8,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.console import progress
 from harness.config.workloads import LongPrefixWorkload
+from harness.console import progress
 from harness.measure.loadgen import LevelRun, RequestSample, run_level
 from harness.measure.prompts import Prompts
 from harness.measure.telemetry import (

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import psutil
 
-from harness.console import progress
 from harness.config.errors import LaunchError
+from harness.console import progress
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
 from harness.serve.serverlog import find_fatal, tail
