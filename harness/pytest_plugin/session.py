@@ -3,6 +3,8 @@ results file every record goes to. Built from an Options value and kept in confi
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from harness.config.arms import Arm, load_arm
@@ -14,6 +16,8 @@ from harness.pytest_plugin.references import ReferenceOutputs
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.serve.launch import LiveServer, launch
+
+log = logging.getLogger(__name__)
 
 
 class HarnessSession:
@@ -75,6 +79,7 @@ class HarnessSession:
             return
         during = self._using.get(name, "start-up")
         reason = f"not run: server of arm {name!r} died ({death}) during {during}"
+        log.warning("arm %s: server died (%s) during %s; its remaining tests are not run", name, death, during)
         self._failures[name] = reason
         del self._servers[name]
         live.server.stop()
