@@ -237,7 +237,7 @@ CASES = [
           "workloads/lp.yaml": "prefix_tokens: 8\nprefix_tokens: 9\n"}),
     Case("workload-too-long", "workloads", q("cand", "--set", "model.max_model_len=2048"),
          ["workload long_prefix_cpu needs 3544 tokens (prompt + output); arm cand max_model_len 2048"]),
-    Case("probe-range-reversed", "workloads", q("x"), ["probe_suffix_tokens is [min, max]: [64, 16] is reversed"],
+    Case("probe-range-reversed", "workloads", q("x"), ["field prefix_reuse.probe_suffix_tokens: Value error, a [min, max] range: [64, 16] is reversed"],
          {**arm("x", "extends: base\nworkloads: {reference_checks: rc}\n"),
           "workloads/rc.yaml": "prefix_reuse: {prefix_tokens: 64, shared_tokens: [16], probe_suffix_tokens: [64, 16]}\n"}),
     # --- GSM8K data -------------------------------------------------------------------------------------------

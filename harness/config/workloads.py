@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
@@ -16,6 +16,15 @@ from harness.config.paths import WORKLOADS_DIR
 
 Positive = Annotated[int, Field(strict=True, ge=1)]
 TokenId = Annotated[int, Field(strict=True, ge=0)]
+
+
+def min_max(pair: tuple[int, int]) -> tuple[int, int]:
+    if pair[0] > pair[1]:
+        raise ValueError(f"a [min, max] range: {list(pair)} is reversed")
+    return pair
+
+
+TokenRange = Annotated[tuple[Positive, Positive], AfterValidator(min_max)]
 
 
 class LongPrefixWorkload(StrictModel):
@@ -77,26 +86,14 @@ class PrefixReuseSpec(StrictModel):
     shared_tokens: list[Positive] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
     probes_per_share: Int = Field(2, ge=1)
     uncached_probes: Int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
-    probe_suffix_tokens: tuple[Positive, Positive] = (16, 256)  # [min, max] new tokens after the shared part
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        if self.probe_suffix_tokens[0] > self.probe_suffix_tokens[1]:
-            raise ValueError(f"probe_suffix_tokens is [min, max]: {list(self.probe_suffix_tokens)} is reversed")
-        return self
+    probe_suffix_tokens: TokenRange = (16, 256)  # [min, max] new tokens after the shared part
 
 
 class GraphReplaySpec(StrictModel):
     """Rounds of concurrent requests whose count walks across captured batch sizes and padding boundaries."""
 
     batch_sizes: list[Positive] = Field([1, 2, 3, 5, 8, 13], min_length=1)
-    prompt_tokens: tuple[Positive, Positive] = (8, 512)  # [min, max], drawn per request: every round's inputs change
-
-    @model_validator(mode="after")
-    def _ordered(self):
-        if self.prompt_tokens[0] > self.prompt_tokens[1]:
-            raise ValueError(f"prompt_tokens is [min, max]: {list(self.prompt_tokens)} is reversed")
-        return self
+    prompt_tokens: TokenRange = (8, 512)  # [min, max], drawn per request: every round's inputs change
 
 
 class ReferenceChecksWorkload(StrictModel):
