@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.arms import Arm, check_references, defining_file, load_arm
-from harness.config.errors import ConfigError, HarnessError, PreflightError
+from harness.config.errors import ConfigError, PreflightError
 from harness.config.paths import ARMS_DIR, REPO_ROOT, REPORTS_DIR, run_id_now, server_python
 from harness.config.workloads import SUITE_WORKLOADS, WORKLOAD_KINDS, Gsm8kWorkload, load_workload, workload_for
 from harness.measure.gsm8k import check_data
@@ -173,10 +173,7 @@ def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> d
 def check_baseline(arg: str) -> Path:
     """--baseline resolves to a results file with at least one readable record: checked now, not after the run."""
     path = locate_results(arg)
-    try:
-        records, problems = read_results(path)
-    except HarnessError:
-        raise
+    records, problems = read_results(path)
     if not records:
         why = problems[0] if problems else f"{path} is empty"
         raise ConfigError(f"--baseline {arg}: no readable record in {path} ({why}); pass an earlier run's "
