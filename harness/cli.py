@@ -1,97 +1,75 @@
 """Command line: plan, qualify, report, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
-  load_arms -> check_arms (preflight + vLLM's parser) -> run_suites (pytest) -> render_run (harness.report.render).
+  parse_suites -> choose_run_dir -> load_run_arms -> admit (preflight, workloads, resources, vLLM's parser; all in
+  harness.admission) -> check_baseline -> record_run_start -> run_suites (pytest) -> render_run (harness.report).
 HarnessErrors are caught once here: one readable message, exit code from the error.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.config.arms import Arm, known_arms, load_arm
-from harness.config.errors import HarnessError
-from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, run_id_now, server_python
-from harness.config.thresholds import load_gates
-from harness.config.workloads import (
-    SUITE_WORKLOADS,
-    WORKLOAD_KINDS,
-    Gsm8kWorkload,
-    load_workload,
-    workload_for,
+from harness.admission import (
+    SUITES_DIR,
+    admit,
+    all_suites,
+    arm_verdicts,
+    check_baseline,
+    choose_run_dir,
+    env_verdict,
+    load_run_arms,
+    parse_suites,
+    parser_verdict,
+    server_python_of,
+    strict_run,
 )
-from harness.measure.gsm8k import check_data
-from harness.plan.env_policy import check_env_with_vllm
-from harness.plan.nodes import Plan, render_plan
-from harness.plan.preflight import Verdict, check_workload_fits
+from harness.config.arms import Arm, known_arms
+from harness.config.errors import ConfigError, HarnessError
+from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
+from harness.config.thresholds import load_gates
+from harness.console import progress
+from harness.plan.nodes import render_plan
+from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.plan.vllm_args import check_with_vllm
-from harness.records.results import locate_results
+from harness.plan.resources import check_resources
+from harness.records.results import read_results
 from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
-from harness.report.render import Rendered, annotation, render_run
-from harness.report.screenshot import take_screenshot
-from harness.serve.launch import plan_for, preflight_error
 from harness.serve.process import stop_all
 
-SUITES_DIR = REPO_ROOT / "suites"
+if TYPE_CHECKING:
+    from harness.report.render import Rendered
 
-
-def load_arms(name: str, reference: str | None, overrides: list[str]) -> tuple[Arm, Arm | None]:
-    arm = load_arm(name, overrides)
-    ref_name = reference or arm.reference
-    return arm, (load_arm(ref_name) if ref_name and ref_name != name else None)
-
-
-def workload_verdicts(candidate: Arm, arm: Arm, suites: str | None) -> list[Verdict]:
-    """Per suite the run will execute: its workload fits the arm's max_model_len; its data files are sound."""
-    chosen = {SUITE_WORKLOADS[s] for s in SUITE_WORKLOADS if not suites or s in suites.split(",")}
-    verdicts = []
-    for key in sorted(chosen):
-        w = load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
-        if isinstance(w, Gsm8kWorkload):
-            verdicts.append(Verdict("gsm8k_data", True, check_data()))  # raises ConfigError on bad data
-        else:
-            verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
-    return verdicts
-
-
-def check_arm(arm: Arm, vllm_check: bool = True, more: list[Verdict] = ()) -> tuple[Plan, list[Verdict]]:
-    """Preflight and (where vLLM is importable) vLLM's own parser; raises on a violation."""
-    plan = plan_for(arm)
-    python = arm.launcher.python or server_python()
-    # The env check is cheap (imports vllm.envs only) and runs even without --vllm-check: an unread DCP variable
-    # would otherwise silently do nothing.
-    extra = [*more, check_env_with_vllm(plan.nodes, python)]
-    if vllm_check:
-        extra.append(check_with_vllm(plan.nodes, python))
-    if not plan.ok or not all(v.ok for v in extra):
-        failed = Plan(plan.arm, plan.nodes, (*plan.verdicts, *extra))
-        raise preflight_error(failed)
-    return plan, extra
-
+log = logging.getLogger(__name__)
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    arm = load_arm(args.arm, args.set)
-    plan = plan_for(arm)
-    python = arm.launcher.python or server_python()
-    extra = [check_env_with_vllm(plan.nodes, python)]
-    if not args.no_vllm_check:
-        extra.append(check_with_vllm(plan.nodes, python))
-    print(render_plan(plan, extra))
-    print("\nport: chosen free at launch unless server.port is set")
-    ok = plan.ok and all(v.ok for v in extra)
-    if not ok:
-        print(f"\narm {arm.name!r} fails preflight: nothing would be started", file=sys.stderr)
-    return 0 if ok else 2
-
-
-def all_suites() -> list[str]:
-    return sorted(p.stem.removeprefix("test_") for p in SUITES_DIR.glob("test_*.py"))
+    """Per-node argv + environment + preflight verdicts of one arm (its references checked too); this machine's
+    resources are shown but do not decide the exit code: a GPU arm is planned on a laptop."""
+    arms = load_run_arms(args.arm, None, args.set)
+    strict = strict_run(args.strict)
+    plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
+    verdicts.append(env_verdict(arms.candidate, plan))
+    verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
+    print(render_plan(plan, verdicts[len(plan.verdicts):]))
+    python, origin = server_python_of(arms.candidate)
+    print("\nthis machine (checked again by `qualify` before anything starts):")
+    for v in check_resources(arms.candidate, python, origin):
+        print(f"  [{v.label}] {v.rule}: {v.detail}")
+    named = [f"{a.name} ({'reference' if a is arms.reference else 'eager variant'})" for a in arms.all[1:]]
+    if named:
+        print(f"\nnamed arms: {', '.join(named)}: valid")
+    failed = violations(verdicts)
+    if failed:
+        print("\n".join([f"error: arm {arms.candidate.name!r} fails preflight (nothing would be started):",
+                          *(f"  {v.rule}: {v.detail}" for v in failed)]), file=sys.stderr)
+    return 2 if failed else 0
 
 
 def per_arm_suites(suites: list[str]) -> list[str]:
@@ -112,7 +90,17 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     write_run_info(run_dir, info)
 
 
+def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+    # Imported here: the report stack (pandas, scipy, matplotlib) takes seconds to import, and a refused command
+    # should answer at once.
+    from harness.report.render import render_run as render
+
+    return render(run_dir, baseline, exit_code)
+
+
 def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
+    from harness.report.render import annotation
+
     arms = list(info.get("arms", {})) or ["unknown arm"]
     path = run_dir / "annotation.md"
     path.write_text(annotation(arms[0], arms[1] if len(arms) > 1 else None, rendered.exit_code, rendered.markdown,
@@ -121,10 +109,12 @@ def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
 
 
 TERMINATED: list[int] = []
+SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 
 def _raise_interrupt(signum, frame):
-    # Turn SIGTERM into KeyboardInterrupt so pytest tears its fixtures down (servers stop).
+    # SIGINT (Ctrl-C) and SIGTERM both become KeyboardInterrupt, so pytest tears its fixtures down (servers stop);
+    # the signal is remembered for the exit code (130, 143): pytest's own code for an interrupt is 2.
     TERMINATED.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -132,7 +122,7 @@ def _raise_interrupt(signum, frame):
 def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     import pytest
 
-    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suites.split(",")] if args.suites else [str(SUITES_DIR)]
+    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suite_list] if args.suites else [str(SUITES_DIR)]
     pytest_args = [*targets, "-p", "no:cacheprovider", "--arm", args.arm, "--run-dir", str(run_dir),
                    f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_family=xunit2", "-rfE"]
     if args.reference:
@@ -145,24 +135,46 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     return int(pytest.main(pytest_args))
 
 
+def interrupted_code(code: int) -> int:
+    """128 + the signal that stopped the run (SIGINT 130, SIGTERM 143); pytest's 'interrupted' (2) is a Ctrl-C."""
+    import pytest
+
+    if TERMINATED:
+        return 128 + TERMINATED[0]
+    return 128 + signal.SIGINT if code == pytest.ExitCode.INTERRUPTED else code
+
+
 def cmd_qualify(args: argparse.Namespace) -> int:
-    arm, ref = load_arms(args.arm, args.reference, args.set)
-    for a in (arm, ref):
-        if a is not None:
-            check_arm(a, not args.no_vllm_check, workload_verdicts(arm, a, args.suites))
+    args.suite_list = parse_suites(args.suites)
+    run_dir = choose_run_dir(args.run_id, args.run_dir)
     if args.baseline:
-        locate_results(args.baseline)  # a wrong path fails now, not after the suites ran
-    run_dir = Path(args.run_dir) if args.run_dir else REPORTS_DIR / (args.run_id or run_id_now())
-    suites = args.suites.split(",") if args.suites else all_suites()
-    record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, suites)
+        check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
+    arms = load_run_arms(args.arm, args.reference, args.set)
+    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
+    arm, ref = arms.candidate, arms.reference
+    record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
+    log_file = progress.start_log(run_dir)
+    log.info("run %s: %s vs %s; suites %s", run_dir.name, arm.name, ref.name if ref else None, args.suite_list)
     print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    if sys.stderr.isatty() and not strict_run():
+        progress.enable(os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1))
+    handlers = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = run_suites(run_dir, args)
+    except KeyboardInterrupt:  # outside pytest's own handling (collection, start-up)
+        if not TERMINATED:
+            TERMINATED.append(signal.SIGINT)
+        code = 128 + TERMINATED[0]
     finally:
         stop_all()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    code = 128 + TERMINATED[0] if TERMINATED else code
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        progress.disable()
+    code = interrupted_code(code)
+    if code >= 128:
+        print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is kept "
+              "and the report is rendered", file=sys.stderr)
+    log.info("suites finished: exit code %s", code)
     info = finish_run_info(run_dir, code, args.baseline)
     rendered = render_run(run_dir, args.baseline, code)
     if rendered.exit_code != code:  # a baseline regression fails the run
@@ -170,22 +182,40 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     note = write_annotation(run_dir, info, rendered)
     print("\n" + rendered.markdown)
     print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}\n"
-          f"report:  {rendered.html_path}\nbuildkite annotation: {note}")
+          f"report:  {rendered.html_path}\nbuildkite annotation: {note}\nlog:     {log_file}")
+    log.info("report %s; exit code %s", rendered.html_path, rendered.exit_code)
     return rendered.exit_code
 
 
+def find_run_dir(arg: str) -> Path:
+    """`report --run`: a run directory, or a run id under reports/, that holds a run (results or run.json)."""
+    for path in (Path(arg), REPORTS_DIR / arg):
+        if path.is_dir():
+            break
+    else:
+        raise ConfigError(f"report --run {arg!r}: no run directory there (looked in . and {REPORTS_DIR})")
+    results = path / "results.jsonl"
+    if not results.is_file() and not (path / "run.json").is_file():
+        raise ConfigError(f"report --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
+    if results.is_file():
+        records, problems = read_results(results)
+        if not records and problems:
+            raise ConfigError(f"report --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
+    return path
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run)
-    if not run_dir.is_dir():
-        run_dir = REPORTS_DIR / args.run
-    if not run_dir.is_dir():
-        raise HarnessError(f"no run directory {args.run!r} (looked in . and {REPORTS_DIR})")
+    run_dir = find_run_dir(args.run)
+    if args.baseline:
+        check_baseline(args.baseline)
     info, _ = read_run_info(run_dir)  # a missing or broken run.json is listed among the report's problems
     rendered = render_run(run_dir, args.baseline)
     note = write_annotation(run_dir, info, rendered)
     print(rendered.markdown)
     print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
     if args.screenshot:
+        from harness.report.screenshot import take_screenshot
+
         print(f"screenshot: {take_screenshot(rendered.html_path, run_dir / 'report.png')}")
     return 1 if rendered.regressions else 0
 
@@ -211,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--arm", required=True, help="arm name (configs/arms/<name>.yaml)")
         p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override an arm field")
         p.add_argument("--no-vllm-check", action="store_true", help="skip parsing the argv with vLLM's parser")
+        p.add_argument("--strict", action="store_true", help="a check that cannot run fails (default with CI=true)")
 
     p = sub.add_parser("plan", help="print each node's argv, environment and preflight verdicts")
     arm_options(p)
@@ -258,5 +289,5 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         stop_all()
-        print("interrupted: servers stopped", file=sys.stderr)
-        return 130
+        print("interrupted (SIGINT): servers stopped", file=sys.stderr)
+        return 128 + signal.SIGINT

@@ -6,8 +6,9 @@ import re
 from harness.config.paths import REPO_ROOT
 
 ALLOWED = {
-    "config": set(), "plan": {"config"}, "serve": {"config", "plan"}, "records": {"config"},
-    "measure": {"config", "plan", "serve", "records"}, "refcheck": {"config", "plan", "serve", "measure", "records", "tinymodel"},
+    "config": set(), "console": set(), "plan": {"config"}, "serve": {"config", "plan", "console"},
+    "records": {"config"}, "measure": {"config", "plan", "serve", "records", "console"},
+    "refcheck": {"config", "plan", "serve", "measure", "records", "tinymodel"},
     "judge": {"config", "records"}, "report": {"config", "plan", "records", "judge"},
     "pytest_plugin": {"config", "plan", "serve", "measure", "refcheck", "judge", "records", "report"},
     "tinymodel": set(), "opcheck": set(),

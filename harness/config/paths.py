@@ -11,6 +11,7 @@ CONFIG_DIR = REPO_ROOT / "configs"
 # Tests point these elsewhere through the environment; users rarely need to.
 ARMS_DIR = Path(os.environ.get("HARNESS_ARMS_DIR", CONFIG_DIR / "arms"))
 REPORTS_DIR = Path(os.environ.get("HARNESS_REPORTS_DIR", REPO_ROOT / "reports"))
+WORKLOADS_DIR = Path(os.environ.get("HARNESS_WORKLOADS_DIR", CONFIG_DIR / "workloads"))
 
 
 def run_id_now() -> str:

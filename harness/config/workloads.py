@@ -5,34 +5,43 @@ The prompts a workload describes are built in harness.measure.prompts (long pref
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
-from harness.config.files import field_errors, read_yaml
-from harness.config.paths import CONFIG_DIR
+from harness.config.files import Float, Int, StrictModel, field_errors, read_yaml
+from harness.config.paths import WORKLOADS_DIR
 
-WORKLOADS_DIR = CONFIG_DIR / "workloads"
+Positive = Annotated[int, Field(strict=True, ge=1)]
+TokenId = Annotated[int, Field(strict=True, ge=0)]
 
 
-class LongPrefixWorkload(BaseModel):
+def min_max(pair: tuple[int, int]) -> tuple[int, int]:
+    if pair[0] > pair[1]:
+        raise ValueError(f"a [min, max] range: {list(pair)} is reversed")
+    return pair
+
+
+TokenRange = Annotated[tuple[Positive, Positive], AfterValidator(min_max)]
+
+
+class LongPrefixWorkload(StrictModel):
     """One shared prefix + a distinct suffix per request, fixed output length, greedy, ignore_eos."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    prefix_tokens: int = Field(ge=0)
-    suffix_tokens: int = Field(ge=1)
-    output_tokens: int = Field(ge=2)  # TPOT needs at least two output tokens
-    concurrency: list[int] = Field(min_length=1)
-    requests_per_level: int = Field(ge=1)
-    warmup_requests: int = Field(1, ge=1)  # the first one is also the cold-start sample
-    seed: int = 0
-    metrics_interval_s: float = Field(0.5, gt=0)
-    vocab_size: int | None = Field(None, ge=16)  # for hub models whose config.json is not local
-    exclude_token_ids: list[int] = []
+    prefix_tokens: Int = Field(ge=0)
+    suffix_tokens: Int = Field(ge=1)
+    output_tokens: Int = Field(ge=2)  # TPOT needs at least two output tokens
+    concurrency: list[Positive] = Field(min_length=1)
+    requests_per_level: Int = Field(ge=1)
+    warmup_requests: Int = Field(1, ge=1)  # the first one is also the cold-start sample
+    seed: Int = 0
+    metrics_interval_s: Float = Field(0.5, gt=0)
+    vocab_size: Int | None = Field(None, ge=16)  # for hub models whose config.json is not local
+    exclude_token_ids: list[TokenId] = []
 
     @property
     def prompt_tokens(self) -> int:
@@ -43,18 +52,16 @@ class LongPrefixWorkload(BaseModel):
         return self.prompt_tokens + self.output_tokens
 
 
-class Gsm8kWorkload(BaseModel):
+class Gsm8kWorkload(StrictModel):
     """lm-eval GSM8K settings: few-shot count, question limit, client concurrency and retries."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    num_fewshot: int = Field(5, ge=0)
-    limit: int | None = Field(None, ge=1)  # None: all 1,319 test questions
-    num_concurrent: int = Field(8, ge=1)
-    max_retries: int = Field(3, ge=1)
-    max_gen_toks: int = Field(256, ge=1)
+    num_fewshot: Int = Field(5, ge=0)
+    limit: Int | None = Field(None, ge=1)  # None: all 1,319 test questions
+    num_concurrent: Int = Field(8, ge=1)
+    max_retries: Int = Field(3, ge=1)
+    max_gen_toks: Int = Field(256, ge=1)
 
 
 def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[BaseModel] = LongPrefixWorkload):
@@ -71,57 +78,49 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
         raise ConfigError(f"{path}: invalid workload: {'; '.join(field_errors(exc))}") from None
 
 
-class PrefixReuseSpec(BaseModel):
+class PrefixReuseSpec(StrictModel):
     """Warm one long prompt, then probes sharing only a block-aligned part of its prefix, mixed with uncached ones."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    prefix_tokens: int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
-    warm_suffix_tokens: int = Field(16, ge=1)
-    shared_tokens: list[int] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
-    probes_per_share: int = Field(2, ge=1)
-    uncached_probes: int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
-    probe_suffix_tokens: tuple[int, int] = (16, 256)  # [min, max] new tokens after the shared part
+    prefix_tokens: Int = Field(ge=1)  # the long warm prompt's prefix (past 16k on GPU arms)
+    warm_suffix_tokens: Int = Field(16, ge=1)
+    shared_tokens: list[Positive] = Field(min_length=1)  # prefix part each probe shares; multiples of the block size
+    probes_per_share: Int = Field(2, ge=1)
+    uncached_probes: Int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
+    probe_suffix_tokens: TokenRange = (16, 256)  # [min, max] new tokens after the shared part
 
 
-class GraphReplaySpec(BaseModel):
+class GraphReplaySpec(StrictModel):
     """Rounds of concurrent requests whose count walks across captured batch sizes and padding boundaries."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    batch_sizes: list[int] = Field([1, 2, 3, 5, 8, 13], min_length=1)
-    prompt_tokens: tuple[int, int] = (8, 512)  # [min, max], drawn per request: every round's inputs change
+    batch_sizes: list[Positive] = Field([1, 2, 3, 5, 8, 13], min_length=1)
+    prompt_tokens: TokenRange = (8, 512)  # [min, max], drawn per request: every round's inputs change
 
 
-class CopySpec(BaseModel):
+class CopySpec(StrictModel):
     """Copy-from-far-back prompts (GPU arms): a random span early in a long context, its first `cue_tokens` again at
     the end; the greedy continuation must come from the far-back KV (harness/tinymodel/copytask.py). Sent as the last
     graph_replay round, one batch."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    context_tokens: list[int] = Field(min_length=1)  # prompt lengths, cue included
-    span_tokens: int = Field(96, ge=2)
-    cue_tokens: int = Field(16, ge=1)
-    span_at: int = Field(32, ge=0)  # where the span starts in the context
-    prompts_per_length: int = Field(2, ge=1)
+    context_tokens: list[Positive] = Field(min_length=1)  # prompt lengths, cue included
+    span_tokens: Int = Field(96, ge=2)
+    cue_tokens: Int = Field(16, ge=1)
+    span_at: Int = Field(32, ge=0)  # where the span starts in the context
+    prompts_per_length: Int = Field(2, ge=1)
 
 
-class ReferenceChecksWorkload(BaseModel):
+class ReferenceChecksWorkload(StrictModel):
     """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
-    seed: int = 0
-    output_tokens: int = Field(32, ge=1)
-    top_logprobs: int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
+    seed: Int = 0
+    output_tokens: Int = Field(32, ge=1)
+    top_logprobs: Int = Field(5, ge=1, le=20)  # vLLM's default max_logprobs is 20
     prefix_reuse: PrefixReuseSpec
     graph_replay: GraphReplaySpec = GraphReplaySpec()
     copy_prompts: CopySpec | None = None
-    vocab_size: int | None = Field(None, ge=16)
-    exclude_token_ids: list[int] = []
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
 
     @property
     def max_len(self) -> int:
@@ -143,4 +142,4 @@ WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload,
 
 def workload_for(arm: Arm, suite: str) -> str:
     """The workload an arm's YAML chose for a suite, else the suite's default."""
-    return arm.workloads.get(suite, DEFAULT_WORKLOADS[suite])
+    return getattr(arm.workloads, suite) or DEFAULT_WORKLOADS[suite]

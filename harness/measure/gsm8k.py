@@ -7,6 +7,7 @@ at the local train/test JSONL (never copied into the repo).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,6 +21,7 @@ import yaml
 from harness.config.errors import ConfigError
 from harness.config.paths import gsm8k_dir
 from harness.config.workloads import Gsm8kWorkload
+from harness.console import progress
 from harness.records.schema import FilterScore, per_question_of
 
 TASK = "gsm8k"
@@ -43,8 +45,13 @@ def validate_jsonl(path: Path, fields: tuple[str, ...] = ("question", "answer"))
         raise ConfigError(f"GSM8K data file {path} not found: set HARNESS_GSM8K_DIR to the folder holding "
                           "train.jsonl and test.jsonl, or HARNESS_GSM8K=hub on a connected machine")
     n = 0
-    with path.open() as f:
-        for lineno, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                  f"{exc.start + 1}); nothing was sent") from None
             if not line.strip():
                 continue
             try:
@@ -130,13 +137,19 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
             self._attempts.pop(id(messages), None)
             n = len(messages) if isinstance(messages, list) else 1
             self.request_errors += n
+            self.progress.update(n)
             return n
+
+        def _answered(self, messages, out):
+            self.progress.update(len(messages) if isinstance(messages, list) else 1)
+            return out
 
         def model_call(self, messages, *, generate=True, gen_kwargs=None, **kwargs):
             # lm-eval's path for num_concurrent <= 1
             if self.dead is None:
                 try:
-                    return super().model_call(messages, generate=generate, gen_kwargs=gen_kwargs, **kwargs)
+                    return self._answered(messages, super().model_call(messages, generate=generate,
+                                                                       gen_kwargs=gen_kwargs, **kwargs))
                 except Exception as exc:  # noqa: BLE001 - counted once retries are spent, never aborts the run
                     if not self._give_up(messages, exc):
                         raise  # lm-eval's retry makes the next attempt
@@ -147,9 +160,9 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
                               gen_kwargs=None, **kwargs):
             if self.dead is None:
                 try:
-                    return await super().amodel_call(session, sem, messages, generate=generate,
-                                                     cache_keys=cache_keys, ctxlens=ctxlens, gen_kwargs=gen_kwargs,
-                                                     **kwargs)
+                    return self._answered(messages, await super().amodel_call(
+                        session, sem, messages, generate=generate, cache_keys=cache_keys, ctxlens=ctxlens,
+                        gen_kwargs=gen_kwargs, **kwargs))
                 except Exception as exc:  # noqa: BLE001 - counted once retries are spent, never aborts the run
                     if not self._give_up(messages, exc):
                         raise
@@ -159,6 +172,7 @@ def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int,
                             tokenized_requests=False, num_concurrent=num_concurrent, max_retries=max_retries,
                             timeout=int(timeout_s), max_gen_toks=max_gen_toks)
     lm.request_errors, lm.last_error, lm.dead, lm._attempts = 0, None, None, {}
+    lm.progress = progress.bar("GSM8K answered", None, "questions")  # evaluate() sets the real one
     return lm
 
 
@@ -218,7 +232,8 @@ def evaluate(lm, source: TaskSource, num_fewshot: int, limit: int | None, out_di
     t0 = time.monotonic()
     results, error = None, None
     try:
-        with mock.patch.dict(os.environ, source.env):
+        with mock.patch.dict(os.environ, source.env), progress.bar(f"{lm.model}: GSM8K answered", limit,
+                                                                   "questions") as lm.progress:
             results = simple_evaluate(model=lm, tasks=[source.task], num_fewshot=num_fewshot, limit=limit,
                                       log_samples=True, task_manager=tm, torch_random_seed=None)
     except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, with what was gathered
@@ -254,13 +269,28 @@ def filter_scores(results: dict | None, task: str) -> dict[str, tuple[float | No
     return out
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def data_file_hashes(files: dict[str, str] | None) -> dict[str, str] | None:
+    """{file name: "sha256:<hex>"} of the data files a run read: the provenance the report shows."""
+    if not files:
+        return None
+    return {Path(p).name: file_sha256(Path(p)) for p in files.values()}
+
+
 def gsm8k_fields(ev: Evaluation, source: TaskSource, w: Gsm8kWorkload) -> dict:
     """A Gsm8kRecord's fields from one evaluation: scores counted from the per-sample log, per-question results
     (the paired gate's input), request errors, and why it stopped early, if it did."""
     scored = score_samples(ev.samples)
     aggregate = filter_scores(ev.results, source.task)
     reason = ev.dead or ev.error
-    return {"workload": w.name, "task": source.task, "data_files": source.data_files,
+    return {"workload": w.name, "task": source.task, "data_files": data_file_hashes(source.data_files),
             "lm_eval_version": lm_eval_version(), "task_hash": task_hash(ev.samples), "num_fewshot": w.num_fewshot,
             "limit": w.limit, "n": scored.n,
             "scores": {f: FilterScore(exact_match=aggregate[f][0], stderr=aggregate[f][1], correct=scored.correct[f])

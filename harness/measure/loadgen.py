@@ -108,7 +108,8 @@ async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
 
 
 async def run_level(base_url: str, model: str, prompts: list[list[int]], output_tokens: int, concurrency: int,
-                    level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None) -> LevelRun:
+                    level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None,
+                    on_done: Callable[[], object] | None = None) -> LevelRun:
     """Send `prompts` with at most `concurrency` in flight; every sample is appended to `sink` as it ends."""
     gate = asyncio.Semaphore(concurrency)
     samples: list[RequestSample] = []
@@ -122,6 +123,8 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]], output_
                 samples.append(sample)
                 if sink is not None:
                     append_line(sink, sample.to_json())
+                if on_done is not None:
+                    on_done()
 
         t0 = time.perf_counter_ns()
         work = asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))

@@ -4,10 +4,12 @@ with /metrics and NVML sampled beside it. I/O here; the summaries are pure funct
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.workloads import LongPrefixWorkload
+from harness.console import progress
 from harness.measure.loadgen import LevelRun, RequestSample, run_level
 from harness.measure.prompts import Prompts
 from harness.measure.telemetry import (
@@ -21,6 +23,8 @@ from harness.measure.telemetry import (
 from harness.records.jsonl import write_jsonl
 from harness.records.schema import Summary
 from harness.serve.launch import LiveServer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,8 +61,11 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
         if warmup.aborted is None:
             for c in workload.concurrency:
                 before = await sampler.scrape_once()
-                run = await run_level(base, model, prompts.measured[c], workload.output_tokens, c, c, timeout,
-                                      live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl")
+                with progress.bar(f"{live.arm.name}: long_prefix c{c}", len(prompts.measured[c]), "requests") as bar:
+                    run = await run_level(base, model, prompts.measured[c], workload.output_tokens, c, c, timeout,
+                                          live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl", bar.update)
+                log.info("arm %s: long_prefix c%d: %d requests done%s", live.arm.name, c, len(run.samples),
+                         f"; aborted: {run.aborted.splitlines()[0]}" if run.aborted else "")
                 after = await sampler.scrape_once()
                 series = out_dir / f"telemetry_c{c}.jsonl"
                 write_jsonl(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from harness.config.arms import Arm, Switch
-from harness.plan.preflight import Verdict, preflight, violations
+from harness.plan.preflight import Verdict, check_no_secret_in_argv, preflight, violations
 from harness.plan.redact import redact_argv, redact_env
 
 ENTRYPOINT_MODULES = {
@@ -133,7 +133,8 @@ def node_command(arm: Arm, rank: int, port: int, python: str) -> NodeCommand:
 def build_plan(arm: Arm, port: int, python: str) -> Plan:
     ranks = 1 if arm.launcher.kind == "ray" else arm.parallelism.nnodes
     nodes = tuple(node_command(arm, r, port, python) for r in range(ranks))
-    return Plan(arm.name, nodes, tuple(preflight(arm)))
+    every_arg = [a for n in nodes for a in n.argv]
+    return Plan(arm.name, nodes, (*preflight(arm), check_no_secret_in_argv(every_arg)))
 
 
 def render_plan(plan: Plan, extra_verdicts: list[Verdict] = ()) -> str:
@@ -145,5 +146,5 @@ def render_plan(plan: Plan, extra_verdicts: list[Verdict] = ()) -> str:
         lines.append("  argv " + shlex.join(redact_argv(node.argv)))
     lines.append("\npreflight:")
     for v in (*plan.verdicts, *extra_verdicts):
-        lines.append(f"  [{'ok' if v.ok else 'FAIL'}] {v.rule}: {v.detail}")
+        lines.append(f"  [{v.label}] {v.rule}: {v.detail}")
     return "\n".join(lines)

@@ -9,6 +9,9 @@ The rules come from the DCP seeds (see DESIGN.md):
   * MLA transport geometry: query head = kv_lora_rank + qk_rope_head_dim, output head = kv_lora_rank
   * a DSpark draft on a DCP target only with a B12X_MLA draft backend; its KV is
     replicated on every target rank unless VLLM_DCP_SHARD_DRAFT=1
+and from the arm's own consistency: max_model_len within the model's positions, a launcher that can start the
+arm's nodes, no secret in any argv element.
+A rule that cannot be evaluated says "not checked" (never "ok"); a fact that is not a rule says "info".
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.config.arms import Arm, Geometry, Parallelism
-from harness.plan.redact import SECRET_FLAGS
+from harness.plan.redact import secrets_in_argv
 
 HEAD_TILE = 8
 MAX_LOCAL_KV_SHARD_TOKENS = 1_048_576
 DCP_DRAFT_BACKEND = "B12X_MLA"
+# DCP's MLA transport kernels move query heads of kv_lora_rank + rope = 512 + 64 and reduce 512-wide outputs.
+MLA_QUERY_HEAD = 576
+MLA_OUTPUT_HEAD = 512
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,18 @@ class Verdict:
     rule: str
     ok: bool
     detail: str
+    status: str | None = None  # "not checked" or "info" where the rule could not be (or is not) evaluated
+
+    @property
+    def label(self) -> str:
+        return "FAIL" if not self.ok else (self.status or "ok")
+
+
+def not_checked(rule: str, why: str, strict: bool = False) -> Verdict:
+    """A rule that could not be evaluated: 'not checked', and a failure where the run is strict."""
+    if strict:
+        return Verdict(rule, False, f"not checked: {why}; a strict run (--strict, CI=true) requires it")
+    return Verdict(rule, True, why, "not checked")
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -84,32 +102,57 @@ def check_kv_shard(p: Parallelism, max_model_len: int) -> Verdict:
     return Verdict("local_kv_shard_bound", ok, detail + ("" if ok else ": lower max_model_len or raise dcp"))
 
 
-def check_mla_transport(p: Parallelism, g: Geometry) -> Verdict:
+def is_mla_backend(backend: str | None) -> bool:
+    return backend is not None and "MLA" in backend.upper()
+
+
+def check_mla_transport(p: Parallelism, g: Geometry, backend: str | None = None) -> Verdict:
     rule = "mla_transport_geometry"
-    if p.dcp == 1 or not g.is_mla:
-        return Verdict(rule, True, "not an MLA model under DCP: no MLA transport")
+    if p.dcp == 1:
+        return Verdict(rule, True, "dcp 1: no DCP transport")
+    if not g.is_mla:
+        if is_mla_backend(backend):
+            return Verdict(rule, False, f"attention backend {backend} is an MLA backend but the model has no "
+                           "kv_lora_rank: set model.geometry.kv_lora_rank and qk_rope_head_dim (or model.config_json)")
+        return Verdict(rule, True, "not an MLA model: no MLA transport", "info")
     if g.qk_rope_head_dim is None:
         return Verdict(rule, False, "MLA model without qk_rope_head_dim: set model.geometry.qk_rope_head_dim")
+    if g.num_attention_heads is None:
+        return Verdict(rule, False, "MLA model without num_attention_heads: set model.geometry.num_attention_heads")
     query, output = mla_transport(g)
-    heads = gathered_heads(g.num_attention_heads or 0, p.tp, p.dcp)
-    return Verdict(rule, True, f"{heads} transport heads, query head {query} "
-                   f"(kv_lora_rank {g.kv_lora_rank} + rope {g.qk_rope_head_dim}), output head {output}")
+    heads = gathered_heads(g.num_attention_heads, p.tp, p.dcp)
+    detail = (f"{heads} transport heads, query head {query} (kv_lora_rank {g.kv_lora_rank} + rope "
+              f"{g.qk_rope_head_dim}), output head {output}")
+    ok = (query, output) == (MLA_QUERY_HEAD, MLA_OUTPUT_HEAD)
+    return Verdict(rule, ok, detail + ("" if ok else f": DCP's MLA transport moves query heads of {MLA_QUERY_HEAD} "
+                                       f"and output heads of {MLA_OUTPUT_HEAD}"))
 
 
 def check_dspark_draft(arm: Arm) -> list[Verdict]:
     spec = arm.speculative
     if spec is None or spec.method.lower() != "dspark":
         return []
-    if arm.parallelism.dcp == 1:
-        return [Verdict("dspark_draft_backend", True, "DCP1 target: any draft backend")]
-    backend = spec.attention_backend
-    ok = backend == DCP_DRAFT_BACKEND
-    detail = f"draft backend {backend or 'unset'} on a DCP{arm.parallelism.dcp} target"
-    backend_verdict = Verdict("dspark_draft_backend", ok,
-                              detail + ("" if ok else f": only {DCP_DRAFT_BACKEND} drafts may sit on a DCP target"))
+    dcp, backend = arm.parallelism.dcp, spec.attention_backend
     sharded = arm.dcp_env.shard_draft == "force"
-    kv = Verdict("dspark_draft_kv", True, "draft KV sharded over DCP ranks (VLLM_DCP_SHARD_DRAFT=1)" if sharded
-                 else f"draft KV replicated on all {arm.parallelism.tp} target ranks (VLLM_DCP_SHARD_DRAFT not 1)")
+    if dcp == 1:
+        backend_verdict = Verdict("dspark_draft_backend", True, "DCP1 target: any draft backend")
+    else:
+        ok = backend == DCP_DRAFT_BACKEND
+        detail = f"draft backend {backend or 'unset'} on a DCP{dcp} target"
+        backend_verdict = Verdict("dspark_draft_backend", ok, detail + (
+            "" if ok else f": only {DCP_DRAFT_BACKEND} drafts may sit on a DCP target"))
+    rule = "dspark_draft_kv"
+    if sharded and dcp == 1:
+        kv = Verdict(rule, False, "VLLM_DCP_SHARD_DRAFT=1 (dcp_env.shard_draft: force) on a DCP1 target: there are "
+                     "no DCP ranks to shard the draft KV over; set it to auto")
+    elif sharded and backend != DCP_DRAFT_BACKEND:
+        kv = Verdict(rule, False, f"VLLM_DCP_SHARD_DRAFT=1 needs the {DCP_DRAFT_BACKEND} draft backend "
+                     f"(got {backend or 'unset'})")
+    elif sharded:
+        kv = Verdict(rule, True, f"draft KV sharded over {dcp} DCP ranks (VLLM_DCP_SHARD_DRAFT=1)")
+    else:
+        kv = Verdict(rule, True, f"draft KV replicated on all {arm.parallelism.tp} target ranks (VLLM_DCP_SHARD_DRAFT "
+                     "not 1; dcp_env.shard_draft: force shards it)", "info")
     return [backend_verdict, kv]
 
 
@@ -127,11 +170,34 @@ def check_nodes(arm: Arm) -> Verdict:
     return Verdict("nodes_split_evenly", True, f"{p.nnodes} node(s) x {per_node} ranks")
 
 
-def check_no_secret_in_argv(arm: Arm) -> Verdict:
-    leaked = [a.split("=")[0] for a in arm.server.args if a.split("=")[0] in SECRET_FLAGS]
+def check_launcher(arm: Arm) -> Verdict:
+    p, launcher = arm.parallelism, arm.launcher
+    rule = "launcher_starts_every_node"
+    if launcher.kind == "local" and p.nnodes > 1:
+        return Verdict(rule, False, f"launcher.kind local starts one node; nnodes {p.nnodes} needs launcher.kind "
+                       "slurm or ray")
+    if launcher.kind == "slurm" and not launcher.nodes:
+        return Verdict(rule, False, "launcher.kind slurm with no launcher.nodes: name the allocation's hosts, node 0 "
+                       "first, e.g. --set 'launcher.nodes=[gpu-a01,gpu-a02]'")
+    return Verdict(rule, True, f"launcher {launcher.kind} for {p.nnodes} node(s)")
+
+
+def check_max_model_len(arm: Arm) -> Verdict:
+    rule = "max_model_len_within_model"
+    limit, want = arm.model.geometry.max_position_embeddings, arm.model.max_model_len
+    if limit is None:
+        return not_checked(rule, "the model's max_position_embeddings is unknown (set model.geometry or "
+                           "model.config_json)")
+    ok = want <= limit
+    return Verdict(rule, ok, f"max_model_len {want}, model max_position_embeddings {limit}" + (
+        "" if ok else ": lower model.max_model_len to at most the model's positions"))
+
+
+def check_no_secret_in_argv(argv: list[str] | tuple[str, ...]) -> Verdict:
+    leaked = secrets_in_argv(argv)
     ok = not leaked
     detail = "no secrets in argv" if ok else (
-        f"{', '.join(leaked)} in server.args is visible to every user in `ps`: "
+        f"{', '.join(repr(a) for a in leaked)} in the argv is visible to every user in `ps`: "
         "pass VLLM_API_KEY / HF_TOKEN through server.env instead")
     return Verdict("no_secret_in_argv", ok, detail)
 
@@ -149,10 +215,11 @@ def preflight(arm: Arm) -> list[Verdict]:
         check_pcp_with_dcp(p),
         check_gathered_heads(p, g),
         check_kv_shard(p, arm.model.max_model_len),
-        check_mla_transport(p, g),
+        check_mla_transport(p, g, arm.attention.backend),
         *check_dspark_draft(arm),
         check_nodes(arm),
-        check_no_secret_in_argv(arm),
+        check_launcher(arm),
+        check_max_model_len(arm),
     ]
 
 

@@ -2,8 +2,8 @@
 
 A misspelt flag then fails in seconds, not after a 15-minute model load. The check
 runs the server's interpreter in a subprocess (vLLM is not importable in the
-harness's environment); where vLLM is not importable there, the check is skipped
-and says so.
+harness's environment); where vLLM is not importable there, the check says "not checked" -- and fails
+where the caller requires it (a GPU arm in a strict run: `--strict`, or CI=true).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import subprocess
 
 from harness.plan.nodes import ENTRYPOINT_MODULES, NodeCommand
-from harness.plan.preflight import Verdict
+from harness.plan.preflight import Verdict, not_checked
 
 PARSE_SCRIPT = r"""
 import contextlib, io, json, sys
@@ -55,7 +55,8 @@ def cli_part(argv: tuple[str, ...]) -> list[str]:
     raise ValueError(f"unknown vLLM entry module {module!r}")
 
 
-def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: float = 180) -> Verdict:
+def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: float = 180,
+                    strict: bool = False) -> Verdict:
     rule = "vllm_parses_argv"
     payload = json.dumps([cli_part(n.argv) for n in nodes])
     try:
@@ -63,9 +64,9 @@ def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: floa
                              text=True, timeout=timeout_s, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
         result = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        return Verdict(rule, True, f"skipped: could not run vLLM's parser with {python} ({exc.__class__.__name__})")
+        return not_checked(rule, f"could not run vLLM's parser with {python} ({exc.__class__.__name__})", strict)
     if not result["importable"]:
-        return Verdict(rule, True, f"skipped: vLLM not importable with {python}")
+        return not_checked(rule, f"vLLM is not importable with {python}", strict)
     bad = [f"node {n.node_rank}: {e}" for n, e in zip(nodes, result["errors"], strict=True) if e]
     if bad:
         return Verdict(rule, False, f"vLLM {result['version']} rejects the argv: " + "; ".join(bad))

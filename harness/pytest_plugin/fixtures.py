@@ -29,10 +29,12 @@ def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
 
 
 def _live(session: HarnessSession, name: str) -> LiveServer:
+    failure = None
     try:
         return session.server(name)
     except HarnessError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        failure = str(exc)
+    pytest.fail(failure, pytrace=False)  # outside the except block: the message alone, no chained traceback
 
 
 # Function-scoped on purpose: they return the session's cached server, launching it again if
@@ -110,6 +112,36 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     harness_session.release(request.param)
 
 
+
+
+SERVER_FIXTURES = ("served_arm", "candidate", "reference")
+
+
+@pytest.fixture(autouse=True)
+def _server_still_alive(request: pytest.FixtureRequest):
+    """Before each suite test: the servers it uses are still alive. After a server death the arm's remaining tests
+    read 'not run: server of arm X died (exit -9) during <suite>', not a connection error."""
+    session: HarnessSession | None = request.config.stash.get(SESSION_KEY, None)
+    if session is None or request.node.path.parent.name != "suites":
+        return
+    suite = request.node.module.__name__.removeprefix("test_")
+    names = request.fixturenames
+    spec = getattr(request.node, "callspec", None)
+    arms = []
+    if "served_arm" in names and spec is not None:
+        arms.append(spec.params["served_arm"])
+    if "candidate" in names:
+        arms.append(session.candidate_name)
+    if "reference" in names and session.reference_name:
+        arms.append(session.reference_name)
+    for arm in dict.fromkeys(arms):
+        failure = None
+        try:
+            session.using(arm, suite)
+        except HarnessError as exc:
+            failure = str(exc)
+        if failure:  # raised outside the except block: the message alone, no chained traceback
+            pytest.fail(failure, pytrace=False)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ results file every record goes to. Built from an Options value and kept in confi
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from harness.config.arms import Arm, load_arm
@@ -15,6 +17,8 @@ from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.serve.launch import LiveServer, launch
 
+log = logging.getLogger(__name__)
+
 
 class HarnessSession:
     def __init__(self, options: Options):
@@ -25,6 +29,7 @@ class HarnessSession:
         self._arms: dict[str, Arm] = {}
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
+        self._using: dict[str, str] = {}  # arm -> the suite that last used its server
         self.references = ReferenceOutputs(self)
 
     def arm(self, name: str) -> Arm:
@@ -46,6 +51,7 @@ class HarnessSession:
         later user (its tests fail with the reason, the other arm still runs)."""
         if name in self._failures:
             raise HarnessError(self._failures[name])
+        self.check_alive(name)
         if name not in self._servers:
             arm = self.arm(name)
             try:
@@ -57,6 +63,29 @@ class HarnessSession:
             self.writer.append(server_up(self.run_id, live))
             self._servers[name] = live
         return self._servers[name]
+
+    def using(self, name: str, suite: str) -> None:
+        """A suite test is about to use arm `name`'s server: checked alive first, then remembered as its user."""
+        if name in self._failures:
+            raise HarnessError(self._failures[name])
+        self.check_alive(name)
+        self._using[name] = suite
+
+    def check_alive(self, name: str) -> None:
+        """A cached server that died makes the arm's remaining tests 'not run', with the cause, recorded once."""
+        live = self._servers.get(name)
+        death = live.server.death() if live is not None else None
+        if death is None:
+            return
+        during = self._using.get(name, "start-up")
+        reason = f"not run: server of arm {name!r} died ({death}) during {during}"
+        log.warning("arm %s: server died (%s) during %s; its remaining tests are not run", name, death, during)
+        self._failures[name] = reason
+        del self._servers[name]
+        live.server.stop()
+        self.writer.append(server_failed(self.run_id, live.arm, f"died ({death}) during {during}",
+                                         live.server.log_path))
+        raise HarnessError(reason)
 
     def pair(self) -> tuple[str, str]:
         """(candidate, reference) for a comparison test; skips when the candidate names no reference."""

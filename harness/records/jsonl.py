@@ -13,15 +13,24 @@ from pathlib import Path
 
 def numbered_rows(path: Path) -> tuple[list[tuple[int, object]], list[tuple[int, str]]]:
     """(line number, parsed value) of every line that parses, and (line number, message) per line that does not."""
-    lines = path.read_text().splitlines()
+    data = path.read_bytes()
+    lines = data.splitlines()
+    unterminated = bool(data) and not data.endswith(b"\n")  # a crashed writer leaves a partial last line
     rows, problems = [], []
-    for i, text in enumerate(lines, start=1):
+    for i, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append((i, f"{path}:{i}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                "skipped"))
+            continue
         if not text.strip():
             continue
         try:
             rows.append((i, json.loads(text)))
         except json.JSONDecodeError as exc:
-            what = "truncated last line (the run was interrupted)" if i == len(lines) else f"not JSON ({exc.msg})"
+            what = ("truncated last line (the run was interrupted)" if i == len(lines) and unterminated
+                    else f"not JSON ({exc.msg})")
             problems.append((i, f"{path}:{i}: {what}; skipped"))
     return rows, problems
 

@@ -18,8 +18,8 @@ def summarize_provenance(info: dict, records: list[Record]) -> dict:
     """Everything the sign-off needs to say what ran where (pure). Secrets are redacted again on the way out."""
     servers = [r for r in records if isinstance(r, ServerRecord)]
     versions = sorted({r.vllm_version for r in servers if r.vllm_version})
-    data = {f"{r.arm}: {name}": sha for r in records if isinstance(r, Gsm8kRecord)
-            for name, sha in (r.data_files or {}).items()}
+    data = {f"{r.arm}: {name}": (sha if sha.startswith("sha256:") else f"not hashed (recorded as {sha})")
+            for r in records if isinstance(r, Gsm8kRecord) for name, sha in (r.data_files or {}).items()}
     workloads = {f"{r.arm}: {r.workload}": f"prompts {r.prompts_sha}" for r in records
                  if isinstance(r, LongPrefixRecord)}
     seeds = {name: w.get("seed") for name, w in (info.get("workloads") or {}).items() if "seed" in w}

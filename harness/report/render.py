@@ -167,6 +167,8 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         tables = with_delta_columns(tables, deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
     code = final_exit_code(raw, regressions)
+    if code == 0 and any(not g.passed and g.enforced for g in gates):
+        code = 1  # the verdict agrees with the Gates table: an enforced gate that fails (no data included) fails
     missing = gaps(run.info, run.records, run.arm_order)
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems

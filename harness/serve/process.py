@@ -9,6 +9,7 @@ outlive the harness, even when the harness is interrupted.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shlex
 import shutil
@@ -22,12 +23,21 @@ import httpx
 import psutil
 
 from harness.config.errors import LaunchError
+from harness.console import progress
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
 from harness.serve.serverlog import find_fatal, tail
 
+log = logging.getLogger(__name__)
 LIVE: set[Server] = set()
 POLL_S = 0.5
+
+
+def last_line(text: str, width: int = 60) -> str:
+    """The log's last non-empty line, shortened for a status line."""
+    lines = [line for line in text[-4000:].splitlines() if line.strip()]
+    line = lines[-1].strip() if lines else ""
+    return line if len(line) <= width else "..." + line[-(width - 3):]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -78,6 +88,7 @@ class Server:
         self._log_offset = self._log_file.tell()
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
+        log.info("arm %s: starting %s (log %s)", self.arm, shlex.join(redact_argv(self.command.argv)), self.log_path)
         env = {**os.environ, **self.command.env}
         # Its own session (process group): stop() signals the whole group; no preexec_fn (not thread-safe).
         self.proc = subprocess.Popen(with_pdeathsig(list(self.command.argv)), env=env, stdout=self._log_file,
@@ -87,6 +98,15 @@ class Server:
     def _failure(self, reason: str) -> LaunchError:
         return LaunchError(f"arm {self.arm!r}: server {reason}. Log {self.log_path}, last lines:\n"
                            f"{tail(self.log_text(), 30)}")
+
+    def death(self) -> str | None:
+        """How the server died ("exit -9", "engine died (...)"), or None while it lives."""
+        assert self.proc is not None, "server not started"
+        code = self.proc.poll()
+        if code is not None:
+            return f"exit {code}"
+        fatal = find_fatal(self.log_text())
+        return f"engine died: {fatal}" if fatal else None
 
     def check_alive(self) -> None:
         """Raise LaunchError if the process exited or the log says the engine died."""
@@ -102,7 +122,8 @@ class Server:
         """(start-up seconds, vLLM version from /version) once /health answers; LaunchError if it never does."""
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
-        with httpx.Client(timeout=5.0) as client:
+        status = progress.bar(f"{self.arm}: server starting", total=round(self.startup_timeout_s), unit="s")
+        with httpx.Client(timeout=5.0) as client, status:
             while True:
                 self._remember_tree()
                 self.check_alive()
@@ -113,7 +134,10 @@ class Server:
                     pass
                 if time.monotonic() > deadline:
                     raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s (timeouts.startup_s)")
+                status.n = round(time.monotonic() - t0)
+                status.set_postfix_str(last_line(self.log_text()), refresh=True)
                 time.sleep(POLL_S)
+            log.info("arm %s: server healthy at %s after %.1f s", self.arm, self.base_url, time.monotonic() - t0)
             version = None
             try:
                 version = client.get(f"{self.base_url}/version").json().get("version")

@@ -7,10 +7,11 @@ import math
 import shutil
 
 import pytest
+import yaml
 from reportrun import make_run
 
 from harness.config.errors import ConfigError
-from harness.config.thresholds import BaselineThresholds, load_thresholds
+from harness.config.thresholds import GATES_FILE, BaselineThresholds, load_thresholds
 from harness.judge.baseline import accuracy_delta, baseline_deltas
 from harness.judge.stats import two_proportion_p
 from harness.records.results import locate_results, read_results
@@ -140,7 +141,12 @@ def test_thresholds_come_from_the_baseline_section(tmp_path):
     path.write_text("baseline:\n  tpot_tolerance: 0.5\n")
     with pytest.raises(ConfigError, match="tpot_tolerance"):
         load_thresholds(path)
-    assert load_thresholds() == load_thresholds()  # the shipped configs/gates.yaml parses
+    # the shipped configs/gates.yaml: every value of its baseline section is what the loader returns
+    raw = yaml.safe_load(GATES_FILE.read_text())["baseline"]
+    assert raw and {k: getattr(load_thresholds(), k) for k in raw} == raw
+    path.write_text("baseline:\n  tpot_p50_rel_increase: true\n")
+    with pytest.raises(ConfigError, match="tpot_p50_rel_increase: Input should be a valid number"):
+        load_thresholds(path)
 
 
 def test_pr_tables_gain_baseline_delta_columns(tmp_path):

@@ -88,7 +88,7 @@ def test_redaction_spares_ordinary_flags():
 
 
 def test_buildkite_annotation_states_the_verdict_first():
-    from harness.cli import annotation
+    from harness.report.render import annotation
 
     assert annotation("dcp8", "tp8", 0, "### Accuracy\n").startswith("## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
     assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation("dcp8", "tp8", 1, "")

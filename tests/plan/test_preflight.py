@@ -103,5 +103,8 @@ def test_nodes_must_split_world_and_match_gpus():
 
 
 def test_secret_flags_in_argv_rejected():
-    assert not check_no_secret_in_argv(kimi_arm(server={"args": ["--api-key=abc"]})).ok
-    assert check_no_secret_in_argv(kimi_arm(server={"env": {"VLLM_API_KEY": "abc"}})).ok
+    assert not check_no_secret_in_argv(["vllm", "--api-key=abc"]).ok
+    assert not check_no_secret_in_argv(["vllm", "--api-key", "abc"]).ok
+    assert not check_no_secret_in_argv(["vllm", "HF_TOKEN=abc"]).ok
+    assert not check_no_secret_in_argv(["vllm", "--hf-overrides", '{"hf_token": "abc"}']).ok
+    assert check_no_secret_in_argv(["vllm", "--max-num-batched-tokens=512", "--tokenizer", "t"]).ok

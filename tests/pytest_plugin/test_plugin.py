@@ -34,3 +34,27 @@ def test_reference_defaults_to_the_arms_own(tmp_path):
 def test_a_session_without_records_leaves_no_run_directory(tmp_path):
     s = session(tmp_path)
     assert not s.run_dir.exists()  # plain `pytest tests` must not litter reports/ with empty runs
+
+
+def test_a_dead_server_makes_the_arms_remaining_tests_not_run_with_the_cause(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.config.errors import HarnessError
+    from harness.records.schema import ServerRecord
+
+    state = {"death": None, "stopped": 0}
+    server = SimpleNamespace(death=lambda: state["death"], stop=lambda: state.__setitem__("stopped", 1),
+                             log_path=tmp_path / "server.log")
+    arm = SimpleNamespace(name="dcp8", attention=SimpleNamespace(expected=None))
+    s = session(tmp_path)
+    s._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
+    s.using("dcp8", "long_prefix")  # alive: remembered as the user
+    state["death"] = "exit -9"
+    for _ in range(2):  # the next test, and every one after it, reads the same cause
+        with pytest.raises(HarnessError, match=r"not run: server of arm 'dcp8' died \(exit -9\) during long_prefix"):
+            s.using("dcp8", "kv_capacity")
+    with pytest.raises(HarnessError, match="died"):
+        s.server("dcp8")  # no relaunch of a dead arm within the run
+    died = [r for r in s.records() if isinstance(r, ServerRecord)]
+    assert [(r.status, r.reason) for r in died] == [("failed", "died (exit -9) during long_prefix")]
+    assert state["stopped"] == 1

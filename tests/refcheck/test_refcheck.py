@@ -160,11 +160,15 @@ def test_prefix_hit_proof():
 
 @pytest.fixture
 def model_copy(tmp_path):
-    src = load_arm("cpu-ref").model.local_dir()
-    if not (src / "config.json").is_file():
-        pytest.skip("tiny model not generated (make model)")
+    """A model directory the store hashes: config, weights and tokenizer files (their bytes, not a real model), so
+    these tests run on a fresh clone without `make model`."""
     dst = tmp_path / "model"
-    shutil.copytree(src, dst)
+    dst.mkdir()
+    (dst / "config.json").write_text(json.dumps({"num_attention_heads": 4, "num_key_value_heads": 4,
+                                                 "max_position_embeddings": 8192, "vocab_size": 512}))
+    (dst / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (dst / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 0, "content": "<s>"}]}))
+    (dst / "tokenizer_config.json").write_text(json.dumps({"pad_token": "<pad>"}))
     return dst
 
 

@@ -11,6 +11,7 @@ import pytest
 from reportrun import make_run
 
 from harness import cli
+from harness.admission import RunArms
 from harness.config.arms import load_arm
 
 
@@ -19,9 +20,9 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     d, write = arms_dir
     write("cpu-ref", "extends: base\n")
     write("cpu-smoke", "extends: base\nreference: cpu-ref\n")
-    monkeypatch.setattr(cli, "load_arms", lambda name, ref, sets: (load_arm(name, sets, d), load_arm("cpu-ref", (), d)))
-    monkeypatch.setattr(cli, "check_arm", lambda *a, **k: None)
-    monkeypatch.setattr(cli, "workload_verdicts", lambda *a, **k: [])
+    monkeypatch.setattr(cli, "load_run_arms", lambda name, ref, sets: RunArms(load_arm(name, sets, d),
+                                                                             load_arm("cpu-ref", (), d), []))
+    monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
     calls = []
 
     def run(tpot_scale: float, pytest_code: int = 0, baseline: str | None = None):
@@ -77,3 +78,36 @@ def test_qualify_with_a_missing_baseline_fails_before_any_suite(fake_qualify, tm
     code, _ = fake_qualify(1.0, baseline=str(tmp_path / "no-such-run"))
     assert code != 0 and fake_qualify.calls == []
     assert "no results.jsonl there" in capsys.readouterr().err
+
+
+SECRETS = ("s3cr3t-one", "s3cr3t-two", "s3cr3t-three", "s3cr3t-four", "s3cr3t-five")
+
+
+def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, arms_dir, monkeypatch, capsys):
+    """Secrets given every way the issue lists -- `--set server.env.X=`, `--set=server.env.X=`, a `--set` mapping,
+    launcher.slurm_args and speculative.extra -- reach neither run.json, the report, the annotation nor harness.log."""
+    d, write = arms_dir
+    write("cpu-ref", "extends: base\n")
+    write("cpu-smoke", "extends: base\nreference: cpu-ref\nlauncher: {slurm_args: ['--export=HF_TOKEN=s3cr3t-four']}"
+                       "\nspeculative: {method: dspark, model: d, num_speculative_tokens: 2, "
+                       "extra: {hf_token: s3cr3t-five}}\n")
+    sets = ["--set", "server.env.HF_TOKEN=s3cr3t-one", "--set=server.env.VLLM_API_KEY=s3cr3t-two",
+            "--set", "server.env={HUB_TOKEN: s3cr3t-three}"]
+    monkeypatch.setattr(cli, "load_run_arms", lambda name, ref, s: RunArms(load_arm(name, s, d),
+                                                                          load_arm("cpu-ref", (), d), []))
+    monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
+    monkeypatch.setattr(cli, "run_suites", lambda run_dir, args: 0)
+    run_dir = tmp_path / "run"
+    argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), *sets]
+    monkeypatch.setattr("sys.argv", ["python -m harness", *argv])
+    cli.main(argv)
+    out = capsys.readouterr()
+    written = {p.name: p.read_text() for p in run_dir.rglob("*") if p.is_file()}
+    assert {"run.json", "report.html", "annotation.md", "harness.log"} <= set(written)
+    leaks = {name: s for name, text in {**written, "stdout": out.out, "stderr": out.err}.items()
+             for s in SECRETS if s in text}
+    assert not leaks, leaks
+    info = json.loads(written["run.json"])
+    assert "server.env.HF_TOKEN=<redacted>" in info["argv"] and "--set=server.env.VLLM_API_KEY=<redacted>" in info["argv"]
+    assert info["arms"]["cpu-smoke"]["launcher"]["slurm_args"] == ["--export=HF_TOKEN=<redacted>"]
+    assert info["arms"]["cpu-smoke"]["speculative"]["extra"]["hf_token"] == "<redacted>"

@@ -1,0 +1,189 @@
+"""Admission: everything `plan` and `qualify` check before anything starts or is written.
+
+Steps: parse_suites -> choose_run_dir -> load_run_arms (the candidate and every arm it names) -> admit (per arm:
+preflight, workloads, this machine's resources, vLLM's own parser) -> check_baseline. Every failure is a ConfigError or
+PreflightError (exit code 2); the failures of all arms come in one block, one line each, and nothing was started:
+no server, no run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config.arms import Arm, check_references, defining_file, load_arm
+from harness.config.errors import ConfigError, PreflightError
+from harness.config.paths import ARMS_DIR, REPO_ROOT, REPORTS_DIR, run_id_now, server_python
+from harness.config.workloads import SUITE_WORKLOADS, WORKLOAD_KINDS, Gsm8kWorkload, load_workload, workload_for
+from harness.measure.gsm8k import check_data
+from harness.measure.prompts import token_space
+from harness.plan.env_policy import check_env_with_vllm
+from harness.plan.nodes import Plan
+from harness.plan.preflight import Verdict, check_workload_fits, not_checked, violations
+from harness.plan.resources import check_resources
+from harness.plan.vllm_args import check_with_vllm
+from harness.records.results import locate_results, read_results
+from harness.serve.launch import plan_for
+
+SUITES_DIR = REPO_ROOT / "suites"
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def strict_run(flag: bool = False) -> bool:
+    """Nightly and CI runs are strict: a check that could not run fails instead of reading 'not checked'."""
+    return flag or os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def all_suites() -> list[str]:
+    return sorted(p.stem.removeprefix("test_") for p in SUITES_DIR.glob("test_*.py"))
+
+
+def parse_suites(text: str | None) -> list[str]:
+    """--suites a,b: every name a suite in suites/; None means all. An empty name is an error, not 'all'."""
+    known = all_suites()
+    if text is None:
+        return known
+    chosen = [s.strip() for s in text.split(",")]
+    if any(not s for s in chosen):
+        raise ConfigError(f"--suites {text!r}: empty suite name; choose from {', '.join(known)} "
+                          "(or leave --suites out to run them all)")
+    unknown = [s for s in chosen if s not in known]
+    if unknown:
+        raise ConfigError(f"--suites {text!r}: unknown suite(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(chosen))
+
+
+def choose_run_dir(run_id: str | None, run_dir: str | None) -> Path:
+    """--run-dir as given, or reports/<run-id>: a run id is one plain name, never a path out of reports/. An existing
+    file, or a directory that already holds a run, is refused (records would mix)."""
+    if run_dir:
+        path = Path(run_dir)
+        what = f"--run-dir {run_dir}"
+    else:
+        rid = run_id or run_id_now()
+        if not RUN_ID.match(rid):
+            raise ConfigError(f"--run-id {rid!r}: a run id is one name under {REPORTS_DIR} (letters, digits, '.', "
+                              "'_', '-'; no '/' or '..'); use --run-dir to write elsewhere")
+        path = REPORTS_DIR / rid
+        what = f"--run-id {rid}"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what}: {path} exists and is not a directory; name a new directory")
+    if (path / "results.jsonl").exists() or (path / "run.json").exists():
+        raise ConfigError(f"{what}: {path} already holds a run; choose a new run id or directory")
+    return path
+
+
+@dataclass
+class RunArms:
+    candidate: Arm
+    reference: Arm | None
+    variants: list[Arm]  # eager variants named by the candidate (graph_replay launches them)
+
+    @property
+    def all(self) -> list[Arm]:
+        return [a for a in (self.candidate, self.reference, *self.variants) if a is not None]
+
+
+def load_run_arms(name: str, reference: str | None, overrides: list[str]) -> RunArms:
+    """The candidate and every arm it names, each validated; a missing or broken one names the referring field."""
+    arm = load_arm(name, overrides)
+    named = check_references(arm, ARMS_DIR, reference)
+    by_name = {a.name: a for a in named}
+    ref_name = reference or arm.reference
+    variants = [by_name[arm.eager_variant]] if arm.eager_variant else []
+    return RunArms(arm, by_name.get(ref_name) if ref_name else None, variants)
+
+
+def server_python_of(arm: Arm) -> tuple[str, str]:
+    """The arm's server interpreter and where that choice came from (for the message)."""
+    if arm.launcher.python:
+        return arm.launcher.python, f"{defining_file(arm, 'launcher')}: field launcher.python"
+    origin = "HARNESS_SERVER_PYTHON" if os.environ.get("HARNESS_SERVER_PYTHON") else "the default server interpreter"
+    return server_python(), origin
+
+
+def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdict]:
+    """Per workload the run will use on this arm: it fits max_model_len, its prompts can be drawn from the arm's
+    vocabulary, its data files are sound (GSM8K: raises ConfigError naming file and line)."""
+    chosen = sorted({SUITE_WORKLOADS[s] for s in suites if s in SUITE_WORKLOADS})
+    verdicts = []
+    for key in chosen:
+        w = load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
+        if isinstance(w, Gsm8kWorkload):
+            verdicts.append(Verdict("gsm8k_data", True, check_data()))
+            continue
+        verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
+        try:
+            space = token_space(arm, w)
+            verdicts.append(Verdict("workload_vocabulary", True, f"workload {w.name}: {space.vocab_size} tokens"))
+        except ConfigError as exc:
+            verdicts.append(Verdict("workload_vocabulary", False, str(exc)))
+        except (OSError, ValueError) as exc:
+            verdicts.append(Verdict("workload_vocabulary", False, f"workload {w.name}: cannot read the vocabulary of "
+                                    f"arm {arm.name!r}'s model: {exc}"))
+    return verdicts
+
+
+def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: bool = True) -> tuple[Plan,
+                                                                                                   list[Verdict]]:
+    """Every verdict of one arm but vLLM's parser: preflight, workloads, this machine."""
+    plan = plan_for(arm)
+    python, origin = server_python_of(arm)
+    verdicts = [*plan.verdicts, *(workload_verdicts(candidate, arm, suites) if suites is not None else []),
+                *(check_resources(arm, python, origin) if resources else [])]
+    return plan, verdicts
+
+
+def parser_verdict(arm: Arm, plan: Plan, vllm_check: bool, strict: bool, earlier_failures: bool) -> Verdict:
+    """vLLM's own parser on the arm's argv -- only when every other check of the run holds: importing vLLM takes
+    seconds, and a refused run needs no second opinion."""
+    needs_gpu_vllm = strict and arm.device == "gpu"
+    if not vllm_check:
+        return not_checked("vllm_parses_argv", "--no-vllm-check", needs_gpu_vllm)
+    if earlier_failures:
+        return not_checked("vllm_parses_argv", "the failures above come first")
+    return check_with_vllm(plan.nodes, server_python_of(arm)[0], strict=needs_gpu_vllm)
+
+
+def env_verdict(arm: Arm, plan: Plan) -> Verdict:
+    """Every VLLM_* variable the arm sets is one the installed vLLM reads (its vllm.envs listing)."""
+    return check_env_with_vllm(plan.nodes, server_python_of(arm)[0])
+
+
+def refusal(failed: dict[str, list[Verdict]]) -> PreflightError:
+    lines = []
+    for name, verdicts in failed.items():
+        lines.append(f"arm {name!r} cannot run here:")
+        lines += [f"  {v.rule}: {v.detail}" for v in verdicts]
+    return PreflightError("\n".join(lines) + "\nnothing was started")
+
+
+def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> dict[str, list[Verdict]]:
+    """Every arm of the run checked; a PreflightError listing every failure of every arm, or the verdicts."""
+    checked = {arm.name: (arm, *arm_verdicts(arm, arms.candidate, suites)) for arm in arms.all}
+    failed = {name: violations(v) for name, (_, _, v) in checked.items() if violations(v)}
+    if failed:
+        raise refusal(failed)
+    out = {}
+    for name, (arm, plan, verdicts) in checked.items():
+        # The env check imports only vllm.envs and runs even with --no-vllm-check: an unread DCP variable would
+        # otherwise silently do nothing.
+        out[name] = [*verdicts, env_verdict(arm, plan), parser_verdict(arm, plan, vllm_check, strict, False)]
+        if violations(out[name]):
+            failed[name] = violations(out[name])
+    if failed:
+        raise refusal(failed)
+    return out
+
+
+def check_baseline(arg: str) -> Path:
+    """--baseline resolves to a results file with at least one readable record: checked now, not after the run."""
+    path = locate_results(arg)
+    records, problems = read_results(path)
+    if not records:
+        why = problems[0] if problems else f"{path} is empty"
+        raise ConfigError(f"--baseline {arg}: no readable record in {path} ({why}); pass an earlier run's "
+                          "directory or its results.jsonl")
+    return path

