@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -95,7 +96,14 @@ def test_engine_death_mid_run_is_reported_with_log_lines(tmp_path):
 
 
 def test_startup_failure_fails_fast_with_vllm_message(tmp_path):
-    arm = load_arm("cpu-ref", ["model.max_model_len=100000"])  # above the model's 8192 positions
+    # A fault only vLLM finds: the harness's preflight refuses max_model_len above the model's positions when the
+    # config states them, so this copy of the model does not (Llama's default, 2048, then applies inside vLLM).
+    model = tmp_path / "model"
+    shutil.copytree(REPO_ROOT / "models" / "tiny-llama", model)
+    config = json.loads((model / "config.json").read_text())
+    del config["max_position_embeddings"]
+    (model / "config.json").write_text(json.dumps(config))
+    arm = load_arm("cpu-ref", [f"model.path={model}", "model.max_model_len=100000"])
     t0 = time.monotonic()
     with pytest.raises(LaunchError) as exc:
         launch(arm, tmp_path / "cpu-ref")
