@@ -187,7 +187,8 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert sorted(c.get("name") for c in cases) == sorted(
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
          for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
-                                               "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager"])
+                                               "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
+                                               "test_teacher_forcing", "test_dcp_ops"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}

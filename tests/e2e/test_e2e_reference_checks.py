@@ -65,9 +65,11 @@ def test_cpu_pair_passes_then_reuses_the_stored_reference(tmp_path, refs):
 
 
 def test_identical_arm_passes_against_its_own_stored_outputs(tmp_path, refs):
-    # cpu-ref as its own candidate: batched rounds must reproduce the outputs it computed one request at a time.
-    code, out, records = qualify(tmp_path / "run", refs, "--arm", "cpu-ref", "--reference", "cpu-ref",
-                                 "--suites", "graph_replay")
+    # cpu-smoke set to cpu-ref's exact server config (a reference must be another arm, so not cpu-ref itself):
+    # batched rounds must reproduce the outputs cpu-ref computed one request at a time.
+    code, out, records = qualify(tmp_path / "run", refs, "--arm", "cpu-smoke", "--suites", "graph_replay",
+                                 "--set", "server.enforce_eager=true", "--set", "server.enable_prefix_caching=false",
+                                 "--set", "server.max_num_batched_tokens=null")
     assert code == 0, out
     assert checks(records)["graph_replay"]["exact_matches"] == 32
 
