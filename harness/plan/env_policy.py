@@ -10,15 +10,13 @@ not importable there, the check is skipped and says so. The log scan is the seco
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from harness.plan.nodes import NodeCommand
 from harness.plan.preflight import Verdict
+from harness.plan.server_env import ScriptFailed, run_json_script
 
 RULE = "vllm_reads_env"
 # vllm/envs.py validate_environ (0.25.0 and 0.32.0): logger.warning("Unknown vLLM environment variable detected: %s")
@@ -87,11 +85,9 @@ def log_env_problem(log_text: str, planned_env: Mapping[str, str], version: str 
 def read_listing(python: str, timeout_s: float = 120) -> EnvListing:
     """I/O edge: ask the server environment's vLLM which variables it reads."""
     try:
-        out = subprocess.run([python, "-c", LIST_SCRIPT], capture_output=True, text=True, timeout=timeout_s,
-                             env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        return EnvListing(None, None, f"could not list vLLM's variables with {python} ({exc.__class__.__name__})")
+        result = run_json_script(python, LIST_SCRIPT, timeout_s)
+    except ScriptFailed as exc:
+        return EnvListing(None, None, f"could not list vLLM's variables with {python} ({exc})")
     if not result["importable"]:
         return EnvListing(None, None, f"vLLM not importable with {python}")
     return EnvListing(result["version"], frozenset(result["variables"]))

@@ -8,16 +8,15 @@ sockets, the server interpreter's installed distributions); the judgements are p
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
-import subprocess
 from functools import cache
 from pathlib import Path
 
 from harness.config.arms import Arm
 from harness.plan.preflight import Verdict, not_checked
+from harness.plan.server_env import ScriptFailed, run_json_script
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
 DISTRIBUTIONS_SCRIPT = r"""
@@ -102,10 +101,9 @@ def vllm_distributions(python: str) -> dict[str, str] | str:
     """{distribution: version} of the vLLM packages the interpreter has installed (no import of vLLM: fast), or
     why they could not be listed."""
     try:
-        out = subprocess.run([python, "-c", DISTRIBUTIONS_SCRIPT], capture_output=True, text=True, timeout=60)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        return f"{type(exc).__name__}"
+        return run_json_script(python, DISTRIBUTIONS_SCRIPT, 60)
+    except ScriptFailed as exc:
+        return str(exc)
 
 
 def is_cpu_build(name: str, version: str) -> bool:

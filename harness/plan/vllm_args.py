@@ -9,11 +9,10 @@ where the caller requires it (a GPU arm in a strict run: `--strict`, or CI=true)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 from harness.plan.nodes import ENTRYPOINT_MODULES, NodeCommand
 from harness.plan.preflight import Verdict, not_checked
+from harness.plan.server_env import ScriptFailed, run_json_script
 
 PARSE_SCRIPT = r"""
 import contextlib, io, json, sys
@@ -60,11 +59,9 @@ def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: floa
     rule = "vllm_parses_argv"
     payload = json.dumps([cli_part(n.argv) for n in nodes])
     try:
-        out = subprocess.run([python, "-c", PARSE_SCRIPT], input=payload, capture_output=True,
-                             text=True, timeout=timeout_s, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as exc:
-        return not_checked(rule, f"could not run vLLM's parser with {python} ({exc.__class__.__name__})", strict)
+        result = run_json_script(python, PARSE_SCRIPT, timeout_s, stdin=payload)
+    except ScriptFailed as exc:
+        return not_checked(rule, f"could not run vLLM's parser with {python} ({exc})", strict)
     if not result["importable"]:
         return not_checked(rule, f"vLLM is not importable with {python}", strict)
     bad = [f"node {n.node_rank}: {e}" for n, e in zip(nodes, result["errors"], strict=True) if e]
