@@ -17,6 +17,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = HarnessSession(options_from(config))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A server still cached at the end (the candidate's, the reference's) that died after its last test fails the
+    run: recorded as failed, and the exit status set to 1 where every test passed."""
+    harness = session.config.stash.get(SESSION_KEY, None)
+    deaths = harness.deaths() if harness is not None else []
+    for message in deaths:
+        session.config.get_terminal_writer().line(f"FAILED: {message}", red=True)
+    if deaths and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
@@ -109,7 +121,13 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     # pytest runs every test of one arm, then finalizes this before the next arm's: the two servers never
     # compete for the machine, and each is stopped as soon as its tests are done.
     yield _live(harness_session, request.param)
-    harness_session.release(request.param)
+    failure = None
+    try:
+        harness_session.release(request.param)
+    except HarnessError as exc:  # found dead after its tests passed: an error at teardown fails the run
+        failure = str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
 
 
 
@@ -159,9 +177,10 @@ def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Every suite test's outcome (and a failed or skipped setup) becomes an OutcomeRecord."""
+    """Every suite test's outcome (and a failed or skipped setup, a failed teardown) becomes an OutcomeRecord."""
     report = yield
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+    if report.when == "call" or (report.when == "setup" and not report.passed) or \
+            (report.when == "teardown" and report.failed):
         session: HarnessSession | None = item.config.stash.get(SESSION_KEY, None)
         if session is not None and item.path.parent.name == "suites":
             session.writer.append(outcome_record(item, report, session.run_id, session.candidate_name))

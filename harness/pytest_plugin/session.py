@@ -81,11 +81,26 @@ class HarnessSession:
         reason = f"not run: server of arm {name!r} died ({death}) during {during}"
         log.warning("arm %s: server died (%s) during %s; its remaining tests are not run", name, death, during)
         self._failures[name] = reason
-        del self._servers[name]
-        live.server.stop()
-        self.writer.append(server_failed(self.run_id, live.arm, f"died ({death}) during {during}",
-                                         live.server.log_path))
+        self._retire(name, f"died ({death}) during {during}")
         raise HarnessError(reason)
+
+    def _retire(self, name: str, reason: str) -> None:
+        live = self._servers.pop(name)
+        live.server.stop()
+        self.writer.append(server_failed(self.run_id, live.arm, reason, live.server.log_path))
+
+    def found_dead(self, name: str) -> str | None:
+        """A server that died after its last use (between tests, or once its tests were done) is recorded as
+        failed and stopped; returns the message that fails the run, None while it lives."""
+        live = self._servers.get(name)
+        death = live.server.death() if live is not None else None
+        if death is None:
+            return None
+        last = self._using.get(name, "start-up")
+        reason = f"died ({death}) after its last use, by {last}"
+        log.warning("arm %s: server %s", name, reason)
+        self._retire(name, reason)
+        return f"server of arm {name!r} {reason}: an unexpected server exit fails the run. Log {live.server.log_path}"
 
     def pair(self) -> tuple[str, str]:
         """(candidate, reference) for a comparison test; skips when the candidate names no reference."""
@@ -99,9 +114,17 @@ class HarnessSession:
         return read_results(self.writer.path)[0]
 
     def release(self, name: str) -> None:
+        """Stop arm `name`'s server once its tests are done; HarnessError if it was found dead first."""
+        dead = self.found_dead(name)
         live = self._servers.pop(name, None)
         if live is not None:
             live.server.stop()
+        if dead:
+            raise HarnessError(dead)
+
+    def deaths(self) -> list[str]:
+        """At the end of the run: every cached server found dead (recorded), before close() stops the rest."""
+        return [d for d in map(self.found_dead, list(self._servers)) if d]
 
     def close(self) -> None:
         for live in self._servers.values():

@@ -82,12 +82,17 @@ def test_ctrl_c_during_server_start_exits_130_and_renders_the_report(tmp_path):
 
 def test_kill_9_of_the_candidates_server_leaves_no_pass_without_data(tmp_path):
     run = tmp_path / "run"
-    # long_prefix first (pytest keeps the command line's file order): the kill lands in it, and kv_capacity follows
+    # long_prefix first (pytest keeps the command line's file order): the kill lands in it, and kv_capacity follows.
+    # A server killed after its tests is another path (found dead at release): tests/pytest_plugin/test_plugin.py
     proc = qualify(run, "--arm", "cpu-smoke", "--suites", "long_prefix,kv_capacity", refs=tmp_path / "refs")
     harness = psutil.Process(proc.pid)
     wait_for(lambda: any(r["kind"] == "server" and r["arm"] == "cpu-smoke" and r["status"] == "up"
                          for r in records(run)), 300, "the candidate's server to come up")
     (server,) = server_processes(harness)
+    # Stopped first, killed after: long_prefix starts right after "up" and lasts ~2 s here, so a bare kill can land
+    # after it (CI saw that). A stopped server holds the suite's requests until the kill, wherever they were.
+    server.suspend()
+    time.sleep(2)
     server.send_signal(signal.SIGKILL)  # the API server itself: exit -9
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 1, out

@@ -58,3 +58,60 @@ def test_a_dead_server_makes_the_arms_remaining_tests_not_run_with_the_cause(tmp
     died = [r for r in s.records() if isinstance(r, ServerRecord)]
     assert [(r.status, r.reason) for r in died] == [("failed", "died (exit -9) during long_prefix")]
     assert state["stopped"] == 1
+
+
+def test_a_server_found_dead_after_its_last_test_fails_the_run_with_the_cause(tmp_path):
+    """Killed between tests or after them: release (served_arm's teardown) and the end-of-run check both record it
+    and say so; a server alive at release is stopped without a word."""
+    from types import SimpleNamespace
+
+    from harness.config.errors import HarnessError
+    from harness.records.schema import ServerRecord
+
+    def fake(name, death):
+        state = {"stopped": 0}
+        server = SimpleNamespace(death=lambda: death, stop=lambda: state.__setitem__("stopped", state["stopped"] + 1),
+                                 log_path=tmp_path / f"{name}.log")
+        arm = SimpleNamespace(name=name, attention=SimpleNamespace(expected=None))
+        return SimpleNamespace(arm=arm, server=server), state
+
+    s = session(tmp_path)
+    alive, alive_state = fake("tp8", None)
+    dead, dead_state = fake("dcp8", "exit -9")
+    s._servers.update(tp8=alive, dcp8=dead)
+    s.using("tp8", "kv_capacity")
+    s._using["dcp8"] = "kv_capacity"  # its last test passed; it died afterwards
+    s.release("tp8")
+    assert alive_state["stopped"] == 1 and not s.records()
+    with pytest.raises(HarnessError, match=r"server of arm 'dcp8' died \(exit -9\) after its last use, by kv_capacity"):
+        s.release("dcp8")
+    assert dead_state["stopped"] >= 1
+    died = [r for r in s.records() if isinstance(r, ServerRecord)]
+    assert [(r.arm, r.status, r.reason) for r in died] == [("dcp8", "failed", "died (exit -9) after its last use, by kv_capacity")]
+
+    s2 = session(tmp_path / "end")
+    dead2, _ = fake("dcp8", "exit -9")
+    alive2, _ = fake("tp8", None)
+    s2._servers.update(dcp8=dead2, tp8=alive2)
+    (message,) = s2.deaths()
+    assert "'dcp8' died (exit -9) after its last use, by start-up" in message and "tp8" in s2._servers
+
+
+@pytest.mark.parametrize("death, code", [(None, 0), ("exit -9", 1)])
+def test_a_server_dead_at_the_end_of_a_passing_run_sets_exit_status_1(pytester, tmp_path, death, code):
+    """The plugin's session-finish hook: every test passed, yet the candidate's server had died -> exit 1."""
+    pytester.makeconftest(f'''
+from types import SimpleNamespace
+from harness.pytest_plugin.session import SESSION_KEY
+pytest_plugins = ["harness.pytest_plugin"]
+
+def pytest_sessionstart(session):
+    server = SimpleNamespace(death=lambda: {death!r}, stop=lambda: None, log_path="server.log")
+    arm = SimpleNamespace(name="dcp8", attention=SimpleNamespace(expected=None))
+    session.config.stash[SESSION_KEY]._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
+''')
+    pytester.makepyfile(test_any="def test_passes():\n    assert True\n")
+    result = pytester.runpytest_inprocess("--arm", "dcp8", "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    assert result.ret == code
+    died = "FAILED: server of arm 'dcp8' died (exit -9) after its last use" in result.stdout.str()
+    assert died == (death is not None)
