@@ -41,6 +41,8 @@ from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.plan.resources import check_resources
 from harness.records.results import read_results
+from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.floor_store import save_floor
 from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
 from harness.serve.process import stop_all
 
@@ -187,20 +189,20 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return rendered.exit_code
 
 
-def find_run_dir(arg: str) -> Path:
-    """`report --run`: a run directory, or a run id under reports/, that holds a run (results or run.json)."""
+def find_run_dir(arg: str, command: str = "report") -> Path:
+    """`<command> --run`: a run directory, or a run id under reports/, that holds a run (results or run.json)."""
     for path in (Path(arg), REPORTS_DIR / arg):
         if path.is_dir():
             break
     else:
-        raise ConfigError(f"report --run {arg!r}: no run directory there (looked in . and {REPORTS_DIR})")
+        raise ConfigError(f"{command} --run {arg!r}: no run directory there (looked in . and {REPORTS_DIR})")
     results = path / "results.jsonl"
     if not results.is_file() and not (path / "run.json").is_file():
-        raise ConfigError(f"report --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
+        raise ConfigError(f"{command} --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
     if results.is_file():
         records, problems = read_results(results)
         if not records and problems:
-            raise ConfigError(f"report --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
+            raise ConfigError(f"{command} --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
     return path
 
 
@@ -218,6 +220,27 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         print(f"screenshot: {take_screenshot(rendered.html_path, run_dir / 'report.png')}")
     return 1 if rendered.regressions else 0
+
+
+def cmd_accept_floor(args: argparse.Namespace) -> int:
+    """Mark a run's teacher-forced drift as the known-good floor of its pair; a failed or aborted check is refused."""
+    run_dir = find_run_dir(args.run, "accept-floor")
+    checks = [r for r in read_results(run_dir / "results.jsonl")[0]
+              if isinstance(r, ReferenceCheckRecord) and r.check == "teacher_forcing"
+              and (args.arm is None or r.arm == args.arm)]
+    if len(checks) != 1:
+        found = ", ".join(sorted({r.arm for r in checks})) or "none"
+        raise ConfigError(f"accept-floor --run {args.run!r}: needs exactly one teacher_forcing check "
+                          f"{'of arm ' + repr(args.arm) if args.arm else '(name one with --arm)'}; found: {found}")
+    (rec,) = checks
+    if not rec.passed or rec.status != "complete" or not rec.floor_path or not rec.comparisons_path:
+        raise ConfigError(f"accept-floor: {rec.arm}'s teacher_forcing in {run_dir.name} did not pass complete "
+                          f"({rec.detail or rec.reason}); a failing run cannot be the known-good floor")
+    path = save_floor(Path(rec.floor_path), Path(rec.comparisons_path),
+                      {"run": run_dir.name, "arm": rec.arm, "reference": rec.reference,
+                       "reference_key": rec.reference_key, "requests": rec.requests})
+    print(f"floor for {rec.arm} vs {rec.reference} accepted from {run_dir.name}: {path}")
+    return 0
 
 
 def cmd_arms(args: argparse.Namespace) -> int:
@@ -266,6 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "exit code 1 on a regression")
     p.add_argument("--screenshot", action="store_true", help="also write <run-dir>/report.png (headless Chromium)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("accept-floor", help="store a passing run's teacher-forced drift as its pair's known-good "
+                       "floor (later runs are paired against it)")
+    p.add_argument("--run", required=True, help="run id or run directory")
+    p.add_argument("--arm", help="the candidate arm, where the run has several")
+    p.set_defaults(func=cmd_accept_floor)
 
     p = sub.add_parser("arms", help="list the arms in configs/arms")
     p.set_defaults(func=cmd_arms)

@@ -34,6 +34,9 @@ class Gsm8kGates(StrictModel):
 class ReferenceCheckGates(StrictModel):
     drift_limit: Float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
     tie_gap: Float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
+    # Teacher forcing without an accepted known-good floor for the pair: True fails it ("no data"), False passes on
+    # the fixed limit alone and says that no shift below the limit could be seen.
+    require_floor: bool = False
 
 
 class DcpOpsGates(StrictModel):

@@ -181,3 +181,27 @@ def per_request(comparisons: Sequence[RequestComparison], field: str = "max_drif
 def per_position(comparisons: Sequence[TeacherForcedComparison]) -> dict[str, float]:
     """{"request/position": |delta|} over every scored position of every request."""
     return {f"{c.request}/{i}": d for c in comparisons for i, d in enumerate(c.deltas)}
+
+
+@dataclass(frozen=True)
+class FloorJudgement:
+    passed: bool
+    sentence: str  # the paired tests' verdict, quoted by the record and the report
+    detectable: str  # the smallest shift this run could have detected against the floor
+
+
+def judge_against_floor(candidate: Sequence[TeacherForcedComparison], floor: Sequence[TeacherForcedComparison],
+                        floor_source: str, alpha: float = ALPHA) -> FloorJudgement:
+    """The candidate's teacher-forced drift against a known-good run's on the same requests: a Wilcoxon test on the
+    per-request mean |delta| and a sign test on every position, each at alpha/2 (either may fail the run). The
+    detectable shift uses the paired spread of this run against the floor as its noise estimate."""
+    half = alpha / 2
+    by_request = paired_drift_test(per_request(candidate, "mean_drift"), per_request(floor, "mean_drift"),
+                                   floor_source, measure="teacher-forced per-request mean |delta|", alpha=half)
+    by_position = paired_drift_test(per_position(candidate), per_position(floor), floor_source,
+                                    measure="teacher-forced per-position |delta|", method="sign", alpha=half)
+    sd, n = paired_sd(per_request(candidate, "mean_drift"), per_request(floor, "mean_drift"))
+    shift = minimum_detectable_shift(sd, n, alpha=half, resolution=1e-6) if sd == sd else None
+    detectable = detection_sentence(shift, n, floor_source, "teacher-forced per-request mean |delta|")
+    return FloorJudgement(by_request.passed and by_position.passed,
+                          f"{by_request.sentence}; {by_position.sentence}", detectable)

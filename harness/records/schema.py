@@ -221,6 +221,11 @@ class ReferenceCheckRecord(RecordBase):
     status: Literal["complete", "aborted"] = "complete"
     reason: str | None = None
     comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
+    # Teacher forcing only: the paired test against the accepted known-good run of the same pair (its store path,
+    # where `harness accept-floor` writes), its verdict sentence, and the smallest shift this run could detect.
+    floor_path: str | None = None
+    floor: str | None = None
+    detectable: str | None = None
 
 
 class DcpOpCase(BaseModel):

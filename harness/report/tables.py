@@ -172,6 +172,9 @@ def drift(value: float | None, limit: float) -> str:
     return f"{'n/a' if value is None else f'{value:.1e}'} / limit {limit:g}"
 
 
+FLOOR_COLUMNS = ("Paired vs known-good floor", "Smallest detectable")
+
+
 def reference_checks_table(records: list[Record]) -> pd.DataFrame:
     """Candidate outputs against stored reference outputs: verdict, token match, first divergence, drift, cache hits."""
     rows = [{"Arm vs reference": f"{r.arm} vs {r.reference}", "Check": r.check,
@@ -180,8 +183,12 @@ def reference_checks_table(records: list[Record]) -> pd.DataFrame:
              "Exact match": f"{r.exact_matches}/{r.requests}" + (f" (+{r.tie_flips} tie flips)" if r.tie_flips else ""),
              "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
              "Max drift": drift(r.max_drift, r.drift_limit),
-             "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}"}
+             "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}",
+             "Paired vs known-good floor": first_line(r.floor, 240) if r.floor else "n/a",
+             "Smallest detectable": first_line(r.detectable, 240) if r.detectable else "n/a"}
             for r in records if isinstance(r, ReferenceCheckRecord)]
+    if not any(isinstance(r, ReferenceCheckRecord) and r.floor for r in records):  # no teacher forcing in the run
+        rows = [{k: v for k, v in row.items() if k not in FLOOR_COLUMNS} for row in rows]
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,96 @@
+"""Known-good floors: a key that changes with anything that changes the drift, a store round trip, the paired
+judgement against a floor (clean repeat passes, a planted shift below the fixed limit fails), and accept-floor
+refusing a failed run."""
+
+import json
+import random
+
+import pytest
+
+from harness.cli import main
+from harness.config.arms import load_arm
+from harness.judge.drift_floor import judge_against_floor
+from harness.records.schema import ReferenceCheckRecord, TeacherForcedComparison
+from harness.refcheck.floor_store import floor_dir, floor_key, load_floor, save_floor
+
+
+def comparisons(shift: float = 0.0, seed: int = 0, n: int = 40, positions: int = 32) -> list[TeacherForcedComparison]:
+    """Teacher-forced lines like a clean bf16 pair (|delta| ~ 5e-3), every position moved by `shift`."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        deltas = [abs(rng.gauss(0, 0.005)) + shift for _ in range(positions)]
+        out.append(TeacherForcedComparison(request=f"r{i}", prompt_tokens=64, exact=True, first_divergence=None, max_drift=max(deltas),
+                                           reference_tokens=positions, candidate_tokens=positions, finite=True,
+                                           deltas=deltas, mean_drift=sum(deltas) / positions))
+    return out
+
+
+def test_the_key_changes_with_the_candidate_config_the_reference_and_the_vllm_version():
+    arm = load_arm("cpu-smoke")
+    base = floor_key(arm, "refkey1", "0.32.0")
+    assert base == floor_key(load_arm("cpu-smoke"), "refkey1", "0.32.0")
+    assert base != floor_key(load_arm("cpu-smoke", ["server.max_num_batched_tokens=1024"]), "refkey1", "0.32.0")
+    assert base != floor_key(arm, "refkey2", "0.32.0")
+    assert base != floor_key(arm, "refkey1", "0.33.0")
+
+
+def test_store_round_trip_and_missing_floor(tmp_path):
+    path = floor_dir(tmp_path, "gpu-dcp2", "abc")
+    assert load_floor(path) is None
+    src = tmp_path / "tf.jsonl"
+    src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons()) + '{"truncated": \n')
+    save_floor(path, src, {"run": "night-1"})
+    floor = load_floor(path)
+    assert len(floor.comparisons) == 40 and floor.source["run"] == "night-1" and "night-1" in floor.name
+    save_floor(path, src, {"run": "night-2"})  # a later accepted run replaces it
+    assert load_floor(path).source["run"] == "night-2"
+
+
+def test_a_clean_repeat_passes_and_states_what_it_could_detect():
+    floor = comparisons(seed=0)
+    repeat = comparisons(seed=1)
+    j = judge_against_floor(repeat, floor, "the accepted run n1")
+    assert j.passed, j.sentence
+    assert j.sentence.startswith("PASS: Wilcoxon") and "PASS: sign test" in j.sentence
+    assert j.detectable.startswith("smallest detectable mean shift of teacher-forced per-request mean |delta|: ")
+
+
+def test_a_shift_far_below_the_fixed_limit_fails_against_the_floor():
+    floor, shifted = comparisons(seed=0), comparisons(shift=0.002, seed=1)
+    assert max(c.max_drift for c in shifted) < 0.05  # the fixed limit (0.25 on the GPU pair) would pass it
+    j = judge_against_floor(shifted, floor, "the accepted run n1")
+    assert not j.passed and "FAIL: Wilcoxon" in j.sentence
+
+
+def test_too_few_requests_fail_rather_than_pass():
+    j = judge_against_floor(comparisons(n=4), comparisons(n=4, seed=3), "the accepted run n1")
+    assert not j.passed and "not enough data" in j.sentence
+
+
+def write_run(run, passed: bool, tmp_path, status="complete"):
+    run.mkdir(parents=True)
+    tf = run / "cpu-smoke" / "tf.jsonl"
+    tf.parent.mkdir()
+    tf.write_text("".join(c.model_dump_json() + "\n" for c in comparisons()))
+    rec = ReferenceCheckRecord(run_id=run.name, arm="cpu-smoke", suite="teacher_forcing", check="teacher_forcing",
+                               reference="cpu-ref", reference_key="k", passed=passed, detail="d", requests=40,
+                               exact_matches=40, first_divergence_min=None, max_drift=0.01, nonfinite=0,
+                               drift_limit=0.25, status=status, comparisons_path=str(tf),
+                               floor_path=str(tmp_path / "refs" / "floors" / "cpu-smoke-k"))
+    (run / "results.jsonl").write_text(rec.model_dump_json() + "\n")
+    return rec
+
+
+def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, capsys):
+    rec = write_run(tmp_path / "good", True, tmp_path)
+    assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 0
+    floor = load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k")
+    assert floor is not None and floor.source["run"] == "good" and len(floor.comparisons) == rec.requests
+    write_run(tmp_path / "bad", False, tmp_path)
+    assert main(["accept-floor", "--run", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "did not pass complete" in err and "cannot be the known-good floor" in err
+    assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k").source["run"] == "good"
+    assert main(["accept-floor", "--run", str(tmp_path / "good"), "--arm", "other"]) == 2
+    assert "needs exactly one teacher_forcing check of arm 'other'; found: none" in capsys.readouterr().err
