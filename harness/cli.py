@@ -223,23 +223,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_accept_floor(args: argparse.Namespace) -> int:
-    """Mark a run's teacher-forced drift as the known-good floor of its pair; a failed or aborted check is refused."""
+    """Mark a run's reference checks of one arm as that pair's known-good floor; refused unless every one passed
+    complete (a floor taken from a faulty run would hide the fault in every later run)."""
     run_dir = find_run_dir(args.run, "accept-floor")
-    checks = [r for r in read_results(run_dir / "results.jsonl")[0]
-              if isinstance(r, ReferenceCheckRecord) and r.check == "teacher_forcing"
-              and (args.arm is None or r.arm == args.arm)]
-    if len(checks) != 1:
-        found = ", ".join(sorted({r.arm for r in checks})) or "none"
-        raise ConfigError(f"accept-floor --run {args.run!r}: needs exactly one teacher_forcing check "
-                          f"{'of arm ' + repr(args.arm) if args.arm else '(name one with --arm)'}; found: {found}")
-    (rec,) = checks
-    if not rec.passed or rec.status != "complete" or not rec.floor_path or not rec.comparisons_path:
-        raise ConfigError(f"accept-floor: {rec.arm}'s teacher_forcing in {run_dir.name} did not pass complete "
-                          f"({rec.detail or rec.reason}); a failing run cannot be the known-good floor")
-    path = save_floor(Path(rec.floor_path), Path(rec.comparisons_path),
-                      {"run": run_dir.name, "arm": rec.arm, "reference": rec.reference,
-                       "reference_key": rec.reference_key, "requests": rec.requests})
-    print(f"floor for {rec.arm} vs {rec.reference} accepted from {run_dir.name}: {path}")
+    checks = [r for r in read_results(run_dir / "results.jsonl")[0] if isinstance(r, ReferenceCheckRecord)]
+    arms = sorted({r.arm for r in checks if args.arm is None or r.arm == args.arm})
+    if len(arms) != 1:
+        raise ConfigError(f"accept-floor --run {args.run!r}: needs the reference checks of exactly one arm "
+                          f"{'(' + repr(args.arm) + ')' if args.arm else '(name it with --arm)'}; "
+                          f"found: {', '.join(arms) or 'none'}")
+    mine = [r for r in checks if r.arm == arms[0]]
+    bad = [f"{r.check}: {r.detail or r.reason}" for r in mine
+           if not r.passed or r.status != "complete" or not r.floor_path or not r.comparisons_path]
+    if bad:
+        raise ConfigError(f"accept-floor: {arms[0]}'s reference checks in {run_dir.name} did not all pass complete "
+                          f"({'; '.join(bad)}); a failing run cannot be the known-good floor")
+    for r in mine:
+        path = save_floor(Path(r.floor_path), r.check, Path(r.comparisons_path),
+                          {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
+                           "reference_key": r.reference_key, "requests": r.requests})
+        print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")
     return 0
 
 

@@ -5,6 +5,7 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 import pytest
 
 from harness.config.thresholds import load_gates
+from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches, record_fields
 
@@ -16,9 +17,9 @@ def check_against(stored, candidate, harness_session, record, check: str):
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
-    return record(ReferenceCheckRecord, arm=arm.name,
-                  **record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, [],
-                                  limits.tie_gap)), run
+    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, [], limits.tie_gap)
+    fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
+    return record(ReferenceCheckRecord, arm=arm.name, **fields), run
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):

@@ -6,6 +6,7 @@ import pytest
 from harness.config.thresholds import load_gates
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
+from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
 from harness.refcheck.prompts import expected_hit_tokens
@@ -41,9 +42,10 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
         hits = after - before if before is not None and after is not None else None
     proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
-    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
-                 **record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
-                                 sink, [proof] if proof else [], limits.tie_gap))
+    fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
+                           sink, [proof] if proof else [], limits.tie_gap)
+    fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
+    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits, **fields)
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

@@ -7,12 +7,10 @@ import asyncio
 
 from harness.config.errors import HarnessError
 from harness.config.thresholds import load_gates
-from harness.judge.drift_floor import judge_against_floor
 from harness.measure.generation import score_forced
+from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
-from harness.refcheck.floor_store import floor_dir, floor_key, load_floor
-from harness.refcheck.store import reference_dir
 from harness.refcheck.teacher_forcing import compare_forced
 
 
@@ -50,25 +48,3 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))
 
-
-def with_floor(fields: dict, arm, reference_outputs, vllm_version, run: BatchRun, require_floor: bool) -> dict:
-    """The record's fields plus the paired test against the accepted known-good run of this pair, when one exists:
-    its failure (or, under require_floor, the missing floor) fails the check and is listed with the divergences."""
-    path = floor_dir(reference_dir(), arm.name, floor_key(arm, reference_outputs.key, vllm_version or "unknown"))
-    out = {**fields, "floor_path": str(path)}
-    floor = load_floor(path)
-    if floor is None:
-        missing = (f"no accepted floor for {arm.name} vs {reference_outputs.arm} at {path}: accept a known-good run "
-                   "with `harness accept-floor RUN`")
-        out["detectable"] = "no shift below the fixed drift limit (no floor to pair with)"
-        out["floor"] = f"FAIL (no data: {missing})" if require_floor else missing
-        failure = out["floor"] if require_floor else None
-    elif run.aborted:
-        out["floor"] = failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
-    else:
-        judged = judge_against_floor(run.comparisons, floor.comparisons, floor.name)
-        out.update(floor=judged.sentence, detectable=judged.detectable)
-        failure = None if judged.passed else judged.sentence
-    if failure:
-        out.update(passed=False, diverged=[*out["diverged"], failure])
-    return out

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from harness.records.schema import RequestComparison, TeacherForcedComparison
+from harness.records.schema import RequestComparison
 
 ALPHA = 0.01  # one-sided: a false alarm on a good build one run in a hundred
 POWER = 0.9  # for the minimum detectable shift
@@ -178,7 +178,7 @@ def per_request(comparisons: Sequence[RequestComparison], field: str = "max_drif
     return {c.request: getattr(c, field, None) for c in comparisons}
 
 
-def per_position(comparisons: Sequence[TeacherForcedComparison]) -> dict[str, float]:
+def per_position(comparisons: Sequence[RequestComparison]) -> dict[str, float | None]:
     """{"request/position": |delta|} over every scored position of every request."""
     return {f"{c.request}/{i}": d for c in comparisons for i, d in enumerate(c.deltas)}
 
@@ -190,18 +190,33 @@ class FloorJudgement:
     detectable: str  # the smallest shift this run could have detected against the floor
 
 
-def judge_against_floor(candidate: Sequence[TeacherForcedComparison], floor: Sequence[TeacherForcedComparison],
+def common_means(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison]
+                 ) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Per-request mean |delta| over the positions both runs scored (a generation check stops at its first
+    divergence, which may differ between the runs): equal footing for the paired test."""
+    mine, theirs = {c.request: c.deltas for c in candidate}, {c.request: c.deltas for c in floor}
+    a, b = {}, {}
+    for key in mine.keys() & theirs.keys():
+        pairs = [(x, y) for x, y in zip(mine[key], theirs[key], strict=False) if x is not None and y is not None]
+        if pairs:
+            a[key] = sum(x for x, _ in pairs) / len(pairs)
+            b[key] = sum(y for _, y in pairs) / len(pairs)
+    return a, b
+
+
+def judge_against_floor(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison],
                         floor_source: str, alpha: float = ALPHA) -> FloorJudgement:
-    """The candidate's teacher-forced drift against a known-good run's on the same requests: a Wilcoxon test on the
-    per-request mean |delta| and a sign test on every position, each at alpha/2 (either may fail the run). The
-    detectable shift uses the paired spread of this run against the floor as its noise estimate."""
+    """The candidate's per-position drift against a known-good run's on the same requests (teacher forcing: every
+    scored position; a generation check: the decode positions before the first divergence): a Wilcoxon test on
+    the per-request mean |delta| and a sign test on every paired position, each at alpha/2 (either fails the
+    run). The detectable shift takes the paired spread of this run against the floor as its noise estimate."""
     half = alpha / 2
-    by_request = paired_drift_test(per_request(candidate, "mean_drift"), per_request(floor, "mean_drift"),
-                                   floor_source, measure="teacher-forced per-request mean |delta|", alpha=half)
+    mine, theirs = common_means(candidate, floor)
+    by_request = paired_drift_test(mine, theirs, floor_source, measure="per-request mean |delta|", alpha=half)
     by_position = paired_drift_test(per_position(candidate), per_position(floor), floor_source,
-                                    measure="teacher-forced per-position |delta|", method="sign", alpha=half)
-    sd, n = paired_sd(per_request(candidate, "mean_drift"), per_request(floor, "mean_drift"))
+                                    measure="per-position |delta|", method="sign", alpha=half)
+    sd, n = paired_sd(mine, theirs)
     shift = minimum_detectable_shift(sd, n, alpha=half, resolution=1e-6) if sd == sd else None
-    detectable = detection_sentence(shift, n, floor_source, "teacher-forced per-request mean |delta|")
+    detectable = detection_sentence(shift, n, floor_source, "per-request mean |delta|")
     return FloorJudgement(by_request.passed and by_position.passed,
                           f"{by_request.sentence}; {by_position.sentence}", detectable)

@@ -187,6 +187,9 @@ class RequestComparison(BaseModel):
     # The reference's own top-1 minus top-2 logprob where the outputs diverge: ~0 means the reference itself could
     # hardly tell the two tokens apart (a rounding-level flip); a wide gap means the candidate computed something else.
     reference_gap_at_divergence: float | None = None
+    # |candidate - reference| logprob of each chosen token before the first divergence (every scored position for
+    # teacher forcing; None where non-finite): what the paired test against a known-good floor pairs by position.
+    deltas: list[float | None] = []
 
 
 
@@ -195,7 +198,6 @@ class TeacherForcedComparison(RequestComparison):
     RequestComparison fields cover every scored position (max_drift over all of them; exact: the reference token is the
     candidate's argmax everywhere; first_divergence: the first position where it is not), plus per-position deltas."""
 
-    deltas: list[float] = []  # |candidate logprob - reference logprob| of the reference token, per position
     mean_drift: float | None = None
     decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
 

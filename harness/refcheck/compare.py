@@ -26,7 +26,12 @@ def compare_outputs(request: str, prompt_tokens: int, cand: Generation, ref: Gen
     return RequestComparison(request=request, prompt_tokens=prompt_tokens, exact=first is None,
                              first_divergence=first, candidate_tokens=len(cand.token_ids),
                              reference_tokens=len(ref.token_ids), finite=finite, max_drift=drift, group=group,
-                             reference_gap_at_divergence=top_gap(ref, first))
+                             reference_gap_at_divergence=top_gap(ref, first), deltas=stored_deltas(deltas))
+
+
+def stored_deltas(deltas: list[float]) -> list[float | None]:
+    """Seven significant digits (float32 logprobs carry about that many), None for a non-finite delta."""
+    return [float(f"{d:.7g}") if math.isfinite(d) else None for d in deltas]
 
 
 def top_gap(gen: Generation, position: int | None) -> float | None:

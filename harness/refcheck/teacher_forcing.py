@@ -24,7 +24,7 @@ import math
 
 from harness.measure.generation import Generation
 from harness.records.schema import TeacherForcedComparison
-from harness.refcheck.compare import top_gap
+from harness.refcheck.compare import stored_deltas, top_gap
 
 DECODE_QUERY_THRESHOLD = 512  # FLASH_ATTN_MLA reorder_batch_threshold in vLLM 0.25.0
 
@@ -63,6 +63,6 @@ def compare_forced(request: str, prompt_len: int, cand: Generation, ref: Generat
     return TeacherForcedComparison(
         request=request, prompt_tokens=prompt_len, exact=first is None, first_divergence=first,
         candidate_tokens=len(cand.logprobs), reference_tokens=n, finite=finite, max_drift=drift, group=group,
-        reference_gap_at_divergence=top_gap(ref, first), deltas=[round(d, 6) for d in deltas],
+        reference_gap_at_divergence=top_gap(ref, first), deltas=stored_deltas(deltas),
         mean_drift=sum(clean) / len(clean) if clean else None,
         decode_path_positions=decode_path_positions(prompt_len, n, budget))

@@ -64,27 +64,28 @@ def test_cpu_pair_passes_then_reuses_the_stored_reference(tmp_path, refs):
     assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-smoke"]
 
 
-def test_teacher_forcing_floor_passes_a_clean_repeat_and_fails_a_shift_under_the_fixed_limit(tmp_path, refs):
+def test_floor_passes_a_clean_repeat_and_fails_a_shift_under_the_fixed_limit(tmp_path, refs):
     """Run 1 (no floor yet: passes on the fixed limit and says so) is accepted as the pair's floor; run 2, the same
     build, pairs with it and passes; run 3 scores against a reference whose logprobs were shifted by 0.003 (a
-    tampered or stale reference: every |delta| moves by far less than the 0.01 limit) and the paired test fails."""
-    def tf(records):
-        return checks(records)["teacher_forcing"]
-
-    code, out, records = qualify(tmp_path / "one", refs, "--arm", "cpu-smoke", "--suites", "teacher_forcing")
+    tampered or stale reference: every |delta| moves by far less than the 0.01 limit) and the paired tests of
+    teacher_forcing (every scored position) and graph_replay (decode positions) fail."""
+    suites = ("--arm", "cpu-smoke", "--suites", "teacher_forcing,graph_replay")
+    code, out, records = qualify(tmp_path / "one", refs, *suites)
     assert code == 0, out
-    first = tf(records)
-    assert first["passed"] and first["floor"].startswith("no accepted floor for cpu-smoke vs cpu-ref")
+    for check in ("teacher_forcing", "graph_replay"):
+        first = checks(records)[check]
+        assert first["passed"] and first["floor"].startswith(f"no accepted floor for {check} of cpu-smoke vs cpu-ref")
     accept = subprocess.run([sys.executable, "-m", "harness", "accept-floor", "--run", str(tmp_path / "one")],
-                            cwd=REPO_ROOT, capture_output=True, text=True, env={**os.environ,
-                                                                                  "HARNESS_REFERENCE_DIR": str(refs)})
-    assert accept.returncode == 0 and "accepted from one" in accept.stdout, accept.stderr
+                            cwd=REPO_ROOT, capture_output=True, text=True,
+                            env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
+    assert accept.returncode == 0 and accept.stdout.count("accepted from one") == 2, accept.stdout + accept.stderr
 
-    code, out, records = qualify(tmp_path / "two", refs, "--arm", "cpu-smoke", "--suites", "teacher_forcing")
+    code, out, records = qualify(tmp_path / "two", refs, *suites)
     assert code == 0, out
-    second = tf(records)
-    assert second["passed"] and second["floor"].startswith("PASS: Wilcoxon"), second["floor"]
-    assert "the accepted run one" in second["floor"] and second["detectable"].startswith("smallest detectable")
+    for check in ("teacher_forcing", "graph_replay"):
+        second = checks(records)[check]
+        assert second["passed"] and second["floor"].startswith("PASS: Wilcoxon"), second["floor"]
+        assert "the accepted run one" in second["floor"] and second["detectable"].startswith("smallest detectable")
 
     (stored,) = refs.glob("cpu-ref-*.json")
     original = stored.read_text()
@@ -93,14 +94,15 @@ def test_teacher_forcing_floor_passes_a_clean_repeat_and_fails_a_shift_under_the
         entry["logprobs"] = [x - 0.003 for x in entry["logprobs"]]
     stored.write_text(json.dumps(doc))
     try:
-        code, out, records = qualify(tmp_path / "three", refs, "--arm", "cpu-smoke", "--suites", "teacher_forcing")
+        code, out, records = qualify(tmp_path / "three", refs, *suites)
     finally:
         stored.write_text(original)
-    third = tf(records)
     assert code == 1, out
-    assert third["max_drift"] < third["drift_limit"], "the fixed limit alone would pass this run"
-    assert not third["passed"] and third["floor"].startswith("FAIL: Wilcoxon"), third["floor"]
-    assert any(line.startswith("FAIL: Wilcoxon") for line in third["diverged"])
+    for check in ("teacher_forcing", "graph_replay"):
+        third = checks(records)[check]
+        assert third["max_drift"] < third["drift_limit"], "the fixed limit alone would pass this run"
+        assert not third["passed"] and third["floor"].startswith("FAIL: Wilcoxon"), third["floor"]
+        assert any(line.startswith("FAIL: Wilcoxon") for line in third["diverged"])
 
 
 def test_identical_arm_passes_against_its_own_stored_outputs(tmp_path, refs):

@@ -37,14 +37,15 @@ def test_the_key_changes_with_the_candidate_config_the_reference_and_the_vllm_ve
 
 def test_store_round_trip_and_missing_floor(tmp_path):
     path = floor_dir(tmp_path, "gpu-dcp2", "abc")
-    assert load_floor(path) is None
+    assert load_floor(path, "teacher_forcing") is None
     src = tmp_path / "tf.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons()) + '{"truncated": \n')
-    save_floor(path, src, {"run": "night-1"})
-    floor = load_floor(path)
+    save_floor(path, "teacher_forcing", src, {"run": "night-1"})
+    floor = load_floor(path, "teacher_forcing")
     assert len(floor.comparisons) == 40 and floor.source["run"] == "night-1" and "night-1" in floor.name
-    save_floor(path, src, {"run": "night-2"})  # a later accepted run replaces it
-    assert load_floor(path).source["run"] == "night-2"
+    assert isinstance(floor.comparisons[0], TeacherForcedComparison) and load_floor(path, "graph_replay") is None
+    save_floor(path, "teacher_forcing", src, {"run": "night-2"})  # a later accepted run replaces it
+    assert load_floor(path, "teacher_forcing").source["run"] == "night-2"
 
 
 def test_a_clean_repeat_passes_and_states_what_it_could_detect():
@@ -53,7 +54,7 @@ def test_a_clean_repeat_passes_and_states_what_it_could_detect():
     j = judge_against_floor(repeat, floor, "the accepted run n1")
     assert j.passed, j.sentence
     assert j.sentence.startswith("PASS: Wilcoxon") and "PASS: sign test" in j.sentence
-    assert j.detectable.startswith("smallest detectable mean shift of teacher-forced per-request mean |delta|: ")
+    assert j.detectable.startswith("smallest detectable mean shift of per-request mean |delta|: ")
 
 
 def test_a_shift_far_below_the_fixed_limit_fails_against_the_floor():
@@ -61,6 +62,16 @@ def test_a_shift_far_below_the_fixed_limit_fails_against_the_floor():
     assert max(c.max_drift for c in shifted) < 0.05  # the fixed limit (0.25 on the GPU pair) would pass it
     j = judge_against_floor(shifted, floor, "the accepted run n1")
     assert not j.passed and "FAIL: Wilcoxon" in j.sentence
+
+
+def test_a_generation_check_pairs_only_the_positions_both_runs_reached():
+    from harness.judge.drift_floor import common_means
+
+    floor = comparisons(seed=0)
+    cand = [c.model_copy(update={"deltas": c.deltas[:5]}) for c in comparisons(seed=0)]  # diverged at token 5
+    mine, theirs = common_means(cand, floor)
+    assert mine == theirs and len(mine) == 40  # the same first five positions on both sides
+    assert judge_against_floor(cand, floor, "n1").passed
 
 
 def test_too_few_requests_fail_rather_than_pass():
@@ -85,12 +96,12 @@ def write_run(run, passed: bool, tmp_path, status="complete"):
 def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, capsys):
     rec = write_run(tmp_path / "good", True, tmp_path)
     assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 0
-    floor = load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k")
+    floor = load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing")
     assert floor is not None and floor.source["run"] == "good" and len(floor.comparisons) == rec.requests
     write_run(tmp_path / "bad", False, tmp_path)
     assert main(["accept-floor", "--run", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
-    assert "did not pass complete" in err and "cannot be the known-good floor" in err
-    assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k").source["run"] == "good"
+    assert "did not all pass complete" in err and "cannot be the known-good floor" in err
+    assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing").source["run"] == "good"
     assert main(["accept-floor", "--run", str(tmp_path / "good"), "--arm", "other"]) == 2
-    assert "needs exactly one teacher_forcing check of arm 'other'; found: none" in capsys.readouterr().err
+    assert "needs the reference checks of exactly one arm ('other'); found: none" in capsys.readouterr().err
