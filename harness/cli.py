@@ -41,9 +41,9 @@ from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.plan.resources import check_resources
 from harness.records.results import read_results
+from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.floor_store import save_floor
-from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
 from harness.serve.process import stop_all
 
 if TYPE_CHECKING:
@@ -202,7 +202,8 @@ def find_run_dir(arg: str, command: str = "report") -> Path:
     if results.is_file():
         records, problems = read_results(results)
         if not records and problems:
-            raise ConfigError(f"{command} --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
+            raise ConfigError(f"{command} --run {arg!r}: {results} has no readable record; "
+                              f"first problem: {problems[0]}")
     return path
 
 

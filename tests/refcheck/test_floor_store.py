@@ -2,10 +2,7 @@
 judgement against a floor (clean repeat passes, a planted shift below the fixed limit fails), and accept-floor
 refusing a failed run."""
 
-import json
 import random
-
-import pytest
 
 from harness.cli import main
 from harness.config.arms import load_arm
@@ -20,8 +17,8 @@ def comparisons(shift: float = 0.0, seed: int = 0, n: int = 40, positions: int =
     out = []
     for i in range(n):
         deltas = [abs(rng.gauss(0, 0.005)) + shift for _ in range(positions)]
-        out.append(TeacherForcedComparison(request=f"r{i}", prompt_tokens=64, exact=True, first_divergence=None, max_drift=max(deltas),
-                                           reference_tokens=positions, candidate_tokens=positions, finite=True,
+        out.append(TeacherForcedComparison(request=f"r{i}", prompt_tokens=64, exact=True, first_divergence=None,
+                                           max_drift=max(deltas), reference_tokens=positions, candidate_tokens=positions, finite=True,
                                            deltas=deltas, mean_drift=sum(deltas) / positions))
     return out
 
