@@ -81,6 +81,9 @@ CAL=()
 "$PY" -m harness.report.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \
   --out "$OUT/e2e-$LABEL.json" --qualify-exit "$code" "${CAL[@]}" || say "summary failed"
 cp "$OUT/e2e-$LABEL.json" "$KEEP/" 2>/dev/null
+case "$LABEL" in control*|clean*)  # a passing clean run becomes the pair's known-good floor inside the product too
+  [ "$code" = 0 ] && "$PY" -m harness accept-floor --run "$R" --arm "$ARM" | tee "$OUT/accept-floor-$LABEL.txt";;
+esac
 for log in "$R"/*/server.log; do
   [ -f "$log" ] && tail -c 150000 "$log" > "$log.tail" && mv "$log.tail" "$log"
 done

@@ -58,9 +58,13 @@ def measures(comparisons: dict[str, list]) -> dict[str, tuple[dict, str, str]]:
     """name -> ({key: value}, method, what it is)."""
     gen = {f"{check}/{k}": v for check in ("prefix_reuse", "graph_replay")
            for k, v in per_request(comparisons.get(check, [])).items()}
+    decode = {f"{check}/{k}": v for check in ("prefix_reuse", "graph_replay")
+              for k, v in per_position(comparisons.get(check, [])).items()}
     tf = comparisons.get("teacher_forcing", [])
     return {
         "generation_max_drift": (gen, "wilcoxon", "per-request max |delta logprob| before the first divergence"),
+        "generation_positions": (decode, "sign", "per-position |delta| of the decode steps before the first "
+                                 "divergence (every one through the DCP combine)"),
         "tf_mean_drift": (per_request(tf, "mean_drift"), "wilcoxon", "teacher-forced per-request mean |delta|"),
         "tf_max_drift": (per_request(tf), "wilcoxon", "teacher-forced per-request max |delta|"),
         "tf_positions": (per_position(tf), "sign", "teacher-forced per-position |delta|"),

@@ -16,9 +16,10 @@ def write_run(root, name, shift=0.0, seed=0, noise=0.002):
     with (arm / "graph_replay_vs_gpu-tp2_comparisons.jsonl").open("w") as f:
         for i in range(40):
             d = base.uniform(0.02, 0.1) + shift + rng.gauss(0, noise)
+            steps = [max(0.0, base.uniform(0, 0.05) + shift + rng.gauss(0, noise)) for _ in range(8)]
             f.write(RequestComparison(request=f"r{i}", prompt_tokens=10, exact=True, first_divergence=None,
-                                      candidate_tokens=8, reference_tokens=8, finite=True, max_drift=d).model_dump_json()
-                    + "\n")
+                                      candidate_tokens=8, reference_tokens=8, finite=True, max_drift=d,
+                                      deltas=steps).model_dump_json() + "\n")
     with (arm / "teacher_forcing_vs_gpu-tp2_comparisons.jsonl").open("w") as f:
         for i in range(40):
             deltas = [max(0.0, base.uniform(0, 0.05) + shift + rng.gauss(0, noise)) for _ in range(8)]
@@ -47,6 +48,9 @@ def test_control_stores_the_floor_repeat_passes_and_a_shift_fails(tmp_path):
     fault = summarize(write_run(tmp_path, "f1", shift=0.01, seed=3), "gpu-dcp2", floor, "lse+0.1", calib, 0)
     assert fault["paired_verdict"] == "FAIL"
     assert not fault["paired"]["tf_mean_drift"]["passed"] and "Wilcoxon" in fault["paired"]["tf_mean_drift"]["sentence"]
+    decode = fault["paired"]["generation_positions"]  # the decode steps of graph_replay, paired position by position
+    assert not decode["passed"] and decode["pairs"] == 320 and "sign test" in decode["sentence"]
+    assert repeat["paired"]["generation_positions"]["passed"]
     det = fault["detectable"]["tf_mean_drift"]
     assert det["noise_from"] == "repeat of the control" and 0 < det["shift"] < 0.01
     assert det["smallest_lse_offset"] is not None and "LSE offset" in det["sentence"]
