@@ -26,6 +26,7 @@ from harness.admission import (
     choose_run_dir,
     env_verdict,
     load_run_arms,
+    method_verdicts,
     parse_suites,
     parser_verdict,
     server_python_of,
@@ -56,6 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     strict = strict_run(args.strict)
     plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
     verdicts.append(env_verdict(arms.candidate, plan))
+    verdicts += method_verdicts(arms.candidate, strict)
     verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
     python, origin = server_python_of(arms.candidate)
