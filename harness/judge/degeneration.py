@@ -104,3 +104,23 @@ def judge_pair(request: str, cand: Sequence[Hashable], ref: Sequence[Hashable], 
 def degeneration_line(d: Degeneration, width: int = 160) -> str:
     quoted = d.quote if len(d.quote) <= width else d.quote[:width] + "..."
     return f"request {d.request}: more repetitive than the reference: {d.why}; repeated: {quoted!r}"
+
+
+def mean_span_fraction(outputs: list[Sequence[Hashable]], max_period: int = 16) -> float | None:
+    """How repetitive an arm's outputs are on average (longest repeated span / length): near 1 means trivially
+    predictable text, where a draft that is always right is expected."""
+    fractions = [repetition(u, max_period).span_fraction for u in outputs if u]
+    return sum(fractions) / len(fractions) if fractions else None
+
+
+def degeneration_fields(pairs: list[tuple[str, Sequence[Hashable], Sequence[Hashable]]], reference: str,
+                        limits: DegenerationGates, render=None) -> dict:
+    """A DegenerationRecord's fields from (request, candidate units, reference units) per prompt."""
+    if not pairs:
+        return {"reference": reference, "passed": False, "detail": "no data: no output to judge", "requests": 0,
+                "status": "no_data"}
+    found = [d for req, c, r in pairs if (d := judge_pair(req, c, r, limits, render))]
+    detail = (f"{len(found)}/{len(pairs)} output(s) clearly more repetitive than {reference}'s" if found
+              else f"no output clearly more repetitive than {reference}'s ({len(pairs)} compared)")
+    return {"reference": reference, "passed": not found, "detail": detail, "requests": len(pairs),
+            "flagged": [degeneration_line(d) for d in found]}

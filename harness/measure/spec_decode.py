@@ -22,6 +22,7 @@ from harness.measure.generation import Generation, parse_choice
 from harness.measure.http import stream_completion
 from harness.measure.metrics import samples
 from harness.records.jsonl import append_line
+from harness.records.schema import Summary
 
 NS = 1e-9
 # vLLM's SpecDecodingProm (vllm/v1/spec_decode/metrics.py, 0.25 and 0.32): Prometheus counters, exported with _total.
@@ -196,3 +197,24 @@ def spec_counters(metrics_text: str) -> SpecCounters | None:
         pos = int(labels.get("position", -1))
         per_pos[pos] = per_pos.get(pos, 0.0) + value
     return SpecCounters(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED], dict(sorted(per_pos.items())))
+
+
+def read_samples(path: Path) -> list[SpecSample]:
+    return [SpecSample.from_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def timing_fields(samples_: list[SpecSample]) -> dict:
+    """A SpecDecodeRecord's request counts and timings from its samples."""
+    ok = [s for s in samples_ if not s.error]
+    latency = sum(s.latency_s or 0.0 for s in ok)
+    tokens = sum(s.output_tokens or 0 for s in ok)
+    return {"requests": len(samples_), "failed": len(samples_) - len(ok),
+            "errors": [f"{s.id}: {s.error}" for s in samples_ if s.error],
+            "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
+            "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
+            "tokens_per_s": tokens / latency if latency else None}
+
+
+def words(text: str) -> list[str]:
+    """The units the degeneration detector reads from an output's text (quotable, unlike token ids)."""
+    return text.split()
