@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("make-tiny-model", help="generate the deterministic tiny model (server environment)")
     p.add_argument("--out", default=str(REPO_ROOT / "models" / "tiny-llama"))
     p.add_argument("--gsm8k-train", help="GSM8K train.jsonl (default $HARNESS_GSM8K_DIR/train.jsonl)")
-    p.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
+    p.add_argument("--arch", choices=["llama", "deepseek_v3", "deepseek_v3_mtp"], default="llama",
                    help="llama: the CPU pair's model; deepseek_v3: the MLA model of the GPU arms (gpu-mla-ref.yaml)")
     p.add_argument("--device", default="cpu", help="where to train: cpu, or cuda on a GPU machine")
     p.set_defaults(func=cmd_make_tiny_model)
