@@ -5,8 +5,9 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 import pytest
 
 from harness.config.thresholds import load_gates
-from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches, record_fields
+from harness.judge.degeneration import degeneration_fields
+from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
+from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields
 
 
 def check_against(stored, candidate, harness_session, record, check: str):
@@ -16,8 +17,11 @@ def check_against(stored, candidate, harness_session, record, check: str):
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
+    # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
+    loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
+        degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration))
     return record(ReferenceCheckRecord, arm=arm.name,
-                  **record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, [],
+                  **record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                                   limits.tie_gap)), run
 
 
