@@ -35,3 +35,19 @@ def test_a_known_method_passes_and_an_unreadable_listing_is_not_checked():
 def test_the_installed_vllm_lists_ngram_and_dspark():
     listing = read_methods(str(SERVER_PY))
     assert listing.methods and {"ngram", "dspark", "mtp", "draft_model"} <= listing.methods
+
+
+@pytest.mark.skipif(not SERVER_PY.is_file(), reason="no .venv-server (make setup)")
+def test_plan_refuses_a_method_the_installed_vllm_does_not_accept(tmp_path):
+    import subprocess
+    import sys
+
+    from harness.config.paths import REPO_ROOT
+
+    out = subprocess.run([sys.executable, "-m", "harness", "plan", "--arm", "cpu-spec", "--no-vllm-check",
+                          "--set", "speculative.method=deepseek-mtp"], cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    err = out.stderr
+    assert "error: arm 'cpu-spec' fails preflight (nothing would be started)" in err and "Traceback" not in err
+    assert "field speculative.method: 'deepseek-mtp' is not a speculative method vLLM 0.32.0 accepts" in err
