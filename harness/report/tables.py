@@ -216,6 +216,12 @@ def rates_cell(rates: list[float]) -> str:
     return " / ".join(f"{r:.2f}" for r in rates) if rates else "n/a"
 
 
+def kv_pair(with_draft: int | None, without: int | None) -> str:
+    """KV capacity with the drafter vs the reference without it (a draft model's KV cache takes its share)."""
+    shown = "n/a" if with_draft is None else human_tokens(with_draft)
+    return shown + ("" if without is None else f" vs {human_tokens(without)}")
+
+
 def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[GateResult] = ()) -> pd.DataFrame:
     """Speculative arms (suites/test_spec_decode.py): acceptance from the /metrics deltas, the speed-up over the
     reference's TPOT p50 on the same prompts, and the verdict of the suite's gates for that arm."""
@@ -237,7 +243,8 @@ def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[G
                      "Drafts": "n/a" if r.drafts is None else f"{r.drafts:.0f}",
                      "TPOT p50": ms(r.tpot.p50, 2) + (f" vs {ms(ref.tpot.p50, 2)}" if ref else ""),
                      "Speed-up": "n/a" if factor is None else f"{factor:.2f}x",
-                     "Tokens/s": num(r.tokens_per_s), "Draft KV": r.draft_kv or "n/a", "Verdict": verdict})
+                     "Tokens/s": num(r.tokens_per_s), "Draft KV": r.draft_kv or "n/a",
+                     "KV tokens": kv_pair(r.kv_tokens, ref.kv_tokens if ref else None), "Verdict": verdict})
     return pd.DataFrame(rows)
 
 
