@@ -56,7 +56,7 @@ class DegenerationGates(StrictModel):
 class SpecDecodeGates(StrictModel):
     """Speculative decoding (suites/test_spec_decode.py, harness/judge/spec_decode.py)."""
 
-    min_acceptance_length: Float = Field(1.2, ge=1)  # mean 1 + accepted / drafts over the prompt set
+    min_acceptance_length: Float = Field(1.5, ge=1)  # mean 1 + accepted / drafts over the prompt set
     curve_noise_z: Float = Field(3.0, ge=0)  # a later position may exceed an earlier one by z binomial sd
     curve_abs_tolerance: Float = Field(0.02, ge=0)  # ... plus this
     collapse_rate: Float = Field(0.99, gt=0, le=1)  # a position accepted at least this often is a collapse

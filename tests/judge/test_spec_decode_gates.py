@@ -42,7 +42,7 @@ def replace(records, new):
 FAULTS = {
     "low-acceptance": (replace(healthy(), spec(CAND, accepted=10.0, acceptance_length=1.1,
                                                accepted_per_pos=[8.0, 2.0, 0.0], position_rates=[0.08, 0.02, 0.0])),
-                       "spec_decode_acceptance_length", "mean acceptance length 1.100 < 1.2"),
+                       "spec_decode_acceptance_length", "mean acceptance length 1.100 < 1.5"),
     "rising-curve": (replace(healthy(), spec(CAND, accepted_per_pos=[40.0, 70.0, 30.0],
                                              position_rates=[0.4, 0.7, 0.3])),
                      "spec_decode_position_curve", "position 1 accepted 0.700 > position 0 0.400"),
