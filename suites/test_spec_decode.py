@@ -51,20 +51,20 @@ def draft_kv_policy(arm, log_text: str, version: str | None) -> tuple[str | None
     return observed, declared
 
 
-def test_spec_decode(served_arm, harness_session, record):
-    arm = served_arm.arm
-    cand = harness_session.arm(harness_session.candidate_name)
+def measure_arm(live, cand, run_dir: Path) -> dict:
+    """One arm through the candidate's prompt set: the SpecDecodeRecord's fields (counter deltas on a drafter)."""
+    arm = live.arm
     w = load_workload(workload_for(cand, "spec_decode"), kind=SpecDecodeWorkload)
     prompts = load_spec_prompts(w, gsm8k_dir())
-    base = served_arm.info.base_url
-    sink = harness_session.run_dir / arm.name / "spec_decode_samples.jsonl"
+    base = live.info.base_url
+    sink = run_dir / arm.name / "spec_decode_samples.jsonl"
     sink.unlink(missing_ok=True)
     # One unmeasured request first: the first one after start pays one-off costs on both arms alike.
     asyncio.run(run_prompts(base, arm.model.served_name, prompts[:1], w, arm.timeouts.request_s,
-                            served_arm.server.check_alive, sink.with_name("spec_decode_warmup.jsonl")))
+                            live.server.check_alive, sink.with_name("spec_decode_warmup.jsonl")))
     before = spec_counters(fetch_metrics(base))
     samples, aborted = asyncio.run(run_prompts(base, arm.model.served_name, prompts, w, arm.timeouts.request_s,
-                                               served_arm.server.check_alive, sink))
+                                               live.server.check_alive, sink))
     after = spec_counters(fetch_metrics(base)) if not aborted else None
     spec = arm.speculative
     counters = {}
@@ -74,39 +74,54 @@ def test_spec_decode(served_arm, harness_session, record):
         counters = {"drafts": d.drafts, "draft_tokens": d.draft_tokens, "accepted": d.accepted,
                     "accepted_per_pos": per_pos, "acceptance_length": acceptance_length(d.drafts, d.accepted),
                     "position_rates": position_rates(per_pos, d.drafts)}
-    log = served_arm.server.log_text()
-    observed, declared = draft_kv_policy(arm, log, served_arm.info.vllm_version)
+    log = live.server.log_text()
+    observed, declared = draft_kv_policy(arm, log, live.info.vllm_version)
     kv = parse_kv_capacity(log)
-    rec = record(SpecDecodeRecord, arm=arm.name, workload=w.name, prompts_sha=prompts_sha(prompts),
-                 status="aborted" if aborted else "complete", reason=aborted,
-                 method=spec.method if spec else None, num_speculative_tokens=spec.num_speculative_tokens if spec else None,
-                 mean_span_fraction=mean_span_fraction([words(s.text) for s in samples if not s.error]),
-                 draft_kv=observed, draft_kv_declared=declared, kv_tokens=kv.tokens if kv else None,
-                 samples_path=str(sink), **counters, **timing_fields(samples))
-    if aborted:
-        pytest.fail(f"arm {arm.name!r}: server died during spec_decode after {len(samples)} request(s); samples kept "
-                    f"in {sink}.\n{aborted}", pytrace=False)
-    assert rec.failed == 0, f"arm {arm.name!r}: " + "; ".join(rec.errors[:3]) + f"\n{tail(log, 5)}"
-    if spec is not None:
-        assert after is not None, f"arm {arm.name!r} has a speculative config but /metrics has no spec_decode counters"
+    return {"arm": arm.name, "workload": w.name, "prompts_sha": prompts_sha(prompts),
+            "status": "aborted" if aborted else "complete", "reason": aborted,
+            "method": spec.method if spec else None, "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
+            "mean_span_fraction": mean_span_fraction([words(s.text) for s in samples if not s.error]),
+            "draft_kv": observed, "draft_kv_declared": declared, "kv_tokens": kv.tokens if kv else None,
+            "samples_path": str(sink), "has_counters": after is not None, **counters, **timing_fields(samples)}
+
+
+def test_spec_decode(served_arm, harness_session, record):
+    arm = served_arm.arm
+    fields = measure_arm(served_arm, harness_session.arm(harness_session.candidate_name), harness_session.run_dir)
+    counters_seen = fields.pop("has_counters")
+    rec = record(SpecDecodeRecord, **fields)
+    if rec.status == "aborted":
+        pytest.fail(f"arm {arm.name!r}: server died during spec_decode after {rec.requests} request(s); samples kept "
+                    f"in {rec.samples_path}.\n{rec.reason}", pytrace=False)
+    assert rec.failed == 0, f"arm {arm.name!r}: " + "; ".join(rec.errors[:3]) + f"\n{tail(served_arm.server.log_text(), 5)}"
+    if arm.speculative is not None:
+        assert counters_seen, f"arm {arm.name!r} has a speculative config but /metrics has no spec_decode counters"
+
+
+def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -> list:
+    """The output comparison and the degeneration record of the candidate against the reference (from the two
+    arms' samples files), ready to be written; nothing when either arm has no samples."""
+    mine = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == cand]
+    theirs = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == ref]
+    if not (mine and theirs and mine[-1].samples_path and theirs[-1].samples_path):
+        return []
+    c_samples, r_samples = read_samples_or_empty(mine[-1].samples_path), read_samples_or_empty(theirs[-1].samples_path)
+    sink = run_dir / cand / f"spec_decode_vs_{ref}_comparisons.jsonl"
+    run = compare_samples(c_samples, r_samples, sink)
+    limits = gates_cfg.reference_checks
+    base = {"run_id": run_dir.name, "arm": cand, "suite": "spec_decode"}
+    check = ReferenceCheckRecord(**base, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
+                                                         limits.drift_limit, sink, [], limits.tie_gap))
+    by_id = {s.id: s for s in r_samples if not s.error}
+    pairs = [(s.id, words(s.text), words(by_id[s.id].text)) for s in c_samples if not s.error and s.id in by_id]
+    return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join))]
 
 
 def test_spec_decode_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    records = harness_session.records()
-    mine = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == cand]
-    theirs = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == ref]
     gates_cfg = load_gates(cand)
-    if mine and theirs and mine[-1].samples_path and theirs[-1].samples_path:
-        c_samples, r_samples = read_samples_or_empty(mine[-1].samples_path), read_samples_or_empty(theirs[-1].samples_path)
-        sink = harness_session.run_dir / cand / f"spec_decode_vs_{ref}_comparisons.jsonl"
-        run = compare_samples(c_samples, r_samples, sink)
-        limits = gates_cfg.reference_checks
-        record(ReferenceCheckRecord, arm=cand, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
-                                                               limits.drift_limit, sink, [], limits.tie_gap))
-        by_id = {s.id: s for s in r_samples if not s.error}
-        pairs = [(s.id, words(s.text), words(by_id[s.id].text)) for s in c_samples if not s.error and s.id in by_id]
-        record(DegenerationRecord, arm=cand, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join))
+    for r in compare_arms(harness_session.records(), cand, ref, harness_session.run_dir, gates_cfg):
+        harness_session.writer.append(r)
     gates = spec_decode_gates(harness_session.records(), cand, ref, gates_cfg.spec_decode)
     for g in gates:
         record(GateRecord, **g.record_fields())

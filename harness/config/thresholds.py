@@ -62,7 +62,7 @@ class SpecDecodeGates(StrictModel):
     collapse_rate: Float = Field(0.99, gt=0, le=1)  # a position accepted at least this often is a collapse
     # A reference whose outputs are this repetitive (mean longest-span fraction) is trivially predictable: there a
     # draft that is always right is no collapse.
-    trivially_predictable_span: Float = Field(0.5, gt=0, le=1)
+    trivially_predictable_span: Float = Field(0.75, gt=0, le=1)
     min_speedup: Float | None = Field(None, gt=0)  # optional: reference TPOT p50 / candidate TPOT p50 floor
     max_failed_requests: Int = Field(0, ge=0)
 

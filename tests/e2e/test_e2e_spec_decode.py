@@ -5,7 +5,6 @@ naming the request and the repeated span (and the collapse gate: acceptance ~1.0
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,10 @@ import pytest
 
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT, server_python
+from harness.config.thresholds import load_gates
+from harness.judge.spec_decode import spec_decode_gates
+from harness.records.schema import SpecDecodeRecord
+from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +40,7 @@ save_file(t, path, metadata={"format": "pt"})
 def qualify(run_dir: Path, *extra: str) -> tuple[int, str, list[dict]]:
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-spec", "--suites", "spec_decode",
                            "--run-dir", str(run_dir), "--no-vllm-check", *extra], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=900, env={**os.environ})
+                          text=True, timeout=900)
     results = run_dir / "results.jsonl"
     records = [json.loads(line) for line in results.read_text().splitlines()] if results.is_file() else []
     return proc.returncode, proc.stdout + proc.stderr, records
@@ -51,11 +54,19 @@ def spec(records: list[dict], arm: str) -> dict:
     return next(r for r in records if r["kind"] == "spec_decode" and r["arm"] == arm)
 
 
-def test_ngram_arm_passes_against_its_reference(tmp_path):
-    code, out, records = qualify(tmp_path / "run")
+@pytest.fixture(scope="module")
+def passing(tmp_path_factory) -> tuple[Path, int, str, list[dict]]:
+    """cpu-spec vs cpu-ref through the real CLI: cpu-ref's record and samples also serve the fault tests below (each
+    launches only its faulty candidate)."""
+    run = tmp_path_factory.mktemp("spec") / "run"
+    return (run, *qualify(run))
+
+
+def test_ngram_arm_passes_against_its_reference(passing):
+    run, code, out, records = passing
     assert code == 0, out
     cand, ref = spec(records, "cpu-spec"), spec(records, "cpu-ref")
-    assert cand["method"] == "ngram" and cand["drafts"] > 0 and cand["acceptance_length"] > 1.2
+    assert cand["method"] == "ngram" and cand["drafts"] > 0 and cand["acceptance_length"] > 2.0
     assert len(cand["position_rates"]) == 3 and ref["method"] is None and ref["drafts"] is None
     assert cand["requests"] == ref["requests"] == 10 and cand["prompts_sha"] == ref["prompts_sha"]
     assert cand["draft_kv"].startswith("none (ngram")
@@ -65,33 +76,50 @@ def test_ngram_arm_passes_against_its_reference(tmp_path):
         "spec_decode_output_equality", "spec_decode_degeneration")}
     equality = next(r for r in records if r["kind"] == "reference_check" and r["check"] == "spec_decode")
     assert equality["exact_matches"] == equality["requests"] == 10
-    table = (tmp_path / "run" / "tables" / "spec_decode.md").read_text()
-    assert "| cpu-spec | ngram  |   3 |" in table and "PASS" in table
-    rendered = {r["Gate"]: r["Verdict"] for r in json.loads((tmp_path / "run" / "tables" / "gates.json").read_text())}
+    (row,) = json.loads((run / "tables" / "spec_decode.json").read_text())
+    assert (row["Arm"], row["Method"], row["k"], row["Verdict"]) == ("cpu-spec", "ngram", 3, "PASS")
+    assert row["Speed-up"].endswith("x") and row["Per-position acceptance"].count("/") == 2
+    rendered = {r["Gate"]: r["Verdict"] for r in json.loads((run / "tables" / "gates.json").read_text())}
     assert {k: v == "PASS" for k, v in rendered.items()} == {k: v["passed"] for k, v in g.items()}
 
 
-def test_a_useless_drafter_fails_the_acceptance_gate(tmp_path):
+def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list]:
+    """The faulty candidate through the suite's own steps (measure_arm, compare_arms) against the passing run's cpu-ref
+    record and samples; the gates as the suite computes them."""
+    from suites.test_spec_decode import compare_arms, measure_arm
+
+    ref = SpecDecodeRecord.model_validate(spec(passing[3], "cpu-ref"))
+    arm = load_arm("cpu-spec", overrides)
+    live = launch(arm, tmp_path / arm.name)
+    try:
+        fields = measure_arm(live, arm, tmp_path)
+    finally:
+        live.server.stop()
+    fields.pop("has_counters")
+    records = [SpecDecodeRecord(run_id=tmp_path.name, suite="spec_decode", **fields), ref]
+    records += compare_arms(records, "cpu-spec", "cpu-ref", tmp_path, load_gates("cpu-spec"))
+    return {g.gate: g for g in spec_decode_gates(records, "cpu-spec", "cpu-ref", load_gates("cpu-spec").spec_decode)}, \
+        records
+
+
+def test_a_useless_drafter_fails_the_acceptance_gate(passing, tmp_path):
     # Prompt lookup that needs a 12-token match: drafts are rare and mostly wrong.
-    code, out, records = qualify(tmp_path / "run", "--set", "speculative.extra.prompt_lookup_min=12",
-                                 "--set", "speculative.extra.prompt_lookup_max=12")
-    assert code == 1, out
-    g = gates(records)["spec_decode_acceptance_length"]
-    assert not g["passed"] and ("mean acceptance length" in g["detail"] or "made no draft" in g["detail"]), g
-    assert gates(records)["spec_decode_output_equality"]["passed"]  # slower is not wrong
-    assert "spec_decode_acceptance_length" in out
+    g, records = fault_run(passing, tmp_path, ["speculative.extra.prompt_lookup_min=12",
+                                               "speculative.extra.prompt_lookup_max=12"])
+    assert not g["spec_decode_acceptance_length"].passed, g["spec_decode_acceptance_length"].detail
+    assert "mean acceptance length" in g["spec_decode_acceptance_length"].detail \
+        or "made no draft" in g["spec_decode_acceptance_length"].detail
+    assert g["spec_decode_output_equality"].passed  # slower is not wrong
 
 
-def test_a_looping_candidate_fails_degeneration_naming_request_and_span(tmp_path):
+def test_a_looping_candidate_fails_degeneration_naming_request_and_span(passing, tmp_path):
     model = tmp_path / "looping"
     shutil.copytree(load_arm("cpu-ref").model.local_dir(), model)
     subprocess.run([server_python(), "-c", LOOPING_WEIGHTS, str(model / "model.safetensors")], check=True)
-    code, out, records = qualify(tmp_path / "run", "--set", f"model.path={model}")
-    assert code == 1, out
-    g = gates(records)
-    degeneration = next(r for r in records if r["kind"] == "degeneration")
-    assert not degeneration["passed"] and degeneration["flagged"]
-    line = degeneration["flagged"][0]
+    g, records = fault_run(passing, tmp_path, [f"model.path={model}"])
+    degeneration = next(r for r in records if r.kind == "degeneration")
+    assert not degeneration.passed and degeneration.flagged
+    line = degeneration.flagged[0]
     assert line.startswith("request ") and "more repetitive than the reference" in line and "repeated: '" in line
-    assert not g["spec_decode_degeneration"]["passed"] and not g["spec_decode_output_equality"]["passed"]
-    assert "request " in g["spec_decode_degeneration"]["detail"]
+    assert not g["spec_decode_degeneration"].passed and "request " in g["spec_decode_degeneration"].detail
+    assert not g["spec_decode_output_equality"].passed
