@@ -64,8 +64,9 @@ def check_method(arm: Arm, listing: MethodListing, strict: bool = False) -> Verd
     return Verdict(RULE, True, f"vLLM {listing.version} accepts speculative method {spec.method!r}")
 
 
-def read_methods(python: str, timeout_s: float = 120) -> MethodListing:
-    """I/O edge: the installed vLLM's accepted speculative methods."""
+def read_methods(python: str, timeout_s: float = 300) -> MethodListing:
+    """I/O edge: the installed vLLM's accepted speculative methods (it imports vLLM's config, torch included: ~15 s
+    on an idle 2-core machine, minutes on a loaded one)."""
     try:
         result = run_json_script(python, LIST_SCRIPT, timeout_s)
     except ScriptFailed as exc:
