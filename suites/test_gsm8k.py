@@ -7,7 +7,7 @@ import pytest
 
 from harness.config.thresholds import load_gates
 from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
-from harness.judge.degeneration import degeneration_fields
+from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
@@ -50,6 +50,7 @@ def test_gsm8k_degeneration_vs_reference(harness_session, record):
         r = (latest(records, Gsm8kRecord, arm) or [None])[0]
         rows = read_jsonl(Path(r.samples_path))[0] if r and r.samples_path and Path(r.samples_path).is_file() else []
         texts.append(responses_by_doc(rows))
-    pairs = [(f"question {q}", texts[0][q].split(), texts[1][q].split()) for q in sorted(texts[0].keys() & texts[1].keys())]
+    pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
+             for q in sorted(texts[0].keys() & texts[1].keys())]
     rec = record(DegenerationRecord, arm=cand, **degeneration_fields(pairs, ref, load_gates(cand).degeneration, " ".join))
     assert rec.passed, "\n".join([rec.detail, *rec.flagged])

@@ -12,7 +12,7 @@ import pytest
 from harness.config.paths import gsm8k_dir
 from harness.config.thresholds import load_gates
 from harness.config.workloads import SpecDecodeWorkload, load_workload, workload_for
-from harness.judge.degeneration import degeneration_fields, mean_span_fraction
+from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
 from harness.judge.spec_decode import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
 from harness.measure.metrics import fetch_metrics
 from harness.measure.spec_decode import (
@@ -22,7 +22,6 @@ from harness.measure.spec_decode import (
     run_prompts,
     spec_counters,
     timing_fields,
-    words,
 )
 from harness.records.schema import DegenerationRecord, GateRecord, ReferenceCheckRecord, SpecDecodeRecord
 from harness.refcheck.batches import record_fields
@@ -80,7 +79,7 @@ def measure_arm(live, cand, run_dir: Path) -> dict:
     return {"arm": arm.name, "workload": w.name, "prompts_sha": prompts_sha(prompts),
             "status": "aborted" if aborted else "complete", "reason": aborted,
             "method": spec.method if spec else None, "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
-            "mean_span_fraction": mean_span_fraction([words(s.text) for s in samples if not s.error]),
+            "mean_span_fraction": mean_span_fraction([text_units(s.text) for s in samples if not s.error]),
             "draft_kv": observed, "draft_kv_declared": declared, "kv_tokens": kv.tokens if kv else None,
             "samples_path": str(sink), "has_counters": after is not None, **counters, **timing_fields(samples)}
 
@@ -113,7 +112,7 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
     check = ReferenceCheckRecord(**base, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
                                                          limits.drift_limit, sink, [], limits.tie_gap))
     by_id = {s.id: s for s in r_samples if not s.error}
-    pairs = [(s.id, words(s.text), words(by_id[s.id].text)) for s in c_samples if not s.error and s.id in by_id]
+    pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text)) for s in c_samples if not s.error and s.id in by_id]
     return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join))]
 
 

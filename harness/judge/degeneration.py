@@ -7,10 +7,19 @@ repetitive than its reference on the same request. Works on any sequence of hash
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from harness.config.thresholds import DegenerationGates
+
+
+UNIT = re.compile(r"\w+|[^\w\s]")
+
+
+def text_units(text: str) -> list[str]:
+    """Words and single punctuation marks: a loop without spaces (':::::') is as visible as one of words."""
+    return UNIT.findall(text)
 
 
 @dataclass(frozen=True)

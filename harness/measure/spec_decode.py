@@ -213,8 +213,3 @@ def timing_fields(samples_: list[SpecSample]) -> dict:
             "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
             "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
             "tokens_per_s": tokens / latency if latency else None}
-
-
-def words(text: str) -> list[str]:
-    """The units the degeneration detector reads from an output's text (quotable, unlike token ids)."""
-    return text.split()

@@ -59,3 +59,12 @@ def test_a_short_repeat_is_below_the_minimum_span():
 def test_empty_and_tiny_outputs_do_not_crash():
     assert repetition([]).span == 0 and repetition([1]).distinct_2 == 1.0
     assert judge_pair("empty", [], [], LIMITS) is None
+
+
+def test_a_loop_without_spaces_is_seen_in_text_units():
+    from harness.judge.degeneration import text_units
+
+    cand, ref = text_units(":" * 48), text_units(" ".join(HEALTHY[:20]))
+    d = judge_pair("gsm8k-0", cand, ref, LIMITS, render=" ".join)
+    assert text_units("x = 4*2.") == ["x", "=", "4", "*", "2", "."]
+    assert d is not None and d.candidate.span == 47 and d.quote.startswith(": : :")
