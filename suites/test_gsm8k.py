@@ -52,5 +52,6 @@ def test_gsm8k_degeneration_vs_reference(harness_session, record):
         texts.append(responses_by_doc(rows))
     pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
              for q in sorted(texts[0].keys() & texts[1].keys())]
-    rec = record(DegenerationRecord, arm=cand, **degeneration_fields(pairs, ref, load_gates(cand).degeneration, " ".join))
+    fields = degeneration_fields(pairs, ref, load_gates(cand).degeneration, " ".join)
+    rec = record(DegenerationRecord, arm=cand, **fields)
     assert rec.passed, "\n".join([rec.detail, *rec.flagged])

@@ -78,7 +78,8 @@ def measure_arm(live, cand, run_dir: Path) -> dict:
     kv = parse_kv_capacity(log)
     return {"arm": arm.name, "workload": w.name, "prompts_sha": prompts_sha(prompts),
             "status": "aborted" if aborted else "complete", "reason": aborted,
-            "method": spec.method if spec else None, "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
+            "method": spec.method if spec else None,
+            "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
             "mean_span_fraction": mean_span_fraction([text_units(s.text) for s in samples if not s.error]),
             "draft_kv": observed, "draft_kv_declared": declared, "kv_tokens": kv.tokens if kv else None,
             "samples_path": str(sink), "has_counters": after is not None, **counters, **timing_fields(samples)}
@@ -92,7 +93,8 @@ def test_spec_decode(served_arm, harness_session, record):
     if rec.status == "aborted":
         pytest.fail(f"arm {arm.name!r}: server died during spec_decode after {rec.requests} request(s); samples kept "
                     f"in {rec.samples_path}.\n{rec.reason}", pytrace=False)
-    assert rec.failed == 0, f"arm {arm.name!r}: " + "; ".join(rec.errors[:3]) + f"\n{tail(served_arm.server.log_text(), 5)}"
+    assert rec.failed == 0, (f"arm {arm.name!r}: " + "; ".join(rec.errors[:3])
+                             + f"\n{tail(served_arm.server.log_text(), 5)}")
     if arm.speculative is not None:
         assert counters_seen, f"arm {arm.name!r} has a speculative config but /metrics has no spec_decode counters"
 
@@ -112,7 +114,8 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
     check = ReferenceCheckRecord(**base, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
                                                          limits.drift_limit, sink, [], limits.tie_gap))
     by_id = {s.id: s for s in r_samples if not s.error}
-    pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text)) for s in c_samples if not s.error and s.id in by_id]
+    pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
+             for s in c_samples if not s.error and s.id in by_id]
     return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join))]
 
 

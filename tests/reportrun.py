@@ -8,13 +8,13 @@ from pathlib import Path
 from harness.records.results import ResultsWriter
 from harness.records.schema import (
     ColdStartRecord,
+    DegenerationRecord,
     FilterScore,
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
     OutcomeRecord,
     ReferenceCheckRecord,
-    DegenerationRecord,
     ServerRecord,
     SpecDecodeRecord,
     Summary,

@@ -153,7 +153,8 @@ DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
                      "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
-                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks", "spec_decode": "spec_decode"}
+                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
+                   "spec_decode": "spec_decode"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload,
                                               "spec_decode": SpecDecodeWorkload}

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from harness.config.thresholds import DegenerationGates
 
-
 UNIT = re.compile(r"\w+|[^\w\s]")
 
 

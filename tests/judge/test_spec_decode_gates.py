@@ -5,15 +5,14 @@ gate whose input is missing, aborted or failed reads FAIL "no data: ...", never 
 from __future__ import annotations
 
 import pytest
+from reportrun import SPEC_CAND as CAND
+from reportrun import SPEC_REF as REF
+from reportrun import check, degeneration, healthy, spec
 
 from harness.config.thresholds import Gates, SpecDecodeGates
 from harness.judge.gates import evaluate_gates
 from harness.judge.spec_decode import acceptance_length, curve_violations, position_rates, spec_decode_gates
 from harness.records.schema import OutcomeRecord
-
-from reportrun import SPEC_CAND as CAND
-from reportrun import SPEC_REF as REF
-from reportrun import check, degeneration, healthy, spec
 
 LIMITS = SpecDecodeGates()
 
