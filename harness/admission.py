@@ -16,13 +16,21 @@ from pathlib import Path
 from harness.config.arms import Arm, check_references, defining_file, load_arm
 from harness.config.errors import ConfigError, PreflightError
 from harness.config.paths import ARMS_DIR, REPO_ROOT, REPORTS_DIR, run_id_now, server_python
-from harness.config.workloads import SUITE_WORKLOADS, WORKLOAD_KINDS, Gsm8kWorkload, load_workload, workload_for
+from harness.config.workloads import (
+    SUITE_WORKLOADS,
+    WORKLOAD_KINDS,
+    Gsm8kWorkload,
+    SpecDecodeWorkload,
+    load_workload,
+    workload_for,
+)
 from harness.measure.gsm8k import check_data
 from harness.measure.prompts import token_space
 from harness.plan.env_policy import check_env_with_vllm
 from harness.plan.nodes import Plan
 from harness.plan.preflight import Verdict, check_workload_fits, not_checked, violations
 from harness.plan.resources import check_resources
+from harness.plan.spec_methods import check_method, read_methods
 from harness.plan.vllm_args import check_with_vllm
 from harness.records.results import locate_results, read_results
 from harness.serve.launch import plan_for
@@ -111,7 +119,7 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
     verdicts = []
     for key in chosen:
         w = load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
-        if isinstance(w, Gsm8kWorkload):
+        if isinstance(w, Gsm8kWorkload | SpecDecodeWorkload):  # both read the local GSM8K files
             verdicts.append(Verdict("gsm8k_data", True, check_data()))
             continue
         verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
@@ -152,6 +160,13 @@ def env_verdict(arm: Arm, plan: Plan) -> Verdict:
     return check_env_with_vllm(plan.nodes, server_python_of(arm)[0])
 
 
+def method_verdicts(arm: Arm, strict: bool) -> list[Verdict]:
+    """The speculative method checked against the installed vLLM's accepted methods (none without `speculative`)."""
+    if arm.speculative is None:
+        return []
+    return [check_method(arm, read_methods(server_python_of(arm)[0]), strict)]
+
+
 def refusal(failed: dict[str, list[Verdict]]) -> PreflightError:
     lines = []
     for name, verdicts in failed.items():
@@ -170,7 +185,8 @@ def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> d
     for name, (arm, plan, verdicts) in checked.items():
         # The env check imports only vllm.envs and runs even with --no-vllm-check: an unread DCP variable would
         # otherwise silently do nothing.
-        out[name] = [*verdicts, env_verdict(arm, plan), parser_verdict(arm, plan, vllm_check, strict, False)]
+        out[name] = [*verdicts, env_verdict(arm, plan), *method_verdicts(arm, strict),
+                     parser_verdict(arm, plan, vllm_check, strict, False)]
         if violations(out[name]):
             failed[name] = violations(out[name])
     if failed:

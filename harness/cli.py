@@ -26,6 +26,7 @@ from harness.admission import (
     choose_run_dir,
     env_verdict,
     load_run_arms,
+    method_verdicts,
     parse_suites,
     parser_verdict,
     server_python_of,
@@ -58,6 +59,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     strict = strict_run(args.strict)
     plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
     verdicts.append(env_verdict(arms.candidate, plan))
+    verdicts += method_verdicts(arms.candidate, strict)
     verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
     python, origin = server_python_of(arms.candidate)
@@ -306,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("make-tiny-model", help="generate the deterministic tiny model (server environment)")
     p.add_argument("--out", default=str(REPO_ROOT / "models" / "tiny-llama"))
     p.add_argument("--gsm8k-train", help="GSM8K train.jsonl (default $HARNESS_GSM8K_DIR/train.jsonl)")
-    p.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
+    p.add_argument("--arch", choices=["llama", "deepseek_v3", "deepseek_v3_mtp"], default="llama",
                    help="llama: the CPU pair's model; deepseek_v3: the MLA model of the GPU arms (gpu-mla-ref.yaml)")
     p.add_argument("--device", default="cpu", help="where to train: cpu, or cuda on a GPU machine")
     p.set_defaults(func=cmd_make_tiny_model)

@@ -5,9 +5,10 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 import pytest
 
 from harness.config.thresholds import load_gates
+from harness.judge.degeneration import degeneration_fields
 from harness.pytest_plugin.floors import with_floor
-from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches, record_fields
+from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
+from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields
 
 
 def check_against(stored, candidate, harness_session, record, check: str):
@@ -17,7 +18,11 @@ def check_against(stored, candidate, harness_session, record, check: str):
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
-    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, [], limits.tie_gap)
+    # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
+    loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
+        degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration))
+    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
+                           limits.tie_gap)
     fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
     return record(ReferenceCheckRecord, arm=arm.name, **fields), run
 

@@ -1,13 +1,17 @@
 """GSM8K through lm-eval's local-completions against each arm, and the paired statistical gate (computed from
 results.jsonl)."""
 
+from pathlib import Path
+
 import pytest
 
 from harness.config.thresholds import load_gates
 from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
-from harness.judge.gates import gsm8k_gate
-from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, select_task
-from harness.records.schema import GateRecord, Gsm8kRecord
+from harness.judge.degeneration import degeneration_fields, text_units
+from harness.judge.gates import gsm8k_gate, latest
+from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
+from harness.records.jsonl import read_jsonl
+from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord
 from harness.serve.serverlog import tail
 
 
@@ -34,3 +38,20 @@ def test_gsm8k_vs_reference(harness_session, record):
     gate = gsm8k_gate(harness_session.records(), cand, ref, load_gates(cand).gsm8k)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
+
+
+def test_gsm8k_degeneration_vs_reference(harness_session, record):
+    """Each candidate answer against the reference's answer to the same question: no answer clearly more
+    repetitive (a garbled arm loops; accuracy alone can miss it on a weak model)."""
+    cand, ref = harness_session.pair()
+    records = harness_session.records()
+    texts = []
+    for arm in (cand, ref):
+        r = (latest(records, Gsm8kRecord, arm) or [None])[0]
+        rows = read_jsonl(Path(r.samples_path))[0] if r and r.samples_path and Path(r.samples_path).is_file() else []
+        texts.append(responses_by_doc(rows))
+    pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
+             for q in sorted(texts[0].keys() & texts[1].keys())]
+    fields = degeneration_fields(pairs, ref, load_gates(cand).degeneration, " ".join)
+    rec = record(DegenerationRecord, arm=cand, **fields)
+    assert rec.passed, "\n".join([rec.detail, *rec.flagged])

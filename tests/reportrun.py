@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.records.results import ResultsWriter
 from harness.records.schema import (
     ColdStartRecord,
+    DegenerationRecord,
     FilterScore,
     Gsm8kRecord,
     KvCapacityRecord,
@@ -15,6 +16,7 @@ from harness.records.schema import (
     OutcomeRecord,
     ReferenceCheckRecord,
     ServerRecord,
+    SpecDecodeRecord,
     Summary,
     Usage,
 )
@@ -97,3 +99,39 @@ def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens:
                     device={"kind": "cpu", "cpu": "Test CPU x 2"})
     (run / "run.json").write_text(json.dumps(info))
     return run
+
+
+# spec_decode records of a healthy n-gram run (tests/judge/test_spec_decode_gates.py, tests/report/test_tables.py)
+SPEC_CAND, SPEC_REF = "cpu-spec", "cpu-ref"
+CAND, REF = SPEC_CAND, SPEC_REF
+
+
+def spec(arm: str, **fields) -> SpecDecodeRecord:
+    base = dict(run_id="r", arm=arm, suite="spec_decode", workload="spec_decode_cpu", prompts_sha="p",
+                status="complete", requests=10, failed=0, ttft=Summary.of([0.01]), tpot=Summary.of([0.004]),
+                tokens_per_s=250.0, mean_span_fraction=0.1)
+    if arm == CAND:
+        base.update(method="ngram", num_speculative_tokens=3, drafts=100.0, draft_tokens=300.0, accepted=150.0,
+                    accepted_per_pos=[70.0, 50.0, 30.0], acceptance_length=2.5, position_rates=[0.7, 0.5, 0.3],
+                    tpot=Summary.of([0.002]))
+    return SpecDecodeRecord(**{**base, **fields})
+
+
+def check(passed: bool = True, **fields) -> ReferenceCheckRecord:
+    return ReferenceCheckRecord(**{**dict(run_id="r", arm=CAND, suite="spec_decode", check="spec_decode",
+                                          reference=REF, reference_key="k", passed=passed,
+                                          detail="spec_decode: 10/10 exact" if passed else "spec_decode: 7/10 exact",
+                                          requests=10, exact_matches=10 if passed else 7, first_divergence_min=None,
+                                          max_drift=1e-6, nonfinite=0, drift_limit=1e-2,
+                                          diverged=[] if passed else ["request gsm8k-3: generated token 5 differs"]),
+                                   **fields})
+
+
+def degeneration(passed: bool = True) -> DegenerationRecord:
+    return DegenerationRecord(run_id="r", arm=CAND, suite="spec_decode", reference=REF, passed=passed,
+                              detail="no output clearly more repetitive" if passed else "1/10 output(s) clearly more",
+                              requests=10, flagged=[] if passed else ["request long-1: ... repeated: 'so so so'"])
+
+
+def healthy() -> list:
+    return [spec(CAND), spec(REF), check(), degeneration()]

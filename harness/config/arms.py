@@ -91,8 +91,8 @@ class DcpEnv(Strict):
 
 
 class Speculative(Strict):
-    method: str
-    model: str
+    method: str  # checked against the installed vLLM's accepted methods (harness/plan/spec_methods.py)
+    model: str | None = None  # the draft; none for ngram (prompt lookup) or an MTP head inside the target
     num_speculative_tokens: Int = Field(ge=1)
     attention_backend: str | None = None  # the draft's backend
     extra: dict[str, Any] = {}
@@ -131,6 +131,7 @@ class WorkloadChoice(Strict):
     long_prefix: str | None = None
     gsm8k: str | None = None
     reference_checks: str | None = None
+    spec_decode: str | None = None
 
 
 class Arm(Strict):

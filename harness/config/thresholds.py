@@ -46,11 +46,37 @@ class DcpOpsGates(StrictModel):
     k_lse: Float = Field(16.0, gt=0)  # LSE error, in units of eps(lse dtype) x (1 + max|lse|)
 
 
+class DegenerationGates(StrictModel):
+    """A candidate's output fails when it is clearly more repetitive than the reference's for the same prompt
+    (harness/judge/degeneration.py)."""
+
+    min_span: Int = Field(8, ge=2)  # a repeated span shorter than this never fails (units: tokens or words)
+    span_fraction_margin: Float = Field(0.25, gt=0, le=1)  # candidate span / length minus the reference's
+    distinct_2_margin: Float = Field(0.25, gt=0, le=1)  # reference distinct-2 minus the candidate's
+    max_period: Int = Field(16, ge=1)  # longest unit a loop may have
+
+
+class SpecDecodeGates(StrictModel):
+    """Speculative decoding (suites/test_spec_decode.py, harness/judge/spec_decode.py)."""
+
+    min_acceptance_length: Float = Field(1.5, ge=1)  # mean 1 + accepted / drafts over the prompt set
+    curve_noise_z: Float = Field(3.0, ge=0)  # a later position may exceed an earlier one by z binomial sd
+    curve_abs_tolerance: Float = Field(0.02, ge=0)  # ... plus this
+    collapse_rate: Float = Field(0.99, gt=0, le=1)  # a position accepted at least this often is a collapse
+    # A reference whose outputs are this repetitive (mean longest-span fraction) is trivially predictable: there a
+    # draft that is always right is no collapse.
+    trivially_predictable_span: Float = Field(0.75, gt=0, le=1)
+    min_speedup: Float | None = Field(None, gt=0)  # optional: reference TPOT p50 / candidate TPOT p50 floor
+    max_failed_requests: Int = Field(0, ge=0)
+
+
 class Gates(StrictModel):
     long_prefix: LongPrefixGates = LongPrefixGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()
     dcp_ops: DcpOpsGates = DcpOpsGates()
+    spec_decode: SpecDecodeGates = SpecDecodeGates()
+    degeneration: DegenerationGates = DegenerationGates()
 
 
 def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:

@@ -131,13 +131,33 @@ class ReferenceChecksWorkload(StrictModel):
         return longest + self.output_tokens
 
 
+class SpecDecodeWorkload(StrictModel):
+    """The spec_decode suite's fixed text prompts, greedy: GSM8K-style questions (a few worked examples, then a test
+    question) and long-context prompts (many worked examples before the question), from the local GSM8K files."""
+
+    name: str
+    description: str = ""
+    gsm8k_prompts: Int = Field(8, ge=0)  # test questions 0..N-1
+    gsm8k_shots: Int = Field(1, ge=0)  # worked train examples before each
+    long_context_prompts: Int = Field(2, ge=0)  # test questions N.. with many worked examples before each
+    long_context_shots: Int = Field(12, ge=1)
+    output_tokens: Int = Field(64, ge=2)  # fixed length (ignore_eos): TPOT needs at least two
+    top_logprobs: Int = Field(2, ge=1, le=20)  # top-2 gives the reference's gap where the outputs diverge
+
+    @property
+    def prompts(self) -> int:
+        return self.gsm8k_prompts + self.long_context_prompts
+
+
 DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
-                     "reference_checks": "reference_checks_gpu"}
+                     "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
-                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks"}
+                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
+                   "spec_decode": "spec_decode"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
-                                              "reference_checks": ReferenceChecksWorkload}
+                                              "reference_checks": ReferenceChecksWorkload,
+                                              "spec_decode": SpecDecodeWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
 from harness.judge.stats import mcnemar_exact_p
-from harness.records.schema import GateRecord, Gsm8kRecord, LongPrefixRecord, Record
+from harness.records.schema import GateRecord, Gsm8kRecord, LongPrefixRecord, Record, SpecDecodeRecord
 
 
 @dataclass(frozen=True)
@@ -145,11 +145,19 @@ def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -
     return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers)
 
 
-# Each suite with a candidate-vs-reference gate, in the order the Gates table lists them.
-SUITE_GATES = {"long_prefix": lambda rs, c, r, g: tpot_gate(rs, c, r, g.long_prefix),
-               "gsm8k": lambda rs, c, r, g: gsm8k_gate(rs, c, r, g.gsm8k)}
+def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
+    from harness.judge.spec_decode import spec_decode_gates, suite_skipped  # it builds on this module
+
+    return [] if suite_skipped(records) else spec_decode_gates(records, cand, ref, gates.spec_decode)
+
+
+# Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
+SUITE_GATES = {"long_prefix": lambda rs, c, r, g: [tpot_gate(rs, c, r, g.long_prefix)],
+               "gsm8k": lambda rs, c, r, g: [gsm8k_gate(rs, c, r, g.gsm8k)],
+               "spec_decode": spec_decode_suite_gates}
 GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
-               "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord)}
+               "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
+               "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord)}
 
 
 def gated_suites(records: list[Record]) -> list[str]:
@@ -164,4 +172,4 @@ def evaluate_gates(records: list[Record], cand: str, ref: str | None, gates: Gat
     """Every gate of the suites the run selected, recomputed from its records."""
     if ref is None:
         return []
-    return [gate(records, cand, ref, gates) for suite, gate in SUITE_GATES.items() if suite in suites]
+    return [g for suite, gate in SUITE_GATES.items() if suite in suites for g in gate(records, cand, ref, gates)]

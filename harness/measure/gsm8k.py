@@ -299,3 +299,13 @@ def gsm8k_fields(ev: Evaluation, source: TaskSource, w: Gsm8kWorkload) -> dict:
             "status": "aborted" if reason else "complete", "reason": reason, "wall_s": round(ev.wall_s, 2),
             "num_concurrent": w.num_concurrent, "samples_path": str(ev.samples_path) if ev.samples_path else None,
             "per_question": scored.per_question}
+
+
+def responses_by_doc(samples: list[dict]) -> dict[int, str]:
+    """Pure: doc id -> the generated answer text (the degeneration detector's input); request errors left out."""
+    out = {}
+    for s in samples:
+        text = (s.get("resps") or [[""]])[0][0]
+        if "doc_id" in s and text != REQUEST_ERROR:
+            out.setdefault(int(s["doc_id"]), text)
+    return out

@@ -57,7 +57,8 @@ def speculative_json(arm: Arm) -> str | None:
     spec = arm.speculative
     if spec is None:
         return None
-    cfg = {"method": spec.method, "model": spec.model, "num_speculative_tokens": spec.num_speculative_tokens}
+    cfg = {"method": spec.method, **({"model": spec.model} if spec.model else {}),
+           "num_speculative_tokens": spec.num_speculative_tokens}
     if spec.attention_backend:
         cfg["attention_backend"] = spec.attention_backend
     return json.dumps({**cfg, **spec.extra}, separators=(",", ":"))

@@ -95,11 +95,26 @@ REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite. A suite
+    module's `skip_reason(session)` (a sentence, or None) skips its tests before any fixture starts a server."""
     first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
     if first:
         items[:] = first + [i for i in items if i not in first]
+    session = config.stash.get(SESSION_KEY, None)
+    reasons: dict = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        check = getattr(module, "skip_reason", None)
+        if session is None or not callable(check):
+            continue
+        if module not in reasons:
+            try:
+                reasons[module] = check(session)
+            except HarnessError:
+                reasons[module] = None  # the candidate's YAML is broken: its tests report that
+        if reasons[module]:
+            item.add_marker(pytest.mark.skip(reason=reasons[module]))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

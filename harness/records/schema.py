@@ -264,6 +264,49 @@ class DcpOpsRecord(RecordBase):
     result_path: str | None = None
 
 
+class SpecDecodeRecord(RecordBase):
+    """One per arm of the spec_decode suite: the fixed greedy prompts sent one at a time; on a speculative arm the
+    /metrics counter deltas over them. The reference arm (no drafter) has no counters: its record carries the timing
+    and the repetition of its outputs that the candidate's gates compare with."""
+
+    kind: Literal["spec_decode"] = "spec_decode"
+    workload: str
+    prompts_sha: str  # same value on both arms: the same prompts were sent
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    requests: int  # sent and finished (ok or failed)
+    failed: int
+    errors: list[str] = []
+    method: str | None = None  # speculative.method; None on an arm without a drafter
+    num_speculative_tokens: int | None = None
+    drafts: float | None = None  # vllm:spec_decode_num_drafts delta over the prompts
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    accepted_per_pos: list[float] = []  # vllm:spec_decode_num_accepted_tokens_per_pos delta, position 0 first
+    acceptance_length: float | None = None  # 1 + accepted / drafts
+    position_rates: list[float] = []  # accepted_per_pos / drafts
+    ttft: Summary
+    tpot: Summary
+    tokens_per_s: float | None = None  # output tokens / summed request latency (one request at a time)
+    mean_span_fraction: float | None = None  # mean longest-repeated-span / length of this arm's outputs
+    draft_kv: str | None = None  # the draft KV policy the server's own log states, or why none is known
+    draft_kv_declared: str | None = None  # set where the policy matters: a draft model on a DCP target
+    kv_tokens: int | None = None  # KV capacity from this arm's log (with the draft on a speculative arm)
+    samples_path: str | None = None  # per-request SpecSample lines (JSONL)
+
+
+class DegenerationRecord(RecordBase):
+    """The degeneration detector on one suite's kept outputs, candidate vs reference for the same prompts."""
+
+    kind: Literal["degeneration"] = "degeneration"
+    reference: str
+    passed: bool
+    detail: str
+    requests: int
+    flagged: list[str] = []  # one line per request clearly more repetitive than the reference, the span quoted
+    status: Literal["complete", "no_data"] = "complete"
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -276,7 +319,7 @@ class OutcomeRecord(RecordBase):
 
 Record = Annotated[
     ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
-    | ReferenceCheckRecord | DcpOpsRecord | OutcomeRecord,
+    | ReferenceCheckRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)

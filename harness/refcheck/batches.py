@@ -36,6 +36,7 @@ def capture(live: LiveServer, prompts: list[CheckPrompt], sampling: Sampling) ->
 class BatchRun:
     comparisons: list[RequestComparison] = field(default_factory=list)
     aborted: str | None = None  # why the check stopped early (server death, request error), with the log tail
+    outputs: dict[str, list[int]] = field(default_factory=dict)  # prompt id -> the candidate's tokens (degeneration)
 
 
 def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling: Sampling,
@@ -54,6 +55,7 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
                 run.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
                 return run
             for p, out in zip(batch, outputs, strict=True):
+                run.outputs[p.id] = out.token_ids
                 c = compare_outputs(p.id, len(p.tokens), out, reference[p.id], p.group)
                 run.comparisons.append(c)
                 f.write(c.model_dump_json() + "\n")
@@ -72,3 +74,8 @@ def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, dr
             "detail": "; ".join([verdict.detail, *extra_failures]), "drift_limit": drift_limit,
             "diverged": failures, "status": "aborted" if run.aborted else "complete", "reason": run.aborted,
             "comparisons_path": str(sink), **summary_fields(run.comparisons, tie_gap)}
+
+
+def degeneration_pairs(run: BatchRun, reference: dict[str, Generation]) -> list[tuple[str, list[int], list[int]]]:
+    """(request, candidate tokens, reference tokens) for the degeneration detector, in the order they were sent."""
+    return [(pid, tokens, reference[pid].token_ids) for pid, tokens in run.outputs.items() if pid in reference]

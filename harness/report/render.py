@@ -147,6 +147,8 @@ def run_gates(run: RunData) -> list[GateResult]:
         return []
     thresholds = Gates.model_validate(run.info["gates"]) if "gates" in run.info else load_gates(arms[0])
     suites = run.info.get("suites") or gated_suites(run.records)
+    if not (run.info.get("arms", {}).get(arms[0]) or {}).get("speculative"):
+        suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
     return evaluate_gates(run.records, arms[0], arms[1], thresholds, suites)
 
 

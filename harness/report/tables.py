@@ -16,6 +16,7 @@ from harness.records.schema import (
     Record,
     ReferenceCheckRecord,
     ServerRecord,
+    SpecDecodeRecord,
 )
 
 
@@ -218,6 +219,42 @@ def dcp_ops_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DCP_OPS_COLUMNS) if rows else pd.DataFrame()
 
 
+def rates_cell(rates: list[float]) -> str:
+    return " / ".join(f"{r:.2f}" for r in rates) if rates else "n/a"
+
+
+def kv_pair(with_draft: int | None, without: int | None) -> str:
+    """KV capacity with the drafter vs the reference without it (a draft model's KV cache takes its share)."""
+    shown = "n/a" if with_draft is None else human_tokens(with_draft)
+    return shown + ("" if without is None else f" vs {human_tokens(without)}")
+
+
+def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[GateResult] = ()) -> pd.DataFrame:
+    """Speculative arms (suites/test_spec_decode.py): acceptance from the /metrics deltas, the speed-up over the
+    reference's TPOT p50 on the same prompts, and the verdict of the suite's gates for that arm."""
+    latest = {r.arm: r for r in records if isinstance(r, SpecDecodeRecord)}
+    rows = []
+    for arm in [a for a in arm_order if a in latest] + [a for a in latest if a not in arm_order]:
+        r = latest[arm]
+        if r.method is None:
+            continue  # the reference: its figures are the speed-up's denominator
+        ref = next((o for o in latest.values() if o.method is None and o.prompts_sha == r.prompts_sha), None)
+        factor = ref.tpot.p50 / r.tpot.p50 if ref and ref.tpot.p50 and r.tpot.p50 else None
+        own = [g for g in gates if g.arm == arm and g.suite == "spec_decode"]
+        failed = [g.gate.removeprefix("spec_decode_") for g in own if not g.passed]
+        verdict = ("aborted" if r.status == "aborted" else "no gates" if not own
+                   else "FAIL: " + ", ".join(failed) if failed else "PASS")
+        rows.append({"Arm": arm, "Method": r.method, "k": r.num_speculative_tokens,
+                     "Acceptance length": num(r.acceptance_length),
+                     "Per-position acceptance": rates_cell(r.position_rates),
+                     "Drafts": "n/a" if r.drafts is None else f"{r.drafts:.0f}",
+                     "TPOT p50": ms(r.tpot.p50, 2) + (f" vs {ms(ref.tpot.p50, 2)}" if ref else ""),
+                     "Speed-up": "n/a" if factor is None else f"{factor:.2f}x",
+                     "Tokens/s": num(r.tokens_per_s), "Draft KV": r.draft_kv or "n/a",
+                     "KV tokens": kv_pair(r.kv_tokens, ref.kv_tokens if ref else None), "Verdict": verdict})
+    return pd.DataFrame(rows)
+
+
 def gates_table(gates: list[GateResult]) -> pd.DataFrame:
     """One row per candidate-vs-reference gate, as recomputed from the records (or as a test recorded it)."""
     rows = [{"Gate": g.gate, "Arm vs reference": f"{g.arm} vs {g.reference}", "Verdict": verdict_cell(g.passed),
@@ -227,13 +264,14 @@ def gates_table(gates: list[GateResult]) -> pd.DataFrame:
 
 def build_tables(records: list[Record], arm_order: list[str],
                  gates: list[GateResult] = ()) -> list[tuple[str, pd.DataFrame]]:
-    """Every table of a run, titled, in the order a pull request quotes them. No spec-decode records exist yet."""
+    """Every table of a run, titled, in the order a pull request quotes them."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order)),
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
+            ("Spec decode", spec_decode_table(records, arm_order, list(gates))),
             ("Gates", gates_table(list(gates))),
             ("Checks", outcomes_table(records)),
             ("Servers", servers_table(records))]

@@ -12,7 +12,7 @@ from harness.plan.env_policy import log_env_problem
 from harness.plan.nodes import Plan, build_plan
 from harness.plan.preflight import violations
 from harness.serve.process import Server, free_port
-from harness.serve.serverlog import parse_backends
+from harness.serve.serverlog import parse_backends, spec_refusal
 
 
 @dataclass
@@ -44,6 +44,16 @@ def preflight_error(plan: Plan) -> PreflightError:
     return PreflightError("\n".join(lines))
 
 
+def refused_speculation(arm: Arm, log_text: str, exc: LaunchError) -> LaunchError:
+    """A start-up failure of a speculative arm that vLLM explains as a refusal of its speculative config (e.g. spec
+    decode with DCP, an open RFC upstream) says so first; any other failure is returned as it was."""
+    why = spec_refusal(log_text) if arm.speculative is not None else None
+    if why is None:
+        return exc
+    return LaunchError(f"arm {arm.name!r}: the installed vLLM refused speculative decoding (speculative.method "
+                       f"{arm.speculative.method!r}, dcp {arm.parallelism.dcp}): {why}\n{exc}")
+
+
 def launch(arm: Arm, arm_dir: Path) -> LiveServer:
     if arm.launcher.kind != "local" or arm.parallelism.nnodes > 1:
         raise LaunchError(
@@ -59,6 +69,9 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
     server.start()
     try:
         startup_s, version = server.wait_healthy()
+    except LaunchError as exc:
+        server.stop()
+        raise refused_speculation(arm, server.log_text(), exc) from None
     except BaseException:
         server.stop()
         raise

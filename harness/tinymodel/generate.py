@@ -69,6 +69,7 @@ PLANS = {
     # train it either and cut the gap to 0.69 (clean DCP2-vs-TP2 drift 0.85), so this plan stays.
     "deepseek_v3": TrainPlan(copy_steps=300, probe_lengths=(1024, 4096, 8400)),
 }
+PLANS["deepseek_v3_mtp"] = PLANS["deepseek_v3"]  # the same target, plus a trained MTP layer (harness/tinymodel/mtp.py)
 # Determinism check on CPU (tests): the same code path at toy sizes.
 QUICK = TrainPlan(steps=3, seq_len=32, batch=2, copy_steps=3, copy_len=96, copy_batch=2, copy_span=16,
                   corpus_rows=200, probe_lengths=(96,), min_median_gap=0.0)
@@ -125,8 +126,8 @@ def shared_config(tokenizer) -> dict:
 
 
 def build_model(tokenizer, arch: str = "llama"):
-    if arch == "deepseek_v3":
-        return build_mla_model(tokenizer)
+    if arch.startswith("deepseek_v3"):
+        return build_mla_model(tokenizer, mtp=arch.endswith("_mtp"))
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -144,9 +145,10 @@ def build_model(tokenizer, arch: str = "llama"):
     return LlamaForCausalLM(config)
 
 
-def build_mla_model(tokenizer):
+def build_mla_model(tokenizer, mtp: bool = False):
     """A small DeepseekV3 (MLA) for GPU arms: the attention geometry of the real thing (kv_lora_rank 512,
-    qk_rope_head_dim 64, which vLLM's MLA backends require), dense MLPs, two layers."""
+    qk_rope_head_dim 64, which vLLM's MLA backends require), dense MLPs, two layers. With `mtp`, the config also
+    declares one MTP layer (index 2), kept dense by first_k_dense_replace."""
     import torch
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
@@ -155,7 +157,7 @@ def build_mla_model(tokenizer):
         intermediate_size=1024,
         moe_intermediate_size=256,
         num_hidden_layers=2,
-        first_k_dense_replace=2,  # every layer dense: no experts to route
+        first_k_dense_replace=3 if mtp else 2,  # every layer dense (the MTP layer too): no experts to route
         n_routed_experts=8,
         n_shared_experts=1,
         num_experts_per_tok=2,
@@ -171,6 +173,7 @@ def build_mla_model(tokenizer):
         qk_nope_head_dim=128,
         v_head_dim=128,
         max_position_embeddings=65536,
+        **({"num_nextn_predict_layers": 1} if mtp else {}),
         **shared_config(tokenizer),
     )
     torch.manual_seed(SEED)
@@ -299,7 +302,7 @@ def median_top_gap(model, tokenizer, new_tokens: int = 32) -> float:
 def fresh_and_trained(tokenizer, texts: list[str], arch: str, device: str, plan: TrainPlan):
     """A freshly seeded model trained by `plan` (rebuilt from the seed on a retry)."""
     model = build_model(tokenizer, arch)
-    if arch == "deepseek_v3":
+    if arch.startswith("deepseek_v3"):
         model.config._attn_implementation = "eager"  # plain matmul + softmax: deterministic backward (not SDPA's)
     return model, train(model, tokenizer, texts, device, plan)
 
@@ -339,6 +342,15 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+    mtp_summary = {}
+    if arch.endswith("_mtp"):
+        from harness.tinymodel.mtp import MTP_STEPS, save_mtp, train_mtp
+
+        quick = plan.steps < 100  # the --quick determinism plan: toy sizes
+        layer, mtp_loss, mtp_acc = train_mtp(model, tokenizer, texts, device, steps=plan.steps if quick else MTP_STEPS,
+                                             seq_len=plan.seq_len, batch=plan.batch)
+        mtp_summary = {"mtp": {"final_loss": round(mtp_loss, 4), "next_next_token_accuracy": round(mtp_acc, 4),
+                               "tensors": save_mtp(out, model, layer)}}
     summary = {
         "seed": SEED,
         "arch": arch,
@@ -357,6 +369,7 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
         "seconds": {"tokenizer_and_init": round(t1 - t0, 1), "train": round(t2 - t1, 1),
                     "total": round(time.monotonic() - t0, 1)},
         "source": str(train_jsonl),
+        **mtp_summary,
     }
     (out / "tiny_model.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
@@ -366,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--gsm8k-train", type=Path, required=True)
-    parser.add_argument("--arch", choices=["llama", "deepseek_v3"], default="llama",
-                        help="llama: the CPU pair's model; deepseek_v3: an MLA model for GPU arms")
+    parser.add_argument("--arch", choices=["llama", "deepseek_v3", "deepseek_v3_mtp"], default="llama",
+                        help="llama: the CPU pair's model; deepseek_v3: an MLA model for GPU arms; deepseek_v3_mtp: "
+                             "the same with a trained MTP layer (the `mtp` speculative arms)")
     parser.add_argument("--device", default="cpu", help="where to train (cuda on a GPU machine: seconds)")
     parser.add_argument("--quick", action="store_true", help="toy sizes (the determinism test), not a usable model")
     args = parser.parse_args(argv)

@@ -185,8 +185,10 @@ def test_qualify_cpu_pair_end_to_end(tmp_path):
     assert {(g["Gate"], g["Verdict"] == "PASS", g["Detail"]) for g in rerendered} == live
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
-        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k")
+        [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k",
+                               "test_spec_decode")  # spec_decode skips itself: cpu-smoke has no drafter
          for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
+                                               "test_gsm8k_degeneration_vs_reference", "test_spec_decode_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
                                                "test_teacher_forcing", "test_dcp_ops"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")

@@ -61,11 +61,11 @@ def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
     run = make_run(tmp_path)
     with (run / "results.jsonl").open("a") as f:
         f.write(json.dumps({"schema_version": 7, "kind": "gsm8k"}) + "\n")
-        f.write(json.dumps({"schema_version": 1, "kind": "spec_decode", "arm": "x"}) + "\n")
+        f.write(json.dumps({"schema_version": 1, "kind": "draft_tree", "arm": "x"}) + "\n")
         f.write('{"schema_version": 1, "kind": "outc')
     rendered = render_run(run)
     html = rendered.html_path.read_text()
-    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#39;spec_decode&#39;",
+    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#39;draft_tree&#39;",
                  "truncated last line (the run was interrupted)"):
         assert text in html
     assert "results.jsonl:" in rendered.markdown and "| cpu-smoke | c1 " in rendered.markdown

@@ -98,7 +98,7 @@ def test_build_tables_titles_in_pr_order():
     from harness.report.tables import build_tables
 
     assert [t for t, _ in build_tables([], [])] == ["Accuracy", "Performance", "Cold start", "KV capacity",
-                                                      "Reference checks", "DCP op conformance", "Gates", "Checks",
+                                                      "Reference checks", "DCP op conformance", "Spec decode", "Gates", "Checks",
                                                       "Servers"]
 
 
@@ -174,3 +174,23 @@ def test_completeness_lists_a_missing_or_dataless_op_suite():
         "dcp_ops x gpu-dcp2: no record: not run (the run stopped before it, or the suite was not selected)"]
     rec = DcpOpsRecord(run_id="r", arm="gpu-dcp2", suite="dcp_ops", **judge_dcp_ops(None, 2, "cuda", "killed"))
     assert "dcp_ops x gpu-dcp2: no data: killed" in gaps(info, [rec], ["gpu-dcp2", "gpu-tp2"])
+
+
+def test_spec_decode_table_shows_acceptance_speedup_and_the_gates_verdict():
+    from reportrun import healthy, spec
+
+    from harness.config.thresholds import SpecDecodeGates
+    from harness.judge.spec_decode import spec_decode_gates
+    from harness.report.tables import spec_decode_table
+
+    records = healthy()
+    df = spec_decode_table(records, ["cpu-spec", "cpu-ref"], spec_decode_gates(records, "cpu-spec", "cpu-ref",
+                                                                               SpecDecodeGates()))
+    (row,) = df.to_dict("records")
+    assert (row["Method"], row["k"], row["Acceptance length"]) == ("ngram", 3, "2.5")
+    assert row["Per-position acceptance"] == "0.70 / 0.50 / 0.30" and row["Speed-up"] == "2.00x"
+    assert row["TPOT p50"] == "2.00 ms vs 4.00 ms" and row["Verdict"] == "PASS"
+    bad = [spec("cpu-spec", accepted_per_pos=[100.0] * 3, position_rates=[1.0] * 3), *records[1:]]
+    (row,) = spec_decode_table(bad, ["cpu-spec", "cpu-ref"], spec_decode_gates(bad, "cpu-spec", "cpu-ref",
+                                                                               SpecDecodeGates())).to_dict("records")
+    assert row["Verdict"] == "FAIL: collapse"

