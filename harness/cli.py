@@ -23,11 +23,13 @@ from harness.admission import (
     all_suites,
     arm_verdicts,
     check_baseline,
+    check_resume,
     choose_run_dir,
     env_verdict,
     load_run_arms,
     parse_suites,
     parser_verdict,
+    resume_run_dir,
     server_python_of,
     strict_run,
 )
@@ -41,7 +43,14 @@ from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.plan.resources import check_resources
 from harness.records.results import read_results
-from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
+from harness.records.runinfo import (
+    finish_run_info,
+    now,
+    read_run_info,
+    start_info,
+    workload_dumps,
+    write_run_info,
+)
 from harness.serve.process import stop_all
 
 if TYPE_CHECKING:
@@ -90,6 +99,14 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     write_run_info(run_dir, info)
 
 
+def note_resume(run_dir: Path, argv: list[str]) -> None:
+    """run.json keeps its first start; each resume adds when and how (the end time and exit code are the last)."""
+    info, _ = read_run_info(run_dir)
+    info.setdefault("resumed", []).append({"started": now(), "argv": redact_argv(argv),
+                                           "exit_code_before": info.get("exit_code")})
+    write_run_info(run_dir, info)
+
+
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     # Imported here: the report stack (pandas, scipy, matplotlib) takes seconds to import, and a refused command
     # should answer at once.
@@ -131,6 +148,8 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
         pytest_args += ["--set", assignment]
     if args.refresh_reference:
         pytest_args.append("--refresh-reference")
+    if args.resume:
+        pytest_args.append("--resume")
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
 
@@ -144,15 +163,33 @@ def interrupted_code(code: int) -> int:
     return 128 + signal.SIGINT if code == pytest.ExitCode.INTERRUPTED else code
 
 
+def resume_run(args: argparse.Namespace, arms: list[Arm]) -> Path:
+    """--resume: the earlier run's directory, its configuration checked against this command's; run.json gets one
+    more entry under `resumed`. The suites default to the run's own."""
+    run_dir = resume_run_dir(args.resume, args.run_id, args.run_dir)
+    info, problems = read_run_info(run_dir)
+    if problems:
+        raise ConfigError(f"--resume: {problems[0]}")
+    dumps = {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}
+    args.suite_list = check_resume(run_dir, info, dumps, args.suite_list if args.suites else None)
+    args.suites = ",".join(args.suite_list)
+    return run_dir
+
+
 def cmd_qualify(args: argparse.Namespace) -> int:
     args.suite_list = parse_suites(args.suites)
-    run_dir = choose_run_dir(args.run_id, args.run_dir)
+    run_dir = None if args.resume else choose_run_dir(args.run_id, args.run_dir)
     if args.baseline:
         check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(args.arm, args.reference, args.set)
-    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
     arm, ref = arms.candidate, arms.reference
-    record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
+    if args.resume:
+        run_dir = resume_run(args, [a for a in (arm, ref) if a])
+    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
+    if args.resume:
+        note_resume(run_dir, sys.argv)
+    else:
+        record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
     log_file = progress.start_log(run_dir)
     log.info("run %s: %s vs %s; suites %s", run_dir.name, arm.name, ref.name if ref else None, args.suite_list)
     print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
@@ -253,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (run id or directory): only the tests "
+                   "without a recorded outcome run; same arms and suites as the run's run.json")
     p.add_argument("--refresh-reference", action="store_true",
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "

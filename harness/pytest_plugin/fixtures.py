@@ -95,8 +95,15 @@ REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
+    left); tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.options.resume:
+        done = [i for i in items if i.nodeid in session.done]
+        if done:
+            config.hook.pytest_deselected(items=done)
+            items[:] = [i for i in items if i.nodeid not in session.done]
     first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
     if first:
         items[:] = first + [i for i in items if i not in first]
@@ -168,7 +175,7 @@ def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
     suite = request.node.module.__name__.removeprefix("test_")
 
     def _record(record_type, *, arm: str, **fields):
-        rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, **fields)
+        rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, test=request.node.nodeid, **fields)
         harness_session.writer.append(rec)
         return rec
 

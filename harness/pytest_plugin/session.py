@@ -13,6 +13,7 @@ from harness.config.paths import REPORTS_DIR, run_id_now
 from harness.pytest_plugin.options import Options
 from harness.pytest_plugin.recording import server_failed, server_up
 from harness.pytest_plugin.references import ReferenceOutputs
+from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.serve.launch import LiveServer, launch
@@ -25,7 +26,10 @@ class HarnessSession:
         self.options = options
         self.run_dir = options.run_dir or REPORTS_DIR / run_id_now()
         self.run_id = self.run_dir.name
-        self.writer = ResultsWriter(self.run_dir / "results.jsonl")
+        results = self.run_dir / "results.jsonl"
+        earlier = read_results(results)[0] if options.resume else []
+        self.done = done_tests(earlier)  # resumed: tests that already have a verdict
+        self.writer = ResultsWriter(results, next_attempt(earlier) if options.resume else 0)
         self._arms: dict[str, Arm] = {}
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
@@ -110,8 +114,9 @@ class HarnessSession:
         return self.candidate_name, ref
 
     def records(self) -> list[Record]:
-        """Every record of this run so far, read back from results.jsonl: what the gates are computed from."""
-        return read_results(self.writer.path)[0]
+        """Every current record of this run so far, read back from results.jsonl: what the gates are computed from
+        (a test run again in a resumed attempt counts once, with its latest records)."""
+        return current_records(read_results(self.writer.path)[0])
 
     def release(self, name: str) -> None:
         """Stop arm `name`'s server once its tests are done; HarnessError if it was found dead first."""

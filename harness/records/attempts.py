@@ -1,0 +1,36 @@
+"""Resumed runs: which records are current, and which tests are done (pure functions of records).
+
+A run resumed with `--resume` appends to the same results.jsonl under a higher `attempt`. A test that ran again
+supersedes every record its earlier attempt wrote (a level aborted by the kill, its outcome), so tables and gates
+see each test once. Records not tied to a test (server launches, old records) are grouped by kind and arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.records.schema import OutcomeRecord, Record
+
+
+def group_of(record: Record) -> tuple[str, ...]:
+    return ("test", record.test) if record.test else ("arm", record.kind, record.arm)
+
+
+def current_records(records: Iterable[Record]) -> list[Record]:
+    """Each group's records from its latest attempt only, in file order."""
+    records = list(records)
+    latest: dict[tuple[str, ...], int] = {}
+    for r in records:
+        key = group_of(r)
+        latest[key] = max(latest.get(key, r.attempt), r.attempt)
+    return [r for r in records if r.attempt == latest[group_of(r)]]
+
+
+def next_attempt(records: Iterable[Record]) -> int:
+    return max((r.attempt for r in records), default=-1) + 1
+
+
+def done_tests(records: Iterable[Record]) -> set[str]:
+    """Test node ids with a verdict (passed, failed, skipped or error): a resumed run does not run them again. A test
+    cut short by the interrupt has no outcome record, so it runs again."""
+    return {r.test for r in current_records(records) if isinstance(r, OutcomeRecord)}
