@@ -1,4 +1,4 @@
-"""Command line: plan, qualify, report, arms, make-tiny-model.
+"""Command line: plan, qualify, report, pipeline, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
   parse_suites -> choose_run_dir -> load_run_arms -> admit (preflight, workloads, resources, vLLM's parser; all in
@@ -33,7 +33,7 @@ from harness.admission import (
     server_python_of,
     strict_run,
 )
-from harness.config.arms import Arm, known_arms
+from harness.config.arms import Arm, defining_file, known_arms, load_arm
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
 from harness.config.thresholds import load_gates
@@ -257,6 +257,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 1 if rendered.regressions else 0
 
 
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    """A Buildkite pipeline (YAML on stdout, or --out) with one step per arm group; every arm validated first."""
+    import yaml
+
+    from harness.nightly.pipeline import arm_groups, pipeline
+
+    names = [n.strip() for n in args.arms.split(",")]
+    if not all(names):
+        raise ConfigError(f"--arms {args.arms!r}: empty arm name; e.g. --arms dcp8,gpu-mla")
+    # Structure only (no model files): the pipeline is emitted on a CI agent, the models live on the GPU hosts.
+    arms = [load_arm(n, geometry=False) for n in dict.fromkeys(names)]
+    references = {}
+    for arm in arms:
+        if arm.reference and arm.reference not in references:
+            if arm.reference not in known_arms():
+                raise ConfigError(f"{defining_file(arm, 'reference')}: field reference: unknown arm {arm.reference!r}")
+            references[arm.reference] = load_arm(arm.reference, geometry=False)
+    groups = arm_groups(arms, references)
+    text = yaml.safe_dump(pipeline(groups, args.nightly, args.queue, args.cpu_queue, args.parallel),
+                          sort_keys=False, width=120)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
 def cmd_arms(args: argparse.Namespace) -> int:
     for name in known_arms():
         print(name)
@@ -305,6 +332,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "exit code 1 on a regression")
     p.add_argument("--screenshot", action="store_true", help="also write <run-dir>/report.png (headless Chromium)")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("pipeline", help="emit a Buildkite pipeline (YAML): one step per arm group")
+    p.add_argument("--arms", required=True, help="comma-separated candidate arms; each runs with its reference")
+    p.add_argument("--nightly", action="store_true", help="run ids nightly-<build>-<arm>, baseline from the previous "
+                   "nightly build's artifacts")
+    p.add_argument("--queue", default="gpu", help="Buildkite agent queue of GPU hosts (agents also get gpus=<N>)")
+    p.add_argument("--cpu-queue", default="cpu", help="agent queue for CPU arms")
+    p.add_argument("--parallel", action="store_true", help="a group's arms side by side on disjoint GPUs: the step "
+                   "asks for the sum of their GPUs")
+    p.add_argument("--out", help="write the YAML here instead of stdout")
+    p.set_defaults(func=cmd_pipeline)
 
     p = sub.add_parser("arms", help="list the arms in configs/arms")
     p.set_defaults(func=cmd_arms)
