@@ -150,6 +150,8 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
         pytest_args.append("--refresh-reference")
     if args.resume:
         pytest_args.append("--resume")
+    if args.parallel:  # one xdist worker per arm of the run: candidate and reference side by side
+        pytest_args += ["-n", str(args.arm_count), "--dist", "loadgroup", "--parallel-arms"]
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
 
@@ -183,6 +185,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(args.arm, args.reference, args.set)
     arm, ref = arms.candidate, arms.reference
+    args.arm_count = 2 if ref else 1
     if args.resume:
         run_dir = resume_run(args, [a for a in (arm, ref) if a])
     admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
@@ -317,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--parallel", action="store_true", help="run the candidate and its reference at once, one "
+                   "pytest-xdist worker each; GPU servers on disjoint leased GPUs (HARNESS_GPUS or every GPU)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (run id or directory): only the tests "
                    "without a recorded outcome run; same arms and suites as the run's run.json")
     p.add_argument("--refresh-reference", action="store_true",
