@@ -48,7 +48,7 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
     run = tmp_path / "run"
     proc = harness("qualify", "--run-dir", str(run), "--suites", SUITES, *ARGS)
     # The candidate (cpu-smoke) runs first; kill once the reference's long-prefix level has begun.
-    wait_for(lambda: bool(lines(run / "cpu-ref" / "long_prefix_c1.jsonl")), 600, proc)
+    wait_for(lambda: bool(lines(run / "cpu-ref" / "long_prefix_c1.jsonl")), 1500, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out
