@@ -41,7 +41,7 @@ def main() -> int:
                 break  # the process ended
             sample = (round(time.monotonic() - t0, 2), round(rss, 1), round(cpu, 2))
             taken.append(sample)  # three floats per sample; the rows go to disk as they come
-            f.write(json.dumps(dict(zip(("t_s", "rss_mb", "cpu_s"), sample))) + "\n")
+            f.write(json.dumps(dict(zip(("t_s", "rss_mb", "cpu_s"), sample, strict=True))) + "\n")
             f.flush()
             time.sleep(args.interval)
     print(json.dumps(summary(taken)))
