@@ -106,7 +106,7 @@ def test_each_steps_command_dry_runs(nightly, arm, tmp_path):
         ref = tmp_path / "arms" / "gpu-mla-ref.yaml"
         ref.write_text(ref.read_text().replace("path: models/tiny-mla", f"path: {tmp_path / 'tiny-mla'}"))
         env["HARNESS_ARMS_DIR"] = str(tmp_path / "arms")
-    out = subprocess.run(step["command"].split(), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(step["command"].split(), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert (f"would run: buildkite-agent artifact download reports/nightly-41-{arm}/results.jsonl baseline/ "
             "--build 0190-abc") in out.stdout
