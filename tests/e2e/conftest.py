@@ -18,6 +18,6 @@ def full_pair_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("full-pair")
     run = work / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke"],
-                          cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
+                          cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
                           env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
     return run, proc.returncode, proc.stdout
