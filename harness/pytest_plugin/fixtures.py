@@ -99,8 +99,6 @@ def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
     return _stored(harness_session, variant) if variant else None
 
 
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
