@@ -42,6 +42,7 @@ from harness.plan.nodes import render_plan
 from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.plan.resources import check_resources
+from harness.records.attempts import resumed_exit_code
 from harness.records.results import read_results
 from harness.records.runinfo import (
     finish_run_info,
@@ -211,6 +212,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         progress.disable()
     code = interrupted_code(code)
+    if args.resume:  # the verdict of every attempt, not only of the tests this one ran
+        code = resumed_exit_code(code, read_results(run_dir / "results.jsonl")[0])
     if code >= 128:
         print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is kept "
               "and the report is rendered", file=sys.stderr)

@@ -34,3 +34,19 @@ def done_tests(records: Iterable[Record]) -> set[str]:
     """Test node ids with a verdict (passed, failed, skipped or error): a resumed run does not run them again. A test
     cut short by the interrupt has no outcome record, so it runs again."""
     return {r.test for r in current_records(records) if isinstance(r, OutcomeRecord)}
+
+
+def failed_tests(records: Iterable[Record]) -> list[str]:
+    """Tests whose current verdict is failed or error: a resumed run fails when an earlier attempt's test did."""
+    return sorted({r.test for r in current_records(records) if isinstance(r, OutcomeRecord)
+                   and r.outcome in ("failed", "error")})
+
+
+def resumed_exit_code(pytest_code: int, records: Iterable[Record]) -> int:
+    """A resumed run's exit code covers every attempt: 1 when any current verdict failed; pytest's 'no tests ran'
+    (5: everything was done already) is 0 then. Interrupts (>= 128) stay as they are."""
+    if pytest_code >= 128:
+        return pytest_code
+    if failed_tests(records):
+        return max(pytest_code, 1) if pytest_code != 5 else 1
+    return 0 if pytest_code == 5 else pytest_code

@@ -64,3 +64,28 @@ def test_gpu_arms_get_leased_gpus_cpu_arms_none(tmp_path, monkeypatch):
     assert (a.gpus, b.gpus) == ([0], [1])
     lease_a.release()
     lease_b.release()
+
+
+def test_parallel_run_then_resume_through_the_cli_without_a_server(tmp_path):
+    """The real CLI and pytest-xdist on a suite that starts no server on the CPU pair (dcp_ops skips at dcp 1): two
+    workers, records without xdist's '@group' suffix, both workers' done markers; then --resume of the finished run runs
+    nothing (no new outcome), exits 0 and is listed in run.json."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.config.paths import REPO_ROOT
+
+    run = tmp_path / "run"
+    base = [sys.executable, "-m", "harness", "qualify", "--arm", "cpu-smoke", "--no-vllm-check"]
+    first = subprocess.run([*base, "--suites", "dcp_ops", "--run-dir", str(run), "--parallel"], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    outcomes = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if '"outcome"' in x]
+    assert [o["test"] for o in outcomes] == ["suites/test_dcp_ops.py::test_dcp_ops"]
+    assert sorted(p.name for p in (run / ".workers").iterdir()) == ["gw0.done", "gw1.done"]
+    again = subprocess.run([*base, "--resume", str(run)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert all(r["attempt"] == 0 for r in lines)  # nothing ran again
+    assert json.loads((run / "run.json").read_text())["resumed"][0]["exit_code_before"] == 0

@@ -1,6 +1,6 @@
 """Resumed runs: a later attempt of a test supersedes the earlier one's records; done tests are those with a verdict."""
 
-from harness.records.attempts import current_records, done_tests, next_attempt
+from harness.records.attempts import current_records, done_tests, next_attempt, resumed_exit_code
 from harness.records.schema import KvCapacityRecord, OutcomeRecord, ServerRecord
 
 T_KV = "suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]"
@@ -45,3 +45,15 @@ def test_done_tests_are_those_with_an_outcome_of_any_verdict():
 def test_next_attempt_counts_from_the_file():
     assert next_attempt([]) == 0
     assert next_attempt([kv(1, 0), kv(1, 2)]) == 3
+
+
+def test_a_resumed_run_fails_when_an_earlier_attempts_test_failed():
+    earlier_fail = [outcome(T_KV, 0, "failed"), outcome(T_LP, 1)]
+    assert resumed_exit_code(0, earlier_fail) == 1
+    assert resumed_exit_code(5, earlier_fail) == 1  # nothing left to run, but the run failed
+    assert resumed_exit_code(5, [outcome(T_KV, 0)]) == 0  # nothing left to run, and it all passed
+    assert resumed_exit_code(143, earlier_fail) == 143  # interrupted again
+
+
+def test_a_test_that_passed_when_run_again_no_longer_fails_the_run():
+    assert resumed_exit_code(0, [outcome(T_LP, 0, "error"), outcome(T_LP, 1, "passed")]) == 0
