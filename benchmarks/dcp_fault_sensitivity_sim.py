@@ -15,7 +15,8 @@ It prints, per S, the teacher-forced |delta logprob| of the reference's own toke
 TP (mean, p99), the paired shift and its z statistic, and the model's median top-1/top-2 gap (confidence).
 Run in the server environment (torch + transformers):
 
-    PYTHONPATH=. .venv-server/bin/python benchmarks/dcp_fault_sensitivity_sim.py --gsm8k-train ../shared/data/gsm8k/train.jsonl
+    PYTHONPATH=. .venv-server/bin/python benchmarks/dcp_fault_sensitivity_sim.py \
+        --gsm8k-train ../shared/data/gsm8k/train.jsonl
 """
 
 from __future__ import annotations

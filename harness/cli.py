@@ -1,4 +1,4 @@
-"""Command line: plan, qualify, report, arms, make-tiny-model.
+"""Command line: plan, qualify, report, pipeline, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
   parse_suites -> choose_run_dir -> load_run_arms -> admit (preflight, workloads, resources, vLLM's parser; all in
@@ -23,16 +23,18 @@ from harness.admission import (
     all_suites,
     arm_verdicts,
     check_baseline,
+    check_resume,
     choose_run_dir,
     env_verdict,
     load_run_arms,
     method_verdicts,
     parse_suites,
     parser_verdict,
+    resume_run_dir,
     server_python_of,
     strict_run,
 )
-from harness.config.arms import Arm, known_arms
+from harness.config.arms import Arm, defining_file, known_arms, load_arm
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
 from harness.config.thresholds import load_gates
@@ -41,8 +43,16 @@ from harness.plan.nodes import render_plan
 from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.plan.resources import check_resources
+from harness.records.attempts import resumed_exit_code
 from harness.records.results import read_results
-from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
+from harness.records.runinfo import (
+    finish_run_info,
+    now,
+    read_run_info,
+    start_info,
+    workload_dumps,
+    write_run_info,
+)
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.floor_store import save_floor
 from harness.serve.process import stop_all
@@ -94,6 +104,14 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     write_run_info(run_dir, info)
 
 
+def note_resume(run_dir: Path, argv: list[str]) -> None:
+    """run.json keeps its first start; each resume adds when and how (the end time and exit code are the last)."""
+    info, _ = read_run_info(run_dir)
+    info.setdefault("resumed", []).append({"started": now(), "argv": redact_argv(argv),
+                                           "exit_code_before": info.get("exit_code")})
+    write_run_info(run_dir, info)
+
+
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     # Imported here: the report stack (pandas, scipy, matplotlib) takes seconds to import, and a refused command
     # should answer at once.
@@ -135,6 +153,10 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
         pytest_args += ["--set", assignment]
     if args.refresh_reference:
         pytest_args.append("--refresh-reference")
+    if args.resume:
+        pytest_args.append("--resume")
+    if args.parallel:  # one xdist worker per arm of the run: candidate and reference side by side
+        pytest_args += ["-n", str(args.arm_count), "--dist", "loadgroup", "--parallel-arms"]
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
 
@@ -148,15 +170,34 @@ def interrupted_code(code: int) -> int:
     return 128 + signal.SIGINT if code == pytest.ExitCode.INTERRUPTED else code
 
 
+def resume_run(args: argparse.Namespace, arms: list[Arm]) -> Path:
+    """--resume: the earlier run's directory, its configuration checked against this command's; run.json gets one
+    more entry under `resumed`. The suites default to the run's own."""
+    run_dir = resume_run_dir(args.resume, args.run_id, args.run_dir)
+    info, problems = read_run_info(run_dir)
+    if problems:
+        raise ConfigError(f"--resume: {problems[0]}")
+    dumps = {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}
+    args.suite_list = check_resume(run_dir, info, dumps, args.suite_list if args.suites else None)
+    args.suites = ",".join(args.suite_list)
+    return run_dir
+
+
 def cmd_qualify(args: argparse.Namespace) -> int:
     args.suite_list = parse_suites(args.suites)
-    run_dir = choose_run_dir(args.run_id, args.run_dir)
+    run_dir = None if args.resume else choose_run_dir(args.run_id, args.run_dir)
     if args.baseline:
         check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(args.arm, args.reference, args.set)
-    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
     arm, ref = arms.candidate, arms.reference
-    record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
+    args.arm_count = 2 if ref else 1
+    if args.resume:
+        run_dir = resume_run(args, [a for a in (arm, ref) if a])
+    admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
+    if args.resume:
+        note_resume(run_dir, sys.argv)
+    else:
+        record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
     log_file = progress.start_log(run_dir)
     log.info("run %s: %s vs %s; suites %s", run_dir.name, arm.name, ref.name if ref else None, args.suite_list)
     print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
@@ -175,6 +216,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         progress.disable()
     code = interrupted_code(code)
+    if args.resume:  # the verdict of every attempt, not only of the tests this one ran
+        code = resumed_exit_code(code, read_results(run_dir / "results.jsonl")[0])
     if code >= 128:
         print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is kept "
               "and the report is rendered", file=sys.stderr)
@@ -246,6 +289,32 @@ def cmd_accept_floor(args: argparse.Namespace) -> int:
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
                            "reference_key": r.reference_key, "requests": r.requests})
         print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")
+
+
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    """A Buildkite pipeline (YAML on stdout, or --out) with one step per arm group; every arm validated first."""
+    import yaml
+
+    from harness.nightly.pipeline import arm_groups, pipeline
+
+    names = [n.strip() for n in args.arms.split(",")]
+    if not all(names):
+        raise ConfigError(f"--arms {args.arms!r}: empty arm name; e.g. --arms dcp8,gpu-mla")
+    # Structure only (no model files): the pipeline is emitted on a CI agent, the models live on the GPU hosts.
+    arms = [load_arm(n, geometry=False) for n in dict.fromkeys(names)]
+    references = {}
+    for arm in arms:
+        if arm.reference and arm.reference not in references:
+            if arm.reference not in known_arms():
+                raise ConfigError(f"{defining_file(arm, 'reference')}: field reference: unknown arm {arm.reference!r}")
+            references[arm.reference] = load_arm(arm.reference, geometry=False)
+    groups = arm_groups(arms, references)
+    text = yaml.safe_dump(pipeline(groups, args.nightly, args.queue, args.cpu_queue, args.parallel),
+                          sort_keys=False, width=120)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text, end="")
     return 0
 
 
@@ -282,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--parallel", action="store_true", help="run the candidate and its reference at once, one "
+                   "pytest-xdist worker each; GPU servers on disjoint leased GPUs (HARNESS_GPUS or every GPU)")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (run id or directory): only the tests "
+                   "without a recorded outcome run; same arms and suites as the run's run.json")
     p.add_argument("--refresh-reference", action="store_true",
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
@@ -301,6 +374,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, help="run id or run directory")
     p.add_argument("--arm", help="the candidate arm, where the run has several")
     p.set_defaults(func=cmd_accept_floor)
+
+    p = sub.add_parser("pipeline", help="emit a Buildkite pipeline (YAML): one step per arm group")
+    p.add_argument("--arms", required=True, help="comma-separated candidate arms; each runs with its reference")
+    p.add_argument("--nightly", action="store_true", help="run ids nightly-<build>-<arm>, baseline from the previous "
+                   "nightly build's artifacts")
+    p.add_argument("--queue", default="gpu", help="Buildkite agent queue of GPU hosts (agents also get gpus=<N>)")
+    p.add_argument("--cpu-queue", default="cpu", help="agent queue for CPU arms")
+    p.add_argument("--parallel", action="store_true", help="a group's arms side by side on disjoint GPUs: the step "
+                   "asks for the sum of their GPUs")
+    p.add_argument("--out", help="write the YAML here instead of stdout")
+    p.set_defaults(func=cmd_pipeline)
 
     p = sub.add_parser("arms", help="list the arms in configs/arms")
     p.set_defaults(func=cmd_arms)

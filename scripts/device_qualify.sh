@@ -27,8 +27,11 @@ if [ ! -f models/tiny-mla/config.json ]; then
     --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$OUT/tiny-mla.log" 2>&1 || { tail -30 "$OUT/tiny-mla.log"; exit 3; }
 fi
 echo "setup: $(( $(date +%s) - t0 )) s; model: $(cat models/tiny-mla/tiny_model.json | tr -d '\n ')"
+q0=$(date +%s.%N)
 timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-500}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" "$@"
 code=$?
+python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$q0" "$(date +%s.%N)" \
+  | tee "$OUT/qualify_wall_s" | sed 's/^/qualify wall s: /'
 echo "qualify exit code $code after $(( $(date +%s) - t0 )) s"
 R=reports/$RUN
 # $OUT brings back only a few files: one archive of the run (server logs cut to their tails) plus the headline files.

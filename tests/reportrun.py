@@ -31,7 +31,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> str:
     return str(path)
 
 
-def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[float]) -> None:
+def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[float], in_record: bool = True) -> None:
     samples = write_jsonl(run / arm / f"long_prefix_c{conc}.jsonl",
                           [{"level": conc, "index": i, "tpot_s": t / 1e3, "ttft_s": 0.5, "error": None}
                            for i, t in enumerate(tpot_ms)])
@@ -43,7 +43,8 @@ def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[
                               prompts_sha="bb9f60a854a80b9d", concurrency=conc, status="complete",
                               requests=len(tpot_ms), failed=0, ttft=Summary.of([0.5]), tpot=tpot, itl=tpot,
                               e2e=Summary.of([0.8]), kv_usage=Usage(mean=0.02, peak=0.04, n=20), gpu_memory_mib=None,
-                              samples_path=samples, telemetry_path=series))
+                              samples_path=samples, telemetry_path=series,
+                              tpot_samples_s=[t / 1e3 for t in tpot_ms] if in_record else None))
 
 
 def gsm8k(w: ResultsWriter, run: Path, arm: str, right: list[bool]) -> None:

@@ -275,6 +275,17 @@ CASES = [
     Case("report-baseline-corrupt", "cli", ["report", "--run", "{TMP}/r", "--baseline", "{TMP}/b/results.jsonl"],
          ["--baseline", "no readable record"],
          {"b/results.jsonl": "x\n", "r/run.json": "{}\n"}),
+    Case("resume-missing", "cli", q("cand", "--resume", "{TMP}/gone"), ["/gone: no run there",
+                                                                       "run.json does not exist"]),
+    Case("resume-unknown-id", "cli", q("cand", "--resume", "no-such-run"), ["--resume no-such-run: no run there"]),
+    Case("resume-id-escape", "cli", q("cand", "--resume", "a b"), ["--resume 'a b': a run id is one name"]),
+    Case("resume-with-run-id", "cli", q("cand", "--resume", "{TMP}/r", "--run-id", "new"),
+         ["leave out --run-id/--run-dir"], {"r/run.json": "{}\n"}),
+    Case("resume-other-arms", "cli", q("cand", "--resume", "{TMP}/r"),
+         ["run.json field 'arms' names other, ref; this command names cand, ref"],
+         {"r/run.json": json.dumps({"arms": {"other": {}, "ref": {}}, "suites": ["kv_capacity"]})}),
+    Case("resume-broken-run-json", "cli", q("cand", "--resume", "{TMP}/r"), ["--resume", "run.json: not JSON"],
+         {"r/run.json": "{"}),
     # --- this machine's resources -----------------------------------------------------------------------------
     Case("launcher-python-missing", "resources", q("x"), ["x.yaml: field launcher.python: /nonexistent/bin/python "
                                                          "does not exist or is not executable"],

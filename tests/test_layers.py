@@ -11,7 +11,7 @@ ALLOWED = {
     "refcheck": {"config", "plan", "serve", "measure", "records", "tinymodel"},
     "judge": {"config", "records"}, "report": {"config", "plan", "records", "judge"},
     "pytest_plugin": {"config", "plan", "serve", "measure", "refcheck", "judge", "records", "report"},
-    "tinymodel": set(), "opcheck": set(),
+    "tinymodel": set(), "opcheck": set(), "nightly": {"config"},
 }
 IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)", re.M)
 

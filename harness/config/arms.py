@@ -334,7 +334,10 @@ def with_geometry(arm: Arm) -> Arm:
     return arm.model_copy(update={"model": spec.model_copy(update={"geometry": geometry})})
 
 
-def load_arm(name: str, overrides: list[str] | tuple[str, ...] = (), arms_dir: Path = ARMS_DIR) -> Arm:
+def load_arm(name: str, overrides: list[str] | tuple[str, ...] = (), arms_dir: Path = ARMS_DIR,
+             geometry: bool = True) -> Arm:
+    """The validated arm; `geometry=False` skips reading the model's files (a CI pipeline is emitted on a machine
+    that has no model)."""
     raw, files = resolve_raw(name, arms_dir)
     for assignment in overrides:
         raw = apply_override(raw, assignment)
@@ -350,7 +353,7 @@ def load_arm(name: str, overrides: list[str] | tuple[str, ...] = (), arms_dir: P
     if errors:
         shown = errors[:MAX_ERRORS] + ([f"... and {len(errors) - MAX_ERRORS} more"] if len(errors) > MAX_ERRORS else [])
         raise ConfigError("\n  ".join([f"arm {name!r} in {where_of(files)} is invalid:", *shown]))
-    return with_geometry(arm)
+    return with_geometry(arm) if geometry else arm
 
 
 def defining_file(arm: Arm, key: str) -> str:

@@ -93,7 +93,11 @@ def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
 
 
 class BaselineThresholds(StrictModel):
-    tpot_p50_rel_increase: Float = Field(0.10, ge=0)  # flag TPOT p50 more than 10% above the baseline's
+    # TPOT per arm and concurrency, from the per-request samples of both runs: flagged only when the one-sided
+    # Mann-Whitney test rejects "no slower" at tpot_alpha AND the median moved by more than the effect size.
+    tpot_alpha: Float = Field(0.05, gt=0, lt=1)
+    tpot_effect_size: Float = Field(0.10, ge=0)  # relative increase of the median TPOT
+    tpot_effect_size_per_arm: dict[str, Float] = {}  # arms whose timing noise between runs is larger (CPU pair)
     kv_tokens_rel_decrease: Float = Field(0.01, ge=0)  # flag KV capacity more than 1% below the baseline's
     accuracy_alpha: Float = Field(0.05, gt=0, lt=1)  # flag lower accuracy when the test rejects equality
     filter: str = "strict-match"

@@ -1,6 +1,7 @@
 """Baseline diff: this run against an earlier one (e.g. last night's), with regression flags.
 
-Thresholds come from the `baseline:` section of configs/gates.yaml. TPOT and KV capacity are judged by relative
+Thresholds come from the `baseline:` section of configs/gates.yaml. TPOT is judged on the per-request samples of
+both runs (a one-sided rank test with each run's own spread, and a minimum effect size); KV capacity by relative
 change; accuracy by a statistical test (exact McNemar on per-question results matched by doc id when both
 sample logs exist, else a two-proportion z-test), never by a raw difference. The comparisons are pure.
 """
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from harness.config.thresholds import BaselineThresholds
-from harness.judge.stats import mcnemar_exact_p, two_proportion_p
+from harness.judge.stats import mcnemar_exact_p, slowdown_test, smallest_p, two_proportion_p
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 
 
@@ -30,21 +33,37 @@ def rel(cur: float, base: float) -> float:
     return (cur - base) / base if base else 0.0
 
 
-def tpot_deltas(cur: list[Record], base: list[Record], tol: float) -> list[Delta]:
-    old = {(r.arm, r.concurrency): r.tpot.p50 for r in base if isinstance(r, LongPrefixRecord)}
-    out = []
-    for r in (r for r in cur if isinstance(r, LongPrefixRecord)):
-        b, c = old.get((r.arm, r.concurrency)), r.tpot.p50
-        if b is None or c is None:
-            out.append(Delta("TPOT p50", r.arm, f"c{r.concurrency}", "n/a" if b is None else f"{b * 1e3:.3f} ms",
-                             "n/a" if c is None else f"{c * 1e3:.3f} ms", "n/a", f"+{tol:.0%} max", None))
-            continue
-        change = rel(c, b)
-        flag = (f"{r.arm} c{r.concurrency}: TPOT p50 {c * 1e3:.3f} ms is {change:+.1%} vs baseline "
-                f"{b * 1e3:.3f} ms (limit +{tol:.0%})") if change > tol else None
-        out.append(Delta("TPOT p50", r.arm, f"c{r.concurrency}", f"{b * 1e3:.3f} ms", f"{c * 1e3:.3f} ms",
-                         f"{change:+.1%}", f"+{tol:.0%} max", flag))
-    return out
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def tpot_delta(arm: str, conc: int, cur: list[float], base: list[float], alpha: float, effect: float) -> Delta:
+    """One arm and concurrency: per-request TPOT of this run against the baseline's. A side without samples reads
+    'no data', never ok; too few requests to reach alpha are named."""
+    where, bar = f"c{conc}", f"p < {alpha:g} and > +{effect:.0%}"
+    if not cur or not base:
+        missing = " and ".join(w for w, s in (("this run", cur), ("baseline", base)) if not s)
+        return Delta("TPOT p50", arm, where, ms(float(np.median(base))) if base else "n/a",
+                     ms(float(np.median(cur))) if cur else "n/a", "n/a", f"no data: no TPOT samples in {missing}",
+                     None)
+    p, change, (low, high) = slowdown_test(cur, base)
+    test = (f"Mann-Whitney one-sided, n {len(cur)} vs {len(base)}: p = {p:.4f}; median {change:+.1%} "
+            f"(95% CI {low:+.1%}..{high:+.1%}); flag: {bar}")
+    if smallest_p(len(cur), len(base)) >= alpha:
+        test += f"; too few requests to reach p < {alpha:g}"
+    flag = (f"{arm} {where}: TPOT p50 {ms(float(np.median(cur)))} is {change:+.1%} vs baseline "
+            f"{ms(float(np.median(base)))} (n {len(cur)} vs {len(base)}, Mann-Whitney p = {p:.4f} < {alpha:g}, "
+            f"above the +{effect:.0%} effect size)") if p < alpha and change > effect else None
+    return Delta("TPOT p50", arm, where, ms(float(np.median(base))), ms(float(np.median(cur))), f"{change:+.1%}",
+                 test, flag)
+
+
+def tpot_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) -> list[Delta]:
+    """Per arm and concurrency of this run, from the records' per-request TPOT samples."""
+    old = {(r.arm, r.concurrency): r.tpot_samples_s or [] for r in base if isinstance(r, LongPrefixRecord)}
+    return [tpot_delta(r.arm, r.concurrency, r.tpot_samples_s or [], old.get((r.arm, r.concurrency), []),
+                       t.tpot_alpha, t.tpot_effect_size_per_arm.get(r.arm, t.tpot_effect_size))
+            for r in cur if isinstance(r, LongPrefixRecord)]
 
 
 def kv_deltas(cur: list[Record], base: list[Record], tol: float) -> list[Delta]:
@@ -98,5 +117,5 @@ def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: floa
 
 def baseline_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) -> list[Delta]:
     """This run's records against a baseline run's, per arm: TPOT p50, KV capacity, accuracy."""
-    return [*tpot_deltas(cur, base, t.tpot_p50_rel_increase), *kv_deltas(cur, base, t.kv_tokens_rel_decrease),
+    return [*tpot_deltas(cur, base, t), *kv_deltas(cur, base, t.kv_tokens_rel_decrease),
             *accuracy_deltas(cur, base, t.filter, t.accuracy_alpha)]

@@ -98,6 +98,7 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "errors": request_errors(run.samples),
         "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
         "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
+        "tpot_samples_s": [round(s.tpot_s, 9) for s in ok if s.tpot_s is not None],
         "itl": Summary.of([x for s in ok for x in s.itl_s]),
         "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
         "kv_usage": usage_between(m.metrics_points, "kv_usage", *window),

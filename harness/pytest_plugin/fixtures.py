@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import HarnessError
+from harness.pytest_plugin.grouping import REFERENCE_FIRST
 from harness.pytest_plugin.options import options_from
+from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
@@ -23,6 +25,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run: recorded as failed, and the exit status set to 1 where every test passed."""
     harness = session.config.stash.get(SESSION_KEY, None)
     deaths = harness.deaths() if harness is not None else []
+    if harness is not None and harness.options.parallel:
+        mark_worker_done(harness.run_dir)  # a worker waiting on this one's records stops waiting
     for message in deaths:
         session.config.get_terminal_writer().line(f"FAILED: {message}", red=True)
     if deaths and session.exitstatus == pytest.ExitCode.OK:
@@ -68,6 +72,10 @@ def _stored(session: HarnessSession, name: str | None) -> StoredOutputs:
     if name is None:
         pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
     try:
+        if session.options.parallel and name == session.reference_name:
+            # the reference's own worker captures them while its server is up; wait for the store, and capture
+            # here only if that worker finished without them
+            session.wait_until_stored(name)
         return session.references.outputs(name)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
@@ -91,13 +99,17 @@ def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
     return _stored(harness_session, variant) if variant else None
 
 
-REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite. A suite
+    """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
+    left); tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite. A suite
     module's `skip_reason(session)` (a sentence, or None) skips its tests before any fixture starts a server."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and session.options.resume:
+        done = [i for i in items if test_id(i.nodeid) in session.done]
+        if done:
+            config.hook.pytest_deselected(items=done)
+            items[:] = [i for i in items if test_id(i.nodeid) not in session.done]
     first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
     if first:
         items[:] = first + [i for i in items if i not in first]
@@ -134,7 +146,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     # pytest runs every test of one arm, then finalizes this before the next arm's: the two servers never
-    # compete for the machine, and each is stopped as soon as its tests are done.
+    # compete for the machine, and each is stopped as soon as its tests are done. In a parallel run each arm has
+    # its own worker; the reference's captures the stored outputs first, which the candidate's worker waits for.
+    session = harness_session
+    if session.options.parallel and request.param == session.reference_name and session.needs_reference_outputs:
+        _stored(session, request.param)
     yield _live(harness_session, request.param)
     failure = None
     try:
@@ -148,6 +164,15 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
 
 
 SERVER_FIXTURES = ("served_arm", "candidate", "reference")
+
+
+def wait_for_reference(session: HarnessSession, nodeid: str) -> None:
+    """A comparison in a parallel run (no server of its own) waits for the reference's tests of its suite to be
+    recorded: only those, not the whole reference arm."""
+    ref = session.reference_name
+    needed = [test_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref or "", [])]
+    if needed:
+        session.wait_for_tests(needed)
 
 
 @pytest.fixture(autouse=True)
@@ -167,6 +192,8 @@ def _server_still_alive(request: pytest.FixtureRequest):
         arms.append(session.candidate_name)
     if "reference" in names and session.reference_name:
         arms.append(session.reference_name)
+    if session.options.parallel and not arms and "served_arm" not in names:
+        wait_for_reference(session, request.node.nodeid)
     for arm in dict.fromkeys(arms):
         failure = None
         try:
@@ -183,7 +210,8 @@ def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
     suite = request.node.module.__name__.removeprefix("test_")
 
     def _record(record_type, *, arm: str, **fields):
-        rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, **fields)
+        rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, test=test_id(request.node.nodeid),
+                          **fields)
         harness_session.writer.append(rec)
         return rec
 

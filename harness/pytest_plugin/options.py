@@ -17,6 +17,8 @@ class Options:
     run_dir: Path | None = None
     overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
     refresh_reference: bool = False  # capture reference outputs anew even when the store has them
+    resume: bool = False  # run only the tests without an outcome in the run directory's results file
+    parallel: bool = False  # one xdist worker per arm (harness.pytest_plugin.parallel)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,9 +30,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="override a field of the candidate arm, e.g. --set parallelism.dcp=4")
     group.addoption("--refresh-reference", action="store_true", default=False,
                     help="capture the reference arm's outputs anew instead of reusing the reference store")
+    group.addoption("--resume", action="store_true", default=False,
+                    help="continue the run in --run-dir: only tests without a recorded outcome run, as a new attempt")
+    group.addoption("--parallel-arms", action="store_true", default=False,
+                    help="with -n N --dist loadgroup: each arm's tests in one xdist worker, GPU servers on leased GPUs")
 
 
 def options_from(config: pytest.Config) -> Options:
     return Options(arm=config.getoption("--arm"), reference=config.getoption("--reference"),
                    run_dir=config.getoption("--run-dir"), overrides=list(config.getoption("harness_set")),
-                   refresh_reference=config.getoption("--refresh-reference"))
+                   refresh_reference=config.getoption("--refresh-reference"), resume=config.getoption("--resume"),
+                   parallel=config.getoption("--parallel-arms"))

@@ -9,6 +9,7 @@ import pytest
 
 from harness.config.arms import Arm
 from harness.plan.redact import redact_argv, redact_env
+from harness.pytest_plugin.parallel import test_id
 from harness.records.schema import OutcomeRecord, ServerRecord
 from harness.serve.launch import LiveServer
 
@@ -31,6 +32,7 @@ def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, ca
     spec = getattr(item, "callspec", None)
     arm = spec.params.get("served_arm", candidate) if spec else candidate
     outcome = report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
-    return OutcomeRecord(run_id=run_id, arm=arm, suite=item.module.__name__.removeprefix("test_"), test=item.nodeid,
+    return OutcomeRecord(run_id=run_id, arm=arm, suite=item.module.__name__.removeprefix("test_"),
+                         test=test_id(item.nodeid),
                          outcome=outcome, message="" if report.passed else str(report.longreprtext)[-4000:],
                          duration_s=round(report.duration, 3))

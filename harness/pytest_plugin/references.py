@@ -39,8 +39,9 @@ class ReferenceOutputs:
         w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
         return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
 
-    def outputs(self, name: str) -> StoredOutputs:
-        """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now.
+    def outputs(self, name: str, capture_missing: bool = True) -> StoredOutputs | None:
+        """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now
+        (None instead when `capture_missing` is False: a parallel run's other worker captures them).
 
         Capturing stops every other server first: on one GPU two servers would not both fit."""
         if name in self.stored:
@@ -52,7 +53,11 @@ class ReferenceOutputs:
             raise ConfigError(difference)
         _, prompts, sampling = self.check_prompts()
         key = make_key(arm, identity, prompts, sampling, installed_vllm_version(arm.launcher.python or server_python()))
-        stored = None if self.session.options.refresh_reference else store.load(key, name, prompts, reference_dir())
+        # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store
+        refresh = self.session.options.refresh_reference and capture_missing
+        stored = None if refresh else store.load(key, name, prompts, reference_dir())
+        if stored is None and not capture_missing:
+            return None
         if stored is None:
             for other in list(self.session._servers):
                 if other != name:

@@ -11,8 +11,10 @@ from harness.config.arms import Arm, load_arm
 from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR, run_id_now
 from harness.pytest_plugin.options import Options
+from harness.pytest_plugin.parallel import leased, wait_until
 from harness.pytest_plugin.recording import server_failed, server_up
 from harness.pytest_plugin.references import ReferenceOutputs
+from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.serve.launch import LiveServer, launch
@@ -25,11 +27,18 @@ class HarnessSession:
         self.options = options
         self.run_dir = options.run_dir or REPORTS_DIR / run_id_now()
         self.run_id = self.run_dir.name
-        self.writer = ResultsWriter(self.run_dir / "results.jsonl")
+        results = self.run_dir / "results.jsonl"
+        earlier = read_results(results)[0] if options.resume else []
+        self.done = done_tests(earlier)  # resumed: tests that already have a verdict
+        self.writer = ResultsWriter(results, next_attempt(earlier) if options.resume else 0)
         self._arms: dict[str, Arm] = {}
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
         self._using: dict[str, str] = {}  # arm -> the suite that last used its server
+        self._leases: dict = {}  # arm -> its server's GPU lease (parallel runs)
+        # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
+        self.collected: dict[str, dict[str, list[str]]] = {}
+        self.needs_reference_outputs = False  # parallel: a collected test needs stored reference outputs
         self.references = ReferenceOutputs(self)
 
     def arm(self, name: str) -> Arm:
@@ -55,8 +64,11 @@ class HarnessSession:
         if name not in self._servers:
             arm = self.arm(name)
             try:
+                if self.options.parallel:  # a disjoint GPU set for this server, held until it stops
+                    arm, self._leases[name] = leased(arm)
                 live = launch(arm, self.run_dir / name)
             except HarnessError as exc:
+                self._unlease(name)
                 self._failures[name] = str(exc)
                 self.writer.append(server_failed(self.run_id, arm, str(exc), self.run_dir / name / "server.log"))
                 raise
@@ -84,9 +96,23 @@ class HarnessSession:
         self._retire(name, f"died ({death}) during {during}")
         raise HarnessError(reason)
 
+    def _unlease(self, name: str) -> None:
+        lease = self._leases.pop(name, None)
+        if lease is not None:
+            lease.release()
+
+    def wait_for_tests(self, tests: list[str]) -> bool:
+        """Parallel: until each test has an outcome in results.jsonl (False if its worker finished without one)."""
+        return wait_until(lambda: set(tests) <= done_tests(read_results(self.writer.path)[0]), self.run_dir)
+
+    def wait_until_stored(self, name: str) -> bool:
+        """Parallel: until arm `name`'s outputs are in the reference store (another worker captures them)."""
+        return wait_until(lambda: self.references.outputs(name, capture_missing=False) is not None, self.run_dir)
+
     def _retire(self, name: str, reason: str) -> None:
         live = self._servers.pop(name)
         live.server.stop()
+        self._unlease(name)
         self.writer.append(server_failed(self.run_id, live.arm, reason, live.server.log_path))
 
     def found_dead(self, name: str) -> str | None:
@@ -110,8 +136,9 @@ class HarnessSession:
         return self.candidate_name, ref
 
     def records(self) -> list[Record]:
-        """Every record of this run so far, read back from results.jsonl: what the gates are computed from."""
-        return read_results(self.writer.path)[0]
+        """Every current record of this run so far, read back from results.jsonl: what the gates are computed from
+        (a test run again in a resumed attempt counts once, with its latest records)."""
+        return current_records(read_results(self.writer.path)[0])
 
     def release(self, name: str) -> None:
         """Stop arm `name`'s server once its tests are done; HarnessError if it was found dead first."""
@@ -119,6 +146,7 @@ class HarnessSession:
         live = self._servers.pop(name, None)
         if live is not None:
             live.server.stop()
+        self._unlease(name)
         if dead:
             raise HarnessError(dead)
 
@@ -127,8 +155,9 @@ class HarnessSession:
         return [d for d in map(self.found_dead, list(self._servers)) if d]
 
     def close(self) -> None:
-        for live in self._servers.values():
+        for name, live in self._servers.items():
             live.server.stop()
+            self._unlease(name)
         self._servers.clear()
 
 

@@ -6,6 +6,7 @@ parse becomes one message naming file and line; the rest is returned.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -48,10 +49,19 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def append_line(path: Path, line: str, sync: bool = False) -> None:
-    """One JSON line appended as it is made; `sync` also forces it to disk (a crash then loses nothing written)."""
+    """One JSON line appended as it is made; `sync` also forces it to disk (a crash then loses nothing written).
+
+    Parallel workers append to one results file: the line goes out in one write() under an flock on the file itself,
+    so two records never interleave, whatever their size."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(line + "\n")
+    data = (line + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        written = 0
+        while written < len(data):  # a regular file takes it in one go; a short write is finished, not lost
+            written += os.write(fd, data[written:])
         if sync:
-            f.flush()
-            os.fsync(f.fileno())
+            os.fsync(fd)
+    finally:
+        os.close(fd)  # closing drops the lock

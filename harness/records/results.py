@@ -17,12 +17,16 @@ from harness.records.schema import KNOWN_KINDS, RECORD_ADAPTER, SCHEMA_VERSION, 
 
 
 class ResultsWriter:
-    """Appends one JSON line per record and syncs it, so a crash loses nothing written."""
+    """Appends one JSON line per record and syncs it, so a crash loses nothing written; every record is stamped
+    with the run's attempt (0, or the number of the resume)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, attempt: int = 0):
         self.path = path  # the run directory appears with the first record, not before
+        self.attempt = attempt
 
     def append(self, record: BaseModel) -> None:
+        if self.attempt:
+            record = record.model_copy(update={"attempt": self.attempt})
         append_line(self.path, record.model_dump_json(), sync=True)
 
 

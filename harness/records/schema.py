@@ -51,6 +51,10 @@ class RecordBase(BaseModel):
     arm: str
     suite: str
     time: float = Field(default_factory=time.time)
+    # --resume: which attempt of the run wrote it (0 first) and the test it belongs to (node id; None for a server
+    # launch); a later attempt of a test supersedes the earlier one's records (harness.records.attempts).
+    attempt: int = 0
+    test: str | None = None
 
 
 class ServerRecord(RecordBase):
@@ -107,6 +111,9 @@ class LongPrefixRecord(RecordBase):
     metrics_scrape_errors: int = 0  # /metrics scrapes that failed during the workload (the usage figures miss them)
     nvml_error: str | None = None  # why there is no NVML memory (no GPU/driver), where there is none
     samples_path: str  # raw per-request samples (JSONL)
+    # TPOT of every successful request in request order (the baseline diff's rank test needs nothing else). None in
+    # records written before it existed (the report then reads samples_path).
+    tpot_samples_s: list[float] | None = None
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
 
@@ -311,7 +318,7 @@ class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
     kind: Literal["outcome"] = "outcome"
-    test: str
+    test: str  # type: ignore[assignment]  # required here: the node id of the test
     outcome: Literal["passed", "failed", "skipped", "error"]
     message: str = ""
     duration_s: float = 0.0

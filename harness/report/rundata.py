@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.records.attempts import current_records
 from harness.records.jsonl import read_jsonl
 from harness.records.results import read_results
 from harness.records.runinfo import read_run_info
@@ -34,13 +35,14 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     info, info_problems = read_run_info(run_dir)
     records, problems = read_results(run_dir / "results.jsonl")
-    return with_per_question(RunData(run_dir, info, records, info_problems + problems))
+    records = current_records(records)  # a resumed run: each test's latest attempt only
+    return with_tpot_samples(with_per_question(RunData(run_dir, info, records, info_problems + problems)))
 
 
 def load_results(results: Path) -> RunData:
     """A baseline run, known by its results file alone (no run.json needed); its problems say "baseline"."""
     records, problems = read_results(results)
-    run = with_per_question(RunData(results.parent, {}, records, problems))
+    run = with_tpot_samples(with_per_question(RunData(results.parent, {}, current_records(records), problems)))
     run.problems = [f"baseline {p}" for p in run.problems]
     return run
 
@@ -63,6 +65,26 @@ def with_per_question(run: RunData) -> RunData:
         records.append(r)
     run.records = records
     return run
+
+
+def with_tpot_samples(run: RunData) -> RunData:
+    """Long-prefix records written before they carried per-request TPOT get it from their samples file (the baseline
+    diff's rank test reads the records); a missing file leaves it None, and the diff says 'no data'."""
+    records = []
+    for r in run.records:
+        if isinstance(r, LongPrefixRecord) and r.tpot_samples_s is None:
+            rows, problems = read_referenced(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path)
+            run.problems += problems
+            if rows is not None:
+                r = r.model_copy(update={"tpot_samples_s": ok_tpots(rows)})
+        records.append(r)
+    run.records = records
+    return run
+
+
+def ok_tpots(rows: list[dict]) -> list[float]:
+    """TPOT (s) of every successful request of a samples file, in file order (pure)."""
+    return [s["tpot_s"] for s in rows if not s.get("error") and s.get("tpot_s") is not None]
 
 
 def resolve_path(run_dir: Path, recorded: str | None) -> Path | None:
@@ -105,8 +127,7 @@ def tpot_samples(run: RunData) -> tuple[dict[tuple[str, int], list[float]], list
         rows, bad = read_referenced(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path)
         problems += bad
         if rows is not None:
-            out[(r.arm, r.concurrency)] = [s["tpot_s"] * 1e3 for s in rows
-                                           if not s.get("error") and s.get("tpot_s") is not None]
+            out[(r.arm, r.concurrency)] = [t * 1e3 for t in ok_tpots(rows)]
     return out, problems
 
 

@@ -172,7 +172,7 @@ def build_mla_model(tokenizer, mtp: bool = False):
         qk_rope_head_dim=64,
         qk_nope_head_dim=128,
         v_head_dim=128,
-        max_position_embeddings=65536,
+        max_position_embeddings=131072,  # the real 120k workload (114k + 6k + 400 out) fits
         **({"num_nextn_predict_layers": 1} if mtp else {}),
         **shared_config(tokenizer),
     )

@@ -145,12 +145,10 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
     assert wait_gone(list(tree)) == [], f"orphans after SIGTERM: {[tree[p].cmdline()[:4] for p in tree]}"
 
 
-def test_qualify_cpu_pair_end_to_end(tmp_path):
+def test_qualify_cpu_pair_end_to_end(full_pair_run):
     """What `make qualify` runs: every suite, cpu-smoke against cpu-ref."""
-    run = tmp_path / "run"
-    proc = qualify(run, "--arm", "cpu-smoke", env={"HARNESS_REFERENCE_DIR": str(tmp_path / "references")})
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out
+    run, code, out = full_pair_run
+    assert code == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
     assert "### Performance" in out and "| cpu-smoke | c2 " in out and "| cpu-ref   | c1 " in out
     assert "### Accuracy" in out and "/16 " in out

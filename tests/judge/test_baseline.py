@@ -12,7 +12,7 @@ from reportrun import make_run
 
 from harness.config.errors import ConfigError
 from harness.config.thresholds import GATES_FILE, BaselineThresholds, load_thresholds
-from harness.judge.baseline import accuracy_delta, baseline_deltas
+from harness.judge.baseline import accuracy_delta, baseline_deltas, tpot_delta
 from harness.judge.stats import two_proportion_p
 from harness.records.results import locate_results, read_results
 from harness.report.render import render_run
@@ -37,12 +37,35 @@ def test_tpot_30_percent_slower_is_a_regression_per_arm_and_level(tmp_path):
     flagged = [d for d in baseline_deltas(records(slow), records(base), T) if d.regression]
     assert [(d.metric, d.arm, d.where, d.change) for d in flagged] == [
         ("TPOT p50", a, c, "+30.0%") for a in ("cpu-smoke", "cpu-ref") for c in ("c1", "c2")]
-    assert "cpu-smoke c1: TPOT p50 6.955 ms is +30.0% vs baseline 5.350 ms (limit +10%)" == flagged[0].regression  # median of 5.0..5.7 ms = 5.35
+    # median of 5.0..5.7 ms = 5.35; 8 vs 8 requests, every slowed one above every baseline one: p = 1/C(16, 8)
+    assert flagged[0].regression == ("cpu-smoke c1: TPOT p50 6.955 ms is +30.0% vs baseline 5.350 ms (n 8 vs 8, "
+                                     "Mann-Whitney p = 0.0001 < 0.05, above the +10% effect size)")
+    assert flagged[0].test.startswith("Mann-Whitney one-sided, n 8 vs 8: p = 0.0001; median +30.0% (95% CI +")
 
 
-def test_tpot_within_tolerance_is_not_flagged(tmp_path):
-    base, a_bit = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.05)
-    assert not [d for d in baseline_deltas(records(a_bit), records(base), T) if d.regression]
+def test_tpot_within_the_effect_size_is_not_flagged_even_when_significant(tmp_path):
+    base, a_bit = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.08)
+    deltas = [d for d in baseline_deltas(records(a_bit), records(base), T) if d.metric == "TPOT p50"]
+    assert not [d for d in deltas if d.regression] and {d.change for d in deltas} == {"+8.0%"}
+
+
+def test_a_large_shift_inside_the_runs_own_noise_is_not_flagged():
+    # 4 vs 4 requests that overlap (the CPU pair's shape): the median moves +38% but one slow request in each run
+    # overlaps the other's, and the rank test (U 14 of 16, p = 4/70) does not call it a slowdown
+    base, cur = [5.0, 5.1, 9.0, 9.4], [5.2, 9.6, 9.9, 10.0]
+    d = tpot_delta("cpu-ref", 1, [x / 1e3 for x in cur], [x / 1e3 for x in base], 0.05, 0.10)
+    assert d.change == "+38.3%" and d.regression is None
+    assert d.test.startswith("Mann-Whitney one-sided, n 4 vs 4: p = 0.0571")
+
+
+def test_too_few_requests_to_reach_alpha_are_named_not_flagged():
+    d = tpot_delta("a", 1, [2.0, 2.1], [1.0, 1.1], 0.05, 0.10)  # 2 vs 2: the smallest p is 1/6
+    assert d.regression is None and "too few requests to reach p < 0.05" in d.test
+
+
+def test_missing_samples_read_no_data_never_ok():
+    d = tpot_delta("a", 2, [], [1.0], 0.05, 0.10)
+    assert d.regression is None and d.test == "no data: no TPOT samples in this run" and d.change == "n/a"
 
 
 def test_kv_capacity_drop_is_flagged(tmp_path):
@@ -118,7 +141,8 @@ def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path
 def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys):
     from harness.cli import main
 
-    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3)
+    # configs/gates.yaml: the CPU pair's effect size is +100%, so the slowdown is planted beyond it
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=2.5)
     assert main(["report", "--run", str(slow), "--baseline", str(base)]) == 1
     assert "- **baseline regression**: cpu-smoke c1: TPOT p50" in (slow / "annotation.md").read_text()
     assert main(["report", "--run", str(base), "--baseline", str(base)]) == 0
@@ -136,25 +160,25 @@ def test_baseline_argument_forms(tmp_path):
 
 def test_thresholds_come_from_the_baseline_section(tmp_path):
     path = tmp_path / "gates.yaml"
-    path.write_text("defaults: {}\nbaseline:\n  tpot_p50_rel_increase: 0.5\n")
-    assert load_thresholds(path).tpot_p50_rel_increase == 0.5
+    path.write_text("defaults: {}\nbaseline:\n  tpot_effect_size: 0.5\n")
+    assert load_thresholds(path).tpot_effect_size == 0.5
     path.write_text("baseline:\n  tpot_tolerance: 0.5\n")
     with pytest.raises(ConfigError, match="tpot_tolerance"):
         load_thresholds(path)
     # the shipped configs/gates.yaml: every value of its baseline section is what the loader returns
     raw = yaml.safe_load(GATES_FILE.read_text())["baseline"]
     assert raw and {k: getattr(load_thresholds(), k) for k in raw} == raw
-    path.write_text("baseline:\n  tpot_p50_rel_increase: true\n")
-    with pytest.raises(ConfigError, match="tpot_p50_rel_increase: Input should be a valid number"):
+    path.write_text("baseline:\n  tpot_alpha: true\n")
+    with pytest.raises(ConfigError, match="tpot_alpha: Input should be a valid number"):
         load_thresholds(path)
 
 
 def test_pr_tables_gain_baseline_delta_columns(tmp_path):
-    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3, kv_tokens=99_500)
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=2.5, kv_tokens=99_500)
     render_run(slow, baseline=str(base))
     perf = (slow / "tables" / "performance.md").read_text().splitlines()
     assert perf[0].rstrip().endswith("| TPOT p50 vs baseline   |")
-    assert all(line.rstrip().endswith("| +30.0% REGRESSION      |") for line in perf[2:])
+    assert all(line.rstrip().endswith("| +150.0% REGRESSION     |") for line in perf[2:])
     assert "| -0.5%            |" in (slow / "tables" / "kv_capacity.md").read_text()  # within the 1% limit
     assert "| +0.00 pt                  |" in (slow / "tables" / "accuracy.md").read_text()
     render_run(slow)  # without a baseline the columns are gone again

@@ -43,3 +43,27 @@ def test_other_schema_version_and_unknown_kind(tmp_path):
 def test_missing_file_is_a_problem_not_a_crash(tmp_path):
     records, problems = read_results(tmp_path / "none.jsonl")
     assert records == [] and "no results file" in problems[0]
+
+
+def test_concurrent_appends_from_processes_never_interleave(tmp_path):
+    """Parallel workers share one results file: 4 processes x 50 records of ~200 KB each, every line whole."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from harness.config.paths import REPO_ROOT
+    from harness.records.jsonl import read_jsonl
+
+    path = tmp_path / "results.jsonl"
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from harness.records.jsonl import append_line
+        for i in range(50):
+            append_line(Path({str(path)!r}), json.dumps({{"w": sys.argv[1], "i": i, "pad": sys.argv[1] * 200_000}}))
+        """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(w)], cwd=REPO_ROOT) for w in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    rows, problems = read_jsonl(path)
+    assert problems == [] and len(rows) == 200
+    assert all(r["pad"] == r["w"] * 200_000 for r in rows)

@@ -49,7 +49,7 @@ def test_qualify_records_the_end_and_fails_on_a_baseline_regression(fake_qualify
     info = json.loads((base / "run.json").read_text())
     assert info["exit_code"] == 0 and info["finished"] and info["device"]["kind"] in ("cpu", "gpu")
     assert info["suites"] and info["workloads"]["long_prefix"]["seed"] == 0
-    code, slow = fake_qualify(1.3, baseline=str(base))
+    code, slow = fake_qualify(2.5, baseline=str(base))  # beyond the CPU pair's +100% effect size
     assert code == 1
     info = json.loads((slow / "run.json").read_text())
     assert (info["exit_code"], info["pytest_exit_code"], info["baseline"]) == (1, 0, str(base))

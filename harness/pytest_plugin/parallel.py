@@ -1,0 +1,83 @@
+"""Parallel arms (`qualify --parallel`): one pytest-xdist worker per arm (`--dist loadgroup`, an `xdist_group` mark per
+arm), a GPU lease per server, and waits for exactly what a test needs from another arm's worker: a comparison gate
+waits for the reference's tests of its suite, a reference check for the reference's stored outputs.
+
+A wait ends when what it waits for is recorded, or when every other worker has finished (it then never will be: the
+gate reads 'no data'). Workers say they finished with a marker file in the run directory."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.config.arms import Arm
+from harness.serve.leases import GpuLease, lease_gpus
+
+POLL_S = 0.5
+
+
+def test_id(nodeid: str) -> str:
+    """The node id without xdist's '@group' suffix: records name a test the same in serial and parallel runs."""
+    at, bracket = nodeid.rfind("@"), nodeid.rfind("]")
+    return nodeid[:at] if at > bracket and "::" in nodeid[:at] else nodeid
+
+
+def worker_id() -> str | None:
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def worker_count() -> int:
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def markers_dir(run_dir: Path) -> Path:
+    return run_dir / ".workers"
+
+
+def mark_worker_done(run_dir: Path) -> None:
+    wid = worker_id()
+    if wid:
+        markers_dir(run_dir).mkdir(parents=True, exist_ok=True)
+        (markers_dir(run_dir) / f"{wid}.done").write_text(str(os.getpid()))
+
+
+def others_done(run_dir: Path) -> bool:
+    """Every worker but this one has finished its tests."""
+    d = markers_dir(run_dir)
+    done = {p.stem for p in d.glob("*.done")} if d.is_dir() else set()
+    return len(done - {worker_id()}) >= worker_count() - 1
+
+
+def wait_until(ready: Callable[[], bool], run_dir: Path) -> bool:
+    """Poll `ready` until it holds (True) or every other worker is done (False after one last look)."""
+    while not ready():
+        if others_done(run_dir):
+            return ready()
+        time.sleep(POLL_S)
+    return True
+
+
+def host_gpus() -> list[int]:
+    """The GPUs leases are drawn from: HARNESS_GPUS (e.g. "0,1"), else every GPU NVML sees."""
+    env = os.environ.get("HARNESS_GPUS")
+    if env:
+        return [int(g) for g in env.split(",") if g.strip()]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return list(range(pynvml.nvmlDeviceGetCount()))
+    except Exception:  # noqa: BLE001 - no NVML: no GPU to lease
+        return []
+
+
+def leased(arm: Arm) -> tuple[Arm, GpuLease | None]:
+    """A GPU arm gets a disjoint GPU set leased for its server (CUDA_VISIBLE_DEVICES); a CPU arm needs none. The wait
+    is the arm's own start-up timeout: another worker's server may hold the GPUs that long."""
+    if arm.device != "gpu":
+        return arm, None
+    count = arm.parallelism.world_size // arm.parallelism.nnodes
+    lease = lease_gpus(count, host_gpus(), arm.name, arm.timeouts.startup_s)
+    return arm.model_copy(update={"gpus": lease.gpus}), lease

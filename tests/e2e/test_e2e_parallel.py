@@ -1,0 +1,48 @@
+"""Parallel arms end to end: `qualify --parallel` runs cpu-smoke and cpu-ref in two pytest-xdist workers at once, into
+one run directory and one results file, and renders the same tables as the serial run; the TPOT gate (candidate's
+worker) waits for the reference's long-prefix test, and only for it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_e2e_resume import keyed, lines
+
+from harness.config.paths import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def test_candidate_and_reference_in_parallel_match_the_serial_tables(tmp_path, full_pair_run):
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
+                           "--suites", "kv_capacity,long_prefix", "--no-vllm-check", "--parallel"], cwd=REPO_ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout
+    records = lines(run / "results.jsonl")
+    servers = {r["arm"]: r for r in records if r["kind"] == "server" and r["status"] == "up"}
+    assert set(servers) == {"cpu-smoke", "cpu-ref"}
+    # both servers lived at once: each came up before the other arm's last test ended
+    ends = {a: max(r["time"] for r in records if r["kind"] == "outcome" and r["arm"] == a) for a in servers}
+    assert servers["cpu-smoke"]["time"] < ends["cpu-ref"] and servers["cpu-ref"]["time"] < ends["cpu-smoke"], \
+        "the arms ran one after the other"
+    gate = next(r for r in records if r["kind"] == "gate")
+    ref_done = next(r for r in records if r["kind"] == "outcome"
+                    and r["test"] == "suites/test_long_prefix.py::test_long_prefix[cpu-ref]")
+    assert gate["time"] > ref_done["time"] and gate["passed"], gate["detail"]
+    assert all("@" not in r["test"] for r in records if r.get("test")), "xdist's group suffix leaked into records"
+    assert sorted(p.name for p in (run / ".workers").iterdir()) == ["gw0.done", "gw1.done"]
+
+    full, code, out = full_pair_run
+    assert code == 0, out
+    for table, keys, where in [
+        ("kv_capacity", ["Arm", "TP/DCP"], lambda r: True),
+        ("performance", ["Arm", "Conc", "Failed"], lambda r: True),
+        ("gates", ["Gate", "Arm vs reference", "Verdict"], lambda r: r["Gate"] == "long_prefix_tpot_p50"),
+        ("checks", ["Suite", "Arm", "Test", "Outcome"], lambda r: r["Suite"] in ("kv_capacity", "long_prefix")),
+    ]:
+        assert keyed(run, table, keys, where) == keyed(full, table, keys, where), table
+    assert json.loads((run / "run.json").read_text())["exit_code"] == 0

@@ -1,0 +1,91 @@
+"""Parallel arms' plumbing: node ids without xdist's group suffix, waits that end when the awaited worker is done,
+leases only for GPU arms."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from harness.config.arms import load_arm
+from harness.pytest_plugin import parallel
+from harness.pytest_plugin.parallel import leased, mark_worker_done, wait_until
+from harness.pytest_plugin.parallel import test_id as node_id
+
+
+def test_test_id_strips_the_group_suffix_only():
+    assert node_id("suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]@cpu-ref") == \
+        "suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]"
+    assert node_id("suites/test_long_prefix.py::test_long_prefix_tpot_vs_reference@cpu-smoke") == \
+        "suites/test_long_prefix.py::test_long_prefix_tpot_vs_reference"
+    assert node_id("suites/test_x.py::test_y[a@b]") == "suites/test_x.py::test_y[a@b]"  # an '@' inside the id stays
+
+
+def test_wait_returns_when_ready(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "POLL_S", 0.01)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    flag = threading.Event()
+    threading.Timer(0.1, flag.set).start()
+    assert wait_until(flag.is_set, tmp_path) is True
+
+
+def test_wait_gives_up_once_every_other_worker_is_done(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "POLL_S", 0.01)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+
+    def other_finishes():
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")  # (same process: set, mark, restore)
+        mark_worker_done(tmp_path)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+
+    t0 = time.monotonic()
+    threading.Timer(0.1, other_finishes).start()
+    assert wait_until(lambda: False, tmp_path) is False and time.monotonic() - t0 < 5
+    assert (tmp_path / ".workers" / "gw0.done").is_file()
+
+
+def test_own_marker_does_not_end_the_wait(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    mark_worker_done(tmp_path)
+    assert not parallel.others_done(tmp_path)
+
+
+def test_gpu_arms_get_leased_gpus_cpu_arms_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_GPUS", "0,1")
+    monkeypatch.setenv("HARNESS_LEASE_DIR", str(tmp_path))
+    cpu = load_arm("cpu-ref")
+    assert leased(cpu) == (cpu, None)
+    gpu = load_arm("dcp8", geometry=False).model_copy(update={"parallelism": load_arm("gpu-mla-ref", geometry=False)
+                                                              .parallelism})
+    a, lease_a = leased(gpu)
+    b, lease_b = leased(gpu)
+    assert (a.gpus, b.gpus) == ([0], [1])
+    lease_a.release()
+    lease_b.release()
+
+
+def test_parallel_run_then_resume_through_the_cli_without_a_server(tmp_path):
+    """The real CLI and pytest-xdist on a suite that starts no server on the CPU pair (dcp_ops skips at dcp 1): two
+    workers, records without xdist's '@group' suffix, both workers' done markers; then --resume of the finished run runs
+    nothing (no new outcome), exits 0 and is listed in run.json."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.config.paths import REPO_ROOT
+
+    run = tmp_path / "run"
+    base = [sys.executable, "-m", "harness", "qualify", "--arm", "cpu-smoke", "--no-vllm-check"]
+    first = subprocess.run([*base, "--suites", "dcp_ops", "--run-dir", str(run), "--parallel"], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    outcomes = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if '"outcome"' in x]
+    assert [o["test"] for o in outcomes] == ["suites/test_dcp_ops.py::test_dcp_ops"]
+    assert sorted(p.name for p in (run / ".workers").iterdir()) == ["gw0.done", "gw1.done"]
+    again = subprocess.run([*base, "--resume", str(run)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
+    assert all(r["attempt"] == 0 for r in lines)  # nothing ran again
+    assert json.loads((run / "run.json").read_text())["resumed"][0]["exit_code_before"] == 0
