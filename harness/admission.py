@@ -26,6 +26,7 @@ from harness.plan.resources import check_resources
 from harness.plan.vllm_args import check_with_vllm
 from harness.records.results import locate_results, read_results
 from harness.serve.launch import plan_for
+from harness.serve.placing import preview, slurm_verdicts
 
 SUITES_DIR = REPO_ROOT / "suites"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -129,11 +130,12 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
 def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: bool = True) -> tuple[Plan,
                                                                                                    list[Verdict]]:
     """Every verdict of one arm but vLLM's parser: preflight, workloads, this machine."""
-    plan = plan_for(arm)
+    plan = plan_for(arm, placement=preview(arm))
     python, origin = server_python_of(arm)
     verdicts = [*plan.verdicts, *(workload_verdicts(candidate, arm, suites) if suites is not None else []),
                 *(check_resources(arm, python, origin) if resources else [])]
-    return plan, verdicts
+    # SLURM (or Ray) must answer now, even for `plan`: an unknown node name is bad input, refused before any start
+    return plan, verdicts + slurm_verdicts(arm)
 
 
 def parser_verdict(arm: Arm, plan: Plan, vllm_check: bool, strict: bool, earlier_failures: bool) -> Verdict:

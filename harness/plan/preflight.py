@@ -176,9 +176,6 @@ def check_launcher(arm: Arm) -> Verdict:
     if launcher.kind == "local" and p.nnodes > 1:
         return Verdict(rule, False, f"launcher.kind local starts one node; nnodes {p.nnodes} needs launcher.kind "
                        "slurm or ray")
-    if launcher.kind == "slurm" and not launcher.nodes:
-        return Verdict(rule, False, "launcher.kind slurm with no launcher.nodes: name the allocation's hosts, node 0 "
-                       "first, e.g. --set 'launcher.nodes=[gpu-a01,gpu-a02]'")
     return Verdict(rule, True, f"launcher {launcher.kind} for {p.nnodes} node(s)")
 
 
