@@ -73,7 +73,7 @@ def launch_slurm(arm: Arm, arm_dir: Path) -> LiveServer:
             ours = Allocation(slurm.obtain_allocation(arm, arm.timeouts.startup_s))
             allocation = ours.job_id
         placement = place(arm, allocation)
-        check_reach(placement, slurm.cluster_nodes()[placement.nodes[0]].get("NodeHostname", placement.nodes[0]))
+        check_reach(placement, slurm.cluster_nodes()[placement.nodes[0]].get("NodeHostName", placement.nodes[0]))
         plan = plan_for(arm, arm.server.port or local_free_port(placement.node0_addr), placement)
     except BaseException:
         if ours is not None:

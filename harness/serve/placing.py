@@ -59,6 +59,18 @@ def refusal_command(arm: Arm) -> str:
                        "python", "-m", "harness", "qualify", "--arm", arm.name])
 
 
+def allocation_verdict(arm: Arm) -> Verdict:
+    allocation = slurm.current_allocation()
+    if allocation:
+        return Verdict("slurm_allocation", True, f"inside allocation {allocation} (SLURM_JOB_ID)")
+    if arm.launcher.slurm_args or arm.launcher.nodes:
+        return Verdict("slurm_allocation", True, f"obtains one at launch: {shlex.join(slurm.salloc_argv(arm))}")
+    return Verdict("slurm_allocation", False, (
+        f"arm {arm.name!r} ({defining_file(arm, 'launcher')}): outside a SLURM allocation with neither "
+        "launcher.nodes nor launcher.slurm_args, so the harness has nothing to ask for; run it inside one: "
+        f"`{refusal_command(arm)}`, or set launcher.slurm_args (e.g. ['--partition=gpu', '--time=2:00:00'])"))
+
+
 def slurm_verdicts(arm: Arm) -> list[Verdict]:
     """Before anything starts: the SLURM client answers, the arm's node names exist, an allocation is there or can
     be asked for."""
@@ -69,26 +81,17 @@ def slurm_verdicts(arm: Arm) -> list[Verdict]:
                         "(the harness never starts or stops one)")]
     if arm.launcher.kind != "slurm":
         return []
+    out = [allocation_verdict(arm)]  # first: it needs no cluster, so the refusal reads the same without one
     try:
         known = slurm.cluster_nodes()
     except LaunchError as exc:
-        return [Verdict("slurm_cluster", False, str(exc))]
-    out = [Verdict("slurm_cluster", True, f"{len(known)} node(s): {', '.join(known)}")]
+        return [*out, Verdict("slurm_cluster", False, str(exc))]
+    out.append(Verdict("slurm_cluster", True, f"{len(known)} node(s): {', '.join(known)}"))
     unknown = [n for n in arm.launcher.nodes if n not in known]
     where = f"{defining_file(arm, 'launcher')}: field launcher.nodes"
     out.append(Verdict("slurm_nodes_known", not unknown, (
         f"{where}: unknown SLURM node(s) {', '.join(unknown)}; this cluster has {', '.join(known)}") if unknown
         else f"nodes {', '.join(arm.launcher.nodes) or '(from the allocation)'}"))
-    allocation = slurm.current_allocation()
-    if allocation:
-        out.append(Verdict("slurm_allocation", True, f"inside allocation {allocation} (SLURM_JOB_ID)"))
-    elif arm.launcher.slurm_args or arm.launcher.nodes:
-        out.append(Verdict("slurm_allocation", True, f"obtains one at launch: {shlex.join(slurm.salloc_argv(arm))}"))
-    else:
-        out.append(Verdict("slurm_allocation", False, (
-            f"arm {arm.name!r} ({defining_file(arm, 'launcher')}): outside a SLURM allocation with neither "
-            "launcher.nodes nor launcher.slurm_args, so the harness has nothing to ask for; run it inside one: "
-            f"`{refusal_command(arm)}`, or set launcher.slurm_args (e.g. ['--partition=gpu', '--time=2:00:00'])")))
     return out
 
 

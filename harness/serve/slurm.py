@@ -44,7 +44,7 @@ def allocation_nodes(job_id: str) -> list[str]:
 
 def cluster_nodes() -> dict[str, dict[str, str]]:
     """Every node of the cluster -> its scontrol fields (NodeAddr: where its slurmd, and so its servers, are
-    reached; NodeHostname: the host it runs on)."""
+    reached; NodeHostName: the host it runs on)."""
     out = {}
     for line in run(["scontrol", "-o", "show", "node"]).splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)

@@ -84,7 +84,7 @@ class SlurmServer:
         for step in self.steps:
             why = step.death()
             if why:
-                return f"{why} on node {step.command.node_rank} ({step.node})"
+                return f"srun {why} on node {step.command.node_rank} ({step.node})"
         return None
 
     def wait_healthy(self) -> tuple[float, str | None]:
