@@ -129,9 +129,9 @@ class Server:
         with httpx.Client(timeout=5.0) as client, status:
             while True:
                 self._remember_tree()
-                self.check_alive()
-                if watch:
+                if watch:  # first: a dead worker is the cause when node 0 then fails too
                     watch()
+                self.check_alive()
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         break

@@ -76,12 +76,16 @@ class SlurmServer:
         for step in reversed(self.steps):  # workers first: node 0's engine waits for them, not they for it
             step.start()
 
+    def workers_first(self) -> list[StepServer]:
+        # A dead worker takes node 0's engine down with it: the worker is the cause to report.
+        return [*self.steps[1:], self.head]
+
     def check_alive(self) -> None:
-        for step in self.steps:
+        for step in self.workers_first():
             step.check_alive()
 
     def death(self) -> str | None:
-        for step in self.steps:
+        for step in self.workers_first():
             why = step.death()
             if why:
                 return f"srun {why} on node {step.command.node_rank} ({step.node})"

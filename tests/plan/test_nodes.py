@@ -32,11 +32,12 @@ def test_two_node_plan_has_headless_worker_and_srun():
     a = load_arm("tp16-dcp16", ["launcher.nodes=[gpu-a, gpu-b]"])
     plan = build_plan(a, 8000, "python3")
     head, worker = plan.nodes
-    assert head.argv[:4] == ("srun", "--nodes=1", "--ntasks=1", "--nodelist=gpu-a")
+    assert head.argv[:7] == ("srun", "--nodes=1", "--ntasks=1", "--nodelist=gpu-a", "--jobid=<allocation>",
+                             "--job-name=harness-tp16-dcp16-n0", "--unbuffered")
     assert "--headless" not in head.argv and "--port" in head.argv
     assert "--headless" in worker.argv and "--port" not in worker.argv
     w = shlex.join(worker.argv)
-    assert "--nnodes 2 --node-rank 1 --master-addr gpu-a --master-port 29501" in w
+    assert "--nnodes 2 --node-rank 1 --master-addr '<address of node 0>' --master-port 29501" in w
     assert cli_part(worker.argv)[0] == "moonshotai/Kimi-K3"
 
 
