@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from harness.config.paths import REPO_ROOT
+from test_e2e_faults import records, wait_for  # tests/e2e is on sys.path while its modules are collected
 
 pytestmark = pytest.mark.e2e
 
@@ -73,29 +74,21 @@ def qualify(run: Path, refs: Path, *args: str) -> subprocess.Popen:
                                                          "SLURM_JOB_ID": ""})
 
 
-def records(run: Path) -> list[dict]:
-    path = run / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
-
-
 def outcomes(run: Path) -> dict[str, dict]:
     return {r["test"].split("::")[-1]: r for r in records(run) if r["kind"] == "outcome"}
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def step_running(name: str) -> str | None:
     """The job.step id of a running step with this name whose log already shows vLLM started."""
     rows = [line.split() for line in squeue("-s", "-o", "%i %j")]
     return next((r[0] for r in rows if len(r) == 2 and r[1] == name), None)
+
+
+def single_node_run_with_step(run: Path, refs: Path) -> subprocess.Popen:
+    """qualify cpu-slurm (kv_capacity), returned once its step runs on node2."""
+    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity")
+    wait_for(lambda: step_running("harness-cpu-slurm-n0"), 120, "the step to start")
+    return proc
 
 
 def test_unknown_node_name_is_refused_before_anything_starts():
@@ -153,8 +146,7 @@ def test_killed_worker_step_fails_the_arm_with_that_nodes_log(tmp_path, refs):
 
 def test_killed_srun_leaves_no_orphaned_step(tmp_path, refs):
     run = tmp_path / "run"
-    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity")
-    wait_for(lambda: step_running("harness-cpu-slurm-n0"), 120, "the step to start")
+    proc = single_node_run_with_step(run, refs)
     harness = psutil.Process(proc.pid)
     (srun,) = [p for p in harness.children(recursive=True) if p.name() == "srun"]
     srun.kill()  # the step itself keeps running: only scancel ends it
@@ -167,8 +159,7 @@ def test_killed_srun_leaves_no_orphaned_step(tmp_path, refs):
 
 def test_sigterm_of_the_harness_cancels_its_steps_and_keeps_records(tmp_path, refs):
     run = tmp_path / "run"
-    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity")
-    wait_for(lambda: step_running("harness-cpu-slurm-n0"), 120, "the step to start")
+    proc = single_node_run_with_step(run, refs)
     time.sleep(3)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=300)
