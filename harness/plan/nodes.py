@@ -120,6 +120,15 @@ def multinode_args(arm: Arm, rank: int, placement: Placement) -> list[str]:
     return args + (["--headless"] if rank > 0 else [])
 
 
+def node_gpus(arm: Arm, rank: int) -> list[int]:
+    """`gpus` as every node's devices, or -- listing the whole world -- one slice per node rank: nodes that share
+    one host (a two-"node" arm on one 2-GPU machine) must not share its GPUs."""
+    gpus, per_node = arm.gpus or [], arm.parallelism.world_size // arm.parallelism.nnodes
+    if arm.parallelism.nnodes > 1 and len(gpus) == arm.parallelism.world_size:
+        return gpus[rank * per_node:(rank + 1) * per_node]
+    return gpus
+
+
 def step_name(arm: Arm, rank: int) -> str:
     """The SLURM step name of a node's command: how teardown finds a step whose srun is gone."""
     return f"harness-{arm.name}-n{rank}"
@@ -147,7 +156,7 @@ def node_command(arm: Arm, rank: int, port: int, python: str, placement: Placeme
     if arm.launcher.kind == "ray" and arm.launcher.ray_address:
         env["RAY_ADDRESS"] = arm.launcher.ray_address
     if arm.gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in arm.gpus)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in node_gpus(arm, rank))
     return NodeCommand(rank, placement.nodes[rank], tuple(argv), env)
 
 

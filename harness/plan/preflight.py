@@ -161,7 +161,7 @@ def check_nodes(arm: Arm) -> Verdict:
     if p.world_size % p.nnodes:
         return Verdict("nodes_split_evenly", False, f"world size {p.world_size} does not split over {p.nnodes} nodes")
     per_node = p.world_size // p.nnodes
-    if arm.gpus is not None and len(arm.gpus) != per_node:
+    if arm.gpus is not None and len(arm.gpus) not in (per_node, p.world_size):
         return Verdict("nodes_split_evenly", False,
                        f"gpus lists {len(arm.gpus)} devices but each node runs {per_node} ranks")
     if arm.launcher.nodes and len(arm.launcher.nodes) != p.nnodes:

@@ -94,3 +94,12 @@ def test_buildkite_annotation_states_the_verdict_first():
     assert annotation("dcp8", "tp8", 0, "### Accuracy\n").startswith("## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
     assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation("dcp8", "tp8", 1, "")
     assert "INTERRUPTED" in annotation("dcp8", None, 143, "")
+
+
+def test_gpus_listing_the_whole_world_give_each_node_its_slice():
+    world = load_arm("tp16-dcp16", ["launcher.nodes=[a, b]", f"gpus=[{', '.join(map(str, range(16)))}]"])
+    head, worker = build_plan(world, 8000, "python3").nodes
+    assert head.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert worker.env["CUDA_VISIBLE_DEVICES"] == "8,9,10,11,12,13,14,15"
+    same = build_plan(load_arm("tp16-dcp16", ["launcher.nodes=[a, b]"]), 8000, "python3").nodes
+    assert same[0].env["CUDA_VISIBLE_DEVICES"] == same[1].env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
