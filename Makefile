@@ -24,7 +24,7 @@ HARNESS     := $(VENV)/bin/python -m harness
 ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: slurm-up slurm-down setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
+.PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -94,6 +94,11 @@ slurm-up:
 
 slurm-down:
 	bash scripts/slurm_up.sh down
+
+# Debian's SLURM .debs (3.5 MB) into the git-ignored .slurm-debs/, to carry to the GPU device (scripts/device_multinode.sh)
+slurm-debs:
+	mkdir -p .slurm-debs && cd .slurm-debs && apt-get download slurmctld slurmd slurm-client slurm-wlm-basic-plugins \
+	  munge libmunge2 libhwloc15 liblua5.1-0 libjson-c5 libyaml-0-2 libnuma1
 
 arms: $(VENV)/.ready
 	$(HARNESS) arms

@@ -2,6 +2,8 @@
 # A two-node SLURM cluster on this host (Debian's slurm-wlm + munge): node1 and node2 both at 127.0.0.1, one slurmd
 # each on ports 17001/17002. Idempotent: installs what is missing (root + apt-get), rewrites slurm.conf only when it
 # changed, starts only the daemons that are not running. `scripts/slurm_up.sh down` stops them.
+# SLURM_DEBS=<dir>: on a machine without the registry (the GPU device), unpack Debian's .debs carried in <dir>
+# (`make slurm-debs` downloads them) with dpkg -x instead of apt-get; libraries the system has are kept.
 set -euo pipefail
 
 CONF=/etc/slurm/slurm.conf
@@ -22,6 +24,21 @@ down() {
 
 if [ "${1:-up}" = down ]; then down; exit 0; fi
 
+install_from_debs() {
+  for deb in "$1"/*.deb; do
+    pkg=$(dpkg-deb -f "$deb" Package)
+    case "$pkg" in lib*) dpkg -s "$pkg" >/dev/null 2>&1 && continue;; esac
+    dpkg -x "$deb" /
+  done
+  # the daemons are Debian alternatives (slurmd -> slurmd-wlm); dpkg -x runs no maintainer script
+  for b in slurmctld slurmd slurmstepd; do [ -e "/usr/sbin/$b" ] || ln -s "/usr/sbin/$b-wlm" "/usr/sbin/$b"; done
+  ldconfig 2>/dev/null || true
+}
+
+if { ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; } && [ -n "${SLURM_DEBS:-}" ]; then
+  echo "slurm: unpacking $(ls "$SLURM_DEBS"/*.deb | wc -l) .debs from $SLURM_DEBS"
+  install_from_debs "$SLURM_DEBS"
+fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     echo "slurm: slurm-wlm and munge are missing and this is not root with apt-get; install them" >&2; exit 3
@@ -32,9 +49,10 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null; }
 fi
 
-mkdir -p /etc/slurm /var/spool/slurmctld /var/log/slurm "$PIDDIR" /run/munge
+mkdir -p /etc/slurm /etc/munge /var/spool/slurmctld /var/log/slurm "$PIDDIR" /run/munge /var/lib/munge /var/log/munge
 for n in "${NODES[@]}"; do mkdir -p "/var/spool/slurmd/$n"; done
 cpus=$(nproc)
+host=$(hostname 2>/dev/null || cat /proc/sys/kernel/hostname)
 conf=$(cat <<CONF
 # written by scripts/slurm_up.sh (dcp harness): two slurmd nodes on this host
 ClusterName=harness
@@ -57,8 +75,8 @@ ReturnToService=2
 KillWait=10
 MpiDefault=none
 SchedulerType=sched/backfill
-NodeName=node1 NodeAddr=127.0.0.1 NodeHostname=$(hostname) Port=17001 CPUs=$cpus State=UNKNOWN
-NodeName=node2 NodeAddr=127.0.0.1 NodeHostname=$(hostname) Port=17002 CPUs=$cpus State=UNKNOWN
+NodeName=node1 NodeAddr=127.0.0.1 NodeHostname=$host Port=17001 CPUs=$cpus State=UNKNOWN
+NodeName=node2 NodeAddr=127.0.0.1 NodeHostname=$host Port=17002 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
 )
@@ -73,11 +91,11 @@ if [ ! -s /etc/munge/munge.key ]; then
   (command -v mungekey >/dev/null && mungekey -c -f -k /etc/munge/munge.key) \
     || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
 fi
-chown munge:munge /etc/munge/munge.key /run/munge 2>/dev/null || true
+chown munge:munge /etc/munge/munge.key /run/munge /var/lib/munge /var/log/munge 2>/dev/null || true
 chmod 400 /etc/munge/munge.key
 if ! munge -n >/dev/null 2>&1; then
   # munged runs as the munge user; it writes its own pid file
-  su -s /bin/sh munge -c "munged --force" 2>/dev/null || munged --force
+  if id munge >/dev/null 2>&1; then su -s /bin/sh munge -c "munged --force"; else munged --force; fi
 fi
 
 if [ "${restart:-0}" = 1 ]; then down >/dev/null; fi
