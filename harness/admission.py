@@ -131,11 +131,16 @@ def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: 
                                                                                                    list[Verdict]]:
     """Every verdict of one arm but vLLM's parser: preflight, workloads, this machine."""
     plan = plan_for(arm, placement=preview(arm))
-    python, origin = server_python_of(arm)
     verdicts = [*plan.verdicts, *(workload_verdicts(candidate, arm, suites) if suites is not None else []),
-                *(check_resources(arm, python, origin) if resources else [])]
-    # SLURM (or Ray) must answer now, even for `plan`: an unknown node name is bad input, refused before any start
-    return plan, verdicts + slurm_verdicts(arm)
+                *(machine_verdicts(arm) if resources else [])]
+    return plan, verdicts
+
+
+def machine_verdicts(arm: Arm) -> list[Verdict]:
+    """This machine: GPUs, model, server environment, port; and the SLURM cluster (an unknown node name, no
+    allocation and nothing to ask one with) or Ray cluster the arm runs on."""
+    python, origin = server_python_of(arm)
+    return [*check_resources(arm, python, origin), *slurm_verdicts(arm)]
 
 
 def parser_verdict(arm: Arm, plan: Plan, vllm_check: bool, strict: bool, earlier_failures: bool) -> Verdict:

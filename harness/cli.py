@@ -26,9 +26,9 @@ from harness.admission import (
     choose_run_dir,
     env_verdict,
     load_run_arms,
+    machine_verdicts,
     parse_suites,
     parser_verdict,
-    server_python_of,
     strict_run,
 )
 from harness.config.arms import Arm, known_arms
@@ -39,7 +39,6 @@ from harness.console import progress
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.plan.resources import check_resources
 from harness.records.results import read_results
 from harness.records.runinfo import finish_run_info, read_run_info, start_info, workload_dumps, write_run_info
 from harness.serve.process import stop_all
@@ -58,9 +57,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     verdicts.append(env_verdict(arms.candidate, plan))
     verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
-    python, origin = server_python_of(arms.candidate)
     print("\nthis machine (checked again by `qualify` before anything starts):")
-    for v in check_resources(arms.candidate, python, origin):
+    for v in machine_verdicts(arms.candidate):
         print(f"  [{v.label}] {v.rule}: {v.detail}")
     named = [f"{a.name} ({'reference' if a is arms.reference else 'eager variant'})" for a in arms.all[1:]]
     if named:

@@ -164,7 +164,8 @@ def build_plan(arm: Arm, port: int, python: str, placement: Placement | None = N
     placement = placement or default_placement(arm)
     ranks = 1 if arm.launcher.kind == "ray" else arm.parallelism.nnodes
     nodes = tuple(node_command(arm, r, port, python, placement) for r in range(ranks))
-    every_arg = [a for n in nodes for a in n.argv]
+    # slurm_args are salloc's argv when the harness obtains the allocation: as visible in `ps` as the rest
+    every_arg = [*(a for n in nodes for a in n.argv), *arm.launcher.slurm_args]
     return Plan(arm.name, nodes, (*preflight(arm), check_no_secret_in_argv(every_arg)), placement, port,
                 statement(arm, placement, port))
 

@@ -92,8 +92,9 @@ def single_node_run_with_step(run: Path, refs: Path) -> subprocess.Popen:
 
 
 def test_unknown_node_name_is_refused_before_anything_starts():
-    out = subprocess.run([sys.executable, "-m", "harness", "plan", "--arm", "cpu-slurm", "--no-vllm-check",
-                          "--set", "launcher.nodes=[node9]"], cwd=REPO_ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-slurm", "--no-vllm-check",
+                          "--set", "launcher.nodes=[node9]", "--run-dir", "/nonexistent/never-written"],
+                         cwd=REPO_ROOT, capture_output=True, text=True)
     assert out.returncode == 2
     assert "field launcher.nodes: unknown SLURM node(s) node9; this cluster has node1, node2" in out.stderr
     assert not squeue()
