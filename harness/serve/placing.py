@@ -13,6 +13,7 @@ from harness.config.arms import Arm, defining_file
 from harness.config.errors import LaunchError
 from harness.plan.placement import Placement, reach_problem, slurm_placement
 from harness.plan.preflight import Verdict
+from harness.plan.redact import redact_argv
 from harness.serve import slurm
 
 
@@ -64,7 +65,7 @@ def allocation_verdict(arm: Arm) -> Verdict:
     if allocation:
         return Verdict("slurm_allocation", True, f"inside allocation {allocation} (SLURM_JOB_ID)")
     if arm.launcher.slurm_args or arm.launcher.nodes:
-        return Verdict("slurm_allocation", True, f"obtains one at launch: {shlex.join(slurm.salloc_argv(arm))}")
+        return Verdict("slurm_allocation", True, f"obtains one at launch: {shlex.join(redact_argv(slurm.salloc_argv(arm)))}")
     return Verdict("slurm_allocation", False, (
         f"arm {arm.name!r} ({defining_file(arm, 'launcher')}): outside a SLURM allocation with neither "
         "launcher.nodes nor launcher.slurm_args, so the harness has nothing to ask for; run it inside one: "

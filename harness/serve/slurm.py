@@ -11,6 +11,7 @@ import subprocess
 
 from harness.config.arms import Arm
 from harness.config.errors import LaunchError
+from harness.plan.redact import redact_argv
 
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 QUERY_TIMEOUT_S = 30
@@ -20,12 +21,13 @@ def run(argv: list[str], timeout: float = QUERY_TIMEOUT_S, stream: str = "stdout
     if shutil.which(argv[0]) is None:
         raise LaunchError(f"`{argv[0]}` is not on PATH: this machine is no SLURM client (`make slurm-up` makes a "
                           "local two-node cluster)")
+    shown = shlex.join(redact_argv(argv))  # salloc's argv carries the arm's slurm_args
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise LaunchError(f"`{shlex.join(argv)}` gave no answer in {timeout:.0f} s (is slurmctld up?)") from None
+        raise LaunchError(f"`{shown}` gave no answer in {timeout:.0f} s (is slurmctld up?)") from None
     if out.returncode != 0:
-        raise LaunchError(f"`{shlex.join(argv)}` failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
+        raise LaunchError(f"`{shown}` failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
     return getattr(out, stream)
 
 
