@@ -23,6 +23,7 @@ from harness.config.paths import REPO_ROOT
 from test_e2e_faults import records, wait_for  # tests/e2e is on sys.path while its modules are collected
 
 pytestmark = pytest.mark.e2e
+NO_REFERENCE = ("--set", "reference=null")  # the fault runs: no reference server to start after the fault
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -70,8 +71,12 @@ def assert_nothing_left(timeout: float = 60) -> None:
 def qualify(run: Path, refs: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
                              *args], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs),
-                                                         "SLURM_JOB_ID": ""})
+                            start_new_session=True, env=outside_allocation(HARNESS_REFERENCE_DIR=str(refs)))
+
+
+def outside_allocation(**extra: str) -> dict[str, str]:
+    """The test's environment without SLURM_JOB_ID: the harness obtains (and cancels) its own allocation."""
+    return {**{k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}, **extra}
 
 
 def outcomes(run: Path) -> dict[str, dict]:
@@ -86,7 +91,7 @@ def step_running(name: str) -> str | None:
 
 def single_node_run_with_step(run: Path, refs: Path) -> subprocess.Popen:
     """qualify cpu-slurm (kv_capacity), returned once its step runs on node2."""
-    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity")
+    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity", *NO_REFERENCE)
     wait_for(lambda: step_running("harness-cpu-slurm-n0"), 120, "the step to start")
     return proc
 
@@ -94,7 +99,7 @@ def single_node_run_with_step(run: Path, refs: Path) -> subprocess.Popen:
 def test_unknown_node_name_is_refused_before_anything_starts():
     out = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-slurm", "--no-vllm-check",
                           "--set", "launcher.nodes=[node9]", "--run-dir", "/nonexistent/never-written"],
-                         cwd=REPO_ROOT, capture_output=True, text=True)
+                         cwd=REPO_ROOT, capture_output=True, text=True, env=outside_allocation())
     assert out.returncode == 2
     assert "field launcher.nodes: unknown SLURM node(s) node9; this cluster has node1, node2" in out.stderr
     assert not squeue()
@@ -118,7 +123,8 @@ def test_arm_placed_on_node2_qualifies_against_cpu_ref(tmp_path, refs):
 
 def test_two_node_arm_tp2_over_node1_and_node2_matches_cpu_ref(tmp_path, refs):
     run = tmp_path / "run"
-    proc = qualify(run, refs, "--arm", "cpu-slurm-2node", "--suites", "kv_capacity,prefix_reuse")
+    # prefix_reuse against cpu-ref's outputs stored by the test above (no reference server this time)
+    proc = qualify(run, refs, "--arm", "cpu-slurm-2node", "--suites", "prefix_reuse")
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-4000:]
     up = next(r for r in records(run) if r["kind"] == "server" and r["arm"] == "cpu-slurm-2node")
@@ -131,7 +137,7 @@ def test_two_node_arm_tp2_over_node1_and_node2_matches_cpu_ref(tmp_path, refs):
 
 def test_killed_worker_step_fails_the_arm_with_that_nodes_log(tmp_path, refs):
     run = tmp_path / "run"
-    proc = qualify(run, refs, "--arm", "cpu-slurm-2node", "--suites", "kv_capacity")
+    proc = qualify(run, refs, "--arm", "cpu-slurm-2node", "--suites", "kv_capacity", *NO_REFERENCE)
     log = run / "cpu-slurm-2node" / "server-node1.log"
     step = wait_for(lambda: log.is_file() and log.stat().st_size > 2000 and step_running(
         "harness-cpu-slurm-2node-n1"), 300, "the worker step to run vLLM")
