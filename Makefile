@@ -28,7 +28,7 @@ HARNESS     := $(VENV)/bin/python -m harness
 ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
+.PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -90,6 +90,19 @@ chromium:
 	         apt-get install -y -q --no-install-recommends $(CHROMIUM_PKGS) >/dev/null; } \
 	    || echo "warning: could not install chromium: the report screenshot test will skip"; \
 	  else echo "note: no chromium and not root with apt-get: the report screenshot test will skip"; fi; }
+
+# A two-node SLURM cluster on this host (node1, node2 at 127.0.0.1; root: installs slurm-wlm + munge with apt-get
+# when missing). Idempotent; the SLURM end-to-end tests run it themselves. E.g. make qualify ARM=cpu-slurm
+slurm-up:
+	bash scripts/slurm_up.sh
+
+slurm-down:
+	bash scripts/slurm_up.sh down
+
+# Debian's SLURM .debs (3.5 MB) into the git-ignored .slurm-debs/, to carry to the GPU device (scripts/device_multinode.sh)
+slurm-debs:
+	mkdir -p .slurm-debs && cd .slurm-debs && apt-get download slurmctld slurmd slurm-client slurm-wlm-basic-plugins \
+	  munge libmunge2 libhwloc15 liblua5.1-0 libjson-c5 libyaml-0-2 libnuma1
 
 arms: $(VENV)/.ready
 	$(HARNESS) arms

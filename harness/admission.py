@@ -34,6 +34,7 @@ from harness.plan.spec_methods import check_method, read_methods
 from harness.plan.vllm_args import check_with_vllm
 from harness.records.results import locate_results, read_results
 from harness.serve.launch import plan_for
+from harness.serve.placing import preview, slurm_verdicts
 
 SUITES_DIR = REPO_ROOT / "suites"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -137,11 +138,17 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
 def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: bool = True) -> tuple[Plan,
                                                                                                    list[Verdict]]:
     """Every verdict of one arm but vLLM's parser: preflight, workloads, this machine."""
-    plan = plan_for(arm)
-    python, origin = server_python_of(arm)
+    plan = plan_for(arm, placement=preview(arm))
     verdicts = [*plan.verdicts, *(workload_verdicts(candidate, arm, suites) if suites is not None else []),
-                *(check_resources(arm, python, origin) if resources else [])]
+                *(machine_verdicts(arm) if resources else [])]
     return plan, verdicts
+
+
+def machine_verdicts(arm: Arm) -> list[Verdict]:
+    """This machine: GPUs, model, server environment, port; and the SLURM cluster (an unknown node name, no
+    allocation and nothing to ask one with) or Ray cluster the arm runs on."""
+    python, origin = server_python_of(arm)
+    return [*check_resources(arm, python, origin), *slurm_verdicts(arm)]
 
 
 def parser_verdict(arm: Arm, plan: Plan, vllm_check: bool, strict: bool, earlier_failures: bool) -> Verdict:

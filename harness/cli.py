@@ -27,11 +27,11 @@ from harness.admission import (
     choose_run_dir,
     env_verdict,
     load_run_arms,
+    machine_verdicts,
     method_verdicts,
     parse_suites,
     parser_verdict,
     resume_run_dir,
-    server_python_of,
     strict_run,
 )
 from harness.config.arms import Arm, defining_file, known_arms, load_arm
@@ -42,7 +42,6 @@ from harness.console import progress
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import violations
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.plan.resources import check_resources
 from harness.records.attempts import resumed_exit_code
 from harness.records.results import read_results
 from harness.records.runinfo import (
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Per-node argv + environment + preflight verdicts of one arm (its references checked too); this machine's
     resources are shown but do not decide the exit code: a GPU arm is planned on a laptop."""
@@ -72,9 +72,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     verdicts += method_verdicts(arms.candidate, strict)
     verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
-    python, origin = server_python_of(arms.candidate)
     print("\nthis machine (checked again by `qualify` before anything starts):")
-    for v in check_resources(arms.candidate, python, origin):
+    for v in machine_verdicts(arms.candidate):
         print(f"  [{v.label}] {v.rule}: {v.detail}")
     named = [f"{a.name} ({'reference' if a is arms.reference else 'eager variant'})" for a in arms.all[1:]]
     if named:

@@ -208,10 +208,16 @@ CASES = [
     Case("nnodes-local", "parallel", p("x"), ["launcher_starts_every_node: launcher.kind local starts one node; "
                                              "nnodes 2 needs launcher.kind slurm or ray"],
          arm("x", "extends: gbase\nparallelism: {tp: 4, nnodes: 2}\n")),
-    Case("slurm-no-nodes", "parallel", p("x"), ["launcher.kind slurm with no launcher.nodes"],
-         arm("x", "extends: gbase\nparallelism: {tp: 4, nnodes: 2}\nlauncher: {kind: slurm}\n")),
-    Case("slurm-no-nodes-qualify", "parallel", q("x"), ["launcher.kind slurm with no launcher.nodes"],
-         arm("x", "extends: base\nreference: ref\nlauncher: {kind: slurm}\n")),
+    Case("slurm-no-allocation", "parallel", q("x"), ["outside a SLURM allocation with neither launcher.nodes nor "
+                                                     "launcher.slurm_args", "`salloc --nodes=2 "],
+         arm("x", "extends: base\nreference: ref\nparallelism: {tp: 2, nnodes: 2}\nlauncher: {kind: slurm}\n"),
+         {"SLURM_JOB_ID": ""}),
+    Case("slurm-no-allocation-qualify", "parallel", q("x"), ["outside a SLURM allocation", "--arm x`"],
+         arm("x", "extends: base\nreference: ref\nlauncher: {kind: slurm}\n"), {"SLURM_JOB_ID": ""}),
+    Case("ray-no-cluster", "parallel", q("x"), ["ray_cluster: launcher.kind ray runs on an existing Ray cluster: set "
+                                               "launcher.ray_address or RAY_ADDRESS"],
+         arm("x", "extends: base\nreference: ref\nparallelism: {tp: 2, nnodes: 2}\nlauncher: {kind: ray}\n"),
+         {"RAY_ADDRESS": ""}),
     Case("gpus-count", "parallel", p("x"), ["gpus lists 3 devices but each node runs 2 ranks"],
          arm("x", "extends: gbase\ngpus: [0, 1, 2]\n")),
     Case("nodes-count", "parallel", p("x"), ["launcher.nodes names 3 hosts for nnodes 2"],

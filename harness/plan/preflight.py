@@ -161,7 +161,7 @@ def check_nodes(arm: Arm) -> Verdict:
     if p.world_size % p.nnodes:
         return Verdict("nodes_split_evenly", False, f"world size {p.world_size} does not split over {p.nnodes} nodes")
     per_node = p.world_size // p.nnodes
-    if arm.gpus is not None and len(arm.gpus) != per_node:
+    if arm.gpus is not None and len(arm.gpus) not in (per_node, p.world_size):
         return Verdict("nodes_split_evenly", False,
                        f"gpus lists {len(arm.gpus)} devices but each node runs {per_node} ranks")
     if arm.launcher.nodes and len(arm.launcher.nodes) != p.nnodes:
@@ -176,9 +176,6 @@ def check_launcher(arm: Arm) -> Verdict:
     if launcher.kind == "local" and p.nnodes > 1:
         return Verdict(rule, False, f"launcher.kind local starts one node; nnodes {p.nnodes} needs launcher.kind "
                        "slurm or ray")
-    if launcher.kind == "slurm" and not launcher.nodes:
-        return Verdict(rule, False, "launcher.kind slurm with no launcher.nodes: name the allocation's hosts, node 0 "
-                       "first, e.g. --set 'launcher.nodes=[gpu-a01,gpu-a02]'")
     return Verdict(rule, True, f"launcher {launcher.kind} for {p.nnodes} node(s)")
 
 

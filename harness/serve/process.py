@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -29,7 +30,8 @@ from harness.plan.redact import redact_argv
 from harness.serve.serverlog import find_fatal, tail
 
 log = logging.getLogger(__name__)
-LIVE: set[Server] = set()
+# Everything the harness started and must stop: servers, SLURM steps, an allocation it obtained (anything with stop()).
+LIVE: set = set()
 POLL_S = 0.5
 
 
@@ -118,14 +120,17 @@ class Server:
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 
-    def wait_healthy(self) -> tuple[float, str | None]:
-        """(start-up seconds, vLLM version from /version) once /health answers; LaunchError if it never does."""
+    def wait_healthy(self, watch: Callable[[], None] | None = None) -> tuple[float, str | None]:
+        """(start-up seconds, vLLM version from /version) once /health answers; LaunchError if it never does.
+        `watch` runs every poll too: a multi-node server's other nodes raise there when they die."""
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
         status = progress.bar(f"{self.arm}: server starting", total=round(self.startup_timeout_s), unit="s")
         with httpx.Client(timeout=5.0) as client, status:
             while True:
                 self._remember_tree()
+                if watch:  # first: a dead worker is the cause when node 0 then fails too
+                    watch()
                 self.check_alive()
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:

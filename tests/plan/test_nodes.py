@@ -32,11 +32,12 @@ def test_two_node_plan_has_headless_worker_and_srun():
     a = load_arm("tp16-dcp16", ["launcher.nodes=[gpu-a, gpu-b]"])
     plan = build_plan(a, 8000, "python3")
     head, worker = plan.nodes
-    assert head.argv[:4] == ("srun", "--nodes=1", "--ntasks=1", "--nodelist=gpu-a")
+    assert head.argv[:7] == ("srun", "--nodes=1", "--ntasks=1", "--nodelist=gpu-a", "--jobid=<allocation>",
+                             "--job-name=harness-tp16-dcp16-n0", "--unbuffered")
     assert "--headless" not in head.argv and "--port" in head.argv
     assert "--headless" in worker.argv and "--port" not in worker.argv
     w = shlex.join(worker.argv)
-    assert "--nnodes 2 --node-rank 1 --master-addr gpu-a --master-port 29501" in w
+    assert "--nnodes 2 --node-rank 1 --master-addr '<address of node 0>' --master-port 29501" in w
     assert cli_part(worker.argv)[0] == "moonshotai/Kimi-K3"
 
 
@@ -93,3 +94,12 @@ def test_buildkite_annotation_states_the_verdict_first():
     assert annotation("dcp8", "tp8", 0, "### Accuracy\n").startswith("## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
     assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation("dcp8", "tp8", 1, "")
     assert "INTERRUPTED" in annotation("dcp8", None, 143, "")
+
+
+def test_gpus_listing_the_whole_world_give_each_node_its_slice():
+    world = load_arm("tp16-dcp16", ["launcher.nodes=[a, b]", f"gpus=[{', '.join(map(str, range(16)))}]"])
+    head, worker = build_plan(world, 8000, "python3").nodes
+    assert head.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert worker.env["CUDA_VISIBLE_DEVICES"] == "8,9,10,11,12,13,14,15"
+    same = build_plan(load_arm("tp16-dcp16", ["launcher.nodes=[a, b]"]), 8000, "python3").nodes
+    assert same[0].env["CUDA_VISIBLE_DEVICES"] == same[1].env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"

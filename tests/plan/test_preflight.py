@@ -99,7 +99,8 @@ def test_dspark_draft_on_dcp_target_needs_b12x():
 def test_nodes_must_split_world_and_match_gpus():
     assert check_nodes(kimi_arm(parallelism={"tp": 16, "dcp": 16, "nnodes": 2}, gpus=list(range(8)))).ok
     assert not check_nodes(kimi_arm(parallelism={"tp": 16, "nnodes": 3})).ok
-    assert not check_nodes(kimi_arm(parallelism={"tp": 16, "nnodes": 2}, gpus=list(range(16)))).ok
+    assert check_nodes(kimi_arm(parallelism={"tp": 16, "nnodes": 2}, gpus=list(range(16)))).ok  # a slice per node
+    assert not check_nodes(kimi_arm(parallelism={"tp": 16, "nnodes": 2}, gpus=list(range(12)))).ok
 
 
 def test_secret_flags_in_argv_rejected():

@@ -1,0 +1,90 @@
+"""SLURM, asked through its own commands (scontrol, squeue, salloc, scancel): the allocation, its nodes, their
+addresses, steps by name. I/O only; every failure is a LaunchError saying which command failed and why."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+
+from harness.config.arms import Arm
+from harness.config.errors import LaunchError
+from harness.plan.redact import redact_argv
+
+GRANTED = re.compile(r"Granted job allocation (\d+)")
+QUERY_TIMEOUT_S = 30
+
+
+def run(argv: list[str], timeout: float = QUERY_TIMEOUT_S, stream: str = "stdout") -> str:
+    if shutil.which(argv[0]) is None:
+        raise LaunchError(f"`{argv[0]}` is not on PATH: this machine is no SLURM client (`make slurm-up` makes a "
+                          "local two-node cluster)")
+    shown = shlex.join(redact_argv(argv))  # salloc's argv carries the arm's slurm_args
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"`{shown}` gave no answer in {timeout:.0f} s (is slurmctld up?)") from None
+    if out.returncode != 0:
+        raise LaunchError(f"`{shown}` failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
+    return getattr(out, stream)
+
+
+def current_allocation() -> str | None:
+    """The allocation the harness runs in (salloc's shell, an sbatch script), or None."""
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
+def allocation_nodes(job_id: str) -> list[str]:
+    """The allocation's node names in SLURM's order (node 0 first)."""
+    nodelist = run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    if not nodelist:
+        raise LaunchError(f"SLURM allocation {job_id} has no nodes (not running: `squeue -j {job_id}`)")
+    return run(["scontrol", "show", "hostnames", nodelist]).split()
+
+
+def cluster_nodes() -> dict[str, dict[str, str]]:
+    """Every node of the cluster -> its scontrol fields (NodeAddr: where its slurmd, and so its servers, are
+    reached; NodeHostName: the host it runs on)."""
+    out = {}
+    for line in run(["scontrol", "-o", "show", "node"]).splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "NodeName" in fields:
+            out[fields["NodeName"]] = fields
+    return out
+
+
+def salloc_argv(arm: Arm) -> list[str]:
+    """The allocation the harness asks for when it runs outside one: the arm's nodes, its slurm_args."""
+    argv = ["salloc", "--no-shell", f"--nodes={arm.parallelism.nnodes}", f"--job-name=harness-{arm.name}"]
+    if arm.launcher.nodes:
+        argv.append(f"--nodelist={','.join(arm.launcher.nodes)}")
+    return argv + list(arm.launcher.slurm_args)
+
+
+def obtain_allocation(arm: Arm, timeout: float) -> str:
+    """salloc --no-shell: the job id once granted (it holds the nodes until scancel)."""
+    return granted(run(salloc_argv(arm), timeout, stream="stderr"))  # salloc reports on stderr
+
+
+def granted(text: str) -> str:
+    m = GRANTED.search(text)
+    if not m:
+        raise LaunchError(f"salloc did not grant an allocation: {text.strip()[-500:]}")
+    return m.group(1)
+
+
+def step_ids(job_id: str, name: str) -> list[str]:
+    """The running steps (job.step) of an allocation that carry a step name."""
+    try:
+        lines = run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"]).splitlines()
+    except LaunchError:
+        return []  # the allocation is gone, and its steps with it
+    return [line.split()[0] for line in lines if len(line.split()) == 2 and line.split()[1] == name]
+
+
+def cancel(*targets: str) -> None:
+    """scancel: a step gets SIGTERM, then SIGKILL after the cluster's KillWait; an unknown id is not an error."""
+    if targets:
+        subprocess.run(["scancel", *targets], capture_output=True, timeout=QUERY_TIMEOUT_S)

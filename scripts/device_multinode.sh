@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ON the 2-GPU device (nvidia-h200-x2), from the repository root, after ../shared/gpu's device_install.sh put vLLM
+# 0.25.0 in /tmp/site, carrying .gpu-payload/harness, .gpu-payload/gsm8k and .slurm-debs (`make slurm-debs` here):
+# a two-"node" arm through the real SLURM launcher -- node1 (GPU 0, HTTP) and node2 (GPU 1, headless) are two slurmd
+# on this host, made by scripts/slurm_up.sh from the carried Debian .debs -- qualified against the single-node gpu-tp2
+# reference with kv_capacity and the reference checks (prefix_reuse, graph_replay, teacher_forcing).
+#
+#   bash scripts/device_multinode.sh tp2     # gpu-tp2-2node: TP2 split over the two nodes (first call also makes
+#                                            #   the model and captures gpu-tp2's reference under /tmp/keep)
+#   bash scripts/device_multinode.sh dcp2    # gpu-dcp2-2node: TP2 + DCP2 split over the two nodes
+#
+# Writes $OUT/multinode-<which>.txt (plan with vLLM 0.25.0's parser verdict, qualify's tables, squeue afterwards)
+# and $OUT/multinode-<which>.tar.gz (the run directory: results.jsonl, server.log of node 0, server-node1.log of the
+# headless node, tables). If vLLM 0.25.0 rejects the multi-node argv, `plan` says so and the script stops there.
+# Knobs: E2E_EAGER=1 (default: --enforce-eager, ~30 s less start-up), QUALIFY_TIMEOUT_S (default 480).
+set -uo pipefail
+WHICH=${1:?usage: device_multinode.sh tp2|dcp2}
+case "$WHICH" in tp2|dcp2) ;; *) echo "usage: device_multinode.sh tp2|dcp2" >&2; exit 2;; esac
+ARM=gpu-$WHICH-2node
+OUT=${OUT:-/tmp/out}
+KEEP=${E2E_KEEP:-/tmp/keep}
+RUN=multinode-$WHICH-$(date +%H%M%S)
+REPORT=$OUT/multinode-$WHICH.txt
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
+export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
+unset SLURM_JOB_ID  # the harness obtains the allocation itself (salloc --nodelist=node1,node2) and cancels it
+mkdir -p "$OUT" "$KEEP/references" models
+t0=$(date +%s)
+say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$REPORT"; }
+: > "$REPORT"
+if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
+fi
+if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
+  say "generating the tiny MLA model"
+  python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+fi
+[ -L models/tiny-mla ] || rm -rf models/tiny-mla
+ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+
+say "SLURM: $(SLURM_DEBS=$PWD/.slurm-debs bash scripts/slurm_up.sh 2>&1 | tail -3 | tr '\n' ' ')"
+sinfo -N >> "$REPORT" 2>&1 || { say "no SLURM cluster: see /var/log/slurm"; tail -20 /var/log/slurm/*.log >> "$REPORT" 2>&1; exit 4; }
+
+say "plan $ARM (vLLM 0.25.0's own parser checks every node's argv)"
+python3 -m harness plan --arm "$ARM" >> "$REPORT" 2>&1
+plan_code=$?
+grep -E "where:|vllm_parses_argv|argv srun" "$REPORT" | cut -c1-400
+if [ "$plan_code" != 0 ]; then say "plan refused the arm (exit $plan_code): see $REPORT"; exit "$plan_code"; fi
+
+SET=()
+[ "${E2E_EAGER:-1}" = 1 ] && SET+=(--set server.enforce_eager=true)
+say "qualify $ARM vs gpu-tp2 (run $RUN)"
+timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-480}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" \
+  --suites kv_capacity,prefix_reuse,graph_replay,teacher_forcing "${SET[@]}" > "$KEEP/$RUN.log" 2>&1
+code=$?
+tail -60 "$KEEP/$RUN.log" >> "$REPORT"
+tail -40 "$KEEP/$RUN.log"
+say "qualify exit code $code"
+say "after the run: squeue jobs [$(squeue -h | tr '\n' ';')] steps [$(squeue -h -s | tr '\n' ';')]"
+say "vLLM processes left: $(pgrep -af 'vllm.entrypoints' | grep -v pgrep | wc -l)"
+cp "$KEEP/$RUN.log" "reports/$RUN/" 2>/dev/null
+tar czf "$OUT/multinode-$WHICH.tar.gz" -C reports "$RUN" 2>/dev/null
+say "done: $REPORT, $OUT/multinode-$WHICH.tar.gz"
+exit $code

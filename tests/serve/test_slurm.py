@@ -1,0 +1,30 @@
+"""SLURM commands as the launcher builds and reads them (no cluster needed: tests/e2e/test_e2e_slurm.py runs them)."""
+
+import pytest
+
+from harness.config.arms import load_arm
+from harness.config.errors import LaunchError
+from harness.serve.placing import allocation_verdict
+from harness.serve.slurm import granted, salloc_argv
+
+
+def test_salloc_asks_for_the_arms_nodes_and_its_slurm_args():
+    arm = load_arm("tp16-dcp16", ["launcher.nodes=[gpu-a, gpu-b]", "launcher.slurm_args=[--partition=gpu, -t, '1:00:00']"])
+    assert salloc_argv(arm) == ["salloc", "--no-shell", "--nodes=2", "--job-name=harness-tp16-dcp16",
+                                "--nodelist=gpu-a,gpu-b", "--partition=gpu", "-t", "1:00:00"]
+
+
+def test_granted_reads_the_job_id_and_refuses_anything_else():
+    assert granted("salloc: Pending job allocation 12\nsalloc: Granted job allocation 12\n") == "12"
+    with pytest.raises(LaunchError, match="did not grant"):
+        granted("salloc: error: Job submit/allocate failed: Invalid partition name specified")
+
+
+def test_allocation_verdict(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    assert allocation_verdict(load_arm("tp16-dcp16")).ok
+    monkeypatch.delenv("SLURM_JOB_ID")
+    refused = allocation_verdict(load_arm("tp16-dcp16"))
+    assert not refused.ok and "`salloc --nodes=2 '<partition/account/time options>' python -m harness qualify " \
+                              "--arm tp16-dcp16`" in refused.detail
+    assert allocation_verdict(load_arm("tp16-dcp16", ["launcher.slurm_args=[--partition=gpu]"])).ok
