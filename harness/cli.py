@@ -288,6 +288,7 @@ def cmd_accept_floor(args: argparse.Namespace) -> int:
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
                            "reference_key": r.reference_key, "requests": r.requests})
         print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")
+    return 0
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
