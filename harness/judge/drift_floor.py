@@ -162,12 +162,13 @@ def smallest_detectable_offset(shift: float | None, calibration: Sequence[tuple[
 
 
 def detection_sentence(shift: float | None, pairs: int, floor_source: str, measure: str,
-                       offset: float | None = None, offset_name: str = "LSE offset on one DCP rank") -> str:
+                       offset: float | None = None, offset_name: str = "LSE offset on one DCP rank",
+                       alpha: float = ALPHA) -> str:
     """What the report states: the smallest fault this run could have detected."""
     if shift is None:
         return f"smallest detectable shift unknown: fewer than 2 pairs against {floor_source}"
     text = (f"smallest detectable mean shift of {measure}: {shift:.3g} ({pairs} pairs against {floor_source}, "
-            f"alpha {ALPHA:g}, power {POWER:g})")
+            f"alpha {alpha:g}, power {POWER:g})")
     if offset is not None:
         text += f"; by the mutation benchmark's calibration, an {offset_name} of {offset:.2g} or more"
     return text
@@ -217,6 +218,6 @@ def judge_against_floor(candidate: Sequence[RequestComparison], floor: Sequence[
                                     measure="per-position |delta|", method="sign", alpha=half)
     sd, n = paired_sd(mine, theirs)
     shift = minimum_detectable_shift(sd, n, alpha=half, resolution=1e-6) if sd == sd else None
-    detectable = detection_sentence(shift, n, floor_source, "per-request mean |delta|")
+    detectable = detection_sentence(shift, n, floor_source, "per-request mean |delta|", alpha=half)
     return FloorJudgement(by_request.passed and by_position.passed,
                           f"{by_request.sentence}; {by_position.sentence}", detectable)
