@@ -34,5 +34,12 @@ def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, ca
     outcome = report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
     return OutcomeRecord(run_id=run_id, arm=arm, suite=item.module.__name__.removeprefix("test_"),
                          test=test_id(item.nodeid),
-                         outcome=outcome, message="" if report.passed else str(report.longreprtext)[-4000:],
+                         outcome=outcome, message="" if report.passed else failure_text(report),
                          duration_s=round(report.duration, 3))
+
+
+def failure_text(report: pytest.TestReport) -> str:
+    """The failure text, or a skip's "Skipped: why" alone (its longrepr is a (path, line, reason) tuple)."""
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        return str(report.longrepr[2])
+    return str(report.longreprtext)[-4000:]

@@ -115,3 +115,15 @@ def pytest_sessionstart(session):
     assert result.ret == code
     died = "FAILED: server of arm 'dcp8' died (exit -9) after its last use" in result.stdout.str()
     assert died == (death is not None)
+
+
+def test_a_skip_is_recorded_by_its_reason_and_a_failure_by_its_text():
+    from types import SimpleNamespace
+
+    from harness.pytest_plugin.recording import failure_text
+
+    skip = SimpleNamespace(skipped=True, longrepr=("/w/suites/test_x.py", 33, "Skipped: arm 'a' has dcp 1"),
+                           longreprtext="('/w/suites/test_x.py', 33, \"Skipped: arm 'a' has dcp 1\")")
+    assert failure_text(skip) == "Skipped: arm 'a' has dcp 1"
+    failed = SimpleNamespace(skipped=False, longrepr="E   assert 1 == 2", longreprtext="x" * 5000 + "E assert 1 == 2")
+    assert failure_text(failed).endswith("E assert 1 == 2") and len(failure_text(failed)) == 4000
