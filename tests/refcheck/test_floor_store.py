@@ -3,6 +3,7 @@ judgement against a floor (clean repeat passes, a planted shift below the fixed 
 refusing a failed run."""
 
 import random
+from pathlib import Path
 
 from harness.cli import main
 from harness.config.arms import load_arm
@@ -102,3 +103,27 @@ def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, ca
     assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing").source["run"] == "good"
     assert main(["accept-floor", "--run", str(tmp_path / "good"), "--arm", "other"]) == 2
     assert "needs the reference checks of exactly one arm ('other'); found: none" in capsys.readouterr().err
+
+
+def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
+    from harness.pytest_plugin.floors import with_floor
+    from harness.refcheck.batches import BatchRun
+    from harness.refcheck.store import StoredOutputs
+
+    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
+    arm = load_arm("cpu-smoke")
+    stored = StoredOutputs("cpu-ref", "refkey", tmp_path / "ref.json", {}, reused=True)
+    fields = {"check": "teacher_forcing", "passed": True, "diverged": []}
+    clean = BatchRun(comparisons(seed=1))
+    optional = with_floor(fields, arm, stored, "0.32.0", clean, require_floor=False)
+    assert optional["passed"] and optional["floor"].startswith("no accepted floor for teacher_forcing")
+    required = with_floor(fields, arm, stored, "0.32.0", clean, require_floor=True)
+    assert not required["passed"] and required["floor"].startswith("FAIL (no data: no accepted floor")
+    assert required["diverged"] == [required["floor"]]
+
+    src = tmp_path / "tf.jsonl"
+    src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons(seed=0)))
+    save_floor(Path(optional["floor_path"]), "teacher_forcing", src, {"run": "n1"})
+    assert with_floor(fields, arm, stored, "0.32.0", clean, require_floor=True)["passed"]
+    aborted = with_floor(fields, arm, stored, "0.32.0", BatchRun(comparisons(seed=1)[:3], "round 1: died"), True)
+    assert not aborted["passed"] and aborted["floor"].startswith("FAIL (no data: the check was aborted")
