@@ -48,13 +48,21 @@ class Fault:
 _LSE_OLD = "    cp_attn_lse = cp_attn_lse.contiguous()\n    lses = cp_group.all_gather(cp_attn_lse, dim=0).reshape(\n"
 
 
+# Each LSE fault also appends the number of rows it shifted to PROBE.<rank>: the reach of the fault (how many
+# query positions x layers went through the cross-rank merge) is measured, not inferred from the backend's rules.
+PROBE = "/tmp/dcp_combine_rows"
+
+
 def _lse_offset(off: str) -> Fault:
     return Fault(
         f"lse_offset_{off}", f"{COMMON}:_cp_lse_common",
-        f"DCP rank 1's attention LSE + {off} before the all-gather (its partial output over-weighted by ~{off})",
+        f"DCP rank 1's attention LSE + {off} before the all-gather (its partial output over-weighted by ~{off}); "
+        f"rows merged counted to {PROBE}.<rank>",
         (Edit(COMMON, _LSE_OLD, _LSE_OLD.replace(
             "cp_attn_lse = cp_attn_lse.contiguous()",
-            f"cp_attn_lse = (cp_attn_lse + ({off} if cp_group.rank_in_group == 1 else 0.0)).contiguous()")),))
+            f"cp_attn_lse = (cp_attn_lse + ({off} if cp_group.rank_in_group == 1 else 0.0)).contiguous()\n"
+            f"    with open(f\"{PROBE}.{{cp_group.rank_in_group}}\", \"a\") as _probe:\n"
+            f"        _probe.write(f\"{{cp_attn_lse.shape[0]}}\\n\")")),))
 
 
 FAULTS: tuple[Fault, ...] = (

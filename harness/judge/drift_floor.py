@@ -7,7 +7,8 @@ this module compares the candidate's per-request (or per-position) drift with a 
 same arm pair and prompt set -- the last good run's stored comparisons, or an in-run repeat such as the arm's eager
 variant -- with a one-sided paired test, and states the smallest shift the run could have detected.
 
-Too few pairs is a FAIL ("not enough data"), never a PASS.
+Too few pairs is a FAIL ("not enough data"), never a PASS; a floor judgement with two tests rests on the one that
+has enough pairs, and fails when neither has.
 """
 
 from __future__ import annotations
@@ -210,14 +211,32 @@ def judge_against_floor(candidate: Sequence[RequestComparison], floor: Sequence[
     """The candidate's per-position drift against a known-good run's on the same requests (teacher forcing: every
     scored position; a generation check: the decode positions before the first divergence): a Wilcoxon test on
     the per-request mean |delta| and a sign test on every paired position, each at alpha/2 (either fails the
-    run). The detectable shift takes the paired spread of this run against the floor as its noise estimate."""
+    run). A check with few requests (prefix_reuse has 7) cannot feed the per-request test: that test is then not
+    judged and the verdict rests on the per-position one; with neither enough pairs, the check fails (no data).
+    The detectable shift takes the paired spread of this run against the floor as its noise estimate, on the
+    measure the verdict rests on."""
     half = alpha / 2
     mine, theirs = common_means(candidate, floor)
+    positions, floor_positions = per_position(candidate), per_position(floor)
     by_request = paired_drift_test(mine, theirs, floor_source, measure="per-request mean |delta|", alpha=half)
-    by_position = paired_drift_test(per_position(candidate), per_position(floor), floor_source,
-                                    measure="per-position |delta|", method="sign", alpha=half)
-    sd, n = paired_sd(mine, theirs)
+    by_position = paired_drift_test(positions, floor_positions, floor_source, measure="per-position |delta|",
+                                    method="sign", alpha=half)
+    judged = [v for v in (by_request, by_position) if v.p_value is not None]
+    if not judged:
+        return FloorJudgement(False, f"{by_request.sentence}; {by_position.sentence}",
+                              "no shift detectable: too few paired values against the floor")
+    sentences = [v.sentence if v.p_value is not None else _not_judged(v) for v in (by_request, by_position)]
+    if by_request.p_value is not None:
+        sd, n = paired_sd(mine, theirs)
+        measure = "per-request mean |delta|"
+    else:
+        sd, n = paired_sd(positions, floor_positions)
+        measure = "per-position |delta|"
     shift = minimum_detectable_shift(sd, n, alpha=half, resolution=1e-6) if sd == sd else None
-    detectable = detection_sentence(shift, n, floor_source, "per-request mean |delta|", alpha=half)
-    return FloorJudgement(by_request.passed and by_position.passed,
-                          f"{by_request.sentence}; {by_position.sentence}", detectable)
+    detectable = detection_sentence(shift, n, floor_source, measure, alpha=half)
+    return FloorJudgement(all(v.passed for v in judged), "; ".join(sentences), detectable)
+
+
+def _not_judged(verdict: PairedVerdict) -> str:
+    return (f"not judged: the {verdict.statistic} has {verdict.pairs} paired value(s) (< {MIN_PAIRS}); "
+            "the verdict rests on the other test")

@@ -72,9 +72,21 @@ def test_a_generation_check_pairs_only_the_positions_both_runs_reached():
     assert judge_against_floor(cand, floor, "n1").passed
 
 
-def test_too_few_requests_fail_rather_than_pass():
-    j = judge_against_floor(comparisons(n=4), comparisons(n=4, seed=3), "the accepted run n1")
-    assert not j.passed and "not enough data" in j.sentence
+def test_too_few_pairs_on_both_tests_fail_rather_than_pass():
+    j = judge_against_floor(comparisons(n=4, positions=2), comparisons(n=4, positions=2, seed=3), "n1")
+    assert not j.passed and j.sentence.count("FAIL: not enough data") == 2
+
+
+def test_a_check_with_few_requests_rests_on_its_positions():
+    # prefix_reuse's shape: 7 requests, 64 decode positions each. On the H200 pair a clean repeat of it read FAIL
+    # because the per-request test had 7 pairs (< 10); the per-position test (448 pairs) decides instead.
+    floor = comparisons(n=7, positions=64)
+    clean = judge_against_floor(comparisons(n=7, positions=64, seed=1), floor, "n1")
+    assert clean.passed, clean.sentence
+    assert clean.sentence.startswith("not judged: the Wilcoxon") and "PASS: sign test" in clean.sentence
+    assert clean.detectable.startswith("smallest detectable mean shift of per-position |delta|: ")
+    shifted = judge_against_floor(comparisons(shift=0.002, n=7, positions=64, seed=1), floor, "n1")
+    assert not shifted.passed and "FAIL: sign test" in shifted.sentence
 
 
 def write_run(run, passed: bool, tmp_path, status="complete"):
