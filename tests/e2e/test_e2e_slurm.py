@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from slurm_daemons import SCRIPT, running_daemons, still_running, stop
 from test_e2e_faults import records, wait_for  # tests/e2e is on sys.path while its modules are collected
 
 from harness.config.paths import REPO_ROOT
@@ -28,13 +29,22 @@ NO_REFERENCE = ("--set", "reference=null")  # the fault runs: no reference serve
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_cluster():
+    """The cluster for this module: brought up here, and afterwards only the daemons this fixture started are stopped
+    (a cluster that was up before is left as it was); any of them still running fails the module."""
     if shutil.which("slurmctld") is None and (os.geteuid() != 0 or shutil.which("apt-get") is None):
         pytest.skip("SLURM cannot be installed here: slurm-wlm is missing and this is not root with apt-get "
                     "(`make slurm-up` as root makes the local cluster)")
-    up = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "slurm_up.sh")], capture_output=True, text=True,
-                        timeout=600)
-    assert up.returncode == 0, up.stdout + up.stderr
-    assert not squeue(), f"the cluster is busy before the tests: {squeue()}"
+    before = running_daemons()
+    try:
+        up = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert not squeue(), f"the cluster is busy before the tests: {squeue()}"
+        yield
+    finally:
+        started = {name: proc for name, proc in running_daemons().items() if name not in before}
+        said = stop(sorted(started))
+        left = still_running(started)
+        assert not left, f"SLURM daemons this module started still run after `slurm_up.sh down`: {left}\n{said}"
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +187,4 @@ def test_sigterm_of_the_harness_cancels_its_steps_and_keeps_records(tmp_path, re
     assert info["exit_code"] == 143 and info["finished"]
     assert (run / "report.html").is_file() and (run / "cpu-slurm" / "server.log").is_file()
     assert_nothing_left()
+
