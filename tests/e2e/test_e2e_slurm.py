@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -188,3 +189,25 @@ def test_sigterm_of_the_harness_cancels_its_steps_and_keeps_records(tmp_path, re
     assert (run / "report.html").is_file() and (run / "cpu-slurm" / "server.log").is_file()
     assert_nothing_left()
 
+
+def test_allocation_of_a_killed_harness_is_cancelled_by_the_next_launch(tmp_path, refs):
+    # An allocation obtained as the harness obtains it (its salloc argv, its owner in the comment), by a process
+    # then killed with SIGKILL: nothing cancels it, and SLURM would keep it until its time limit.
+    code = ("import time; from harness.config.arms import load_arm; from harness.serve import orphans, slurm; "
+            "owner = orphans.this_process('killed-run').comment(); "
+            "print(slurm.obtain_allocation(load_arm('cpu-slurm'), 60, owner), flush=True); time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                             env=outside_allocation())
+    job = owner.stdout.readline().strip()
+    owner.kill()
+    owner.wait()
+    assert job.isdigit() and squeue("-j", job), f"no allocation held: {job!r} {squeue()}"
+    # The next launch on the cluster (a server given 3 s to come up: no vLLM start-up is paid) cancels it first.
+    run = tmp_path / "run"
+    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity", *NO_REFERENCE,
+                   "--set", "timeouts.startup_s=3")
+    out, _ = proc.communicate(timeout=300)
+    log = (run / "harness.log").read_text()
+    assert (f"SLURM allocation {job} (harness-cpu-slurm) cancelled: its owner, harness pid {owner.pid} on "
+            f"{socket.gethostname()} (run killed-run), no longer exists") in log, out[-4000:]
+    assert_nothing_left()
