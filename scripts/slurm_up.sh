@@ -26,7 +26,7 @@ running() {
 
 # down [daemon...]: stop the named daemons (all when none is named): SIGTERM, then SIGKILL after 10 s.
 down() {
-  local names=("$@") left=()
+  local names=("$@") left=() stopped=()
   [ ${#names[@]} -gt 0 ] || names=("${DAEMONS[@]}")
   for name in "${names[@]}"; do
     if running "$name"; then
@@ -35,11 +35,12 @@ down() {
       for _ in $(seq 100); do running "$name" || break; sleep 0.1; done
       if running "$name"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
       if running "$name"; then left+=("$name ($pid)"); continue; fi
+      stopped+=("$name")
     fi
     rm -f "$PIDDIR/$name.pid"
   done
   if [ ${#left[@]} -gt 0 ]; then echo "slurm: still running: ${left[*]}" >&2; return 1; fi
-  echo "slurm: stopped ${names[*]}"
+  echo "slurm: stopped ${stopped[*]:-nothing (none of ${names[*]} was running)}"
 }
 
 if [ "${1:-up}" = down ]; then shift; down "$@"; exit $?; fi
@@ -54,6 +55,11 @@ install_from_debs() {
   for b in slurmctld slurmd slurmstepd; do [ -e "/usr/sbin/$b" ] || ln -s "/usr/sbin/$b-wlm" "/usr/sbin/$b"; done
   ldconfig 2>/dev/null || true
 }
+
+# A munged that answers before anything is installed is not this script's; one that runs later is (started below, or
+# by the munge package's own start-up when apt-get installs it): `down` stops it.
+munged_before=0
+if command -v munge >/dev/null && munge -n >/dev/null 2>&1; then munged_before=1; fi
 
 if { ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; } && [ -n "${SLURM_DEBS:-}" ]; then
   echo "slurm: unpacking $(ls "$SLURM_DEBS"/*.deb | wc -l) .debs from $SLURM_DEBS"
@@ -114,8 +120,9 @@ chmod 400 /etc/munge/munge.key
 if ! munge -n >/dev/null 2>&1; then
   # munged runs as the munge user; it writes its own pid file
   if id munge >/dev/null 2>&1; then su -s /bin/sh munge -c "munged --force"; else munged --force; fi
-  # started here, so stopped by `down` too (a munged that was already running is not this script's)
   for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+if [ "$munged_before" = 0 ] && ! running munged && [ -s /run/munge/munged.pid ]; then
   cp /run/munge/munged.pid "$PIDDIR/munged.pid"
 fi
 
