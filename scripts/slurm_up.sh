@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A two-node SLURM cluster on this host (Debian's slurm-wlm + munge): node1 and node2 both at 127.0.0.1, one slurmd
 # each on ports 17001/17002. Idempotent: installs what is missing (root + apt-get), rewrites slurm.conf only when it
-# changed, starts only the daemons that are not running. `scripts/slurm_up.sh down` stops them.
+# changed, starts only the daemons that are not running. `scripts/slurm_up.sh down [daemon...]` stops them (all, or
+# the named ones: slurmd-node1 slurmd-node2 slurmctld munged).
 # SLURM_DEBS=<dir>: on a machine without the registry (the GPU device), unpack Debian's .debs carried in <dir>
 # (`make slurm-debs` downloads them) with dpkg -x instead of apt-get; libraries the system has are kept.
 set -euo pipefail
@@ -9,20 +10,40 @@ set -euo pipefail
 CONF=/etc/slurm/slurm.conf
 NODES=(node1 node2)
 PORTS=(17001 17002)
-PIDDIR=/run/slurm-harness
+PIDDIR=${SLURM_HARNESS_PIDDIR:-/run/slurm-harness}  # another directory only for the tests of `down`
 
-down() {
-  for pidfile in "$PIDDIR"/*.pid; do
-    [ -f "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    rm -f "$pidfile"
-  done
-  echo "slurm: daemons stopped"
+# The daemons this script starts, each with a pid file in $PIDDIR (munged's only when this script started it):
+# stopped in this order, slurmd before slurmctld, munged last.
+DAEMONS=(slurmd-node1 slurmd-node2 slurmctld munged)
+
+# running <daemon>: its pid file names a live process of that program (not a later process given the same pid, nor
+# a zombie: where pid 1 reaps nothing a stopped daemon stays one)
+running() {
+  local status
+  status=$(cat "/proc/$(cat "$PIDDIR/$1.pid" 2>/dev/null)/status" 2>/dev/null) || return 1
+  [[ $status == "Name:"$'\t'"${1%%-*}"* ]] && ! grep -q '^State:[[:space:]]*Z' <<<"$status"
 }
 
-if [ "${1:-up}" = down ]; then down; exit 0; fi
+# down [daemon...]: stop the named daemons (all when none is named): SIGTERM, then SIGKILL after 10 s.
+down() {
+  local names=("$@") left=() stopped=()
+  [ ${#names[@]} -gt 0 ] || names=("${DAEMONS[@]}")
+  for name in "${names[@]}"; do
+    if running "$name"; then
+      pid=$(cat "$PIDDIR/$name.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do running "$name" || break; sleep 0.1; done
+      if running "$name"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+      if running "$name"; then left+=("$name ($pid)"); continue; fi
+      stopped+=("$name")
+    fi
+    rm -f "$PIDDIR/$name.pid"
+  done
+  if [ ${#left[@]} -gt 0 ]; then echo "slurm: still running: ${left[*]}" >&2; return 1; fi
+  echo "slurm: stopped ${stopped[*]:-nothing (none of ${names[*]} was running)}"
+}
+
+if [ "${1:-up}" = down ]; then shift; down "$@"; exit $?; fi
 
 install_from_debs() {
   for deb in "$1"/*.deb; do
@@ -34,6 +55,11 @@ install_from_debs() {
   for b in slurmctld slurmd slurmstepd; do [ -e "/usr/sbin/$b" ] || ln -s "/usr/sbin/$b-wlm" "/usr/sbin/$b"; done
   ldconfig 2>/dev/null || true
 }
+
+# A munged that answers before anything is installed is not this script's; one that runs later is (started below, or
+# by the munge package's own start-up when apt-get installs it): `down` stops it.
+munged_before=0
+if command -v munge >/dev/null && munge -n >/dev/null 2>&1; then munged_before=1; fi
 
 if { ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; } && [ -n "${SLURM_DEBS:-}" ]; then
   echo "slurm: unpacking $(ls "$SLURM_DEBS"/*.deb | wc -l) .debs from $SLURM_DEBS"
@@ -85,8 +111,6 @@ if [ "$(cat "$CONF" 2>/dev/null)" != "$conf" ]; then
   restart=1
 fi
 
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
 if [ ! -s /etc/munge/munge.key ]; then
   (command -v mungekey >/dev/null && mungekey -c -f -k /etc/munge/munge.key) \
     || dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
@@ -96,12 +120,16 @@ chmod 400 /etc/munge/munge.key
 if ! munge -n >/dev/null 2>&1; then
   # munged runs as the munge user; it writes its own pid file
   if id munge >/dev/null 2>&1; then su -s /bin/sh munge -c "munged --force"; else munged --force; fi
+  for _ in $(seq 50); do munge -n >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+if [ "$munged_before" = 0 ] && ! running munged && [ -s /run/munge/munged.pid ]; then
+  cp /run/munge/munged.pid "$PIDDIR/munged.pid"
 fi
 
-if [ "${restart:-0}" = 1 ]; then down >/dev/null; fi
-if ! running "$PIDDIR/slurmctld.pid"; then slurmctld -i; fi
+if [ "${restart:-0}" = 1 ]; then down slurmd-node1 slurmd-node2 slurmctld >/dev/null; fi
+if ! running slurmctld; then slurmctld -i; fi
 for n in "${NODES[@]}"; do
-  if ! running "$PIDDIR/slurmd-$n.pid"; then slurmd -N "$n"; fi
+  if ! running "slurmd-$n"; then slurmd -N "$n"; fi
 done
 
 # Ready when both nodes are idle (or mixed/allocated: a cluster already in use); a drained node is resumed.

@@ -29,12 +29,16 @@ from harness.refcheck.spec_decode import compare_samples
 from harness.serve.serverlog import parse_draft_kv, parse_kv_capacity, tail
 
 
-def skip_reason(session) -> str | None:
-    """Read by the plugin before any server starts: the suite is for arms with a drafter."""
-    arm = session.arm(session.candidate_name)
-    if arm.speculative is None:
-        return f"arm {arm.name!r} has no speculative section: spec_decode measures draft arms (e.g. cpu-spec)"
-    return None
+def skip_reason(session, arm_name: str) -> str | None:
+    """Read by the plugin before any server starts, for each test's arm: the suite is for candidates with a drafter;
+    the reference runs it only as their baseline."""
+    cand = session.arm(session.candidate_name)
+    if cand.speculative is not None:
+        return None
+    if arm_name != cand.name:
+        return (f"arm {arm_name!r} is the reference: spec_decode runs it only as the no-drafter baseline of a "
+                f"candidate with a speculative section, and candidate {cand.name!r} has none")
+    return f"arm {cand.name!r} has no speculative section: spec_decode measures draft arms (e.g. cpu-spec)"
 
 
 def draft_kv_policy(arm, log_text: str, version: str | None) -> tuple[str | None, str | None]:

@@ -9,7 +9,7 @@ from harness.config.errors import HarnessError
 from harness.pytest_plugin.grouping import REFERENCE_FIRST
 from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
-from harness.pytest_plugin.recording import outcome_record
+from harness.pytest_plugin.recording import item_arm, outcome_record
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
@@ -103,7 +103,8 @@ def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
     left); tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite. A suite
-    module's `skip_reason(session)` (a sentence, or None) skips its tests before any fixture starts a server."""
+    module's `skip_reason(session, arm)` (a sentence, or None, for the arm a test runs for) skips that test before any
+    fixture starts a server."""
     session = config.stash.get(SESSION_KEY, None)
     if session is not None and session.options.resume:
         done = [i for i in items if test_id(i.nodeid) in session.done]
@@ -120,13 +121,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         check = getattr(module, "skip_reason", None)
         if session is None or not callable(check):
             continue
-        if module not in reasons:
+        key = (module, item_arm(item, session.candidate_name))
+        if key not in reasons:
             try:
-                reasons[module] = check(session)
+                reasons[key] = check(session, key[1])
             except HarnessError:
-                reasons[module] = None  # the candidate's YAML is broken: its tests report that
-        if reasons[module]:
-            item.add_marker(pytest.mark.skip(reason=reasons[module]))
+                reasons[key] = None  # the candidate's YAML is broken: its tests report that
+        if reasons[key]:
+            item.add_marker(pytest.mark.skip(reason=reasons[key]))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

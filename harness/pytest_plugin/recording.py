@@ -27,10 +27,15 @@ def server_failed(run_id: str, arm: Arm, reason: str, log_path: Path) -> ServerR
                         expected_backend=arm.attention.expected, log_path=str(log_path))
 
 
+def item_arm(item: pytest.Item, candidate: str) -> str:
+    """The arm a test runs for: its `served_arm`, else the candidate (a comparison, a candidate-only check)."""
+    spec = getattr(item, "callspec", None)
+    return spec.params.get("served_arm", candidate) if spec else candidate
+
+
 def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, candidate: str) -> OutcomeRecord:
     """A suite test's verdict: the arm it ran for (its `served_arm`, else the candidate) and the failure text."""
-    spec = getattr(item, "callspec", None)
-    arm = spec.params.get("served_arm", candidate) if spec else candidate
+    arm = item_arm(item, candidate)
     outcome = report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
     return OutcomeRecord(run_id=run_id, arm=arm, suite=item.module.__name__.removeprefix("test_"),
                          test=test_id(item.nodeid),
@@ -39,7 +44,8 @@ def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, ca
 
 
 def failure_text(report: pytest.TestReport) -> str:
-    """The failure text, or a skip's "Skipped: why" alone (its longrepr is a (path, line, reason) tuple)."""
+    """The failure text, or a skip's reason alone (its longrepr is a (path, line, "Skipped: why") tuple): the
+    outcome already says skipped."""
     if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
-        return str(report.longrepr[2])
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
     return str(report.longreprtext)[-4000:]

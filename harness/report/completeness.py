@@ -11,7 +11,7 @@ from harness.records.schema import (
     ReferenceCheckRecord,
     ServerRecord,
 )
-from harness.report.tables import first_line
+from harness.report.tables import first_line, skip_why
 
 SIGNALS = {130: "SIGINT", 143: "SIGTERM"}
 
@@ -69,9 +69,11 @@ def aborted(records: list[Record]) -> list[str]:
             out.append(f"{r.suite} x {r.arm}: {first_line(r.detail, 200)}")
         elif isinstance(r, ServerRecord) and r.status == "failed":
             out.append(f"server x {r.arm}: failed to start: {first_line(r.reason, 200)}")
-        elif isinstance(r, OutcomeRecord) and r.outcome in ("skipped", "error"):
+        elif isinstance(r, OutcomeRecord) and r.outcome == "skipped":
+            out.append(f"{r.suite} x {r.arm}: skipped: {first_line(skip_why(r.message), 200)}")
+        elif isinstance(r, OutcomeRecord) and r.outcome == "error":
             last = r.message.strip().splitlines()[-1] if r.message.strip() else "no message"
-            out.append(f"{r.suite} x {r.arm}: {r.outcome}: {first_line(last, 200)}")
+            out.append(f"{r.suite} x {r.arm}: error: {first_line(last, 200)}")
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pandas as pd
 
 from harness.judge.baseline import Delta
@@ -62,14 +64,30 @@ def failure_summary(message: str) -> str:
     'file:line: AssertionError'; else the first line (pytest.fail without a traceback, skips)."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     explained = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
-    first = explained[0] if explained else (lines[0] if lines else "")
-    # a skip's longrepr is a (path, line, "Skipped: why") tuple: keep the why
-    return first[first.index("Skipped: "):].rstrip("')\"") if "Skipped: " in first else first
+    return explained[0] if explained else (lines[0] if lines else "")
+
+
+def skip_why(message: str) -> str:
+    """A skip's reason, however it was recorded: the reason alone, 'Skipped: why', or (runs before the recording
+    kept the reason alone) the repr of pytest's (path, line, 'Skipped: why') tuple."""
+    text = message.strip()
+    if text.startswith("("):
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if isinstance(parsed, tuple) and len(parsed) == 3:
+            text = str(parsed[2]).strip()
+    return text.removeprefix("Skipped:").strip() or "no reason given"
+
+
+def outcome_detail(r: OutcomeRecord) -> str:
+    return first_line(skip_why(r.message) if r.outcome == "skipped" else failure_summary(r.message))
 
 
 def outcomes_table(records: list[Record]) -> pd.DataFrame:
     rows = [{"Suite": r.suite, "Arm": r.arm, "Test": r.test.split("::")[-1], "Outcome": r.outcome,
-             "Detail": first_line(failure_summary(r.message))}
+             "Detail": outcome_detail(r)}
             for r in records if isinstance(r, OutcomeRecord)]
     return pd.DataFrame(rows, columns=["Suite", "Arm", "Test", "Outcome", "Detail"])
 

@@ -12,7 +12,7 @@ from harness.plan.env_policy import log_env_problem
 from harness.plan.nodes import Plan, build_plan
 from harness.plan.placement import Placement
 from harness.plan.preflight import violations
-from harness.serve import slurm
+from harness.serve import orphans, slurm
 from harness.serve.placing import check_reach, place
 from harness.serve.process import Server, free_port
 from harness.serve.serverlog import parse_backends, spec_refusal
@@ -76,11 +76,14 @@ def launch(arm: Arm, arm_dir: Path) -> LiveServer:
 
 
 def launch_slurm(arm: Arm, arm_dir: Path) -> LiveServer:
-    """Inside the current allocation, or one obtained now (salloc) and cancelled with the server."""
+    """Inside the current allocation, or one obtained now (salloc, its owner in the job's comment) and cancelled with
+    the server. Allocations a dead harness left on this host are cancelled first."""
+    orphans.reclaim_orphans()
     allocation, ours = slurm.current_allocation(), None
     try:
         if allocation is None:
-            ours = Allocation(slurm.obtain_allocation(arm, arm.timeouts.startup_s))
+            owner = orphans.this_process(arm_dir.parent.name)  # the run directory's name is the run id
+            ours = Allocation(slurm.obtain_allocation(arm, arm.timeouts.startup_s, owner.comment()))
             allocation = ours.job_id
         placement = place(arm, allocation)
         check_reach(placement, slurm.cluster_nodes()[placement.nodes[0]].get("NodeHostName", placement.nodes[0]))

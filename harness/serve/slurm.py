@@ -55,17 +55,20 @@ def cluster_nodes() -> dict[str, dict[str, str]]:
     return out
 
 
-def salloc_argv(arm: Arm) -> list[str]:
-    """The allocation the harness asks for when it runs outside one: the arm's nodes, its slurm_args."""
+def salloc_argv(arm: Arm, comment: str | None = None) -> list[str]:
+    """The allocation the harness asks for when it runs outside one: the arm's nodes, its slurm_args; the comment
+    names its owner (harness/serve/orphans.py)."""
     argv = ["salloc", "--no-shell", f"--nodes={arm.parallelism.nnodes}", f"--job-name=harness-{arm.name}"]
+    if comment:
+        argv.append(f"--comment={comment}")
     if arm.launcher.nodes:
         argv.append(f"--nodelist={','.join(arm.launcher.nodes)}")
     return argv + list(arm.launcher.slurm_args)
 
 
-def obtain_allocation(arm: Arm, timeout: float) -> str:
+def obtain_allocation(arm: Arm, timeout: float, comment: str | None = None) -> str:
     """salloc --no-shell: the job id once granted (it holds the nodes until scancel)."""
-    return granted(run(salloc_argv(arm), timeout, stream="stderr"))  # salloc reports on stderr
+    return granted(run(salloc_argv(arm, comment), timeout, stream="stderr"))  # salloc reports on stderr
 
 
 def granted(text: str) -> str:
@@ -73,6 +76,12 @@ def granted(text: str) -> str:
     if not m:
         raise LaunchError(f"salloc did not grant an allocation: {text.strip()[-500:]}")
     return m.group(1)
+
+
+def my_jobs() -> list[tuple[str, str, str]]:
+    """This user's jobs that are not finished: (job id, name, comment); SLURM shows a job without one as (null)."""
+    out = run(["squeue", "-h", "--me", "-o", "%i|%j|%k"])
+    return [(f[0], f[1], f[2]) for f in (line.split("|", 2) for line in out.splitlines()) if len(f) == 3]
 
 
 def step_ids(job_id: str, name: str) -> list[str]:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from slurm_daemons import SCRIPT, running_daemons, still_running, stop
 from test_e2e_faults import records, wait_for  # tests/e2e is on sys.path while its modules are collected
 
 from harness.config.paths import REPO_ROOT
@@ -28,13 +30,22 @@ NO_REFERENCE = ("--set", "reference=null")  # the fault runs: no reference serve
 
 @pytest.fixture(scope="module", autouse=True)
 def slurm_cluster():
+    """The cluster for this module: brought up here, and afterwards only the daemons this fixture started are stopped
+    (a cluster that was up before is left as it was); any of them still running fails the module."""
     if shutil.which("slurmctld") is None and (os.geteuid() != 0 or shutil.which("apt-get") is None):
         pytest.skip("SLURM cannot be installed here: slurm-wlm is missing and this is not root with apt-get "
                     "(`make slurm-up` as root makes the local cluster)")
-    up = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "slurm_up.sh")], capture_output=True, text=True,
-                        timeout=600)
-    assert up.returncode == 0, up.stdout + up.stderr
-    assert not squeue(), f"the cluster is busy before the tests: {squeue()}"
+    before = running_daemons()
+    try:
+        up = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert not squeue(), f"the cluster is busy before the tests: {squeue()}"
+        yield
+    finally:
+        started = {name: proc for name, proc in running_daemons().items() if name not in before}
+        said = stop(sorted(started))
+        left = still_running(started)
+        assert not left, f"SLURM daemons this module started still run after `slurm_up.sh down`: {left}\n{said}"
 
 
 @pytest.fixture(scope="module")
@@ -176,4 +187,27 @@ def test_sigterm_of_the_harness_cancels_its_steps_and_keeps_records(tmp_path, re
     info = json.loads((run / "run.json").read_text())
     assert info["exit_code"] == 143 and info["finished"]
     assert (run / "report.html").is_file() and (run / "cpu-slurm" / "server.log").is_file()
+    assert_nothing_left()
+
+
+def test_allocation_of_a_killed_harness_is_cancelled_by_the_next_launch(tmp_path, refs):
+    # An allocation obtained as the harness obtains it (its salloc argv, its owner in the comment), by a process
+    # then killed with SIGKILL: nothing cancels it, and SLURM would keep it until its time limit.
+    code = ("import time; from harness.config.arms import load_arm; from harness.serve import orphans, slurm; "
+            "owner = orphans.this_process('killed-run').comment(); "
+            "print(slurm.obtain_allocation(load_arm('cpu-slurm'), 60, owner), flush=True); time.sleep(600)")
+    owner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
+                             env=outside_allocation())
+    job = owner.stdout.readline().strip()
+    owner.kill()
+    owner.wait()
+    assert job.isdigit() and squeue("-j", job), f"no allocation held: {job!r} {squeue()}"
+    # The next launch on the cluster (a server given 3 s to come up: no vLLM start-up is paid) cancels it first.
+    run = tmp_path / "run"
+    proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity", *NO_REFERENCE,
+                   "--set", "timeouts.startup_s=3")
+    out, _ = proc.communicate(timeout=300)
+    log = (run / "harness.log").read_text()
+    assert (f"SLURM allocation {job} (harness-cpu-slurm) cancelled: its owner, harness pid {owner.pid} on "
+            f"{socket.gethostname()} (run killed-run), no longer exists") in log, out[-4000:]
     assert_nothing_left()

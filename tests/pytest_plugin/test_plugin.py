@@ -124,6 +124,32 @@ def test_a_skip_is_recorded_by_its_reason_and_a_failure_by_its_text():
 
     skip = SimpleNamespace(skipped=True, longrepr=("/w/suites/test_x.py", 33, "Skipped: arm 'a' has dcp 1"),
                            longreprtext="('/w/suites/test_x.py', 33, \"Skipped: arm 'a' has dcp 1\")")
-    assert failure_text(skip) == "Skipped: arm 'a' has dcp 1"
+    assert failure_text(skip) == "arm 'a' has dcp 1"  # the outcome says skipped; the message says why
     failed = SimpleNamespace(skipped=False, longrepr="E   assert 1 == 2", longreprtext="x" * 5000 + "E assert 1 == 2")
     assert failure_text(failed).endswith("E assert 1 == 2") and len(failure_text(failed)) == 4000
+
+
+def test_spec_decode_skips_say_why_for_each_arm_through_the_cli(tmp_path):
+    """The real CLI and plugin on the CPU pair (no drafter: every spec_decode test skips, no server starts): the
+    reference's skip says why the reference has no run, the candidate's why the suite does not apply, and the
+    report lists each once as 'skipped: <why>'."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.config.paths import REPO_ROOT
+
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", "cpu-smoke", "--suites", "spec_decode",
+                          "--run-dir", str(run), "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    got = {r["test"].split("::")[-1]: r["message"] for r in map(json.loads, (run / "results.jsonl").open())
+           if r["kind"] == "outcome" and r["outcome"] == "skipped"}
+    candidate = "arm 'cpu-smoke' has no speculative section: spec_decode measures draft arms (e.g. cpu-spec)"
+    assert got == {"test_spec_decode[cpu-smoke]": candidate, "test_spec_decode_vs_reference": candidate,
+                   "test_spec_decode[cpu-ref]": "arm 'cpu-ref' is the reference: spec_decode runs it only as the "
+                   "no-drafter baseline of a candidate with a speculative section, and candidate 'cpu-smoke' has none"}
+    annotation = (run / "annotation.md").read_text()
+    assert f"- spec_decode x cpu-ref: skipped: {got['test_spec_decode[cpu-ref]']}" in annotation
+    assert "Skipped:" not in annotation

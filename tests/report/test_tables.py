@@ -1,3 +1,5 @@
+import pytest
+
 from harness.records.schema import KvCapacityRecord, ServerRecord
 from harness.report.tables import human_tokens, kv_capacity_table, to_markdown
 
@@ -112,8 +114,35 @@ def test_checks_table_shows_what_failed_not_where():
     assert failure_summary(longrepr) == "AssertionError: graph_replay on 'gpu-mla' vs 'gpu-mla-ref':"
     assert failure_summary("arm 'x': server exited with code 1\nlog tail") == "arm 'x': server exited with code 1"
     assert failure_summary("") == ""
-    skipped = "('/w/suites/test_graph_replay.py', 33, \"Skipped: arm 'cpu-smoke' names no eager_variant\")"
-    assert failure_summary(skipped) == "Skipped: arm 'cpu-smoke' names no eager_variant"
+
+
+# A skip as runs recorded it: the repr of pytest's tuple (before 2026-11-30), "Skipped: why", and the reason alone.
+SKIP_FORMS = ["('/w/suites/test_graph_replay.py', 33, \"Skipped: arm 'cpu-smoke' names no eager_variant\")",
+              "Skipped: arm 'cpu-smoke' names no eager_variant", "arm 'cpu-smoke' names no eager_variant"]
+
+
+def skipped(message: str):
+    from harness.records.schema import OutcomeRecord
+
+    return OutcomeRecord(run_id="r", arm="cpu-smoke", suite="graph_replay", outcome="skipped", message=message,
+                         test="suites/test_graph_replay.py::test_graph_replay_vs_eager", duration_s=0.0)
+
+
+@pytest.mark.parametrize("message", SKIP_FORMS)
+def test_a_skip_reads_skipped_once_with_its_reason(message):
+    from harness.report.completeness import aborted
+    from harness.report.tables import outcomes_table, skip_why
+
+    assert skip_why(message) == "arm 'cpu-smoke' names no eager_variant"
+    assert outcomes_table([skipped(message)])["Detail"].tolist() == ["arm 'cpu-smoke' names no eager_variant"]
+    assert aborted([skipped(message)]) == ["graph_replay x cpu-smoke: skipped: arm 'cpu-smoke' names no eager_variant"]
+
+
+def test_a_skip_without_a_reason_says_so():
+    from harness.report.tables import skip_why
+
+    assert skip_why("") == skip_why("Skipped: ") == "no reason given"
+    assert skip_why("(not a tuple") == "(not a tuple"
 
 
 def test_accuracy_table_seed_shape():
