@@ -81,3 +81,27 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
     servers = json.loads((run / "tables" / "servers.json").read_text())
     assert sorted(r["Arm"] for r in servers) == ["cpu-ref", "cpu-smoke"]  # one launch each, the killed one superseded
     assert "PASSED" in (run / "annotation.md").read_text().splitlines()[0]
+    baseline_of_identical_code(run, full, tmp_path)
+
+
+def baseline_of_identical_code(run: Path, full: Path, tmp_path: Path) -> None:
+    """Two real runs of identical code (this resumed run and the full pair run, minutes apart on the same machine)
+    diffed as a nightly would: no regression flagged. The same run with 10 ms added to each of its candidate's
+    per-request TPOT samples (a planted slowdown beyond the CPU pair's +100 % effect size) is flagged and fails the
+    report. (Tripling the samples is not enough at 4 requests per level: on 2 cores a request whose tokens arrive in
+    one burst measures ~0.07 ms, tripled it still sits below every baseline sample, and Mann-Whitney gives p 0.10.)"""
+    report = [sys.executable, "-m", "harness", "report", "--baseline", str(full), "--run"]
+    same = subprocess.run([*report, str(run)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "baseline regression" not in (run / "annotation.md").read_text()
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    with (slow / "results.jsonl").open("w") as out:
+        for r in lines(run / "results.jsonl"):
+            if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r.get("tpot_samples_s"):
+                r["tpot_samples_s"] = [t + 0.010 for t in r["tpot_samples_s"]]
+            out.write(json.dumps(r) + "\n")
+    (slow / "run.json").write_text((run / "run.json").read_text())
+    flagged = subprocess.run([*report, str(slow)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert flagged.returncode == 1, flagged.stdout + flagged.stderr
+    assert "- **baseline regression**: cpu-smoke c" in (slow / "annotation.md").read_text()
