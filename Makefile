@@ -97,6 +97,7 @@ slurm-up:
 	bash scripts/slurm_up.sh
 
 slurm-down:
+	-[ -x $(VENV)/bin/python ] && $(VENV)/bin/python -m harness.serve.orphans  # allocations of dead harnesses
 	bash scripts/slurm_up.sh down
 
 # Debian's SLURM .debs (3.5 MB) into the git-ignored .slurm-debs/, to carry to the GPU device (scripts/device_multinode.sh)

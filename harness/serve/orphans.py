@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from harness.config.errors import LaunchError
 from harness.serve import slurm
 
 log = logging.getLogger(__name__)
@@ -85,3 +86,19 @@ def reclaim_orphans() -> list[str]:
         log.warning("SLURM allocation %s (%s) cancelled: its owner, harness pid %d on %s (run %s), no longer "
                     "exists", job.job_id, job.name, owner.pid, owner.host, owner.run)
     return [job.job_id for job, _ in stale]
+
+
+def main() -> int:
+    """`python -m harness.serve.orphans` (make slurm-down runs it first): cancel what dead harnesses left."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        cancelled = reclaim_orphans()
+    except LaunchError as e:
+        print(f"no stale allocations reclaimed: {e}")
+        return 0  # no cluster answering: nothing of ours can be queued there
+    print(f"stale allocations cancelled: {', '.join(cancelled) if cancelled else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,6 +2,7 @@
 real SLURM path is in tests/e2e/test_e2e_slurm.py."""
 
 import os
+import socket
 import subprocess
 
 import psutil
@@ -55,3 +56,20 @@ def test_process_alive_tells_a_dead_pid_and_a_reused_one():
         proc.kill()
         proc.wait()
     assert not process_alive(proc.pid, start)
+
+
+def test_make_slurm_down_entry_reports_no_cluster_and_cancels_only_the_dead(monkeypatch, capsys):
+    from harness.config.errors import LaunchError
+    from harness.serve import orphans, slurm
+
+    def no_cluster():
+        raise LaunchError("`squeue` failed (exit 1): Unable to contact slurm controller")
+    monkeypatch.setattr(slurm, "my_jobs", no_cluster)
+    assert orphans.main() == 0 and "no stale allocations reclaimed" in capsys.readouterr().out
+
+    dead = Owner(socket.gethostname(), 999_999_999, 1, "night-1").comment()
+    monkeypatch.setattr(slurm, "my_jobs", lambda: [("41", "harness-a", dead), ("42", "other", "(null)")])
+    cancelled = []
+    monkeypatch.setattr(slurm, "cancel", cancelled.append)
+    assert orphans.main() == 0 and cancelled == ["41"]
+    assert "stale allocations cancelled: 41" in capsys.readouterr().out
