@@ -39,3 +39,28 @@ def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | 
             return prev_bound + (bound - prev_bound) * ((rank - prev_count) / max(count - prev_count, 1e-12))
         prev_bound, prev_count = bound, count
     return buckets[-1][0]
+
+
+def p50_bucket(delta: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(lower, upper] bounds of the bucket holding the median observation of cumulative buckets."""
+    prev = 0.0
+    for le, count in delta:
+        if count >= delta[-1][1] / 2:
+            return (prev, le)
+        prev = le
+    return None
+
+
+def geometric_bounds(lo: float, hi: float, step: float) -> list[float]:
+    """Bucket upper bounds lo, lo*(1+step), ... up to the first bound >= hi, rounded to 9 digits (nanoseconds): a
+    median interpolated inside one bucket is then off by at most `step` of its value."""
+    bounds = [lo]
+    while bounds[-1] < hi:
+        bounds.append(round(bounds[-1] * (1 + step), 9))
+    return bounds
+
+
+# `vllm serve --custom-histogram-buckets` (vLLM's ObservabilityConfig.custom_histogram_buckets, where the installed
+# vLLM has it): 1 % buckets for the request TPOT histogram (family inter_token_latency, shared with ITL) and TTFT.
+FINE_BUCKETS = {"inter_token_latency": geometric_bounds(0.0005, 2.0, 0.01),
+                "time_to_first_token": geometric_bounds(0.005, 60.0, 0.01)}

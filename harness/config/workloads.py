@@ -5,7 +5,7 @@ The prompts a workload describes are built in harness.measure.prompts (long pref
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
@@ -42,6 +42,9 @@ class LongPrefixWorkload(StrictModel):
     metrics_interval_s: Float = Field(0.5, gt=0)
     vocab_size: Int | None = Field(None, ge=16)  # for hub models whose config.json is not local
     exclude_token_ids: list[TokenId] = []
+    # token_ids: prompts go out as ids, TTFT excludes tokenization; text: as the server's detokenization of those
+    # ids, so TTFT includes the server tokenizing them, as for real clients (harness/measure/textbasis.py)
+    prompt_basis: Literal["token_ids", "text"] = "token_ids"
 
     @property
     def prompt_tokens(self) -> int:

@@ -1,4 +1,5 @@
-"""The one HTTP client of the measurements: OpenAI completions (whole or streamed) and /metrics, on httpx.
+"""The one HTTP client of the measurements: OpenAI completions (whole or streamed), the server's /tokenize and
+/detokenize, and /metrics, on httpx.
 
 Every failure to get an answer becomes a WorkloadError carrying what the server said; callers decide whether it
 ends a check or is counted as a failed request.
@@ -20,16 +21,33 @@ def failure(url: str, status: int, text: str) -> WorkloadError:
     return WorkloadError(f"request to {url} returned {status}: {text[:500]}")
 
 
-async def post_completion(client: httpx.AsyncClient, base_url: str, body: dict, timeout_s: float) -> dict:
-    """One completion, not streamed: the response's JSON."""
-    url = base_url + COMPLETIONS
+async def post_json(client: httpx.AsyncClient, base_url: str, path: str, body: dict, timeout_s: float) -> dict:
+    """One POST whose answer is JSON (a completion not streamed, /tokenize, /detokenize)."""
+    url = base_url + path
     try:
         resp = await client.post(url, json=body, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        raise WorkloadError(f"completion request to {base_url} failed: {exc!r}") from None
+        raise WorkloadError(f"request to {url} failed: {exc!r}") from None
     if resp.status_code != 200:
         raise failure(url, resp.status_code, resp.text)
     return resp.json()
+
+
+async def post_completion(client: httpx.AsyncClient, base_url: str, body: dict, timeout_s: float) -> dict:
+    """One completion, not streamed: the response's JSON."""
+    return await post_json(client, base_url, COMPLETIONS, body, timeout_s)
+
+
+async def detokenize(client: httpx.AsyncClient, base_url: str, model: str, tokens: list[int],
+                     timeout_s: float = 60.0) -> str:
+    """The server's own text for token ids (vLLM's /detokenize)."""
+    return (await post_json(client, base_url, "/detokenize", {"model": model, "tokens": tokens}, timeout_s))["prompt"]
+
+
+async def tokenize(client: httpx.AsyncClient, base_url: str, model: str, text: str,
+                   timeout_s: float = 60.0) -> list[int]:
+    """The token ids the server makes of a text prompt (vLLM's /tokenize, special tokens as a completion adds them)."""
+    return (await post_json(client, base_url, "/tokenize", {"model": model, "prompt": text}, timeout_s))["tokens"]
 
 
 async def stream_completion(client: httpx.AsyncClient, base_url: str, body: dict,

@@ -1,7 +1,9 @@
 """Async streaming load client: one request = one RequestSample with monotonic-ns chunk timestamps.
 
-TPOT follows `vllm bench serve`: (latency - ttft) / (output_tokens - 1), with output tokens
-from the server's usage block (one chunk may carry several tokens under speculative decoding).
+TPOT follows `vllm bench serve`: (last token chunk - first token chunk) / (output_tokens - 1), with output tokens
+from the server's usage block (one chunk may carry several tokens under speculative decoding). Like the bench, the
+end is the last chunk that carries tokens, not the end of the stream (the usage chunk and [DONE] come after it);
+E2E latency is the whole stream. A prompt is token ids (TTFT then excludes tokenization) or text (it includes it).
 Failed requests are kept with their error text. A watcher polls the server while requests
 run; when it dies, in-flight requests are cancelled and the level ends as aborted.
 """
@@ -28,7 +30,7 @@ NS = 1e-9
 class RequestSample:
     level: int  # concurrency level (0 for warm-up)
     index: int
-    prompt_tokens: int
+    prompt_tokens: int | None  # token ids: their count; text: None until the usage block says what the server counted
     start_ns: int = 0
     ttft_ns: int | None = None
     latency_ns: int | None = None
@@ -48,7 +50,8 @@ class RequestSample:
     def tpot_s(self) -> float | None:
         if not self.ok or self.ttft_ns is None or not self.output_tokens or self.output_tokens < 2:
             return None
-        return (self.latency_ns - self.ttft_ns) * NS / (self.output_tokens - 1)
+        last = self.chunk_offsets_ns[-1] if self.chunk_offsets_ns else self.latency_ns
+        return (last - self.ttft_ns) * NS / (self.output_tokens - 1)
 
     @property
     def itl_s(self) -> list[float]:
@@ -59,9 +62,10 @@ class RequestSample:
         return json.dumps({**asdict(self), "tpot_s": self.tpot_s, "ttft_s": self.ttft_s})
 
 
-def completion_body(model: str, prompt: list[int], max_tokens: int) -> dict:
+def completion_body(model: str, prompt: list[int] | str, max_tokens: int, extra: dict | None = None) -> dict:
+    """Greedy, ignore_eos, streamed with usage; `extra` adds fields (e.g. a benchmark's cache_salt)."""
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}
+            "stream": True, "stream_options": {"include_usage": True}, **(extra or {})}
 
 
 async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sample: RequestSample,
@@ -78,6 +82,7 @@ async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sampl
                 sample.chunk_offsets_ns.append(now)
             if data.get("usage"):
                 sample.output_tokens = data["usage"].get("completion_tokens")
+                sample.prompt_tokens = data["usage"].get("prompt_tokens", sample.prompt_tokens)
     except WorkloadError as exc:
         sample.error = str(exc)
         return sample
@@ -107,19 +112,21 @@ async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
         await asyncio.sleep(interval_s)
 
 
-async def run_level(base_url: str, model: str, prompts: list[list[int]], output_tokens: int, concurrency: int,
-                    level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None,
-                    on_done: Callable[[], object] | None = None) -> LevelRun:
-    """Send `prompts` with at most `concurrency` in flight; every sample is appended to `sink` as it ends."""
+async def run_level(base_url: str, model: str, prompts: list[list[int]] | list[str], output_tokens: int,
+                    concurrency: int, level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None,
+                    on_done: Callable[[], object] | None = None, extra: dict | None = None) -> LevelRun:
+    """Send `prompts` (token ids or text) with at most `concurrency` in flight; every sample is appended to `sink` as
+    it ends."""
     gate = asyncio.Semaphore(concurrency)
     samples: list[RequestSample] = []
     limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency + 1)
 
     async with httpx.AsyncClient(limits=limits) as client:
-        async def one(i: int, prompt: list[int]) -> None:
+        async def one(i: int, prompt: list[int] | str) -> None:
             async with gate:
-                sample = RequestSample(level, i, len(prompt))
-                await stream_one(client, base_url, completion_body(model, prompt, output_tokens), sample, timeout_s)
+                sample = RequestSample(level, i, None if isinstance(prompt, str) else len(prompt))
+                body = completion_body(model, prompt, output_tokens, extra)
+                await stream_one(client, base_url, body, sample, timeout_s)
                 samples.append(sample)
                 if sink is not None:
                     append_line(sink, sample.to_json())

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
 from harness.config.workloads import LongPrefixWorkload
 from harness.console import progress
@@ -20,6 +21,7 @@ from harness.measure.telemetry import (
     series_lines,
     usage_between,
 )
+from harness.measure.textbasis import to_text
 from harness.records.jsonl import write_jsonl
 from harness.records.schema import Summary
 from harness.serve.launch import LiveServer
@@ -53,16 +55,20 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
     out_dir.mkdir(parents=True, exist_ok=True)
     sampler = MetricsSampler(base, workload.metrics_interval_s)
     nvml = NvmlSampler(live.arm.gpus)  # NVML counts physical GPUs: CUDA_VISIBLE_DEVICES does not apply
+    warm, measured = prompts.warmup, prompts.measured
+    if workload.prompt_basis == "text":  # before anything is timed: the server's own text for the same ids
+        warm = await to_text(base, model, warm)
+        measured = {c: await to_text(base, model, p) for c, p in measured.items()}
     tasks = [asyncio.ensure_future(sampler.run()), asyncio.ensure_future(nvml.run(workload.metrics_interval_s))]
     try:
-        warmup = await run_level(base, model, prompts.warmup, workload.output_tokens, 1, 0, timeout,
+        warmup = await run_level(base, model, warm, workload.output_tokens, 1, 0, timeout,
                                  live.server.check_alive, out_dir / "long_prefix_warmup.jsonl")
         levels: list[LevelMeasurement] = []
         if warmup.aborted is None:
             for c in workload.concurrency:
                 before = await sampler.scrape_once()
                 with progress.bar(f"{live.arm.name}: long_prefix c{c}", len(prompts.measured[c]), "requests") as bar:
-                    run = await run_level(base, model, prompts.measured[c], workload.output_tokens, c, c, timeout,
+                    run = await run_level(base, model, measured[c], workload.output_tokens, c, c, timeout,
                                           live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl", bar.update)
                 log.info("arm %s: long_prefix c%d: %d requests done%s", live.arm.name, c, len(run.samples),
                          f"; aborted: {run.aborted.splitlines()[0]}" if run.aborted else "")
@@ -101,6 +107,7 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "tpot_samples_s": [round(s.tpot_s, 9) for s in ok if s.tpot_s is not None],
         "itl": Summary.of([x for s in ok for x in s.itl_s]),
         "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
+        "prompt_tokens_mean": mean(counted) if (counted := [s.prompt_tokens for s in ok if s.prompt_tokens]) else None,
         "kv_usage": usage_between(m.metrics_points, "kv_usage", *window),
         "gpu_memory_mib": gpu_memory_between(m.nvml_points, *window) if m.nvml_available else None,
         "running_peak": (u.peak if (u := usage_between(m.metrics_points, "running", *window)) else None),
@@ -122,6 +129,7 @@ def level_records(m: Measurement, workload: LongPrefixWorkload, prompts: Prompts
             unfinished = len(prompts.measured[level.concurrency]) - fields["requests"]
             fields["reason"] += f"; {unfinished} request(s) not finished"
         out.append({**fields, "workload": workload.name, "prompts_sha": prompts.fingerprint(),
+                    "prompt_basis": workload.prompt_basis,
                     "samples_path": str(out_dir / f"long_prefix_c{level.concurrency}.jsonl")})
     return out
 

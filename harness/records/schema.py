@@ -92,6 +92,10 @@ class LongPrefixRecord(RecordBase):
     kind: Literal["long_prefix"] = "long_prefix"
     workload: str
     prompts_sha: str  # same value on both arms: the same prompts were sent
+    # Which TTFT this is: token_ids excludes the server's tokenization of the prompt, text includes it (the prompt's
+    # ids sent as the server's own text for them). Records written before the field were all token_ids.
+    prompt_basis: Literal["token_ids", "text"] = "token_ids"
+    prompt_tokens_mean: float | None = None  # prompt tokens as the server counted them (usage), successful requests
     concurrency: int
     status: Literal["complete", "aborted"]
     reason: str | None = None

@@ -125,19 +125,24 @@ def peaks(running: float | None, waiting: float | None) -> str:
     return "n/a" if running is None and waiting is None else f"{running or 0:g}/{waiting or 0:g}"
 
 
+# Which TTFT a long-prefix record measured: token-id prompts skip the server's tokenization, text prompts include it.
+TTFT_BASIS = {"token_ids": "token ids (excl. tokenization)", "text": "text (incl. tokenization)"}
+
+
 def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
-    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT, ITL and E2E p50, the scheduler's
-    running/waiting peaks, NVML memory, failures."""
+    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E
+    p50, the scheduler's running/waiting peaks, NVML memory, failures."""
     perf = [r for r in records if isinstance(r, LongPrefixRecord)]
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
     rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot),
-             "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": ms(r.ttft.p50), "ITL p50": ms(r.itl.p50, 3),
+             "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": ms(r.ttft.p50),
+             "TTFT basis": TTFT_BASIS[r.prompt_basis], "ITL p50": ms(r.itl.p50, 3),
              "E2E p50": ms(r.e2e.p50), "Running/waiting peak": peaks(r.running_peak, r.waiting_peak),
              "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
              "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else "")}
             for r in perf]
-    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "ITL p50", "E2E p50",
+    cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "TTFT basis", "ITL p50", "E2E p50",
             "Running/waiting peak", "GPU mem mean/peak", "Failed"]
     return pd.DataFrame(rows, columns=cols)
 

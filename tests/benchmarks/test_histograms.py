@@ -25,3 +25,20 @@ def test_histogram_quantile_like_prometheus():
     buckets = [(0.01, 0.0), (0.025, 10.0), (0.05, 30.0), (float("inf"), 30.0)]
     assert math.isclose(histogram_quantile(0.5, buckets), 0.025 + 0.025 * (5 / 20))
     assert histogram_quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None
+
+
+def test_p50_bucket_is_the_bucket_of_the_median():
+    from benchmarks.histograms import p50_bucket
+
+    assert p50_bucket([(0.01, 3.0), (0.025, 7.0), (float("inf"), 8.0)]) == (0.01, 0.025)
+    assert p50_bucket([(0.01, 4.0), (0.025, 7.0), (float("inf"), 8.0)]) == (0.0, 0.01)
+
+
+def test_geometric_bounds_are_fine_and_cover_the_range():
+    from benchmarks.histograms import FINE_BUCKETS, geometric_bounds
+
+    b = geometric_bounds(0.001, 0.0011, 0.01)
+    assert b[0] == 0.001 and b[-1] >= 0.0011 and len(b) == 11
+    assert all(1.0099 < y / x < 1.0101 for x, y in zip(b, b[1:], strict=False))
+    tpot = FINE_BUCKETS["inter_token_latency"]
+    assert tpot[0] <= 0.0005 and tpot[-1] >= 2.0 and all(x < y for x, y in zip(tpot, tpot[1:], strict=False))

@@ -204,7 +204,10 @@ def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
     arm = load_arm("cpu-ref")
     live = launch(arm, tmp_path / "cpu-ref")
     pids = live.server.pids()
-    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "requests_per_level": 8})
+    # The text basis rides along (the default token-id basis runs in every qualify e2e): the server's own text for
+    # the ids goes out, and the prompt tokens come back from the server's count.
+    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "requests_per_level": 8,
+                                                            "prompt_basis": "text"})
     prompts = build_prompts(w, token_space(arm, w))
     sink = tmp_path / "out" / "long_prefix_c1.jsonl"
 
@@ -226,6 +229,8 @@ def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
     assert fields["status"] == "aborted" and "last lines:" in fields["reason"]
     ok_on_disk = [json.loads(line) for line in sink.read_text().splitlines() if json.loads(line)["error"] is None]
     assert len(ok_on_disk) >= 2 and fields["tpot"].n >= 2, "requests finished before the death were lost"
+    # random ids re-tokenize to other, more tokens from their text: the count is the server's, not len(ids)
+    assert all(s["prompt_tokens"] > w.prompt_tokens for s in ok_on_disk), [s["prompt_tokens"] for s in ok_on_disk]
     # requests sent after the death fail fast: counted, kept with their error text, never dropped
     assert fields["failed"] >= 1 and len(fields["errors"]) == fields["failed"]
     assert fields["requests"] - fields["failed"] == fields["tpot"].n

@@ -19,6 +19,12 @@ def test_tpot_uses_usage_tokens_not_chunk_count():
     assert [round(x, 9) for x in s.itl_s] == [0.04, 0.04]
 
 
+def test_tpot_ends_at_the_last_token_chunk_like_vllm_bench_serve():
+    # the usage chunk and [DONE] arrive 20 ms after the last token: E2E counts them, TPOT (as the bench's) does not
+    s = sample(0, ttft_ms=100, latency_ms=200, out=9, chunks_ms=[100, 140, 180])
+    assert abs(s.tpot_s - 0.010) < 1e-12
+
+
 def test_failed_or_single_token_requests_have_no_tpot():
     assert sample(0, 100, 180, 9, [100], error="HTTP 500: boom").tpot_s is None
     assert sample(0, 100, 100, 1, [100]).tpot_s is None
@@ -28,6 +34,11 @@ def test_body_is_greedy_ignore_eos_streaming_with_usage():
     body = completion_body("m", [5, 6], 400)
     assert body["temperature"] == 0.0 and body["ignore_eos"] and body["stream"]
     assert body["stream_options"] == {"include_usage": True} and body["prompt"] == [5, 6]
+
+
+def test_body_takes_a_text_prompt_and_extra_fields():
+    body = completion_body("m", "a text prompt", 8, {"cache_salt": "bench"})
+    assert body["prompt"] == "a text prompt" and body["cache_salt"] == "bench" and body["temperature"] == 0.0
 
 
 def test_level_fields_count_failures_and_summarize_only_successes():
@@ -46,3 +57,17 @@ def test_level_fields_count_failures_and_summarize_only_successes():
     assert abs(f["kv_usage"].mean - 0.2) < 1e-12 and f["kv_usage"].peak == 0.3
     assert f["gpu_memory_mib"] is None  # no GPU: n/a, never 0
     assert f["prefix_cache_hits"] == 256.0 and f["waiting_peak"] == 1.0
+    assert f["prompt_tokens_mean"] == 10  # as the usage block counted them, over the successful requests
+
+
+def test_level_records_say_which_prompt_basis_was_sent(tmp_path):
+    from harness.config.workloads import load_workload
+    from harness.measure.long_prefix import level_records
+    from harness.measure.prompts import Prompts
+
+    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "prompt_basis": "text"})
+    run = LevelRun([sample(0, 100, 200, 11, [100, 200])], None, start_ns=0, end_ns=300 * MS)
+    m = Measurement(warmup=run, levels=[LevelMeasurement(1, run, None, None)], metrics_points=[], nvml_points=[],
+                    nvml_available=False)
+    (rec,) = level_records(m, w, Prompts([1], [[1, 2]], {1: [[1, 3]]}), tmp_path)
+    assert rec["prompt_basis"] == "text" and rec["workload"] == "long_prefix_cpu"

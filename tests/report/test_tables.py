@@ -46,6 +46,15 @@ def test_performance_table_in_the_seed_shape():
     assert "| tp8   | c1     | 13.806/13.831/13.857 ms | 4.93%/7.17%" in md[2] and "70.00/72.00 GiB" in md[2]
     assert "| dcp8  | c1     | 10.544/10.574/10.597 ms | 0.64%/1.10%" in md[3] and "| n/a " in md[3]
     assert "| dcp8  | c2     | 11.828/19.437/27.562 ms | 1.30%/2.37%" in md[4] and "1/8 (aborted)" in md[4]
+    assert all("| token ids (excl. tokenization) |" in row for row in md[2:])
+
+
+def test_performance_table_says_which_ttft_it_shows():
+    from harness.report.tables import performance_table
+
+    text = lp("tp8", 1, (13.8, 13.9, 14.0), (0.01, 0.02)).model_copy(update={"prompt_basis": "text"})
+    rows = performance_table([text], ["tp8"]).to_dict("records")
+    assert rows[0]["TTFT p50"] == "1500.0 ms" and rows[0]["TTFT basis"] == "text (incl. tokenization)"
 
 
 def refcheck(passed=True, status="complete", first=None, drift=3.1e-3, cached=256.0):
