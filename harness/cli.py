@@ -155,7 +155,7 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     if args.resume:
         pytest_args.append("--resume")
     if args.parallel:  # one xdist worker per arm of the run: candidate and reference side by side
-        pytest_args += ["-n", str(args.arm_count), "--dist", "loadgroup", "--parallel-arms"]
+        pytest_args += ["-n", str(args.arm_count), "--parallel-arms"]
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
 

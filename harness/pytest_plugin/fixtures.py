@@ -68,15 +68,17 @@ def reference(harness_session: HarnessSession) -> LiveServer:
     return _live(harness_session, name)
 
 
-def _stored(session: HarnessSession, name: str | None) -> StoredOutputs:
+def _stored(session: HarnessSession, name: str | None, serving: bool = False) -> StoredOutputs:
+    """Arm `name`'s stored outputs. `serving`: this worker runs that arm's tests (a parallel run's reference worker),
+    so it captures them itself, without waiting, and keeps the server it captured with for those tests."""
     if name is None:
         pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
     try:
-        if session.options.parallel and name == session.reference_name:
+        if not serving and session.options.parallel and name == session.reference_name:
             # the reference's own worker captures them while its server is up; wait for the store, and capture
             # here only if that worker finished without them
             session.wait_until_stored(name)
-        return session.references.outputs(name)
+        return session.references.outputs(name, keep_server=serving)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -152,7 +154,7 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     # its own worker; the reference's captures the stored outputs first, which the candidate's worker waits for.
     session = harness_session
     if session.options.parallel and request.param == session.reference_name and session.needs_reference_outputs:
-        _stored(session, request.param)
+        _stored(session, request.param, serving=True)  # the worker that captures them: waiting would deadlock
     yield _live(harness_session, request.param)
     failure = None
     try:

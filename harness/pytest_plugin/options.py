@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--resume", action="store_true", default=False,
                     help="continue the run in --run-dir: only tests without a recorded outcome run, as a new attempt")
     group.addoption("--parallel-arms", action="store_true", default=False,
-                    help="with -n N --dist loadgroup: each arm's tests in one xdist worker, GPU servers on leased GPUs")
+                    help="with -n N: each arm's tests in one xdist worker, GPU servers on leased GPUs")
 
 
 def options_from(config: pytest.Config) -> Options:

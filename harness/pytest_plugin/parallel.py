@@ -1,6 +1,6 @@
-"""Parallel arms (`qualify --parallel`): one pytest-xdist worker per arm (`--dist loadgroup`, an `xdist_group` mark per
-arm), a GPU lease per server, and waits for exactly what a test needs from another arm's worker: a comparison gate
-waits for the reference's tests of its suite, a reference check for the reference's stored outputs.
+"""Parallel arms (`qualify --parallel`): one pytest-xdist worker per arm (each arm's tests one work unit:
+grouping.ArmScheduling), a GPU lease per server, and waits for exactly what a test needs from another arm's worker: a
+comparison gate waits for the reference's tests of its suite, a reference check for the reference's stored outputs.
 
 A wait ends when what it waits for is recorded, or when every other worker has finished (it then never will be: the
 gate reads 'no data'). Workers say they finished with a marker file in the run directory."""

@@ -39,11 +39,12 @@ class ReferenceOutputs:
         w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
         return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
 
-    def outputs(self, name: str, capture_missing: bool = True) -> StoredOutputs | None:
+    def outputs(self, name: str, capture_missing: bool = True, keep_server: bool = False) -> StoredOutputs | None:
         """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now
         (None instead when `capture_missing` is False: a parallel run's other worker captures them).
 
-        Capturing stops every other server first: on one GPU two servers would not both fit."""
+        Capturing stops every other server first: on one GPU two servers would not both fit; and the arm's own after,
+        unless `keep_server` (its tests come next in this worker)."""
         if name in self.stored:
             return self.stored[name]
         cand, arm = self.session.arm(self.session.candidate_name), self.session.arm(name)
@@ -63,7 +64,8 @@ class ReferenceOutputs:
                 if other != name:
                     self.session.release(other)
             outputs = capture(self.session.server(name), prompts.all(), sampling)
-            self.session.release(name)
+            if not keep_server:
+                self.session.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())
             stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
         self.stored[name] = stored

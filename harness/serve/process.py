@@ -9,6 +9,7 @@ outlive the harness, even when the harness is interrupted.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import logging
 import os
 import shlex
@@ -87,6 +88,7 @@ class Server:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("ab")
+        self._claim_log()
         self._log_offset = self._log_file.tell()
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
@@ -96,6 +98,24 @@ class Server:
         self.proc = subprocess.Popen(with_pdeathsig(list(self.command.argv)), env=env, stdout=self._log_file,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         LIVE.add(self)
+
+    def _claim_log(self) -> None:
+        """One server at a time per log file: log_text() is this launch's part only while nothing else appends to it
+        (two servers of one arm in one run directory read each other's KV figure and fatal lines). An flock on the
+        open log, which the server inherits as its stdout, so it is held until the server's last process exits; a
+        previous launch's stragglers get the shutdown timeout to go, a live server means the launch fails."""
+        deadline = time.monotonic() + self.shutdown_timeout_s
+        while True:
+            try:
+                fcntl.flock(self._log_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(POLL_S)
+        self._log_file.close()
+        raise LaunchError(f"arm {self.arm!r}: another server of this arm still writes to {self.log_path} after "
+                          f"{self.shutdown_timeout_s:.0f} s: one server per arm and run directory at a time")
 
     def _failure(self, reason: str) -> LaunchError:
         return LaunchError(f"arm {self.arm!r}: server {reason}. Log {self.log_path}, last lines:\n"

@@ -89,3 +89,54 @@ def test_parallel_run_then_resume_through_the_cli_without_a_server(tmp_path):
     lines = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()]
     assert all(r["attempt"] == 0 for r in lines)  # nothing ran again
     assert json.loads((run / "run.json").read_text())["resumed"][0]["exit_code_before"] == 0
+
+
+def test_a_test_belongs_to_its_served_arm_else_the_candidate():
+    from harness.pytest_plugin.grouping import arm_of
+
+    arms = ("cpu-smoke", "cpu-ref")
+    assert arm_of("suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]", arms, "cpu-smoke") == "cpu-ref"
+    assert arm_of("suites/test_kv_capacity.py::test_kv_capacity[cpu-smoke]@cpu-smoke", arms, "cpu-smoke") == \
+        "cpu-smoke"
+    assert arm_of("suites/test_long_prefix.py::test_long_prefix_tpot_vs_reference", arms, "cpu-smoke") == "cpu-smoke"
+    assert arm_of("suites/test_x.py::test_y[other]", arms, "cpu-smoke") == "cpu-smoke"
+
+
+def test_each_arms_tests_run_in_one_worker_of_their_own(pytester, tmp_path, monkeypatch):
+    """Real xdist controller and workers under --parallel-arms: every test of an arm (its served_arm tests, and the
+    candidate's comparison) runs on one worker, the two arms on two. (`--dist loadgroup` spread one arm over both under
+    pytest 9.2: each worker then started that arm's server.)"""
+    pytester.makeconftest('''
+import pytest
+pytest_plugins = ["harness.pytest_plugin"]
+
+@pytest.fixture(scope="session")
+def served_arm(request):  # the arm's name instead of its server: this test is about where tests run
+    return request.param
+''')
+    suites = pytester.mkdir("suites")
+    (suites / "test_a.py").write_text('''
+import os
+
+def note(arm):
+    with open(os.environ["WHERE"], "a") as f:
+        f.write(f"{arm} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+def test_one(served_arm): note(served_arm)
+def test_two(served_arm): note(served_arm)
+def test_three(served_arm): note(served_arm)
+def test_vs_reference(): note("cpu-smoke")
+''')
+    from harness.config.paths import REPO_ROOT
+
+    where = tmp_path / "where.txt"
+    monkeypatch.setenv("WHERE", str(where))
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # this checkout's harness, wherever the environment points
+    result = pytester.runpytest_subprocess("suites", "-n", "2", "--parallel-arms", "--arm", "cpu-smoke",
+                                           "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    ran = [line.split() for line in where.read_text().splitlines()]
+    workers = {arm: {w for a, w in ran if a == arm} for arm, _ in ran}
+    assert sorted(a for a, _ in ran) == ["cpu-ref"] * 3 + ["cpu-smoke"] * 4
+    assert len(workers["cpu-smoke"]) == len(workers["cpu-ref"]) == 1, ran
+    assert workers["cpu-smoke"] != workers["cpu-ref"], ran

@@ -18,3 +18,32 @@ def test_setpriv_execs_the_command_with_the_parent_death_signal_set():
     script = "import ctypes; s = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(s)); print(s.value)"
     out = subprocess.run(with_pdeathsig([sys.executable, "-c", script]), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ("15" if shutil.which("setpriv") else "0")  # PR_GET_PDEATHSIG: SIGTERM
+
+
+def test_a_second_live_server_on_the_same_log_is_refused_until_the_first_stops(tmp_path):
+    """Two servers appending to one log read each other's lines as their own (an arm's tests split over two xdist
+    workers: one server's KV figure checked against the other's /metrics): the second launch fails naming the log."""
+    import pytest
+
+    from harness.config.errors import LaunchError
+    from harness.plan.nodes import NodeCommand
+    from harness.serve.process import Server, free_port
+
+    def server() -> Server:
+        sleeper = NodeCommand(0, "localhost", (sys.executable, "-c", "import time; print('up', flush=True); "
+                                                                      "time.sleep(60)"))
+        return Server("cpu-smoke", sleeper, tmp_path / "server.log", 5, 1, free_port())
+
+    first, second, third = server(), server(), server()
+    first.start()
+    try:
+        with pytest.raises(LaunchError, match=r"another server of this arm still writes to .*server.log after 1 s"):
+            second.start()
+        assert second.proc is None  # nothing was started
+    finally:
+        first.stop()
+    third.start()  # the first's processes are gone: the log is free
+    try:
+        assert third.log_text().startswith("# harness: ") and third.log_text().count("# harness: ") == 1
+    finally:
+        third.stop()
