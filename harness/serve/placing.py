@@ -14,7 +14,7 @@ from harness.config.errors import LaunchError
 from harness.plan.placement import Placement, reach_problem, slurm_placement
 from harness.plan.preflight import Verdict
 from harness.plan.redact import redact_argv
-from harness.serve import slurm
+from harness.serve import orphans, slurm
 
 
 def resolve(addr: str) -> str:
@@ -65,7 +65,8 @@ def allocation_verdict(arm: Arm) -> Verdict:
     if allocation:
         return Verdict("slurm_allocation", True, f"inside allocation {allocation} (SLURM_JOB_ID)")
     if arm.launcher.slurm_args or arm.launcher.nodes:
-        salloc = shlex.join(redact_argv(slurm.salloc_argv(arm)))
+        owner = f"{orphans.TAG} host=<this host> pid=<harness pid> start=<its start time> run=<run id>"
+        salloc = shlex.join(redact_argv(slurm.salloc_argv(arm, owner)))
         return Verdict("slurm_allocation", True, f"obtains one at launch: {salloc}")
     return Verdict("slurm_allocation", False, (
         f"arm {arm.name!r} ({defining_file(arm, 'launcher')}): outside a SLURM allocation with neither "

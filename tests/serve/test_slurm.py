@@ -27,4 +27,5 @@ def test_allocation_verdict(monkeypatch):
     refused = allocation_verdict(load_arm("tp16-dcp16"))
     assert not refused.ok and "`salloc --nodes=2 '<partition/account/time options>' python -m harness qualify " \
                               "--arm tp16-dcp16`" in refused.detail
-    assert allocation_verdict(load_arm("tp16-dcp16", ["launcher.slurm_args=[--partition=gpu]"])).ok
+    obtains = allocation_verdict(load_arm("tp16-dcp16", ["launcher.slurm_args=[--partition=gpu]"]))
+    assert obtains.ok and "'--comment=harness-owner host=<this host> pid=<harness pid>" in obtains.detail  # as launched
