@@ -68,6 +68,7 @@ def _lse_offset(off: str) -> Fault:
 FAULTS: tuple[Fault, ...] = (
     _lse_offset("1e-3"),
     _lse_offset("1e-2"),
+    _lse_offset("3e-2"),
     _lse_offset("1e-1"),
     Fault("kv_len_short_last_rank", f"{UTILS}:get_dcp_local_seq_lens + {CP_UTILS}:_dcp_local_seq_lens_kernel",
           "the last DCP rank's local KV length one token short (V1 runner helper and V2 runner kernel)",

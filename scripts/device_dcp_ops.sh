@@ -27,7 +27,8 @@ DEADLINE_S=${DEADLINE_S:-570}        # whole script; a step that would not fit i
 STEP_TIMEOUT=${STEP_TIMEOUT:-150}    # one op-runner call (vLLM import ~10-20 s per rank process + cases)
 E2E_CMD=${E2E_CMD:-}
 E2E_FAULTS=${E2E_FAULTS:-all}        # where E2E_CMD runs: all, or a list of labels (clean and/or fault names)
-OPS=${OPS:-1}                        # 0: skip the op runner under each fault (e2e only, ops measured in another call)
+OPS=${OPS:-1}                        # 0: skip the op runner under each fault (e2e only, ops measured in another call);
+                                     #   or a list of fault names: the op runner only under those
 SKIP_CLEAN=${SKIP_CLEAN:-0}          # 1: no clean control (it ran in an earlier call on the same machine)
 E2E_TIMEOUT=${E2E_TIMEOUT:-400}
 MUT="$PY $REPO/benchmarks/dcp_mutations.py"
@@ -94,7 +95,7 @@ for f in $FAULTS; do
   if ! step "apply:$f" 30 "$d/apply.json" $MUT apply "$f" --site-dir "$SITE"; then
     $MUT restore --site-dir "$SITE" > "$d/restore.json" 2>&1; continue
   fi
-  [ "$OPS" = 1 ] && ops "$d/ops.json" "$f"
+  { [ "$OPS" = 1 ] || [[ " $OPS " == *" $f "* ]]; } && ops "$d/ops.json" "$f"
   e2e "$d" "$f"
   if ! step "restore:$f" 30 "$d/restore.json" $MUT restore --site-dir "$SITE"; then
     echo "[dcp-ops] restore after $f failed: stopping (see $d/restore.json)"; break

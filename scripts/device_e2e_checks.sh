@@ -29,8 +29,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
 export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
 mkdir -p "$OUT" "$KEEP/references" models
-# A reference store (and floors) brought back by an earlier device session: carry .device-refs/references.tgz
-# (this script writes $OUT/references.tgz) and the stored gpu-tp2 reference is reused, not captured again.
+# A reference store (with the product's floors) and this script's e2e-floor brought back by an earlier device
+# session: carry .device-refs/references.tgz (this script writes $OUT/references.tgz) and the stored gpu-tp2
+# reference is reused, not captured again, and fault runs are judged against that session's control.
 if [ -f .device-refs/references.tgz ] && [ -z "$(ls -A "$KEEP/references")" ]; then
   tar xzf .device-refs/references.tgz -C "$KEEP"
 fi
@@ -94,6 +95,6 @@ for log in "$R"/*/server.log; do
 done
 cp "$KEEP/$RUN.qualify.log" "$R/" 2>/dev/null
 tar czf "$OUT/e2e-$LABEL.tar.gz" -C reports "$RUN" 2>/dev/null
-tar czf "$OUT/references.tgz" -C "$KEEP" references 2>/dev/null  # for the next session: .device-refs/
+tar czf "$OUT/references.tgz" -C "$KEEP" references $([ -d "$KEEP/e2e-floor" ] && echo e2e-floor) 2>/dev/null  # for the next session: .device-refs/
 say "done: $OUT/e2e-$LABEL.json"
 exit $code
