@@ -138,7 +138,8 @@ def summarize(run_dir: Path, arm: str, floor_dir: Path, label: str, calibration:
     summary["floor"] = floor_name
     summary["paired"] = paired
     summary["detectable"] = detect
-    summary["paired_verdict"] = "PASS" if all(p["passed"] for p in paired.values() if p["pairs"]) else "FAIL"
+    # A test without enough pairs (e.g. the candidate's server died) is no evidence of a clean run: FAIL, not skipped.
+    summary["paired_verdict"] = "PASS" if all(p["passed"] for p in paired.values()) else "FAIL"
     return summary
 
 

@@ -59,3 +59,17 @@ def test_control_stores_the_floor_repeat_passes_and_a_shift_fails(tmp_path):
 def test_a_fault_run_without_a_floor_is_not_a_pass(tmp_path):
     s = summarize(write_run(tmp_path, "f", shift=0.01), "gpu-dcp2", tmp_path / "none", "lse+0.1", [], 1)
     assert s["paired"]["verdict"].startswith("FAIL: not enough data")
+
+
+def test_a_run_whose_candidate_produced_nothing_fails_the_paired_verdict(tmp_path):
+    """The device's kv_len_short_last_rank run: the server died on the first request, so no comparison exists."""
+    floor = tmp_path / "floor"
+    summarize(write_run(tmp_path, "c1", seed=1), "gpu-dcp2", floor, "control", [], 0)
+    dead = tmp_path / "dead"
+    (dead / "gpu-dcp2").mkdir(parents=True)
+    (dead / "results.jsonl").write_text(json.dumps(
+        {"kind": "server", "arm": "gpu-dcp2", "status": "failed", "startup_s": None}) + "\n")
+    s = summarize(dead, "gpu-dcp2", floor, "kv_len_short_last_rank", [], 1)
+    assert s["paired_verdict"] == "FAIL"
+    assert all(p["pairs"] == 0 and not p["passed"] for p in s["paired"].values())
+    assert all("not enough data" in p["sentence"] for p in s["paired"].values())
