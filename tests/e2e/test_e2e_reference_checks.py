@@ -44,44 +44,36 @@ def checks(records: list[dict]) -> dict[str, dict]:
     return {r["check"]: r for r in records if r["kind"] == "reference_check"}
 
 
-def test_cpu_pair_passes_then_reuses_the_stored_reference(tmp_path, refs):
-    code, out, records = qualify(tmp_path / "first", refs, "--arm", "cpu-smoke", "--suites", SUITES)
+def test_pair_captures_once_then_reuses_the_store_and_judges_against_the_floor(tmp_path, refs):
+    """One store, three runs (one test: each run is a real server start, ~1.5 min on 2 cores).
+    Run 1 captures cpu-ref's outputs and passes every check on the fixed limit (no floor yet, and it says so); it is
+    accepted as the pair's floor. Run 2, the same build, does not launch cpu-ref (stored match), pairs with the
+    floor and passes. Run 3 scores against a reference whose logprobs were shifted by 0.003 (a tampered or stale
+    reference: every |delta| moves by far less than the 0.01 limit): the paired tests of teacher_forcing (every
+    scored position) and graph_replay (decode positions) fail while the fixed limit alone would pass."""
+    suites = ("--arm", "cpu-smoke", "--suites", "prefix_reuse,graph_replay,teacher_forcing")
+    code, out, records = qualify(tmp_path / "one", refs, *suites)
     assert code == 0, out
     got = checks(records)
-    assert set(got) == {"prefix_reuse", "graph_replay"}
+    assert set(got) == {"prefix_reuse", "graph_replay", "teacher_forcing"}
     for r in got.values():
         assert r["passed"] and r["exact_matches"] == r["requests"] > 0 and r["max_drift"] < 1e-2, r
     assert got["graph_replay"]["requests"] == 1 + 2 + 3 + 5 + 8 + 13
     assert got["prefix_reuse"]["cached_tokens_proven"] >= 3 * 256  # three extends sharing 256 tokens each
+    for check in ("teacher_forcing", "graph_replay"):
+        assert got[check]["floor"].startswith(f"no accepted floor for {check} of cpu-smoke vs cpu-ref")
     stored = list(refs.glob("cpu-ref-*.json"))
     assert len(stored) == 1 and got["graph_replay"]["reference_key"] in stored[0].name
-    assert (tmp_path / "first" / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
-
-    code, out, records = qualify(tmp_path / "second", refs, "--arm", "cpu-smoke", "--suites", SUITES)
-    assert code == 0, out
-    assert all(r["passed"] for r in checks(records).values())
-    assert not (tmp_path / "second" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
-    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-smoke"]
-
-
-def test_floor_passes_a_clean_repeat_and_fails_a_shift_under_the_fixed_limit(tmp_path, refs):
-    """Run 1 (no floor yet: passes on the fixed limit and says so) is accepted as the pair's floor; run 2, the same
-    build, pairs with it and passes; run 3 scores against a reference whose logprobs were shifted by 0.003 (a
-    tampered or stale reference: every |delta| moves by far less than the 0.01 limit) and the paired tests of
-    teacher_forcing (every scored position) and graph_replay (decode positions) fail."""
-    suites = ("--arm", "cpu-smoke", "--suites", "teacher_forcing,graph_replay")
-    code, out, records = qualify(tmp_path / "one", refs, *suites)
-    assert code == 0, out
-    for check in ("teacher_forcing", "graph_replay"):
-        first = checks(records)[check]
-        assert first["passed"] and first["floor"].startswith(f"no accepted floor for {check} of cpu-smoke vs cpu-ref")
+    assert (tmp_path / "one" / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
     accept = subprocess.run([sys.executable, "-m", "harness", "accept-floor", "--run", str(tmp_path / "one")],
                             cwd=REPO_ROOT, capture_output=True, text=True,
                             env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
-    assert accept.returncode == 0 and accept.stdout.count("accepted from one") == 2, accept.stdout + accept.stderr
+    assert accept.returncode == 0 and accept.stdout.count("accepted from one") == 3, accept.stdout + accept.stderr
 
     code, out, records = qualify(tmp_path / "two", refs, *suites)
     assert code == 0, out
+    assert not (tmp_path / "two" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
+    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-smoke"]
     for check in ("teacher_forcing", "graph_replay"):
         second = checks(records)[check]
         assert second["passed"] and second["floor"].startswith("PASS: Wilcoxon"), second["floor"]
@@ -94,7 +86,8 @@ def test_floor_passes_a_clean_repeat_and_fails_a_shift_under_the_fixed_limit(tmp
         entry["logprobs"] = [x - 0.003 for x in entry["logprobs"]]
     stored.write_text(json.dumps(doc))
     try:
-        code, out, records = qualify(tmp_path / "three", refs, *suites)
+        code, out, records = qualify(tmp_path / "three", refs, "--arm", "cpu-smoke",
+                                     "--suites", "teacher_forcing,graph_replay")
     finally:
         stored.write_text(original)
     assert code == 1, out
