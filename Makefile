@@ -118,9 +118,10 @@ device-payload:
 qualify-device:
 	bash scripts/device_qualify.sh $(ARM) $(if $(SUITES),--suites $(SUITES)) $(SET_ARGS)
 
+# The whole tree: harness, suites, tests, benchmarks, scripts and the evidence scripts under docs/.
 lint: $(VENV)/.ready
 	$(VENV)/bin/pip install -q ruff
-	$(VENV)/bin/ruff check harness suites tests
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) $(SERVER_VENV) $(TINY_MODEL)

@@ -123,7 +123,8 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
         if isinstance(w, Gsm8kWorkload | SpecDecodeWorkload):  # both read the local GSM8K files
             verdicts.append(Verdict("gsm8k_data", True, check_data()))
             continue
-        verdicts.append(check_workload_fits(w.name, w.max_len, arm.name, arm.model.max_model_len))
+        verdicts.append(check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name,
+                                            arm.model.max_model_len, getattr(w, "prompt_basis", "token_ids")))
         try:
             space = token_space(arm, w)
             verdicts.append(Verdict("workload_vocabulary", True, f"workload {w.name}: {space.vocab_size} tokens"))

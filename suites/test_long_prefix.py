@@ -21,7 +21,8 @@ def test_long_prefix(served_arm, harness_session, record):
     arm = served_arm.arm
     # The candidate's choice runs on both arms, so the two are measured on the same prompts.
     workload = load_workload(workload_for(harness_session.arm(harness_session.candidate_name), "long_prefix"))
-    fits = check_workload_fits(workload.name, workload.max_len, arm.name, arm.model.max_model_len)
+    fits = check_workload_fits(workload.name, workload.prompt_tokens, workload.output_tokens, arm.name,
+                               arm.model.max_model_len, workload.prompt_basis)
     assert fits.ok, fits.detail
     prompts = build_prompts(workload, token_space(arm, workload))
     out_dir = harness_session.run_dir / arm.name

@@ -243,6 +243,13 @@ CASES = [
           "workloads/lp.yaml": "prefix_tokens: 8\nprefix_tokens: 9\n"}),
     Case("workload-too-long", "workloads", q("cand", "--set", "model.max_model_len=2048"),
          ["workload long_prefix_cpu needs 3544 tokens (prompt + output); arm cand max_model_len 2048"]),
+    # 3,600 prompt ids + 32 fit 4,096 as ids; sent as text the server re-tokenizes them longer (+15 % allowed)
+    Case("workload-text-basis-too-long", "workloads", q("x"),
+         ["workload lp (prompt_basis: text) needs 4172 tokens: prompt 3600 token ids sent as text, re-tokenized to "
+          "4140", "arm x model.max_model_len 4096", "set prompt_basis: token_ids"],
+         {**arm("x", "extends: cand\nworkloads: {long_prefix: lp}\n"),
+          "workloads/lp.yaml": "prefix_tokens: 3500\nsuffix_tokens: 100\noutput_tokens: 32\nconcurrency: [1]\n"
+                               "requests_per_level: 2\nprompt_basis: text\n"}),
     Case("probe-range-reversed", "workloads", q("x"), ["field prefix_reuse.probe_suffix_tokens: Value error, a [min, max] range: [64, 16] is reversed"],
          {**arm("x", "extends: base\nworkloads: {reference_checks: rc}\n"),
           "workloads/rc.yaml": "prefix_reuse: {prefix_tokens: 64, shared_tokens: [16], probe_suffix_tokens: [64, 16]}\n"}),

@@ -126,12 +126,16 @@ class ReferenceChecksWorkload(StrictModel):
     exclude_token_ids: list[TokenId] = []
 
     @property
+    def prompt_tokens(self) -> int:
+        """The longest prompt."""
+        return max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
+                   max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
+                   self.graph_replay.prompt_tokens[1],
+                   max(self.copy_prompts.context_tokens) if self.copy_prompts else 0)
+
+    @property
     def max_len(self) -> int:
-        longest = max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
-                      max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
-                      self.graph_replay.prompt_tokens[1],
-                      max(self.copy_prompts.context_tokens) if self.copy_prompts else 0)
-        return longest + self.output_tokens
+        return self.prompt_tokens + self.output_tokens
 
 
 class SpecDecodeWorkload(StrictModel):

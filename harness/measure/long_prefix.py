@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
+from harness.config.errors import ConfigError
 from harness.config.workloads import LongPrefixWorkload
 from harness.console import progress
 from harness.measure.loadgen import LevelRun, RequestSample, run_level
@@ -21,7 +22,8 @@ from harness.measure.telemetry import (
     series_lines,
     usage_between,
 )
-from harness.measure.textbasis import to_text
+from harness.measure.textbasis import to_ids, to_text
+from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import write_jsonl
 from harness.records.schema import Summary
 from harness.serve.launch import LiveServer
@@ -49,6 +51,16 @@ class Measurement:
     nvml_error: str | None = None
 
 
+async def check_text_fits(live: LiveServer, workload: LongPrefixWorkload, texts: list[str]) -> None:
+    """Text prompts as the server will count them (its /tokenize) against the arm's max_model_len, before anything
+    is timed: a prompt that re-tokenizes past it fails here with the numbers, not as a rejected request mid-level."""
+    counted = await to_ids(live.info.base_url, live.arm.model.served_name, texts)
+    fits = check_workload_fits(workload.name, workload.prompt_tokens, workload.output_tokens, live.arm.name,
+                               live.arm.model.max_model_len, "text", max(map(len, counted)))
+    if not fits.ok:
+        raise ConfigError(fits.detail)
+
+
 async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> Measurement:
     base, model = live.info.base_url, live.arm.model.served_name
     timeout = live.arm.timeouts.request_s
@@ -59,6 +71,7 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
     if workload.prompt_basis == "text":  # before anything is timed: the server's own text for the same ids
         warm = await to_text(base, model, warm)
         measured = {c: await to_text(base, model, p) for c, p in measured.items()}
+        await check_text_fits(live, workload, [*warm, *(t for level in measured.values() for t in level)])
     tasks = [asyncio.ensure_future(sampler.run()), asyncio.ensure_future(nvml.run(workload.metrics_interval_s))]
     try:
         warmup = await run_level(base, model, warm, workload.output_tokens, 1, 0, timeout,

@@ -54,6 +54,24 @@ def missing_levels(records: list[Record], arms: list[str], concurrency: list[int
             for arm in arms if arm in got for c in concurrency if c not in got[arm]]
 
 
+def unfinished_outcomes(records: list[Record]) -> list[str]:
+    """One line per suite x arm with a skipped or errored test, however many of its tests say so (spec_decode skips
+    its per-arm test and its comparison, both recorded for the candidate): each distinct reason once, in order."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for r in records:
+        if not isinstance(r, OutcomeRecord) or r.outcome not in ("skipped", "error"):
+            continue
+        if r.outcome == "skipped":
+            why = f"skipped: {first_line(skip_why(r.message), 200)}"
+        else:
+            last = r.message.strip().splitlines()[-1] if r.message.strip() else "no message"
+            why = f"error: {first_line(last, 200)}"
+        seen = reasons.setdefault((r.suite, r.arm), [])
+        if why not in seen:
+            seen.append(why)
+    return [f"{suite} x {arm}: {'; '.join(whys)}" for (suite, arm), whys in reasons.items()]
+
+
 def aborted(records: list[Record]) -> list[str]:
     out = []
     for r in records:
@@ -69,12 +87,7 @@ def aborted(records: list[Record]) -> list[str]:
             out.append(f"{r.suite} x {r.arm}: {first_line(r.detail, 200)}")
         elif isinstance(r, ServerRecord) and r.status == "failed":
             out.append(f"server x {r.arm}: failed to start: {first_line(r.reason, 200)}")
-        elif isinstance(r, OutcomeRecord) and r.outcome == "skipped":
-            out.append(f"{r.suite} x {r.arm}: skipped: {first_line(skip_why(r.message), 200)}")
-        elif isinstance(r, OutcomeRecord) and r.outcome == "error":
-            last = r.message.strip().splitlines()[-1] if r.message.strip() else "no message"
-            out.append(f"{r.suite} x {r.arm}: error: {first_line(last, 200)}")
-    return out
+    return out + unfinished_outcomes(records)
 
 
 def gaps(info: dict, records: list[Record], arms: list[str]) -> list[str]:

@@ -28,12 +28,14 @@ from harness.config.errors import LaunchError
 from harness.console import progress
 from harness.plan.nodes import NodeCommand
 from harness.plan.redact import redact_argv
-from harness.serve.serverlog import find_fatal, tail
+from harness.serve.logwatch import FatalWatch
+from harness.serve.serverlog import tail
 
 log = logging.getLogger(__name__)
 # Everything the harness started and must stop: servers, SLURM steps, an allocation it obtained (anything with stop()).
 LIVE: set = set()
 POLL_S = 0.5
+TAIL_BYTES = 256 << 10  # enough for a failure's last 30 lines and the status line, however long the log
 
 
 def last_line(text: str, width: int = 60) -> str:
@@ -71,6 +73,7 @@ class Server:
         self._log_file = None
         self._tree: dict[int, psutil.Process] = {}
         self._log_offset = 0  # where this launch's part of the log begins (an arm relaunched in a run appends)
+        self._watch: FatalWatch | None = None  # this launch's fatal lines, read incrementally (see logwatch)
 
     @property
     def base_url(self) -> str:
@@ -85,11 +88,21 @@ class Server:
         except FileNotFoundError:
             return ""
 
+    def log_tail(self, nbytes: int = TAIL_BYTES) -> str:
+        """The end of this launch's log (its last `nbytes` at most), without reading the rest."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(max(self._log_offset, f.seek(0, os.SEEK_END) - nbytes))
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("ab")
         self._claim_log()
         self._log_offset = self._log_file.tell()
+        self._watch = FatalWatch(self.log_path, self._log_offset)
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
         log.info("arm %s: starting %s (log %s)", self.arm, shlex.join(redact_argv(self.command.argv)), self.log_path)
@@ -119,7 +132,7 @@ class Server:
 
     def _failure(self, reason: str) -> LaunchError:
         return LaunchError(f"arm {self.arm!r}: server {reason}. Log {self.log_path}, last lines:\n"
-                           f"{tail(self.log_text(), 30)}")
+                           f"{tail(self.log_tail(), 30)}")
 
     def death(self) -> str | None:
         """How the server died ("exit -9", "engine died (...)"), or None while it lives."""
@@ -127,7 +140,7 @@ class Server:
         code = self.proc.poll()
         if code is not None:
             return f"exit {code}"
-        fatal = find_fatal(self.log_text())
+        fatal = self._watch.poll()
         return f"engine died: {fatal}" if fatal else None
 
     def check_alive(self) -> None:
@@ -136,7 +149,7 @@ class Server:
         code = self.proc.poll()
         if code is not None:
             raise self._failure(f"exited with code {code}")
-        fatal = find_fatal(self.log_text())
+        fatal = self._watch.poll()  # only the bytes appended since the last poll are read
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 
@@ -160,7 +173,7 @@ class Server:
                 if time.monotonic() > deadline:
                     raise self._failure(f"not healthy after {self.startup_timeout_s:.0f} s (timeouts.startup_s)")
                 status.n = round(time.monotonic() - t0)
-                status.set_postfix_str(last_line(self.log_text()), refresh=True)
+                status.set_postfix_str(last_line(self.log_tail(4000)), refresh=True)
                 time.sleep(POLL_S)
             log.info("arm %s: server healthy at %s after %.1f s", self.arm, self.base_url, time.monotonic() - t0)
             version = None

@@ -6,6 +6,7 @@ Each test starts real servers (45-75 s each on 2 cores); select or skip them wit
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ import psutil
 import pytest
 
 from harness.config.arms import load_arm
-from harness.config.errors import LaunchError
+from harness.config.errors import ConfigError, LaunchError
 from harness.config.paths import REPO_ROOT, server_python
 from harness.measure.generation import Sampling, generate_batch
 from harness.plan.vllm_args import check_with_vllm
@@ -220,7 +221,16 @@ def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
                 os.kill(pid, signal.SIGKILL)  # the engine core dies mid-workload
         return await asyncio.wait_for(task, timeout=120)
 
+    # Before anything is timed, the server's own count of the text prompts is checked against max_model_len: an arm
+    # that fits the ids (3,544 with the output) but not their re-tokenized text (~4,030) fails naming the numbers.
+    tight = dataclasses.replace(live, arm=arm.model_copy(
+        update={"model": arm.model.model_copy(update={"max_model_len": 3600})}))
     try:
+        with pytest.raises(ConfigError, match=r"workload long_prefix_cpu \(prompt_basis: text\) needs \d+ tokens: .*"
+                                              r"\(as the server's tokenizer counts it\), \+ output_tokens 32; arm "
+                                              r"cpu-ref model.max_model_len 3600: shorten"):
+            asyncio.run(measure(tight, w, prompts, tmp_path / "tight"))
+        assert list((tmp_path / "tight").iterdir()) == []  # no request was sent
         m = asyncio.run(kill_after_two_requests())
     finally:
         live.server.stop()

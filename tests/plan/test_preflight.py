@@ -109,3 +109,44 @@ def test_secret_flags_in_argv_rejected():
     assert not check_no_secret_in_argv(["vllm", "HF_TOKEN=abc"]).ok
     assert not check_no_secret_in_argv(["vllm", "--hf-overrides", '{"hf_token": "abc"}']).ok
     assert check_no_secret_in_argv(["vllm", "--max-num-batched-tokens=512", "--tokenizer", "t"]).ok
+
+
+def long_prefix(basis: str):
+    from harness.config.workloads import LongPrefixWorkload
+
+    # 3,600 prompt token ids + 32: fits 4,096 as ids (3,632); as text, +15 % re-tokenization: 4,140 + 32 = 4,172
+    return LongPrefixWorkload(name="lp_near_limit", prefix_tokens=3500, suffix_tokens=100, output_tokens=32,
+                              concurrency=[1], requests_per_level=2, prompt_basis=basis)
+
+
+def fits(w, counted: int | None = None):
+    from harness.plan.preflight import check_workload_fits
+
+    return check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, "cpu-ref", 4096, w.prompt_basis, counted)
+
+
+def test_a_text_basis_workload_that_fits_only_as_token_ids_fails_with_the_numbers():
+    from harness.plan.preflight import TEXT_BASIS_GROWTH, TEXT_BASIS_MEASURED, text_basis_tokens
+
+    assert TEXT_BASIS_GROWTH >= TEXT_BASIS_MEASURED == 0.138  # docs/evidence/cpu-tpot-same-prompts-2026-11-30.md
+    assert text_basis_tokens(3600) == 4140
+    v = fits(long_prefix("text"))
+    assert not v.ok and v.rule == "workload_fits_max_model_len"
+    assert v.detail == (
+        "workload lp_near_limit (prompt_basis: text) needs 4172 tokens: prompt 3600 token ids sent as text, "
+        "re-tokenized to 4140 (+15 % allowed for re-tokenization, measured +13.8 % in "
+        "docs/evidence/cpu-tpot-same-prompts-2026-11-30.md), + output_tokens 32; arm cpu-ref model.max_model_len 4096: "
+        "shorten the workload (prefix_tokens, suffix_tokens), set prompt_basis: token_ids, or raise model.max_model_len")
+
+
+def test_the_same_workload_as_token_ids_passes():
+    v = fits(long_prefix("token_ids"))
+    assert v.ok and v.detail == "workload lp_near_limit needs 3632 tokens (prompt + output); arm cpu-ref max_model_len 4096"
+
+
+def test_the_servers_own_count_of_a_text_prompt_replaces_the_margin():
+    w = long_prefix("text")
+    assert fits(w, counted=4064).ok  # the server counted fewer than the margin allows: it fits
+    v = fits(w, counted=4065)
+    assert not v.ok and "re-tokenized to 4065 (as the server's tokenizer counts it)" in v.detail
+    assert "needs 4097 tokens" in v.detail
