@@ -101,10 +101,15 @@ slurm-down:
 	-[ -x $(VENV)/bin/python ] && $(VENV)/bin/python -m harness.serve.orphans  # allocations of dead harnesses
 	bash scripts/slurm_up.sh down
 
-# Debian's SLURM .debs (3.5 MB) into the git-ignored .slurm-debs/, to carry to the GPU device (scripts/device_multinode.sh)
+# Debian's SLURM .debs (6 MB) into the git-ignored .slurm-debs/, to carry to the GPU device (scripts/device_multinode.sh):
+# slurm and munge, and every library their daemons, clients and plugins need beyond glibc (the closure of their ELF
+# files' NEEDED entries: libdbus-1-3 for cgroup_v2.so, its libsystemd0 and that one's own, libpam0g, libreadline8, ...).
+# slurm_up.sh uses a carried library only where the machine lacks it, and names any that is still missing.
+SLURM_DEB_PACKAGES = slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2 libhwloc15 liblua5.1-0 \
+  libjson-c5 libyaml-0-2 libnuma1 libdbus-1-3 libsystemd0 libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 \
+  libzstd1 libbz2-1.0 zlib1g libpam0g libaudit1 libcap-ng0 libreadline8 libtinfo6 libudev1
 slurm-debs:
-	mkdir -p .slurm-debs && cd .slurm-debs && apt-get download slurmctld slurmd slurm-client slurm-wlm-basic-plugins \
-	  munge libmunge2 libhwloc15 liblua5.1-0 libjson-c5 libyaml-0-2 libnuma1
+	mkdir -p .slurm-debs && cd .slurm-debs && apt-get download $(SLURM_DEB_PACKAGES)
 
 arms: $(VENV)/.ready
 	$(HARNESS) arms

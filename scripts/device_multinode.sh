@@ -41,8 +41,13 @@ fi
 [ -L models/tiny-mla ] || rm -rf models/tiny-mla
 ln -sfn "$KEEP/tiny-mla" models/tiny-mla
 
-say "SLURM: $(SLURM_DEBS=$PWD/.slurm-debs bash scripts/slurm_up.sh 2>&1 | tail -3 | tr '\n' ' ')"
-sinfo -N >> "$REPORT" 2>&1 || { say "no SLURM cluster: see /var/log/slurm"; tail -20 /var/log/slurm/*.log >> "$REPORT" 2>&1; exit 4; }
+# slurm_up.sh exits non-zero unless both slurmd came up (a missing library: 5, with its name; a node not ready: 1,
+# with each slurmd's log tail): the run stops there instead of waiting for nodes that will never answer.
+up=$(SLURM_DEBS=$PWD/.slurm-debs bash scripts/slurm_up.sh 2>&1); up_code=$?
+printf '%s\n' "$up" >> "$REPORT"
+say "SLURM: $(tail -3 <<<"$up" | tr '\n' ' ')"
+if [ "$up_code" != 0 ]; then printf '%s\n' "$up"; say "no SLURM cluster (slurm_up.sh exit $up_code): see $REPORT"; exit 4; fi
+sinfo -N >> "$REPORT" 2>&1
 
 say "plan $ARM (vLLM 0.25.0's own parser checks every node's argv)"
 python3 -m harness plan --arm "$ARM" >> "$REPORT" 2>&1

@@ -183,6 +183,10 @@ CASES = [
          arm("x", "extends: base\nserver: {args: ['--max_model_len', '100']}\n")),
     Case("args-port", "owned-flags", q("x"), ["'--port=9' redefines a flag the arm owns: set server.port"],
          arm("x", "extends: base\nserver: {args: ['--port=9']}\n")),
+    Case("slurm-args-immediate", "owned-flags", p("x"), ["field launcher.slurm_args: '-I60' redefines a salloc flag the "
+                                                        "arm owns: set launcher.allocation_timeout_s instead"],
+         arm("x", "extends: gbase\nparallelism: {tp: 4, nnodes: 2}\nlauncher: {kind: slurm, nodes: [a, b], "
+                  "slurm_args: [-I60]}\n")),
     Case("spec-extra-tokens", "owned-flags", p("x"), ["field speculative.extra.num_speculative_tokens: redefines a "
                                                      "field the arm owns"],
          arm("x", "extends: gbase\nspeculative: {method: dspark, model: d, num_speculative_tokens: 8, "
@@ -220,6 +224,10 @@ CASES = [
          {"RAY_ADDRESS": ""}),
     Case("gpus-count", "parallel", p("x"), ["gpus lists 3 devices but each node runs 2 ranks"],
          arm("x", "extends: gbase\ngpus: [0, 1, 2]\n")),
+    Case("allocation-timeout-zero", "parallel", p("x"), ["field launcher.allocation_timeout_s: Input should be greater "
+                                                        "than or equal to 1 (got 0)"],
+         arm("x", "extends: gbase\nparallelism: {tp: 4, nnodes: 2}\nlauncher: {kind: slurm, nodes: [a, b], "
+                  "allocation_timeout_s: 0}\n")),
     Case("nodes-count", "parallel", p("x"), ["launcher.nodes names 3 hosts for nnodes 2"],
          arm("x", "extends: gbase\nparallelism: {tp: 4, nnodes: 2}\nlauncher: {kind: slurm, nodes: [a, b, c]}\n")),
     # --- workloads --------------------------------------------------------------------------------------------

@@ -117,6 +117,8 @@ class Launcher(Strict):
     nodes: list[str] = []  # SLURM node names, node 0 first; empty: the allocation's nodes
     master_port: Int = Field(29501, ge=1, le=65535)
     slurm_args: list[str] = []  # salloc arguments when the harness obtains the allocation itself
+    # slurm, outside an allocation: how long salloc may wait for it (salloc --immediate); then the request is cancelled
+    allocation_timeout_s: Int = Field(300, ge=1)
     ray_address: str | None = None  # an existing Ray cluster (default: $RAY_ADDRESS); never started or stopped
 
 
@@ -248,6 +250,8 @@ OWNED_FLAGS = {
     "--gpu-memory-utilization": "server.gpu_memory_utilization", "--speculative-config": "speculative",
     "--distributed-executor-backend": "launcher.kind", "--host": "server.host", "--port": "server.port",
 }
+# salloc flags the harness sets from these fields when it obtains the allocation; slurm_args may not set them again.
+OWNED_SALLOC_FLAGS = {"--immediate": "launcher.allocation_timeout_s", "-I": "launcher.allocation_timeout_s"}
 # Keys of --speculative-config the `speculative:` fields own; speculative.extra may not redefine them.
 OWNED_SPECULATIVE_KEYS = {"method": "speculative.method", "model": "speculative.model",
                           "num_speculative_tokens": "speculative.num_speculative_tokens",
@@ -288,6 +292,11 @@ def semantic_errors(arm: Arm) -> list[str]:
         owner = OWNED_FLAGS.get(flag_name(arg))
         if owner:
             errors.append(f"field server.args: {arg!r} redefines a flag the arm owns: set {owner} instead")
+    for arg in arm.launcher.slurm_args:
+        owner = OWNED_SALLOC_FLAGS.get(arg.split("=", 1)[0] if arg.startswith("--") else arg[:2])
+        if owner:
+            errors.append(f"field launcher.slurm_args: {arg!r} redefines a salloc flag the arm owns: set {owner} "
+                          "instead")
     if arm.speculative is not None:
         for key in arm.speculative.extra:
             if key in OWNED_SPECULATIVE_KEYS:

@@ -13,7 +13,7 @@ from harness.plan.nodes import Plan, build_plan
 from harness.plan.placement import Placement
 from harness.plan.preflight import violations
 from harness.serve import orphans, slurm
-from harness.serve.placing import check_reach, place
+from harness.serve.placing import check_reach, obtain, place
 from harness.serve.process import Server, free_port
 from harness.serve.serverlog import parse_backends, spec_refusal
 from harness.serve.steps import Allocation, SlurmServer
@@ -82,8 +82,7 @@ def launch_slurm(arm: Arm, arm_dir: Path) -> LiveServer:
     allocation, ours = slurm.current_allocation(), None
     try:
         if allocation is None:
-            owner = orphans.this_process(arm_dir.parent.name)  # the run directory's name is the run id
-            ours = Allocation(slurm.obtain_allocation(arm, arm.timeouts.startup_s, owner.comment()))
+            ours = Allocation(obtain(arm, arm_dir.parent.name))  # the run directory's name is the run id
             allocation = ours.job_id
         placement = place(arm, allocation)
         check_reach(placement, slurm.cluster_nodes()[placement.nodes[0]].get("NodeHostName", placement.nodes[0]))

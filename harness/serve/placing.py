@@ -14,6 +14,7 @@ from harness.config.errors import LaunchError
 from harness.plan.placement import Placement, reach_problem, slurm_placement
 from harness.plan.preflight import Verdict
 from harness.plan.redact import redact_argv
+from harness.plan.slurm_nodes import allocation_blocker, describe_all
 from harness.serve import orphans, slurm
 
 
@@ -60,6 +61,27 @@ def refusal_command(arm: Arm) -> str:
                        "python", "-m", "harness", "qualify", "--arm", arm.name])
 
 
+def obtain(arm: Arm, run_id: str) -> str:
+    """Outside an allocation: the arm's nodes are checked first -- down, drained or not responding fails the arm now,
+    not after a silent wait in the queue -- then salloc waits at most launcher.allocation_timeout_s for them."""
+    problem = allocation_blocker(arm, slurm.node_states())
+    if problem:
+        raise LaunchError(problem)
+    try:
+        return slurm.obtain_allocation(arm, orphans.this_process(run_id).comment())
+    except LaunchError as exc:
+        raise LaunchError(f"arm {arm.name!r}: no SLURM allocation (salloc waits at most "
+                          f"{arm.launcher.allocation_timeout_s} s: launcher.allocation_timeout_s; its request was "
+                          f"cancelled): {exc}. Nodes now: {states_now()}") from None
+
+
+def states_now() -> str:
+    try:
+        return describe_all(slurm.node_states())
+    except LaunchError as exc:
+        return f"unknown ({exc})"
+
+
 def allocation_verdict(arm: Arm) -> Verdict:
     allocation = slurm.current_allocation()
     if allocation:
@@ -67,7 +89,8 @@ def allocation_verdict(arm: Arm) -> Verdict:
     if arm.launcher.slurm_args or arm.launcher.nodes:
         owner = f"{orphans.TAG} host=<this host> pid=<harness pid> start=<its start time> run=<run id>"
         salloc = shlex.join(redact_argv(slurm.salloc_argv(arm, owner)))
-        return Verdict("slurm_allocation", True, f"obtains one at launch: {salloc}")
+        return Verdict("slurm_allocation", True, f"obtains one at launch, waiting at most "
+                       f"{arm.launcher.allocation_timeout_s} s (launcher.allocation_timeout_s): {salloc}")
     return Verdict("slurm_allocation", False, (
         f"arm {arm.name!r} ({defining_file(arm, 'launcher')}): outside a SLURM allocation with neither "
         "launcher.nodes nor launcher.slurm_args, so the harness has nothing to ask for; run it inside one: "
@@ -89,7 +112,7 @@ def slurm_verdicts(arm: Arm) -> list[Verdict]:
         known = slurm.cluster_nodes()
     except LaunchError as exc:
         return [*out, Verdict("slurm_cluster", False, str(exc))]
-    out.append(Verdict("slurm_cluster", True, f"{len(known)} node(s): {', '.join(known)}"))
+    out.append(Verdict("slurm_cluster", True, f"{len(known)} node(s): {states_now()}"))
     unknown = [n for n in arm.launcher.nodes if n not in known]
     where = f"{defining_file(arm, 'launcher')}: field launcher.nodes"
     out.append(Verdict("slurm_nodes_known", not unknown, (

@@ -12,6 +12,7 @@ import subprocess
 from harness.config.arms import Arm
 from harness.config.errors import LaunchError
 from harness.plan.redact import redact_argv
+from harness.plan.slurm_nodes import NodeState, parse_sinfo
 
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 QUERY_TIMEOUT_S = 30
@@ -55,10 +56,21 @@ def cluster_nodes() -> dict[str, dict[str, str]]:
     return out
 
 
+def node_states() -> dict[str, NodeState]:
+    """Every node of the cluster with its state and the reason SLURM gives for it."""
+    return parse_sinfo(run(["sinfo", "-N", "-h", "-o", "%N|%P|%T|%E"]))
+
+
+def job_name(arm: Arm) -> str:
+    return f"harness-{arm.name}"
+
+
 def salloc_argv(arm: Arm, comment: str | None = None) -> list[str]:
-    """The allocation the harness asks for when it runs outside one: the arm's nodes, its slurm_args; the comment
-    names its owner (harness/serve/orphans.py)."""
-    argv = ["salloc", "--no-shell", f"--nodes={arm.parallelism.nnodes}", f"--job-name=harness-{arm.name}"]
+    """The allocation the harness asks for when it runs outside one: the arm's nodes, its slurm_args, waiting at most
+    launcher.allocation_timeout_s (salloc then withdraws the request); the comment names its owner
+    (harness/serve/orphans.py)."""
+    argv = ["salloc", "--no-shell", f"--nodes={arm.parallelism.nnodes}", f"--job-name={job_name(arm)}",
+            f"--immediate={arm.launcher.allocation_timeout_s}"]
     if comment:
         argv.append(f"--comment={comment}")
     if arm.launcher.nodes:
@@ -66,9 +78,24 @@ def salloc_argv(arm: Arm, comment: str | None = None) -> list[str]:
     return argv + list(arm.launcher.slurm_args)
 
 
-def obtain_allocation(arm: Arm, timeout: float, comment: str | None = None) -> str:
-    """salloc --no-shell: the job id once granted (it holds the nodes until scancel)."""
-    return granted(run(salloc_argv(arm, comment), timeout, stream="stderr"))  # salloc reports on stderr
+def obtain_allocation(arm: Arm, comment: str) -> str:
+    """salloc --no-shell: the job id once granted (it holds the nodes until scancel). A request that is not granted
+    in time, or whose wait is interrupted (a signal), is cancelled here: salloc killed while it waits cannot."""
+    try:  # salloc's own limit first; this one only if salloc itself hangs
+        return granted(run(salloc_argv(arm, comment), arm.launcher.allocation_timeout_s + QUERY_TIMEOUT_S,
+                           stream="stderr"))  # salloc reports on stderr
+    except BaseException:
+        cancel(*requests_of(arm, comment))
+        raise
+
+
+def requests_of(arm: Arm, comment: str) -> list[str]:
+    """This user's jobs for this arm that carry exactly this owner comment (this harness's request for the arm; an
+    allocation it holds for another arm is not one); none when SLURM cannot tell."""
+    try:
+        return [job for job, name, text in my_jobs() if name == job_name(arm) and text == comment]
+    except LaunchError:
+        return []
 
 
 def granted(text: str) -> str:

@@ -195,7 +195,7 @@ def test_allocation_of_a_killed_harness_is_cancelled_by_the_next_launch(tmp_path
     # then killed with SIGKILL: nothing cancels it, and SLURM would keep it until its time limit.
     code = ("import time; from harness.config.arms import load_arm; from harness.serve import orphans, slurm; "
             "owner = orphans.this_process('killed-run').comment(); "
-            "print(slurm.obtain_allocation(load_arm('cpu-slurm'), 60, owner), flush=True); time.sleep(600)")
+            "print(slurm.obtain_allocation(load_arm('cpu-slurm'), owner), flush=True); time.sleep(600)")
     owner = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True,
                              env=outside_allocation())
     job = owner.stdout.readline().strip()
@@ -211,3 +211,84 @@ def test_allocation_of_a_killed_harness_is_cancelled_by_the_next_launch(tmp_path
     assert (f"SLURM allocation {job} (harness-cpu-slurm) cancelled: its owner, harness pid {owner.pid} on "
             f"{socket.gethostname()} (run killed-run), no longer exists") in log, out[-4000:]
     assert_nothing_left()
+
+
+def node_state(node: str) -> str:
+    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    return out.stdout.split("\n")[0].strip()
+
+
+@pytest.fixture
+def node2_drained():
+    """node2 drained for the test, resumed (and idle again) afterwards whatever the test did."""
+    subprocess.run(["scontrol", "update", "nodename=node2", "state=drain", "reason=harness-e2e"], check=True,
+                   timeout=30)
+    try:
+        yield
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=node2", "state=resume"], timeout=30)
+        wait_for(lambda: node_state("node2") == "idle", 30, "node2 to be idle again")
+
+
+def test_drained_node_fails_the_arm_in_seconds_and_asks_slurm_for_nothing(tmp_path, refs, node2_drained):
+    run = tmp_path / "run"
+    started = time.monotonic()
+    proc = qualify(run, refs, "--arm", "cpu-slurm-2node", "--suites", "kv_capacity", *NO_REFERENCE)
+    out, _ = proc.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert proc.returncode == 1, out[-4000:]
+    failed = next(r for r in records(run) if r["kind"] == "server" and r["status"] == "failed")
+    assert ("arm 'cpu-slurm-2node' needs SLURM node(s) that cannot be allocated now: node2 drained (harness-e2e). "
+            "salloc would wait for them without end") in failed["reason"]
+    assert "`scontrol update nodename=node2 state=resume`" in failed["reason"]
+    assert not (run / "cpu-slurm-2node" / "server.log").exists()  # no step, no vLLM
+    assert took < 60, f"{took:.0f} s"  # the harness's own start-up and report; no wait for SLURM
+    assert_nothing_left()
+
+
+def test_allocation_wait_is_bounded_and_its_request_cancelled(tmp_path, refs):
+    # node2 held whole by another job: the harness's request can only wait
+    blocker = subprocess.run(["salloc", "--no-shell", "--nodelist=node2", "--exclusive", "--job-name=blocker"],
+                             capture_output=True, text=True, timeout=60)
+    job = blocker.stderr.split("Granted job allocation ")[-1].split()[0]
+    try:
+        run = tmp_path / "expired"
+        proc = qualify(run, refs, "--arm", "cpu-slurm", "--suites", "kv_capacity", *NO_REFERENCE,
+                       "--set", "launcher.allocation_timeout_s=3")
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, out[-4000:]
+        failed = next(r for r in records(run) if r["kind"] == "server" and r["status"] == "failed")
+        assert "arm 'cpu-slurm': no SLURM allocation (salloc waits at most 3 s" in failed["reason"]
+        assert "Nodes now: node1 idle, node2 allocated" in failed["reason"]
+        assert squeue("-o", "%i") == [job], "the harness's request is still queued"
+        # SIGTERM while the request waits: the harness cancels it (salloc, killed, cannot)
+        proc = qualify(tmp_path / "interrupted", refs, "--arm", "cpu-slurm", "--suites", "kv_capacity",
+                       *NO_REFERENCE)
+        wait_for(lambda: squeue("-t", "PD", "-n", "harness-cpu-slurm"), 60, "the harness's request to be queued")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 143, out[-4000:]
+        assert squeue("-o", "%i") == [job], "the interrupted request is still queued"
+    finally:
+        subprocess.run(["scancel", job], timeout=30)
+    assert_nothing_left()
+
+
+def test_slurm_up_fails_with_the_log_of_a_slurmd_that_cannot_start():
+    """A slurmd that dies at start-up (here: its port taken) fails slurm_up.sh at once with that slurmd's log."""
+    assert "stopped slurmd-node2" in stop(["slurmd-node2"])
+    try:
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("0.0.0.0", 17002))
+            taken.listen()
+            started = time.monotonic()
+            up = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=120)
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert time.monotonic() - started < 20
+        assert "slurm: slurmd-node2 exited" in up.stderr
+        assert "--- /var/log/slurm/slurmd-node2.log (slurmd-node2 not running, the last lines of this start):" in up.stderr
+        assert "Address already in use" in up.stderr.split("slurmd-node2.log")[-1], up.stderr
+    finally:
+        again = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr

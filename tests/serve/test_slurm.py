@@ -11,7 +11,9 @@ from harness.serve.slurm import granted, salloc_argv
 def test_salloc_asks_for_the_arms_nodes_and_its_slurm_args():
     arm = load_arm("tp16-dcp16", ["launcher.nodes=[gpu-a, gpu-b]", "launcher.slurm_args=[--partition=gpu, -t, '1:00:00']"])
     assert salloc_argv(arm) == ["salloc", "--no-shell", "--nodes=2", "--job-name=harness-tp16-dcp16",
-                                "--nodelist=gpu-a,gpu-b", "--partition=gpu", "-t", "1:00:00"]
+                                "--immediate=300", "--nodelist=gpu-a,gpu-b", "--partition=gpu", "-t", "1:00:00"]
+    waits = load_arm("tp16-dcp16", ["launcher.nodes=[gpu-a, gpu-b]", "launcher.allocation_timeout_s=20"])
+    assert "--immediate=20" in salloc_argv(waits)  # salloc withdraws the request after that long
 
 
 def test_granted_reads_the_job_id_and_refuses_anything_else():
@@ -29,3 +31,5 @@ def test_allocation_verdict(monkeypatch):
                               "--arm tp16-dcp16`" in refused.detail
     obtains = allocation_verdict(load_arm("tp16-dcp16", ["launcher.slurm_args=[--partition=gpu]"]))
     assert obtains.ok and "'--comment=harness-owner host=<this host> pid=<harness pid>" in obtains.detail  # as launched
+    assert "waiting at most 300 s (launcher.allocation_timeout_s)" in obtains.detail and "--immediate=300" in \
+        obtains.detail
