@@ -27,6 +27,11 @@ export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
 export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
 unset SLURM_JOB_ID  # the harness obtains the allocation itself (salloc --nodelist=node1,node2) and cancels it
 mkdir -p "$OUT" "$KEEP/references" models
+# A reference store from an earlier device session (carry .device-refs/references.tgz, e.g. the one committed in
+# docs/evidence/h200x2-e2e-kill-matrix-2026-11-30/): the single-node gpu-tp2 reference is reused, not captured again.
+if [ -f .device-refs/references.tgz ] && [ -z "$(ls -A "$KEEP/references")" ]; then
+  tar xzf .device-refs/references.tgz -C "$KEEP"
+fi
 t0=$(date +%s)
 say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$REPORT"; }
 : > "$REPORT"
