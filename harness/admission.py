@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.arms import Arm, check_references, defining_file, load_arm
+from harness.config.armset import ArmSet, expand_arm_set, workload_conflicts
 from harness.config.errors import ConfigError, PreflightError
 from harness.config.paths import ARMS_DIR, REPO_ROOT, REPORTS_DIR, run_id_now, server_python
 from harness.config.workloads import (
@@ -29,7 +30,7 @@ from harness.measure.prompts import token_space
 from harness.plan.env_policy import check_env_with_vllm
 from harness.plan.nodes import Plan
 from harness.plan.preflight import Verdict, check_workload_fits, not_checked, violations
-from harness.plan.resources import check_resources
+from harness.plan.resources import check_parallel_gpus, check_resources, lease_pool
 from harness.plan.spec_methods import check_method, read_methods
 from harness.plan.vllm_args import check_with_vllm
 from harness.records.results import locate_results, read_results
@@ -86,23 +87,71 @@ def choose_run_dir(run_id: str | None, run_dir: str | None) -> Path:
 
 @dataclass
 class RunArms:
-    candidate: Arm
-    reference: Arm | None
-    variants: list[Arm]  # eager variants named by the candidate (graph_replay launches them)
+    arm_set: ArmSet
+    loaded: dict[str, Arm]  # every arm of the run (candidates with --set applied) and the candidates' eager variants
+
+    @property
+    def candidates(self) -> list[Arm]:
+        return [self.loaded[n] for n in self.arm_set.candidates]
+
+    @property
+    def candidate(self) -> Arm:
+        """The first candidate (`plan` and a single-candidate run have one)."""
+        return self.candidates[0]
+
+    @property
+    def reference(self) -> Arm | None:
+        """The first candidate's reference."""
+        ref = self.arm_set.reference_of(self.candidate.name)
+        return self.loaded[ref] if ref else None
+
+    @property
+    def run_arms(self) -> list[Arm]:
+        """The arms with tests of their own (run.json's `arms`): candidates, then references that are no candidate."""
+        return [self.loaded[n] for n in self.arm_set.arms]
+
+    @property
+    def variants(self) -> list[Arm]:
+        """Eager variants the candidates name (graph_replay launches them to capture outputs)."""
+        return [a for n, a in self.loaded.items() if n not in self.arm_set.arms]
 
     @property
     def all(self) -> list[Arm]:
-        return [a for a in (self.candidate, self.reference, *self.variants) if a is not None]
+        return [*self.run_arms, *self.variants]
+
+    def owner(self, arm: Arm) -> Arm:
+        """The candidate whose workloads the arm's own tests use (ArmSet.owner; for an eager variant, the candidate
+        that names it)."""
+        if arm.name in self.arm_set.arms:
+            return self.loaded[self.arm_set.owner(arm.name)]
+        return next((c for c in self.candidates if c.eager_variant == arm.name), self.candidate)
 
 
-def load_run_arms(name: str, reference: str | None, overrides: list[str]) -> RunArms:
-    """The candidate and every arm it names, each validated; a missing or broken one names the referring field."""
-    arm = load_arm(name, overrides)
-    named = check_references(arm, ARMS_DIR, reference)
-    by_name = {a.name: a for a in named}
-    ref_name = reference or arm.reference
-    variants = [by_name[arm.eager_variant]] if arm.eager_variant else []
-    return RunArms(arm, by_name.get(ref_name) if ref_name else None, variants)
+def load_run_arms(names: list[str], reference: str | None, overrides: list[str]) -> RunArms:
+    """The named candidates and every arm they name, each validated; a missing or broken one names the referring
+    field. `--set` applies to every candidate; a named arm that only serves as another's reference is read as its
+    YAML says. Candidates that share a reference must choose the same workloads (it is measured once)."""
+    named = {n: load_arm(n, overrides) for n in names}
+    arm_set = expand_arm_set(names, {n: a.reference for n, a in named.items()}, reference)
+    loaded = {n: named[n] if n in arm_set.candidates else load_arm(n) for n in names}
+    for arm in [loaded[n] for n in arm_set.candidates]:
+        for other in check_references(arm, ARMS_DIR, reference):
+            loaded.setdefault(other.name, other)
+    return RunArms(arm_set, loaded)
+
+
+def check_shared_workloads(arms: RunArms, suites: list[str]) -> None:
+    """Candidates that share a reference choose the same workloads for the suites of the run (spec_decode only where
+    the candidate has a drafter: the others skip it); ConfigError naming the arms, fields and files."""
+    def keys(arm: Arm) -> set[str]:
+        chosen = {SUITE_WORKLOADS[s] for s in suites if s in SUITE_WORKLOADS}
+        return chosen if arm.speculative is not None else chosen - {"spec_decode"}
+
+    choices = {a.name: {k: workload_for(a, k) for k in keys(a)} for a in arms.candidates}
+    where = {a.name: defining_file(a, "workloads") for a in arms.candidates}
+    conflicts = workload_conflicts(arms.arm_set, choices, where)
+    if conflicts:
+        raise ConfigError("\n".join(conflicts))
 
 
 def server_python_of(arm: Arm) -> tuple[str, str]:
@@ -185,7 +234,7 @@ def refusal(failed: dict[str, list[Verdict]]) -> PreflightError:
 
 def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> dict[str, list[Verdict]]:
     """Every arm of the run checked; a PreflightError listing every failure of every arm, or the verdicts."""
-    checked = {arm.name: (arm, *arm_verdicts(arm, arms.candidate, suites)) for arm in arms.all}
+    checked = {arm.name: (arm, *arm_verdicts(arm, arms.owner(arm), suites)) for arm in arms.all}
     failed = {name: violations(v) for name, (_, _, v) in checked.items() if violations(v)}
     if failed:
         raise refusal(failed)
@@ -200,6 +249,17 @@ def admit(arms: RunArms, suites: list[str], vllm_check: bool, strict: bool) -> d
     if failed:
         raise refusal(failed)
     return out
+
+
+def check_parallel(arms: RunArms) -> None:
+    """--parallel starts every arm's server at once, each on GPUs leased for it: together they must fit the pool."""
+    try:
+        pool, origin = lease_pool()
+    except ValueError as exc:
+        raise ConfigError(f"HARNESS_GPUS: {exc}") from None
+    verdict = check_parallel_gpus(arms.run_arms, pool, origin)
+    if not verdict.ok:
+        raise PreflightError(f"{verdict.rule}: {verdict.detail}\nnothing was started")
 
 
 def check_baseline(arg: str) -> Path:

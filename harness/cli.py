@@ -1,8 +1,9 @@
 """Command line: plan, qualify, report, pipeline, arms, make-tiny-model.
 
 A qualification is a pipeline of named steps:
-  parse_suites -> choose_run_dir -> load_run_arms -> admit (preflight, workloads, resources, vLLM's parser; all in
-  harness.admission) -> check_baseline -> record_run_start -> run_suites (pytest) -> render_run (harness.report).
+  parse_suites -> named_candidates -> choose_run_dir -> load_run_arms (candidates and references: harness.config.armset)
+  -> admit (shared workloads, parallel GPUs, preflight, workloads, resources, vLLM's parser; all in harness.admission)
+  -> check_baseline -> record_run_start -> run_suites (pytest) -> render_run (harness.report).
 HarnessErrors are caught once here: one readable message, exit code from the error.
 """
 
@@ -23,7 +24,9 @@ from harness.admission import (
     all_suites,
     arm_verdicts,
     check_baseline,
+    check_parallel,
     check_resume,
+    check_shared_workloads,
     choose_run_dir,
     env_verdict,
     load_run_arms,
@@ -35,6 +38,7 @@ from harness.admission import (
     strict_run,
 )
 from harness.config.arms import Arm, defining_file, known_arms, load_arm
+from harness.config.armset import ArmSet, Pair, expand_arm_set, parse_arm_names
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
 from harness.config.thresholds import load_gates
@@ -47,6 +51,7 @@ from harness.records.results import read_results
 from harness.records.runinfo import (
     finish_run_info,
     now,
+    pairs_of,
     read_run_info,
     start_info,
     workload_dumps,
@@ -65,7 +70,7 @@ log = logging.getLogger(__name__)
 def cmd_plan(args: argparse.Namespace) -> int:
     """Per-node argv + environment + preflight verdicts of one arm (its references checked too); this machine's
     resources are shown but do not decide the exit code: a GPU arm is planned on a laptop."""
-    arms = load_run_arms(args.arm, None, args.set)
+    arms = load_run_arms([args.arm], None, args.set)
     strict = strict_run(args.strict)
     plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
     verdicts.append(env_verdict(arms.candidate, plan))
@@ -91,15 +96,22 @@ def per_arm_suites(suites: list[str]) -> list[str]:
     return [s for s, f in files.items() if f.is_file() and "served_arm" in f.read_text()]
 
 
-def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None) -> None:
-    """run.json at the start: harness version, commit, host, argv, suites, the candidate's workloads and gate
-    thresholds (the report recomputes the gates with these), the arms (candidate first), secrets redacted."""
+def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
+                     arm_set: ArmSet | None = None) -> None:
+    """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
+    thresholds, the pairs (each candidate with its reference and gate thresholds: the report recomputes the gates with
+    these) and the arms (candidates first), secrets redacted. Without `arm_set` the first arm is the candidate of the
+    second."""
     suites = suites if suites is not None else all_suites()
     info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, redact_argv(argv), suites,
                       workload_dumps(arms[0]) if arms else {})
     info["per_arm_suites"] = per_arm_suites(suites)
-    if arms:
-        info["gates"] = load_gates(arms[0].name).model_dump(mode="json")
+    if arm_set is None and arms:
+        arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
+    if arm_set is not None:
+        info["gates"] = load_gates(arm_set.candidates[0]).model_dump(mode="json")
+        info["pairs"] = [{"candidate": p.candidate, "reference": p.reference,
+                          "gates": load_gates(p.candidate).model_dump(mode="json")} for p in arm_set.pairs]
     write_run_info(run_dir, info)
 
 
@@ -122,10 +134,9 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
 def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
     from harness.report.render import annotation
 
-    arms = list(info.get("arms", {})) or ["unknown arm"]
     path = run_dir / "annotation.md"
-    path.write_text(annotation(arms[0], arms[1] if len(arms) > 1 else None, rendered.exit_code, rendered.markdown,
-                               rendered.regressions, rendered.html_path))
+    pairs = [(p["candidate"], p["reference"]) for p in pairs_of(info)] or [("unknown arm", None)]
+    path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path))
     return path
 
 
@@ -144,7 +155,8 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     import pytest
 
     targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suite_list] if args.suites else [str(SUITES_DIR)]
-    pytest_args = [*targets, "-p", "no:cacheprovider", "--arm", args.arm, "--run-dir", str(run_dir),
+    named = ["--arm", args.names[0]] if len(args.names) == 1 else ["--arms", ",".join(args.names)]
+    pytest_args = [*targets, "-p", "no:cacheprovider", *named, "--run-dir", str(run_dir),
                    f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_family=xunit2", "-rfE"]
     if args.reference:
         pytest_args += ["--reference", args.reference]
@@ -154,7 +166,7 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
         pytest_args.append("--refresh-reference")
     if args.resume:
         pytest_args.append("--resume")
-    if args.parallel:  # one xdist worker per arm of the run: candidate and reference side by side
+    if args.parallel:  # one xdist worker per arm of the run: candidates and references side by side
         pytest_args += ["-n", str(args.arm_count), "--parallel-arms"]
     pytest_args += args.pytest_args
     return int(pytest.main(pytest_args))
@@ -182,24 +194,57 @@ def resume_run(args: argparse.Namespace, arms: list[Arm]) -> Path:
     return run_dir
 
 
+def named_candidates(args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """The candidates and the command-line reference: --arm X [--reference R], --arms a,b, or with --resume alone the
+    resumed run's own (its run.json pairs)."""
+    if args.arm and args.arms:
+        raise ConfigError(f"--arm {args.arm} and --arms {args.arms}: name one candidate with --arm, or several with "
+                          "--arms, not both")
+    if args.arms:
+        if args.reference:
+            raise ConfigError(f"--reference {args.reference} with --arms {args.arms}: --reference replaces the "
+                              "reference of one candidate (--arm); with --arms each candidate runs against its own "
+                              "`reference:` field (an arm YAML with `extends:` and another `reference:` picks another)")
+        return parse_arm_names(args.arms), None
+    if args.arm:
+        return [args.arm], args.reference
+    if not args.resume:
+        raise ConfigError("qualify: name the candidate arm (--arm NAME) or several (--arms a,b); "
+                          "`python -m harness arms` lists them")
+    info, problems = read_run_info(resume_run_dir(args.resume, args.run_id, args.run_dir))
+    pairs = pairs_of(info)
+    if problems or not pairs:
+        raise ConfigError(f"--resume {args.resume}: " + (problems[0] if problems else "its run.json names no arms")
+                          + "; name the run's arms with --arm or --arms")
+    if len(pairs) == 1:
+        return [pairs[0]["candidate"]], pairs[0]["reference"]
+    return [p["candidate"] for p in pairs], None
+
+
 def cmd_qualify(args: argparse.Namespace) -> int:
     args.suite_list = parse_suites(args.suites)
+    args.names, reference = named_candidates(args)
     run_dir = None if args.resume else choose_run_dir(args.run_id, args.run_dir)
     if args.baseline:
         check_baseline(args.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
-    arms = load_run_arms(args.arm, args.reference, args.set)
-    arm, ref = arms.candidate, arms.reference
-    args.arm_count = 2 if ref else 1
+    arms = load_run_arms(args.names, reference, args.set)
+    args.reference = reference if len(args.names) == 1 else None
+    check_shared_workloads(arms, args.suite_list)
+    if args.parallel:
+        check_parallel(arms)
+    args.arm_count = len(arms.run_arms)
     if args.resume:
-        run_dir = resume_run(args, [a for a in (arm, ref) if a])
+        run_dir = resume_run(args, arms.run_arms)
     admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
     if args.resume:
         note_resume(run_dir, sys.argv)
     else:
-        record_run_start(run_dir, [a for a in (arm, ref) if a], sys.argv, args.suite_list)
+        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set)
     log_file = progress.start_log(run_dir)
-    log.info("run %s: %s vs %s; suites %s", run_dir.name, arm.name, ref.name if ref else None, args.suite_list)
-    print(f"run {run_dir.name}: {arm.name}" + (f" vs reference {ref.name}" if ref else "") + f" -> {run_dir}")
+    pairs = "; ".join(f"{p.candidate}" + (f" vs reference {p.reference}" if p.reference else "")
+                      for p in arms.arm_set.pairs)
+    log.info("run %s: %s; suites %s", run_dir.name, pairs, args.suite_list)
+    print(f"run {run_dir.name}: {pairs} -> {run_dir}")
     if sys.stderr.isatty() and not strict_run():
         progress.enable(os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1))
     handlers = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -297,19 +342,16 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
     from harness.nightly.pipeline import arm_groups, pipeline
 
-    names = [n.strip() for n in args.arms.split(",")]
-    if not all(names):
-        raise ConfigError(f"--arms {args.arms!r}: empty arm name; e.g. --arms dcp8,gpu-mla")
+    names = parse_arm_names(args.arms)
     # Structure only (no model files): the pipeline is emitted on a CI agent, the models live on the GPU hosts.
-    arms = [load_arm(n, geometry=False) for n in dict.fromkeys(names)]
-    references = {}
-    for arm in arms:
-        if arm.reference and arm.reference not in references:
+    arms = {n: load_arm(n, geometry=False) for n in names}
+    for arm in list(arms.values()):
+        if arm.reference and arm.reference not in arms:
             if arm.reference not in known_arms():
                 raise ConfigError(f"{defining_file(arm, 'reference')}: field reference: unknown arm {arm.reference!r}")
-            references[arm.reference] = load_arm(arm.reference, geometry=False)
-    groups = arm_groups(arms, references)
-    text = yaml.safe_dump(pipeline(groups, args.nightly, args.queue, args.cpu_queue, args.parallel),
+            arms[arm.reference] = load_arm(arm.reference, geometry=False)
+    arm_set = expand_arm_set(names, {n: arms[n].reference for n in names})
+    text = yaml.safe_dump(pipeline(arm_groups(arm_set, arms), args.nightly, args.queue, args.cpu_queue, args.parallel),
                           sort_keys=False, width=120)
     if args.out:
         Path(args.out).write_text(text)
@@ -335,9 +377,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness", description="DCP qualification harness for vLLM")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def arm_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--arm", required=True, help="arm name (configs/arms/<name>.yaml)")
-        p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override an arm field")
+    def arm_options(p: argparse.ArgumentParser, several: bool = False) -> None:
+        if several:
+            p.add_argument("--arm", help="the candidate arm (configs/arms/<name>.yaml)")
+            p.add_argument("--arms", help="several candidates in one run, e.g. dcp8,dspark-dcp8: each against its own "
+                           "`reference:`, a shared reference started and measured once")
+        else:
+            p.add_argument("--arm", required=True, help="arm name (configs/arms/<name>.yaml)")
+        p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                       help="override a field of the candidate arm(s)")
         p.add_argument("--no-vllm-check", action="store_true", help="skip parsing the argv with vLLM's parser")
         p.add_argument("--strict", action="store_true", help="a check that cannot run fails (default with CI=true)")
 
@@ -345,16 +393,17 @@ def build_parser() -> argparse.ArgumentParser:
     arm_options(p)
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("qualify", help="run the suites for an arm against its reference")
-    arm_options(p)
+    p = sub.add_parser("qualify", help="run the suites for an arm (or several) against its reference")
+    arm_options(p, several=True)
     p.add_argument("--reference", help="reference arm (default: the arm's `reference:`)")
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
     p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
-    p.add_argument("--parallel", action="store_true", help="run the candidate and its reference at once, one "
-                   "pytest-xdist worker each; GPU servers on disjoint leased GPUs (HARNESS_GPUS or every GPU)")
+    p.add_argument("--parallel", action="store_true", help="run every arm of the run at once, one pytest-xdist "
+                   "worker each; GPU servers on disjoint leased GPUs (HARNESS_GPUS or every GPU)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (run id or directory): only the tests "
-                   "without a recorded outcome run; same arms and suites as the run's run.json")
+                   "without a recorded outcome run; the arms and suites of the run's run.json (--arm/--arms may be "
+                   "left out)")
     p.add_argument("--refresh-reference", action="store_true",
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "

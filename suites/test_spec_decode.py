@@ -29,16 +29,25 @@ from harness.refcheck.spec_decode import compare_samples
 from harness.serve.serverlog import parse_draft_kv, parse_kv_capacity, tail
 
 
-def skip_reason(session, arm_name: str) -> str | None:
-    """Read by the plugin before any server starts, for each test's arm: the suite is for candidates with a drafter;
-    the reference runs it only as their baseline."""
-    cand = session.arm(session.candidate_name)
-    if cand.speculative is not None:
+def drafters_for(session, arm_name: str) -> list[str]:
+    """The candidates with a speculative section that this arm's own run serves (itself, or as their reference)."""
+    return [c for c in session.candidates_for(arm_name) if session.arm(c).speculative is not None]
+
+
+def skip_reason(session, arm_name: str, served: bool) -> str | None:
+    """Read by the plugin before any server starts, for each test's arm (`served`: the arm's own run, else the
+    candidate's comparison): the suite is for candidates with a drafter; a reference runs it only as their baseline."""
+    if served and drafters_for(session, arm_name):
         return None
-    if arm_name != cand.name:
+    if not served and session.arm(arm_name).speculative is not None:
+        return None
+    if arm_name not in session.candidates:
+        served_by = [repr(c) for c in session.candidates_for(arm_name)]
+        whose = (f"candidate {served_by[0]} has none" if len(served_by) == 1
+                 else f"candidates {', '.join(served_by)} have none")
         return (f"arm {arm_name!r} is the reference: spec_decode runs it only as the no-drafter baseline of a "
-                f"candidate with a speculative section, and candidate {cand.name!r} has none")
-    return f"arm {cand.name!r} has no speculative section: spec_decode measures draft arms (e.g. cpu-spec)"
+                f"candidate with a speculative section, and {whose}")
+    return f"arm {arm_name!r} has no speculative section: spec_decode measures draft arms (e.g. cpu-spec)"
 
 
 def draft_kv_policy(arm, log_text: str, version: str | None) -> tuple[str | None, str | None]:
@@ -91,7 +100,9 @@ def measure_arm(live, cand, run_dir: Path) -> dict:
 
 def test_spec_decode(served_arm, harness_session, record):
     arm = served_arm.arm
-    fields = measure_arm(served_arm, harness_session.arm(harness_session.candidate_name), harness_session.run_dir)
+    # the prompt set of the candidate this run serves (a reference's: its first candidate with a drafter)
+    cand = (drafters_for(harness_session, arm.name) or [harness_session.candidate_name])[0]
+    fields = measure_arm(served_arm, harness_session.arm(cand), harness_session.run_dir)
     counters_seen = fields.pop("has_counters")
     rec = record(SpecDecodeRecord, **fields)
     if rec.status == "aborted":

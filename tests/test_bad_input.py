@@ -307,6 +307,37 @@ CASES = [
          {"r/run.json": json.dumps({"arms": {"other": {}, "ref": {}}, "suites": ["kv_capacity"]})}),
     Case("resume-broken-run-json", "cli", q("cand", "--resume", "{TMP}/r"), ["--resume", "run.json: not JSON"],
          {"r/run.json": "{"}),
+    # --- several candidates in one run (--arms) ----------------------------------------------------------------
+    Case("arms-and-arm", "arm-set", ["qualify", "--arm", "cand", "--arms", "cand,c2"],
+         ["--arm cand and --arms cand,c2: name one candidate with --arm, or several with --arms, not both"],
+         arm("c2", "extends: base\nreference: ref\n")),
+    Case("arms-with-reference", "arm-set", ["qualify", "--arms", "cand,c2", "--reference", "ref"],
+         ["--reference ref with --arms cand,c2: --reference replaces the reference of one candidate (--arm)"],
+         arm("c2", "extends: base\nreference: ref\n")),
+    Case("arms-empty-name", "arm-set", ["qualify", "--arms", "cand,,c2"], ["--arms 'cand,,c2': empty arm name"]),
+    Case("arms-twice", "arm-set", ["qualify", "--arms", "cand,ref,cand"],
+         ["--arms 'cand,ref,cand': arm(s) cand named more than once"]),
+    Case("arms-unknown", "arm-set", ["qualify", "--arms", "cand,nope"], ["unknown arm 'nope'", "Known arms:"]),
+    Case("arms-reference-unknown", "arm-set", ["qualify", "--arms", "cand,c2"],
+         ["c2.yaml: field reference: unknown arm 'gone'"], arm("c2", "extends: base\nreference: gone\n")),
+    Case("arms-cycle", "arm-set", ["qualify", "--arms", "c1,c2"], ["each other's references (c1 -> c2 -> c1)"],
+         {**arm("c1", "extends: base\nreference: c2\n"), **arm("c2", "extends: base\nreference: c1\n")}),
+    Case("arms-shared-reference-workloads", "arm-set", ["qualify", "--arms", "cand,c2", "--suites", "long_prefix"],
+         ["arm 'c2': reference 'ref' is measured once", "field workloads.long_prefix: lp", "c2.yaml",
+          "vs long_prefix_cpu (arm 'cand'"],
+         {**arm("c2", "extends: base\nreference: ref\nworkloads: {long_prefix: lp}\n"),
+          "workloads/lp.yaml": "prefix_tokens: 8\nsuffix_tokens: 8\noutput_tokens: 4\nconcurrency: [1]\n"
+                               "requests_per_level: 2\n"}),
+    Case("arms-parallel-gpus", "arm-set", ["qualify", "--arms", "g1,g2", "--parallel", "--suites", "kv_capacity"],
+         ["parallel_gpus_fit: --parallel starts every arm's server at once: g1 (2) + g2 (2) + g0 (2) = 6 GPU(s)",
+          "lease pool has 2 (HARNESS_GPUS=0,1)", "nothing was started"],
+         {**arm("g0", "extends: gbase\n"), **arm("g1", "extends: gbase\nreference: g0\n"),
+          **arm("g2", "extends: gbase\nreference: g0\n")}, {"HARNESS_GPUS": "0,1"}),
+    Case("no-arm", "arm-set", ["qualify", "--suites", "kv_capacity"], ["qualify: name the candidate arm (--arm NAME)"]),
+    Case("resume-other-candidates", "arm-set", ["qualify", "--arms", "cand,c2", "--resume", "{TMP}/r"],
+         ["run.json field 'arms' names cand, ref; this command names cand, c2, ref"],
+         {**arm("c2", "extends: base\nreference: ref\n"),
+          "r/run.json": json.dumps({"arms": {"cand": {}, "ref": {}}, "suites": ["kv_capacity"]})}),
     # --- this machine's resources -----------------------------------------------------------------------------
     Case("launcher-python-missing", "resources", q("x"), ["x.yaml: field launcher.python: /nonexistent/bin/python "
                                                          "does not exist or is not executable"],
@@ -456,4 +487,4 @@ def test_the_table_covers_every_class_with_60_cases():
     classes = {c.klass for c in CASES}
     assert len(CASES) >= 60 and len({c.id for c in CASES}) == len(CASES)
     assert {"yaml", "types", "model", "references", "owned-flags", "parallel", "workloads", "gsm8k-data", "cli",
-            "resources", "secrets", "not-checked"} <= classes
+            "resources", "secrets", "not-checked", "arm-set"} <= classes

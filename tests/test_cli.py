@@ -82,3 +82,27 @@ def test_plan_prints_env_secrets_redacted():
     assert result.returncode == 0, result.stderr
     assert "env HF_TOKEN=<redacted>" in result.stdout and "env VLLM_API_KEY=<redacted>" in result.stdout
     assert "s3cr3t-plan" not in result.stdout + result.stderr
+
+
+def test_resume_alone_takes_the_runs_own_candidates_from_run_json(tmp_path):
+    """`qualify --resume RUN` without --arm/--arms: the run's pairs, as run.json recorded them (one candidate with its
+    reference, or several each against its own)."""
+    import json
+    from types import SimpleNamespace
+
+    from harness.cli import named_candidates
+
+    def names(info: dict, **given):
+        run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        run.mkdir()
+        (run / "run.json").write_text(json.dumps(info))
+        args = dict(arm=None, arms=None, reference=None, resume=str(run), run_id=None, run_dir=None)
+        return named_candidates(SimpleNamespace(**{**args, **given}))
+
+    several = {"arms": {"cpu-smoke": {}, "cpu-spec": {}, "cpu-ref": {}},
+               "pairs": [{"candidate": "cpu-smoke", "reference": "cpu-ref"},
+                         {"candidate": "cpu-spec", "reference": "cpu-ref"}]}
+    assert names(several) == (["cpu-smoke", "cpu-spec"], None)
+    assert names({"arms": {"cpu-smoke": {}, "tp8": {}}}) == (["cpu-smoke"], "tp8")  # before pairs were recorded
+    assert names(several, arms="cpu-smoke,cpu-spec") == (["cpu-smoke", "cpu-spec"], None)
+    assert names(several, arm="cpu-smoke") == (["cpu-smoke"], None)  # checked against run.json later

@@ -1,9 +1,11 @@
 """Arms -> a Buildkite pipeline (a plain dict; the CLI dumps it as YAML). Pure: no I/O beyond loading the arms.
 
-One step per arm group (a candidate with its reference): the step runs scripts/buildkite/qualify_step.sh, which
-qualifies the group, annotates the build from the run's annotation.md and exits with qualify's code. Steps are placed
-by GPU count (`agents`), serialised per GPU pool (`concurrency_group`), retried when the agent is lost, and their run
-directory is kept as artifacts whatever the outcome.
+One step per arm group -- candidates linked by their references (harness.config.armset), e.g. dcp8 and dspark-dcp8
+that share tp8: the step runs scripts/buildkite/qualify_step.sh, which qualifies the group in one run
+(`qualify --arms dcp8,dspark-dcp8`: the shared reference starts once), annotates the build from the run's
+annotation.md and exits with qualify's code. Steps are placed by GPU count (`agents`), serialised per GPU pool
+(`concurrency_group`), retried when the agent is lost, and their run directory is kept as artifacts whatever the
+outcome.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.config.arms import Arm
+from harness.config.armset import ArmSet, Pair
 
 STEP_SCRIPT = "scripts/buildkite/qualify_step.sh"
 # Buildkite reports a lost agent as exit status -1 and a stopped agent (spot reclaim, host shutdown) as the
@@ -20,12 +23,13 @@ AGENT_LOSS_RETRY = [{"exit_status": -1, "limit": 2}, {"signal_reason": "agent_st
 
 @dataclass(frozen=True)
 class ArmGroup:
-    candidate: Arm
-    reference: Arm | None
+    candidates: tuple[Arm, ...]
+    arms: tuple[Arm, ...]  # every arm the group's run starts: candidates, then references that are no candidate
 
     @property
-    def arms(self) -> list[Arm]:
-        return [a for a in (self.candidate, self.reference) if a is not None]
+    def key(self) -> str:
+        """The group's name in step keys, run ids and annotation contexts: its candidates, joined."""
+        return "_".join(a.name for a in self.candidates)
 
     def gpus(self, parallel: bool) -> int:
         """GPUs one host needs: the arms side by side on disjoint GPUs (parallel), else the largest arm."""
@@ -37,25 +41,43 @@ class ArmGroup:
         return max(a.parallelism.nnodes for a in self.arms)
 
 
-def arm_groups(arms: list[Arm], references: dict[str, Arm]) -> list[ArmGroup]:
-    """Each named arm with its reference; an arm that is another named arm's reference runs inside that group."""
-    referenced = {a.reference for a in arms if a.reference}
-    return [ArmGroup(a, references.get(a.reference) if a.reference else None) for a in arms
-            if a.name not in referenced]
+def arm_groups(arm_set: ArmSet, arms: dict[str, Arm]) -> list[ArmGroup]:
+    """The run's pairs split into steps: candidates linked through a common reference (or one being the other's
+    reference) run in one step, so a shared reference starts once; unlinked ones get steps of their own, side by side
+    on other agents. Pairs that need different node counts stay apart (a multi-node step holds its allocation for its
+    whole run; a one-node reference is then measured in each step that uses it). `arms`: every arm, loaded."""
+    def nodes(pair: Pair) -> int:
+        return max(arms[n].parallelism.nnodes for n in (pair.candidate, pair.reference) if n)
+
+    def names(pairs: list[Pair]) -> set[str]:
+        return {n for p in pairs for n in (p.candidate, p.reference) if n}
+
+    groups: list[list[Pair]] = []
+    for pair in arm_set.pairs:
+        touching = [g for g in groups if nodes(g[0]) == nodes(pair) and names(g) & names([pair])]
+        groups = [g for g in groups if g not in touching] + [[p for g in touching for p in g] + [pair]]
+    order = {name: i for i, name in enumerate(arm_set.candidates)}
+    out = []
+    for group in sorted(groups, key=lambda g: min(order[p.candidate] for p in g)):
+        cands = sorted((p.candidate for p in group), key=order.__getitem__)
+        refs = [p.reference for p in group if p.reference and p.reference not in cands]
+        out.append(ArmGroup(tuple(arms[n] for n in cands), tuple(arms[n] for n in dict.fromkeys([*cands, *refs]))))
+    return out
 
 
-def run_id(arm: Arm, nightly: bool) -> str:
+def run_id(group: ArmGroup, nightly: bool) -> str:
     # ${BUILDKITE_BUILD_NUMBER} is interpolated by Buildkite when the pipeline is uploaded.
-    return f"{'nightly' if nightly else 'ci'}-${{BUILDKITE_BUILD_NUMBER}}-{arm.name}"
+    return f"{'nightly' if nightly else 'ci'}-${{BUILDKITE_BUILD_NUMBER}}-{group.key}"
 
 
 def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: bool) -> dict:
-    cand = group.candidate
     gpus = group.gpus(parallel)
     pool = f"{queue}-{gpus}gpu" if gpus else cpu_queue
-    rid = run_id(cand, nightly)
-    vs = f" vs {group.reference.name}" if group.reference else ""
-    env = {"HARNESS_RUN_ID": rid, "HARNESS_ARM": cand.name, "CI": "true"}
+    rid = run_id(group, nightly)
+    cands = {a.name for a in group.candidates}
+    references = [a.name for a in group.arms if a.name not in cands]
+    vs = f" vs {', '.join(references)}" if references else ""
+    env = {"HARNESS_RUN_ID": rid, "HARNESS_ARMS": ",".join(a.name for a in group.candidates), "CI": "true"}
     if nightly:
         env["HARNESS_BASELINE_FROM"] = "previous-nightly"
     if parallel and len(group.arms) > 1:
@@ -65,8 +87,8 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
         agents["nodes"] = str(group.nodes)
     startup = sum(a.timeouts.startup_s for a in group.arms)
     return {
-        "label": f":vllm: qualify {cand.name}{vs}",
-        "key": f"qualify-{cand.name}",
+        "label": f":vllm: qualify {', '.join(a.name for a in group.candidates)}{vs}",
+        "key": f"qualify-{group.key}",
         "command": f"bash {STEP_SCRIPT}",
         "env": env,
         "agents": agents,

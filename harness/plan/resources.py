@@ -38,6 +38,40 @@ def gpu_count() -> tuple[int, str]:
         return 0, f"NVML: {type(exc).__name__}: {exc}".rstrip(": ")
 
 
+def lease_pool() -> tuple[list[int], str]:
+    """The GPUs parallel arms lease from, and where that list came from: HARNESS_GPUS (e.g. "0,1"), else every GPU
+    NVML sees. ValueError for a HARNESS_GPUS that is not a list of GPU ids."""
+    env = os.environ.get("HARNESS_GPUS", "").strip()
+    if env:
+        try:
+            return [int(g) for g in env.split(",") if g.strip()], f"HARNESS_GPUS={env}"
+        except ValueError:
+            raise ValueError(f"{env!r} is not a comma-separated list of GPU ids, e.g. 0,1") from None
+    count, why = gpu_count()
+    return list(range(count)), why or "every GPU NVML sees"
+
+
+def gpus_per_node(arm: Arm) -> int:
+    """GPUs one node of the arm uses: its share of the world size; 0 for a CPU arm."""
+    return arm.parallelism.world_size // max(arm.parallelism.nnodes, 1) if arm.device == "gpu" else 0
+
+
+def check_parallel_gpus(arms: list[Arm], pool: list[int], origin: str) -> Verdict:
+    """--parallel starts every arm's server at once, each on a GPU set leased for it on this host: the arms' GPUs
+    together must fit the lease pool (else a server waits for another's GPUs past its start-up timeout)."""
+    rule = "parallel_gpus_fit"
+    need = {a.name: gpus_per_node(a) for a in arms if gpus_per_node(a)}
+    if not need:
+        return Verdict(rule, True, "CPU arms: no GPU to lease", "info")
+    total = sum(need.values())
+    shown = " + ".join(f"{n} ({k})" for n, k in need.items())
+    if total > len(pool):
+        return Verdict(rule, False, f"--parallel starts every arm's server at once: {shown} = {total} GPU(s), and "
+                       f"this host's lease pool has {len(pool)} ({origin}); drop --parallel (a serial run holds one "
+                       "server at a time) or qualify fewer arms per run")
+    return Verdict(rule, True, f"{shown} = {total} GPU(s) at once, of {len(pool)} ({origin})")
+
+
 def check_gpus(arm: Arm, count: int, why: str) -> Verdict:
     rule = "gpus_available"
     if arm.device == "cpu":

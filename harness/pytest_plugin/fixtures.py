@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import HarnessError
-from harness.pytest_plugin.grouping import REFERENCE_FIRST
+from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
-from harness.pytest_plugin.recording import item_arm, outcome_record
+from harness.pytest_plugin.recording import outcome_record
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
@@ -74,7 +74,7 @@ def _stored(session: HarnessSession, name: str | None, serving: bool = False) ->
     if name is None:
         pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
     try:
-        if not serving and session.options.parallel and name == session.reference_name:
+        if not serving and session.options.parallel and name in session.outputs_needed:
             # the reference's own worker captures them while its server is up; wait for the store, and capture
             # here only if that worker finished without them
             session.wait_until_stored(name)
@@ -83,9 +83,11 @@ def _stored(session: HarnessSession, name: str | None, serving: bool = False) ->
         pytest.fail(str(exc), pytrace=False)
 
 
-# Session-scoped and requested before `candidate`: captured (when not stored) before the candidate starts. The
-# eager variant is captured here too, so no later test has to stop the candidate to capture it.
-@pytest.fixture(scope="session")
+# Requested before `candidate`, and their tests run first in the candidate's turn (grouping.order_by_arm): captured
+# (when not stored) before the candidate starts. The eager variant is captured here too, so no later test has to stop
+# the candidate to capture it. Function-scoped: each candidate of the run has its own reference (the session keeps
+# what it loaded or captured).
+@pytest.fixture
 def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
     stored = _stored(harness_session, harness_session.reference_name)
     variant = harness_session.arm(harness_session.candidate_name).eager_variant
@@ -94,7 +96,7 @@ def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
     return stored
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
     """The candidate under --enforce-eager (its `eager_variant` arm), where the arm names one."""
     variant = harness_session.arm(harness_session.candidate_name).eager_variant
@@ -104,57 +106,78 @@ def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
-    left); tests that need stored outputs run first, so a capture never has to stop a candidate mid-suite. A suite
-    module's `skip_reason(session, arm)` (a sentence, or None, for the arm a test runs for) skips that test before any
-    fixture starts a server."""
+    left); the rest run arm by arm, references first (grouping.order_by_arm), so each server starts once and a capture
+    never has to stop a candidate mid-suite. A suite module's `skip_reason(session, arm, served)` (a sentence, or
+    None, for the arm a test runs for; `served`: the arm's own run, else a candidate's comparison) skips that test
+    before any fixture starts a server."""
     session = config.stash.get(SESSION_KEY, None)
-    if session is not None and session.options.resume:
+    if session is None:
+        return
+    if session.options.resume:
         done = [i for i in items if test_id(i.nodeid) in session.done]
         if done:
             config.hook.pytest_deselected(items=done)
             items[:] = [i for i in items if test_id(i.nodeid) not in session.done]
-    first = [i for i in items if any(f in getattr(i, "fixturenames", ()) for f in REFERENCE_FIRST)]
-    if first:
-        items[:] = first + [i for i in items if i not in first]
-    session = config.stash.get(SESSION_KEY, None)
+    suite_items = [i for i in items if i.path.parent.name == "suites"]
+    if suite_items:
+        order = order_by_arm([(session.arm_of(i.nodeid), phase(i)) for i in suite_items], session.arm_set.run_order())
+        others = [i for i in items if i.path.parent.name != "suites"]
+        items[:] = [suite_items[k] for k in order] + others
     reasons: dict = {}
     for item in items:
         module = getattr(item, "module", None)
         check = getattr(module, "skip_reason", None)
-        if session is None or not callable(check):
+        if not callable(check):
             continue
-        key = (module, item_arm(item, session.candidate_name))
+        key = (module, session.arm_of(item.nodeid), "served_arm" in getattr(item, "fixturenames", ()))
         if key not in reasons:
+            session.focus_on(item.nodeid)
             try:
-                reasons[key] = check(session, key[1])
+                reasons[key] = check(session, key[1], key[2])
             except HarnessError:
                 reasons[key] = None  # the candidate's YAML is broken: its tests report that
         if reasons[key]:
             item.add_marker(pytest.mark.skip(reason=reasons[key]))
 
 
+CANDIDATE_PARAM = "_for_candidate"
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """`served_arm` runs a test once per arm of the run (candidate, then reference), ids = arm names."""
-    if "served_arm" not in metafunc.fixturenames:
-        return
+    """`served_arm` runs a test once per arm of the run (candidates, then references), ids = arm names. In a run of
+    several candidates every other suite test runs once per candidate, ids = candidate names."""
     session: HarnessSession = metafunc.config.stash[SESSION_KEY]
-    names = [session.candidate_name]
-    try:
-        if session.reference_name and session.reference_name != session.candidate_name:
-            names.append(session.reference_name)
-    except HarnessError:
-        pass  # the candidate's own YAML is broken: its test reports that
-    metafunc.parametrize("served_arm", names, ids=names, indirect=True, scope="session")
+    if "served_arm" in metafunc.fixturenames:
+        names = session.run_arms
+        metafunc.parametrize("served_arm", names, ids=names, indirect=True, scope="session")
+    elif len(session.candidates) > 1 and metafunc.definition.path.parent.name == "suites":
+        names = session.candidates
+        metafunc.parametrize(CANDIDATE_PARAM, names, ids=names, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _for_candidate(request: pytest.FixtureRequest) -> str | None:
+    """The candidate a suite test of a several-candidate run is for (its id); None otherwise."""
+    return getattr(request, "param", None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of the test: the session's focus is the candidate this test runs for."""
+    session = item.config.stash.get(SESSION_KEY, None)
+    if session is not None and item.path.parent.name == "suites":
+        session.focus_on(item.nodeid)
 
 
 @pytest.fixture(scope="session")
 def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
-    # pytest runs every test of one arm, then finalizes this before the next arm's: the two servers never
-    # compete for the machine, and each is stopped as soon as its tests are done. In a parallel run each arm has
-    # its own worker; the reference's captures the stored outputs first, which the candidate's worker waits for.
+    # pytest runs every test of one arm, then finalizes this before the next arm's: the servers never compete for
+    # the machine, and each is stopped as soon as its tests are done. A reference's stored outputs are captured
+    # here, before its tests; in a parallel run each arm has its own worker, and the candidates' wait for them.
     session = harness_session
-    if session.options.parallel and request.param == session.reference_name and session.needs_reference_outputs:
-        _stored(session, request.param, serving=True)  # the worker that captures them: waiting would deadlock
+    if request.param in session.outputs_needed:
+        _stored(session, request.param, serving=True)  # captured while this server is up (and, in parallel, by the
+        # worker that serves this arm: waiting would deadlock)
     yield _live(harness_session, request.param)
     failure = None
     try:
@@ -230,5 +253,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             (report.when == "teardown" and report.failed):
         session: HarnessSession | None = item.config.stash.get(SESSION_KEY, None)
         if session is not None and item.path.parent.name == "suites":
-            session.writer.append(outcome_record(item, report, session.run_id, session.candidate_name))
+            session.writer.append(outcome_record(item, report, session.run_id, session.arm_of(item.nodeid)))
     return report

@@ -1,49 +1,31 @@
-"""Parallel runs' grouping by arm: xdist schedules each arm's tests as one work unit (so one worker, whose session owns
-the arm's only server), and each worker's session learns which tests each arm runs per suite."""
+"""Grouping by arm: xdist schedules each arm's tests of a parallel run as one work unit (so one worker, whose session
+owns the arm's only server); each session learns which tests each arm runs per suite and whose stored outputs a
+test needs; a serial run orders its tests so each arm's server starts once (order_by_arm)."""
 
 from __future__ import annotations
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from harness.config.errors import HarnessError
-from harness.pytest_plugin.parallel import test_id
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 
 REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
 
 
-def arm_of(nodeid: str, arms: tuple[str, ...], candidate: str) -> str:
-    """The arm a suite test belongs to, from its node id alone (all the xdist controller sees): the `served_arm` id in
-    brackets, which is the arm's name (pytest_generate_tests), else the candidate (comparisons, checks, op suite)."""
-    name = test_id(nodeid).rpartition("::")[2]
-    params = name.partition("[")[2].removesuffix("]")
-    return params if params in arms else candidate
-
-
-def run_arms(session: HarnessSession) -> tuple[str, ...]:
-    """The candidate and its reference (the candidate alone when its YAML is broken: its tests report that)."""
-    try:
-        ref = session.reference_name
-    except HarnessError:
-        ref = None
-    return (session.candidate_name, ref) if ref and ref != session.candidate_name else (session.candidate_name,)
-
-
 class ArmScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with one scope per arm: every test of an arm goes to the same worker, and the arms'
-    units to different workers while there are workers to spare.
+    """xdist's scope scheduling with one scope per arm (HarnessSession.arm_of): every test of an arm goes to the same
+    worker, and the arms' units to different workers while there are workers to spare.
 
     Not `--dist loadgroup`: its group is a '@<group>' suffix that xdist 3.8 writes to `item._nodeid`, which pytest 9.2
     no longer reads (node ids are `item._id`), so every test became a unit of its own and an arm's tests were spread
     over both workers, each starting the arm's server and reading the other's lines in the shared server.log."""
 
-    def __init__(self, config: pytest.Config, log, arms: tuple[str, ...], candidate: str):
+    def __init__(self, config: pytest.Config, log, session: HarnessSession):
         super().__init__(config, log)
-        self.arms, self.candidate = arms, candidate
+        self.session = session
 
     def _split_scope(self, nodeid: str) -> str:
-        return arm_of(nodeid, self.arms, self.candidate)
+        return self.session.arm_of(nodeid)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -52,21 +34,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.options.parallel:
         return None
-    return ArmScheduling(config, log, run_arms(session), session.candidate_name)
+    return ArmScheduling(config, log, session)
+
+
+def needs_outputs(item: pytest.Item) -> bool:
+    return any(f in getattr(item, "fixturenames", ()) for f in REFERENCE_FIRST)
+
+
+def order_by_arm(keys: list[tuple[str, int]], run_order: list[str]) -> list[int]:
+    """The order tests run in (pure): indices of `keys` -- (arm, phase) per test -- sorted by the arm's place in the
+    run (every reference before its candidates: its records and outputs exist when they are compared) and then by
+    phase: 0 tests that need stored outputs (captured before the arm's own server starts), 1 the arm's served tests,
+    2 the rest (comparisons, op suite). Stable: a suite's tests keep the command line's file order."""
+    rank = {arm: i for i, arm in enumerate(run_order)}
+    return sorted(range(len(keys)), key=lambda i: (rank.get(keys[i][0], len(rank)), keys[i][1]))
+
+
+def phase(item: pytest.Item) -> int:
+    return 0 if needs_outputs(item) else 1 if "served_arm" in getattr(item, "fixturenames", ()) else 2
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parallel runs: the session learns which tests each arm runs per suite (what a comparison waits for), and whether
-    any test needs stored reference outputs."""
+    """The session learns which tests each arm runs per suite (what a comparison of a parallel run waits for) and
+    whose stored outputs a collected test needs (that arm captures them while its own server is up)."""
     session = config.stash.get(SESSION_KEY, None)
-    if session is None or not session.options.parallel:
+    if session is None:
         return
-    arms = run_arms(session)
     for item in items:
         if item.path.parent.name != "suites":
             continue
-        arm = arm_of(item.nodeid, arms, session.candidate_name)
+        arm = session.arm_of(item.nodeid)
         session.collected.setdefault(item.nodeid.split("::")[0], {}).setdefault(arm, []).append(item.nodeid)
-        if any(f in getattr(item, "fixturenames", ()) for f in REFERENCE_FIRST):
-            session.needs_reference_outputs = True
+        if needs_outputs(item):
+            ref = session.arm_set.reference_of(arm)
+            if ref:
+                session.outputs_needed.add(ref)

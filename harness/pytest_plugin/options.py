@@ -13,6 +13,7 @@ DEFAULT_ARM = "cpu-smoke"
 @dataclass
 class Options:
     arm: str = DEFAULT_ARM
+    arms: list[str] = field(default_factory=list)  # --arms: several candidates in one run (else `arm` alone)
     reference: str | None = None  # default: the arm's own `reference:`
     run_dir: Path | None = None
     overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
@@ -20,14 +21,21 @@ class Options:
     resume: bool = False  # run only the tests without an outcome in the run directory's results file
     parallel: bool = False  # one xdist worker per arm (harness.pytest_plugin.parallel)
 
+    @property
+    def named(self) -> list[str]:
+        """The arms named as candidates: --arms, else --arm."""
+        return self.arms or [self.arm]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("harness", "DCP qualification harness")
     group.addoption("--arm", default=DEFAULT_ARM, help="candidate arm (configs/arms/<name>.yaml)")
+    group.addoption("--arms", default=None, help="several candidate arms in one run, comma-separated (each against "
+                    "its own `reference:`; a shared reference runs once)")
     group.addoption("--reference", default=None, help="reference arm (default: the arm's `reference:`)")
     group.addoption("--run-dir", default=None, type=Path, help="run directory (default reports/<timestamp>)")
     group.addoption("--set", dest="harness_set", action="append", default=[], metavar="PATH=VALUE",
-                    help="override a field of the candidate arm, e.g. --set parallelism.dcp=4")
+                    help="override a field of the candidate arm(s), e.g. --set parallelism.dcp=4")
     group.addoption("--refresh-reference", action="store_true", default=False,
                     help="capture the reference arm's outputs anew instead of reusing the reference store")
     group.addoption("--resume", action="store_true", default=False,
@@ -37,7 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def options_from(config: pytest.Config) -> Options:
-    return Options(arm=config.getoption("--arm"), reference=config.getoption("--reference"),
+    arms = config.getoption("--arms")
+    return Options(arm=config.getoption("--arm"), arms=[a.strip() for a in arms.split(",")] if arms else [],
+                   reference=config.getoption("--reference"),
                    run_dir=config.getoption("--run-dir"), overrides=list(config.getoption("harness_set")),
                    refresh_reference=config.getoption("--refresh-reference"), resume=config.getoption("--resume"),
                    parallel=config.getoption("--parallel-arms"))

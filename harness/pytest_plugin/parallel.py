@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.config.arms import Arm
+from harness.plan.resources import gpus_per_node, lease_pool
 from harness.serve.leases import GpuLease, lease_gpus
 
 POLL_S = 0.5
@@ -22,6 +23,16 @@ def test_id(nodeid: str) -> str:
     """The node id without xdist's '@group' suffix: records name a test the same in serial and parallel runs."""
     at, bracket = nodeid.rfind("@"), nodeid.rfind("]")
     return nodeid[:at] if at > bracket and "::" in nodeid[:at] else nodeid
+
+
+def arm_of(nodeid: str, arms: tuple[str, ...], default: str) -> str:
+    """The arm a suite test belongs to, from its node id alone (all the xdist controller sees; the one rule for the
+    scheduler, the recorded outcome and the session's focus): the id in brackets where it names an arm of the run --
+    a `served_arm` test's arm, or in a run of several candidates a candidate's own test -- else `default` (the
+    candidate of a one-candidate run: its comparisons, checks and op suite carry no id)."""
+    name = test_id(nodeid).rpartition("::")[2]
+    params = name.partition("[")[2].removesuffix("]")
+    return params if params in arms else default
 
 
 def worker_id() -> str | None:
@@ -60,17 +71,9 @@ def wait_until(ready: Callable[[], bool], run_dir: Path) -> bool:
 
 
 def host_gpus() -> list[int]:
-    """The GPUs leases are drawn from: HARNESS_GPUS (e.g. "0,1"), else every GPU NVML sees."""
-    env = os.environ.get("HARNESS_GPUS")
-    if env:
-        return [int(g) for g in env.split(",") if g.strip()]
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return list(range(pynvml.nvmlDeviceGetCount()))
-    except Exception:  # noqa: BLE001 - no NVML: no GPU to lease
-        return []
+    """The GPUs leases are drawn from: HARNESS_GPUS (e.g. "0,1"), else every GPU NVML sees (admission checked that
+    the run's arms fit them)."""
+    return lease_pool()[0]
 
 
 def leased(arm: Arm) -> tuple[Arm, GpuLease | None]:
@@ -78,6 +81,5 @@ def leased(arm: Arm) -> tuple[Arm, GpuLease | None]:
     is the arm's own start-up timeout: another worker's server may hold the GPUs that long."""
     if arm.device != "gpu":
         return arm, None
-    count = arm.parallelism.world_size // arm.parallelism.nnodes
-    lease = lease_gpus(count, host_gpus(), arm.name, arm.timeouts.startup_s)
+    lease = lease_gpus(gpus_per_node(arm), host_gpus(), arm.name, arm.timeouts.startup_s)
     return arm.model_copy(update={"gpus": lease.gpus}), lease

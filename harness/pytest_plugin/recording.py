@@ -27,15 +27,8 @@ def server_failed(run_id: str, arm: Arm, reason: str, log_path: Path) -> ServerR
                         expected_backend=arm.attention.expected, log_path=str(log_path))
 
 
-def item_arm(item: pytest.Item, candidate: str) -> str:
-    """The arm a test runs for: its `served_arm`, else the candidate (a comparison, a candidate-only check)."""
-    spec = getattr(item, "callspec", None)
-    return spec.params.get("served_arm", candidate) if spec else candidate
-
-
-def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, candidate: str) -> OutcomeRecord:
-    """A suite test's verdict: the arm it ran for (its `served_arm`, else the candidate) and the failure text."""
-    arm = item_arm(item, candidate)
+def outcome_record(item: pytest.Item, report: pytest.TestReport, run_id: str, arm: str) -> OutcomeRecord:
+    """A suite test's verdict: the arm it ran for (HarnessSession.arm_of) and the failure text."""
     outcome = report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
     return OutcomeRecord(run_id=run_id, arm=arm, suite=item.module.__name__.removeprefix("test_"),
                          test=test_id(item.nodeid),

@@ -27,11 +27,18 @@ if TYPE_CHECKING:
 
 
 class ReferenceOutputs:
-    """Per session: each reference arm's outputs for the candidate's check prompts, loaded or captured once."""
+    """Per session: each reference arm's outputs for the check prompts of the candidates it serves (they share one
+    reference-checks workload: admission), loaded or captured once."""
 
     def __init__(self, session: HarnessSession):
         self.session = session
         self.stored: dict[str, StoredOutputs] = {}
+        self._identity: dict[str, dict[str, str]] = {}  # arm -> its model's hashes (read once per run)
+
+    def identity(self, name: str) -> dict[str, str]:
+        if name not in self._identity:
+            self._identity[name] = model_identity(self.session.arm(name))
+        return self._identity[name]
 
     def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
         """The candidate's reference-check workload (both arms get the same prompts)."""
@@ -45,15 +52,16 @@ class ReferenceOutputs:
 
         Capturing stops every other server first: on one GPU two servers would not both fit; and the arm's own after,
         unless `keep_server` (its tests come next in this worker)."""
-        if name in self.stored:
-            return self.stored[name]
         cand, arm = self.session.arm(self.session.candidate_name), self.session.arm(name)
-        identity = model_identity(arm)
-        difference = model_difference(cand, model_identity(cand), arm, identity)
+        # checked for each candidate that asks (a shared reference's outputs serve several)
+        difference = model_difference(cand, self.identity(cand.name), arm, self.identity(name))
         if difference:
             raise ConfigError(difference)
+        if name in self.stored:
+            return self.stored[name]
         _, prompts, sampling = self.check_prompts()
-        key = make_key(arm, identity, prompts, sampling, installed_vllm_version(arm.launcher.python or server_python()))
+        key = make_key(arm, self.identity(name), prompts, sampling,
+                       installed_vllm_version(arm.launcher.python or server_python()))
         # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store
         refresh = self.session.options.refresh_reference and capture_missing
         stored = None if refresh else store.load(key, name, prompts, reference_dir())

@@ -8,10 +8,11 @@ import logging
 import pytest
 
 from harness.config.arms import Arm, load_arm
+from harness.config.armset import ArmSet, Pair, expand_arm_set
 from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR, run_id_now
 from harness.pytest_plugin.options import Options
-from harness.pytest_plugin.parallel import leased, wait_until
+from harness.pytest_plugin.parallel import arm_of, leased, wait_until
 from harness.pytest_plugin.recording import server_failed, server_up
 from harness.pytest_plugin.references import ReferenceOutputs
 from harness.records.attempts import current_records, done_tests, next_attempt
@@ -32,28 +33,74 @@ class HarnessSession:
         self.done = done_tests(earlier)  # resumed: tests that already have a verdict
         self.writer = ResultsWriter(results, next_attempt(earlier) if options.resume else 0)
         self._arms: dict[str, Arm] = {}
+        self._arm_set: ArmSet | None = None
+        self._focus: str | None = None  # the candidate the running test is for (focus_on)
         self._servers: dict[str, LiveServer] = {}
         self._failures: dict[str, str] = {}
         self._using: dict[str, str] = {}  # arm -> the suite that last used its server
         self._leases: dict = {}  # arm -> its server's GPU lease (parallel runs)
+        self._set_aside: list[str] = []  # deaths found when a serial run stopped a server to start another
         # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
         self.collected: dict[str, dict[str, list[str]]] = {}
-        self.needs_reference_outputs = False  # parallel: a collected test needs stored reference outputs
+        self.outputs_needed: set[str] = set()  # arms whose stored outputs a collected test needs
         self.references = ReferenceOutputs(self)
+
+    @property
+    def arm_set(self) -> ArmSet:
+        """The run's candidate/reference pairs (harness.config.armset), from the named arms' `reference:` fields. A
+        broken YAML makes that arm a candidate without a reference here: its own tests report the error."""
+        if self._arm_set is None:
+            named, refs = self.options.named, {}
+            for name in named:
+                try:
+                    refs[name] = load_arm(name, self.options.overrides).reference
+                except HarnessError:
+                    refs[name] = None
+            try:
+                self._arm_set = expand_arm_set(named, refs, self.options.reference)
+            except HarnessError:  # a reference cycle, refused before any run by admission
+                self._arm_set = ArmSet(tuple(Pair(n, None) for n in named))
+        return self._arm_set
+
+    @property
+    def candidates(self) -> list[str]:
+        return self.arm_set.candidates
+
+    @property
+    def run_arms(self) -> list[str]:
+        """Every arm with tests of its own, each once: candidates, then references that are no candidate."""
+        return self.arm_set.arms
 
     def arm(self, name: str) -> Arm:
         if name not in self._arms:
-            overrides = self.options.overrides if name == self.options.arm else []
+            overrides = self.options.overrides if name in self.candidates else []
             self._arms[name] = load_arm(name, overrides)
         return self._arms[name]
 
+    def arm_of(self, nodeid: str) -> str:
+        """The arm a test belongs to (parallel.arm_of: its node id's arm, else the first candidate)."""
+        return arm_of(nodeid, tuple(self.run_arms), self.candidates[0])
+
+    def focus_on(self, nodeid: str) -> None:
+        """Before each test: the candidate it runs for -- its own, or for a reference's test the first candidate it
+        is the reference of (whose workloads and thresholds it is measured with)."""
+        self._focus = self.arm_set.owner(self.arm_of(nodeid))
+
+    def candidates_for(self, arm: str) -> list[str]:
+        """The candidates an arm's own measurements serve: itself where it is a candidate, and every candidate it
+        is the reference of."""
+        mine = [arm] if arm in self.candidates else []
+        return mine + [p.candidate for p in self.arm_set.pairs if p.reference == arm]
+
     @property
     def candidate_name(self) -> str:
-        return self.options.arm
+        return self._focus or self.candidates[0]
 
     @property
     def reference_name(self) -> str | None:
-        return self.options.reference or self.arm(self.options.arm).reference
+        if self.options.reference and self.candidate_name == self.options.named[0]:
+            return self.options.reference
+        return self.arm(self.candidate_name).reference
 
     def server(self, name: str) -> LiveServer:
         """Launch on first use and cache until released; a failed launch is recorded once and re-raised for every
@@ -63,6 +110,9 @@ class HarnessSession:
         self.check_alive(name)
         if name not in self._servers:
             arm = self.arm(name)
+            if not self.options.parallel:  # serial: one server at a time, the machine's whole
+                for other in [o for o in self._servers if o != name]:
+                    self.set_aside(other)
             try:
                 if self.options.parallel:  # a disjoint GPU set for this server, held until it stops
                     arm, self._leases[name] = leased(arm)
@@ -150,9 +200,17 @@ class HarnessSession:
         if dead:
             raise HarnessError(dead)
 
+    def set_aside(self, name: str) -> None:
+        """Stop arm `name`'s server for another's (serial runs); a death found now fails the run at its end."""
+        try:
+            self.release(name)
+        except HarnessError as exc:
+            self._set_aside.append(str(exc))
+
     def deaths(self) -> list[str]:
-        """At the end of the run: every cached server found dead (recorded), before close() stops the rest."""
-        return [d for d in map(self.found_dead, list(self._servers)) if d]
+        """At the end of the run: every cached server found dead (recorded), before close() stops the rest, and those
+        found dead when set aside."""
+        return [*self._set_aside, *(d for d in map(self.found_dead, list(self._servers)) if d)]
 
     def close(self) -> None:
         for name, live in self._servers.items():

@@ -74,6 +74,19 @@ def start_info(arms: dict[str, dict], argv: list[str], suites: list[str], worklo
             "started": now(), "argv": argv, "suites": suites, "workloads": workloads, "arms": arms}
 
 
+def pairs_of(info: dict) -> list[dict]:
+    """run.json's candidate/reference pairs, in the order named (pure): `pairs` where recorded, else (runs of one
+    candidate written before it) the first arm against the second. Each: {"candidate", "reference", "gates"}; gates
+    None where the run did not record them."""
+    if isinstance(info.get("pairs"), list):
+        return [{"candidate": p.get("candidate"), "reference": p.get("reference"), "gates": p.get("gates")}
+                for p in info["pairs"] if isinstance(p, dict) and p.get("candidate")]
+    arms = list(info.get("arms") or {})
+    if not arms:
+        return []
+    return [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None, "gates": info.get("gates")}]
+
+
 def read_run_info(run_dir: Path) -> tuple[dict, list[str]]:
     path = run_dir / "run.json"
     if not path.is_file():

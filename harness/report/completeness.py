@@ -28,14 +28,15 @@ def interruption(info: dict) -> list[str]:
 
 
 def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
-                     per_arm: list[str] | None = None) -> list[str]:
+                     per_arm: list[str] | None = None, candidates: list[str] | None = None) -> list[str]:
     """One line per expected suite x arm with no test outcome, saying why when the records know. Suites not in
-    `per_arm` run for the candidate (arms[0]) only; None (older run.json) expects every arm everywhere."""
+    `per_arm` run for the candidates (default: arms[0]) only; None (older run.json) expects every arm everywhere."""
     have = {(r.suite, r.arm) for r in records if isinstance(r, OutcomeRecord)}
     failed = {r.arm: r.reason for r in records if isinstance(r, ServerRecord) and r.status == "failed"}
+    candidates = candidates if candidates is not None else arms[:1]
     out = []
     for suite in suites:
-        for arm in (arms if per_arm is None or suite in per_arm else arms[:1]):
+        for arm in (arms if per_arm is None or suite in per_arm else candidates):
             if (suite, arm) in have:
                 continue
             why = (f"the server failed: {first_line(failed[arm])}" if arm in failed
@@ -90,11 +91,12 @@ def aborted(records: list[Record]) -> list[str]:
     return out + unfinished_outcomes(records)
 
 
-def gaps(info: dict, records: list[Record], arms: list[str]) -> list[str]:
-    """Everything missing from a run, each with its reason; empty for a complete run."""
+def gaps(info: dict, records: list[Record], arms: list[str], candidates: list[str] | None = None) -> list[str]:
+    """Everything missing from a run, each with its reason; empty for a complete run. `candidates`: the run's
+    (default: the first arm)."""
     suites = info.get("suites") or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
     levels = (info.get("workloads") or {}).get("long_prefix", {}).get("concurrency", [])
     # Suites are expected of the run's arms only: an eager variant launched to capture outputs runs none.
     arms = [a for a in arms if a in info["arms"]] if info.get("arms") else arms
-    return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites")),
+    return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites"), candidates),
             *missing_levels(records, arms, levels), *aborted(records)]

@@ -1,12 +1,20 @@
 """The report's headline (pure): one line per measure, candidate against reference, the way the seed PR's prose
 sums up its tables: TPOT p50 change per concurrency, KV capacity ratio, accuracy difference with its p-value, and
-the verdict of every check and gate. A measure the run lacks says so instead of being left out."""
+the verdict of every check and gate; a run of several candidates goes pair by pair, after one verdict line per
+candidate. A measure the run lacks says so instead of being left out."""
 
 from __future__ import annotations
 
 from harness.judge.gates import GateResult, latest, paired_accuracy
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
-from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, ReferenceCheckRecord
+from harness.records.schema import (
+    Gsm8kRecord,
+    KvCapacityRecord,
+    LongPrefixRecord,
+    OutcomeRecord,
+    Record,
+    ReferenceCheckRecord,
+)
 
 
 def tpot_lines(records: list[Record], cand: str, ref: str) -> list[str]:
@@ -54,21 +62,45 @@ def accuracy_line(records: list[Record], cand: str, ref: str, flt: str) -> list[
             f"{(acc_a - acc_b) * 100:+.2f} pt ({test}){errors}"]
 
 
-def check_lines(records: list[Record], cand: str, gates: list[GateResult]) -> list[str]:
+def check_lines(records: list[Record], cand: str, gates: list[GateResult], named: bool = False) -> list[str]:
+    """Each reference check and gate of the candidate; `named`: the line says whose (a run of several)."""
+    who = f"{cand} " if named else ""
     out = []
     for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand):
         verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
-        out.append(f"Check {r.check} vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact)")
-    out += [f"Gate {g.gate}: {'PASS' if g.passed else 'FAIL'}" + ("" if g.passed else f" ({g.detail})")
-            for g in gates]
+        out.append(f"Check {r.check} {who}vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact)")
+    out += [f"Gate {g.gate}{' ' + cand if named else ''}: {'PASS' if g.passed else 'FAIL'}"
+            + ("" if g.passed else f" ({g.detail})") for g in gates if g.arm == cand]
     return out
 
 
-def headline(records: list[Record], arm_order: list[str], gates: list[GateResult],
+def headline(records: list[Record], pairs: list[tuple[str, str | None]], gates: list[GateResult],
              flt: str = "strict-match") -> list[str]:
-    """The headline lines; empty for a run without a candidate and a reference."""
-    if len(arm_order) < 2:
-        return []
-    cand, ref = arm_order[:2]
-    return [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *accuracy_line(records, cand, ref, flt),
-            *check_lines(records, cand, gates)]
+    """The headline lines, pair by pair (candidate against its reference); nothing for a candidate without one."""
+    named = len(pairs) > 1
+    out = []
+    for cand, ref in pairs:
+        if ref is None:
+            continue
+        out += [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *accuracy_line(records, cand, ref, flt),
+                *check_lines(records, cand, gates, named)]
+    return out
+
+
+def candidate_verdicts(records: list[Record], pairs: list[tuple[str, str | None]],
+                       gates: list[GateResult]) -> list[str]:
+    """One line per candidate of a run of several (pure): PASSED, or FAILED with what failed -- its own tests and
+    enforced gates, and its reference's tests (a failed reference leaves nothing to compare with)."""
+    failed = {}  # arm -> its failed tests, in order
+    for r in records:
+        if isinstance(r, OutcomeRecord) and r.outcome in ("failed", "error"):
+            failed.setdefault(r.arm, []).append(r.test.split("::")[-1])
+    out = []
+    for cand, ref in pairs:
+        why = [*failed.get(cand, []), *(f"gate {g.gate}" for g in gates if g.arm == cand and not g.passed
+                                        and g.enforced)]
+        if ref and failed.get(ref):
+            why.append(f"reference {ref}: {', '.join(failed[ref])}")
+        versus = f" vs {ref}" if ref else ""
+        out.append(f"{cand}{versus}: " + (f"FAILED ({'; '.join(why)})" if why else "PASSED"))
+    return out

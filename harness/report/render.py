@@ -16,10 +16,11 @@ from harness.config.thresholds import Gates, load_gates, load_thresholds
 from harness.judge.baseline import Delta, baseline_deltas
 from harness.judge.gates import GateResult, evaluate_gates, gated_suites
 from harness.records.results import locate_results
+from harness.records.runinfo import pairs_of
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 from harness.report import plots
 from harness.report.completeness import gaps
-from harness.report.headline import headline
+from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
@@ -87,12 +88,17 @@ def run_verdict(exit_code: int | None) -> str:
     return "PASSED" if exit_code == 0 else "FAILED"
 
 
-def annotation(arm: str, ref: str | None, exit_code: int | None, tables: str, regressions: list[str] = (),
+def pairs_title(pairs: list[tuple[str, str | None]]) -> str:
+    """'cpu-smoke vs cpu-ref, cpu-spec vs cpu-ref': every candidate of the run with its reference."""
+    return ", ".join(f"{c} vs {r}" if r else c for c, r in pairs) or "no arm recorded"
+
+
+def annotation(pairs: list[tuple[str, str | None]], exit_code: int | None, tables: str, regressions: list[str] = (),
                report_path: Path | None = None) -> str:
-    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line, then the tables."""
-    versus = f" vs {ref}" if ref else ""
+    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line naming every candidate, then
+    the tables (headed by the headline, which in a run of several candidates opens with each one's verdict)."""
     shown = "not recorded" if exit_code is None else exit_code
-    lines = [f"## DCP qualification {run_verdict(exit_code)}: {arm}{versus} (exit code {shown})\n"]
+    lines = [f"## DCP qualification {run_verdict(exit_code)}: {pairs_title(pairs)} (exit code {shown})\n"]
     lines += [f"- **baseline regression**: {r}" for r in regressions]
     if report_path is not None:
         lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
@@ -139,25 +145,36 @@ def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], lis
     return str(path), baseline_deltas(run.records, base.records, load_thresholds()), base.problems
 
 
+def run_pairs(run: RunData) -> list[tuple[str, str | None]]:
+    return [(p["candidate"], p["reference"]) for p in pairs_of(run.info)] or \
+        ([(run.arm_order[0], run.arm_order[1] if len(run.arm_order) > 1 else None)] if run.arm_order else [])
+
+
 def run_gates(run: RunData) -> list[GateResult]:
-    """The candidate-vs-reference gates recomputed from the run's records, with the thresholds run.json recorded
-    (the arm's current configs/gates.yaml section for runs that did not record them)."""
-    arms = run.arm_order
-    if len(arms) < 2:
-        return []
-    thresholds = Gates.model_validate(run.info["gates"]) if "gates" in run.info else load_gates(arms[0])
-    suites = run.info.get("suites") or gated_suites(run.records)
-    if not (run.info.get("arms", {}).get(arms[0]) or {}).get("speculative"):
-        suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
-    return evaluate_gates(run.records, arms[0], arms[1], thresholds, suites)
+    """Each candidate-vs-reference pair's gates recomputed from the run's records, with the thresholds run.json
+    recorded for that candidate (its current configs/gates.yaml section for runs that did not record them)."""
+    pairs = pairs_of(run.info) or [{"candidate": c, "reference": r, "gates": None} for c, r in run_pairs(run)]
+    out = []
+    for pair in pairs:
+        cand, ref = pair["candidate"], pair["reference"]
+        if not ref:
+            continue
+        thresholds = Gates.model_validate(pair["gates"]) if pair.get("gates") else load_gates(cand)
+        suites = run.info.get("suites") or gated_suites(run.records)
+        if not (run.info.get("arms", {}).get(cand) or {}).get("speculative"):
+            suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
+        out += evaluate_gates(run.records, cand, ref, thresholds, suites)
+    return out
 
 
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     run = load_run(run_dir)
     raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
     gates = run_gates(run)
-    tables = build_tables(run.records, run.arm_order, gates)
-    lines = headline(run.records, run.arm_order, gates)
+    pairs = run_pairs(run)
+    tables = build_tables(run.records, run.arm_order, gates, dict(pairs))
+    lines = [*(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
+             *headline(run.records, pairs, gates)]
     base = None
     regressions: list[str] = []
     tables_for_files = tables
@@ -171,7 +188,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     code = final_exit_code(raw, regressions)
     if code == 0 and any(not g.passed and g.enforced for g in gates):
         code = 1  # the verdict agrees with the Gates table: an enforced gate that fails (no data included) fails
-    missing = gaps(run.info, run.records, run.arm_order)
+    missing = gaps(run.info, run.records, run.arm_order, [c for c, _ in pairs])
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems
     md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
@@ -181,8 +198,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         md += "\n### Missing or incomplete\n\n" + "\n".join(f"- {g}" for g in missing) + "\n"
     if run.problems:
         md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
-    arms = run.arm_order
-    title = f"DCP qualification {run_dir.name}: " + (" vs ".join(arms[:2]) or "no arm recorded")
+    title = f"DCP qualification {run_dir.name}: {pairs_title(pairs)}"
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
     content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,

@@ -252,16 +252,20 @@ def kv_pair(with_draft: int | None, without: int | None) -> str:
     return shown + ("" if without is None else f" vs {human_tokens(without)}")
 
 
-def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[GateResult] = ()) -> pd.DataFrame:
+def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[GateResult] = (),
+                      references: dict[str, str | None] | None = None) -> pd.DataFrame:
     """Speculative arms (suites/test_spec_decode.py): acceptance from the /metrics deltas, the speed-up over the
-    reference's TPOT p50 on the same prompts, and the verdict of the suite's gates for that arm."""
+    reference's TPOT p50 on the same prompts (the arm's own reference where `references` names it), and the verdict
+    of the suite's gates for that arm."""
     latest = {r.arm: r for r in records if isinstance(r, SpecDecodeRecord)}
     rows = []
     for arm in [a for a in arm_order if a in latest] + [a for a in latest if a not in arm_order]:
         r = latest[arm]
         if r.method is None:
             continue  # the reference: its figures are the speed-up's denominator
-        ref = next((o for o in latest.values() if o.method is None and o.prompts_sha == r.prompts_sha), None)
+        own = (references or {}).get(arm)
+        ref = next((o for o in latest.values() if o.method is None and o.prompts_sha == r.prompts_sha
+                    and own in (None, o.arm)), None)
         factor = ref.tpot.p50 / r.tpot.p50 if ref and ref.tpot.p50 and r.tpot.p50 else None
         own = [g for g in gates if g.arm == arm and g.suite == "spec_decode"]
         failed = [g.gate.removeprefix("spec_decode_") for g in own if not g.passed]
@@ -285,16 +289,16 @@ def gates_table(gates: list[GateResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_tables(records: list[Record], arm_order: list[str],
-                 gates: list[GateResult] = ()) -> list[tuple[str, pd.DataFrame]]:
-    """Every table of a run, titled, in the order a pull request quotes them."""
+def build_tables(records: list[Record], arm_order: list[str], gates: list[GateResult] = (),
+                 references: dict[str, str | None] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order)),
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
-            ("Spec decode", spec_decode_table(records, arm_order, list(gates))),
+            ("Spec decode", spec_decode_table(records, arm_order, list(gates), references)),
             ("Gates", gates_table(list(gates))),
             ("Checks", outcomes_table(records)),
             ("Servers", servers_table(records))]

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# One Buildkite step of `python -m harness pipeline`: qualify an arm group, annotate the build from the run's
-# annotation.md, exit with qualify's code. The agent uploads reports/$HARNESS_RUN_ID/** afterwards (artifact_paths),
-# also when this fails.
-#   env from the pipeline: HARNESS_RUN_ID, HARNESS_ARM, [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
+# One Buildkite step of `python -m harness pipeline`: qualify an arm group (its candidates in one run, a shared
+# reference started once), annotate the build from the run's annotation.md, exit with qualify's code. The agent
+# uploads reports/$HARNESS_RUN_ID/** afterwards (artifact_paths), also when this fails.
+#   env from the pipeline: HARNESS_RUN_ID, HARNESS_ARMS (the group's candidates, comma-separated),
+#   [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
 #   HARNESS_QUALIFY_ARGS: extra arguments for qualify (and the dry run's plan), e.g. "--set model.path=/models/x"
-#   HARNESS_DRY_RUN=1: print what would run and run `harness plan` for the arm instead (CI checks every step so)
+#   HARNESS_DRY_RUN=1: print what would run and run `harness plan` for each arm instead (CI checks every step so)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-: "${HARNESS_RUN_ID:?set by the pipeline}" "${HARNESS_ARM:?set by the pipeline}"
+HARNESS_ARMS=${HARNESS_ARMS:-${HARNESS_ARM:-}}  # HARNESS_ARM: a pipeline emitted before groups had several
+: "${HARNESS_RUN_ID:?set by the pipeline}" "${HARNESS_ARMS:?set by the pipeline}"
+group=${HARNESS_ARMS//,/_}  # the group's name in run ids and the annotation context (harness.nightly.pipeline)
 PY=${HARNESS_PYTHON:-.venv/bin/python}
 DRY=${HARNESS_DRY_RUN:-0}
 run() { if [ "$DRY" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
@@ -23,7 +26,7 @@ if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
         "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
   fi
   if [ -n "$prev_id" ] && [ -n "$prev_num" ]; then
-    prev_run="nightly-${prev_num}-${HARNESS_ARM}"
+    prev_run="nightly-${prev_num}-${group}"
     # results.jsonl alone is enough: its long-prefix records carry the per-request TPOT samples
     if run buildkite-agent artifact download "reports/${prev_run}/results.jsonl" baseline/ --build "$prev_id"; then
       baseline_args=(--baseline "baseline/reports/${prev_run}/results.jsonl")
@@ -40,19 +43,22 @@ parallel_args=()
 read -r -a extra_args <<< "${HARNESS_QUALIFY_ARGS:-}"
 
 if [ "$DRY" = 1 ]; then
-  echo "would run: $PY -m harness qualify --arm $HARNESS_ARM --run-id $HARNESS_RUN_ID ${parallel_args[*]}" \
+  echo "would run: $PY -m harness qualify --arms $HARNESS_ARMS --run-id $HARNESS_RUN_ID ${parallel_args[*]}" \
        "${baseline_args[*]} ${extra_args[*]}"
-  # preflight of the arm and its references; not strict: this machine is not the GPU host the step runs on
-  CI= "$PY" -m harness plan --arm "$HARNESS_ARM" --no-vllm-check "${extra_args[@]}"
-  exit $?
+  # preflight of each candidate and its references; not strict: this machine is not the GPU host the step runs on
+  IFS=, read -r -a candidates <<< "$HARNESS_ARMS"
+  for arm in "${candidates[@]}"; do
+    CI= "$PY" -m harness plan --arm "$arm" --no-vllm-check "${extra_args[@]}" || exit $?
+  done
+  exit 0
 fi
-"$PY" -m harness qualify --arm "$HARNESS_ARM" --run-id "$HARNESS_RUN_ID" "${parallel_args[@]}" "${baseline_args[@]}" \
-  "${extra_args[@]}"
+"$PY" -m harness qualify --arms "$HARNESS_ARMS" --run-id "$HARNESS_RUN_ID" "${parallel_args[@]}" \
+  "${baseline_args[@]}" "${extra_args[@]}"
 code=$?
 note="reports/${HARNESS_RUN_ID}/annotation.md"
 if [ -f "$note" ]; then
   style=success; [ "$code" = 0 ] || style=error
-  buildkite-agent annotate --context "qualify-${HARNESS_ARM}" --style "$style" < "$note" \
+  buildkite-agent annotate --context "qualify-${group}" --style "$style" < "$note" \
     || echo "warning: buildkite-agent annotate failed"
 else
   echo "no annotation: $note was not written (qualify exit code $code)"

@@ -47,24 +47,24 @@ def keyed(run: Path, table: str, keys: list[str], where=lambda row: True) -> lis
 def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_pair_run):
     run = tmp_path / "run"
     proc = harness("qualify", "--run-dir", str(run), "--suites", SUITES, *ARGS)
-    # The candidate (cpu-smoke) runs first; kill once the reference's long-prefix level has begun.
-    wait_for(lambda: bool(lines(run / "cpu-ref" / "long_prefix_c1.jsonl")), 1500, proc)
+    # The reference (cpu-ref) runs first; kill once the candidate's long-prefix level has begun.
+    wait_for(lambda: bool(lines(run / "cpu-smoke" / "long_prefix_c1.jsonl")), 1500, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, out
     before = lines(run / "results.jsonl")
-    assert not any(r["kind"] == "long_prefix" and r["arm"] == "cpu-ref" and r["status"] == "complete"
+    assert not any(r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r["status"] == "complete"
                    and r["concurrency"] == 2 for r in before), "the kill came too late"
 
-    resumed = harness("qualify", "--resume", str(run), *ARGS)
+    resumed = harness("qualify", "--resume", str(run), "--no-vllm-check")  # the arms: run.json's
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     records = lines(run / "results.jsonl")
     again = [r for r in records if r["attempt"] == 1]
-    assert {r["arm"] for r in again if r["kind"] == "server"} == {"cpu-ref"}, "a server started for a finished arm"
+    assert {r["arm"] for r in again if r["kind"] == "server"} == {"cpu-smoke"}, "a server started for a finished arm"
     rerun = {r["test"] for r in again if r["kind"] == "outcome"}
-    assert "suites/test_long_prefix.py::test_long_prefix[cpu-ref]" in rerun
-    assert not any("cpu-smoke" in t for t in rerun), rerun  # the candidate's tests were done
+    assert "suites/test_long_prefix.py::test_long_prefix[cpu-smoke]" in rerun
+    assert not any("cpu-ref" in t for t in rerun), rerun  # the reference's tests were done
     assert json.loads((run / "run.json").read_text())["resumed"][0]["exit_code_before"] == 143
 
     full, code, full_out = full_pair_run

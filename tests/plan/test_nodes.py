@@ -91,9 +91,12 @@ def test_redaction_spares_ordinary_flags():
 def test_buildkite_annotation_states_the_verdict_first():
     from harness.report.render import annotation
 
-    assert annotation("dcp8", "tp8", 0, "### Accuracy\n").startswith("## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
-    assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation("dcp8", "tp8", 1, "")
-    assert "INTERRUPTED" in annotation("dcp8", None, 143, "")
+    assert annotation([("dcp8", "tp8")], 0, "### Accuracy\n").startswith(
+        "## DCP qualification PASSED: dcp8 vs tp8 (exit code 0)")
+    assert "FAILED: dcp8 vs tp8 (exit code 1)" in annotation([("dcp8", "tp8")], 1, "")
+    assert "INTERRUPTED" in annotation([("dcp8", None)], 143, "")
+    several = annotation([("dcp8", "tp8"), ("dspark-dcp8", "tp8")], 1, "")
+    assert several.startswith("## DCP qualification FAILED: dcp8 vs tp8, dspark-dcp8 vs tp8 (exit code 1)")
 
 
 def test_gpus_listing_the_whole_world_give_each_node_its_slice():

@@ -92,7 +92,7 @@ def test_parallel_run_then_resume_through_the_cli_without_a_server(tmp_path):
 
 
 def test_a_test_belongs_to_its_served_arm_else_the_candidate():
-    from harness.pytest_plugin.grouping import arm_of
+    from harness.pytest_plugin.parallel import arm_of
 
     arms = ("cpu-smoke", "cpu-ref")
     assert arm_of("suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]", arms, "cpu-smoke") == "cpu-ref"
@@ -100,22 +100,78 @@ def test_a_test_belongs_to_its_served_arm_else_the_candidate():
         "cpu-smoke"
     assert arm_of("suites/test_long_prefix.py::test_long_prefix_tpot_vs_reference", arms, "cpu-smoke") == "cpu-smoke"
     assert arm_of("suites/test_x.py::test_y[other]", arms, "cpu-smoke") == "cpu-smoke"
+    # several candidates: a candidate's own comparison carries its name
+    three = ("cpu-smoke", "cpu-spec", "cpu-ref")
+    assert arm_of("suites/test_long_prefix.py::test_long_prefix_tpot_vs_reference[cpu-spec]", three, "cpu-smoke") == \
+        "cpu-spec"
+
+
+def test_the_scheduler_the_outcome_record_and_the_focus_use_one_rule(tmp_path):
+    """Which arm a test belongs to is answered once (HarnessSession.arm_of): the xdist scheduler's scope, the arm an
+    OutcomeRecord names and the candidate a test runs for all come from it."""
+    from types import SimpleNamespace
+
+    from harness.pytest_plugin.grouping import ArmScheduling
+    from harness.pytest_plugin.options import Options
+    from harness.pytest_plugin.recording import outcome_record
+    from harness.pytest_plugin.session import HarnessSession
+
+    s = HarnessSession(Options(arms=["cpu-smoke", "cpu-spec"], run_dir=tmp_path / "run"))
+    scheduler = ArmScheduling.__new__(ArmScheduling)
+    scheduler.session = s
+    ids = {"suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]": "cpu-ref",
+           "suites/test_gsm8k.py::test_gsm8k_vs_reference[cpu-spec]": "cpu-spec",
+           "suites/test_kv_capacity.py::test_kv_capacity[cpu-smoke]@cpu-smoke": "cpu-smoke"}
+    for nodeid, arm in ids.items():
+        assert scheduler._split_scope(nodeid) == arm
+        item = SimpleNamespace(nodeid=nodeid, module=SimpleNamespace(__name__="test_x"))
+        report = SimpleNamespace(when="call", outcome="passed", passed=True, duration=0.1)
+        assert outcome_record(item, report, "run", s.arm_of(nodeid)).arm == arm
+        s.focus_on(nodeid)
+        assert s.candidate_name == ("cpu-smoke" if arm == "cpu-ref" else arm)  # the reference's first candidate
+        assert s.reference_name == "cpu-ref"
+
+
+def test_a_serial_run_orders_tests_reference_first_then_arm_by_arm():
+    from harness.pytest_plugin.grouping import order_by_arm
+
+    keys = [("A", 0), ("A", 1), ("R", 1), ("B", 2), ("A", 2), ("B", 1), ("R", 1), ("B", 0)]
+    order = order_by_arm(keys, ["R", "A", "B"])
+    assert [keys[i] for i in order] == [("R", 1), ("R", 1), ("A", 0), ("A", 1), ("A", 2), ("B", 0), ("B", 1), ("B", 2)]
+    assert order[:2] == [2, 6]  # stable: the command line's file order within an arm and phase
+
+
+NAME_ONLY_CONFTEST = '''
+import pytest
+pytest_plugins = ["harness.pytest_plugin"]
+
+@pytest.fixture(scope="session")
+def served_arm(request):  # the arm's name instead of its server: these tests are about where tests run
+    return request.param
+'''
+
+
+def where_tests_ran(pytester, tmp_path, monkeypatch, suite: str, *args: str) -> list[list[str]]:
+    """Run `suite` (as suites/test_a.py, each test appending a line to $WHERE) under real xdist with the harness's
+    plugin; the lines, split."""
+    from harness.config.paths import REPO_ROOT
+
+    pytester.makeconftest(NAME_ONLY_CONFTEST)
+    (pytester.mkdir("suites") / "test_a.py").write_text(suite)
+    where = tmp_path / "where.txt"
+    monkeypatch.setenv("WHERE", str(where))
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # this checkout's harness, wherever the environment points
+    result = pytester.runpytest_subprocess("suites", "--parallel-arms", *args, "--run-dir", str(tmp_path / "run"),
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    return [line.split() for line in where.read_text().splitlines()]
 
 
 def test_each_arms_tests_run_in_one_worker_of_their_own(pytester, tmp_path, monkeypatch):
     """Real xdist controller and workers under --parallel-arms: every test of an arm (its served_arm tests, and the
     candidate's comparison) runs on one worker, the two arms on two. (`--dist loadgroup` spread one arm over both under
     pytest 9.2: each worker then started that arm's server.)"""
-    pytester.makeconftest('''
-import pytest
-pytest_plugins = ["harness.pytest_plugin"]
-
-@pytest.fixture(scope="session")
-def served_arm(request):  # the arm's name instead of its server: this test is about where tests run
-    return request.param
-''')
-    suites = pytester.mkdir("suites")
-    (suites / "test_a.py").write_text('''
+    ran = where_tests_ran(pytester, tmp_path, monkeypatch, '''
 import os
 
 def note(arm):
@@ -126,17 +182,31 @@ def test_one(served_arm): note(served_arm)
 def test_two(served_arm): note(served_arm)
 def test_three(served_arm): note(served_arm)
 def test_vs_reference(): note("cpu-smoke")
-''')
-    from harness.config.paths import REPO_ROOT
-
-    where = tmp_path / "where.txt"
-    monkeypatch.setenv("WHERE", str(where))
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # this checkout's harness, wherever the environment points
-    result = pytester.runpytest_subprocess("suites", "-n", "2", "--parallel-arms", "--arm", "cpu-smoke",
-                                           "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
-    assert result.ret == 0, result.stdout.str()
-    ran = [line.split() for line in where.read_text().splitlines()]
+''', "-n", "2", "--arm", "cpu-smoke")
     workers = {arm: {w for a, w in ran if a == arm} for arm, _ in ran}
     assert sorted(a for a, _ in ran) == ["cpu-ref"] * 3 + ["cpu-smoke"] * 4
     assert len(workers["cpu-smoke"]) == len(workers["cpu-ref"]) == 1, ran
     assert workers["cpu-smoke"] != workers["cpu-ref"], ran
+
+
+def test_two_candidates_and_their_shared_reference_each_run_in_one_worker(pytester, tmp_path, monkeypatch):
+    """`--arms cpu-smoke,cpu-spec` (both against cpu-ref) under --parallel-arms with three workers: the shared
+    reference's tests run once, on one worker; each candidate's served tests and its own comparison on another."""
+    ran = where_tests_ran(pytester, tmp_path, monkeypatch, '''
+import os
+
+def note(arm, what):
+    with open(os.environ["WHERE"], "a") as f:
+        f.write(f"{arm} {what} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+
+def test_one(served_arm): note(served_arm, "served")
+def test_two(served_arm): note(served_arm, "served")
+def test_vs_reference(request, harness_session):
+    note(request.node.callspec.params["_for_candidate"], "vs-" + harness_session.pair()[1])
+''', "-n", "3", "--arms", "cpu-smoke,cpu-spec")
+    assert sorted((a, w) for a, w, _ in ran) == sorted(
+        [("cpu-ref", "served")] * 2 + [(c, "served") for c in ("cpu-smoke", "cpu-spec") for _ in range(2)]
+        + [("cpu-smoke", "vs-cpu-ref"), ("cpu-spec", "vs-cpu-ref")])
+    workers = {arm: {w for a, _, w in ran if a == arm} for arm, _, _ in ran}
+    assert all(len(w) == 1 for w in workers.values()), ran
+    assert len({next(iter(w)) for w in workers.values()}) == 3, ran

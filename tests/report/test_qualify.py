@@ -13,6 +13,13 @@ from reportrun import make_run
 from harness import cli
 from harness.admission import RunArms
 from harness.config.arms import load_arm
+from harness.config.armset import ArmSet, Pair
+
+
+def run_arms(name: str, sets, arms_dir) -> RunArms:
+    """The candidate (--set applied) against cpu-ref, from the scratch arms directory."""
+    return RunArms(ArmSet((Pair(name, "cpu-ref"),)), {name: load_arm(name, sets, arms_dir),
+                                                     "cpu-ref": load_arm("cpu-ref", (), arms_dir)})
 
 
 @pytest.fixture
@@ -20,8 +27,8 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     d, write = arms_dir
     write("cpu-ref", "extends: base\n")
     write("cpu-smoke", "extends: base\nreference: cpu-ref\n")
-    monkeypatch.setattr(cli, "load_run_arms", lambda name, ref, sets: RunArms(load_arm(name, sets, d),
-                                                                             load_arm("cpu-ref", (), d), []))
+    monkeypatch.setattr(cli, "load_run_arms", lambda names, ref, sets: run_arms(names[0], sets, d))
+    monkeypatch.setattr(cli, "check_shared_workloads", lambda *a: None)
     monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
     calls = []
 
@@ -93,8 +100,8 @@ def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, ar
                        "extra: {hf_token: s3cr3t-five}}\n")
     sets = ["--set", "server.env.HF_TOKEN=s3cr3t-one", "--set=server.env.VLLM_API_KEY=s3cr3t-two",
             "--set", "server.env={HUB_TOKEN: s3cr3t-three}"]
-    monkeypatch.setattr(cli, "load_run_arms", lambda name, ref, s: RunArms(load_arm(name, s, d),
-                                                                          load_arm("cpu-ref", (), d), []))
+    monkeypatch.setattr(cli, "load_run_arms", lambda names, ref, s: run_arms(names[0], s, d))
+    monkeypatch.setattr(cli, "check_shared_workloads", lambda *a: None)
     monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
     monkeypatch.setattr(cli, "run_suites", lambda run_dir, args: 0)
     run_dir = tmp_path / "run"

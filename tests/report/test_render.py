@@ -115,12 +115,12 @@ def test_final_exit_code(pytest_code, regressions, expected):
 
 
 def test_annotation_carries_regressions_and_the_report_path(tmp_path):
-    text = annotation("cpu-smoke", "cpu-ref", 1, "### Accuracy\n", ["cpu-smoke c1: TPOT p50 +30%"],
+    text = annotation([("cpu-smoke", "cpu-ref")], 1, "### Accuracy\n", ["cpu-smoke c1: TPOT p50 +30%"],
                       tmp_path / "report.html")
     assert text.startswith("## DCP qualification FAILED: cpu-smoke vs cpu-ref (exit code 1)")
     assert "- **baseline regression**: cpu-smoke c1: TPOT p50 +30%" in text
     assert f"[report.html]({tmp_path / 'report.html'})" in text
-    clean = annotation("cpu-smoke", "cpu-ref", 0, "")
+    clean = annotation([("cpu-smoke", "cpu-ref")], 0, "")
     assert clean.startswith("## DCP qualification PASSED") and "regression" not in clean
 
 
