@@ -74,10 +74,17 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
         ("kv_capacity", ["Arm", "TP/DCP"], lambda r: True),
         ("performance", ["Arm", "Conc", "Failed"], lambda r: True),
         ("cold_start", ["Arm"], lambda r: True),
-        ("gates", ["Gate", "Arm vs reference", "Verdict"], lambda r: r["Gate"] == "long_prefix_tpot_p50"),
+        ("gates", ["Gate", "Arm vs reference"], lambda r: r["Gate"] == "long_prefix_tpot_p50"),
         ("checks", ["Suite", "Arm", "Test", "Outcome"], lambda r: r["Suite"] in ours["Suite"]),
     ]:
         assert keyed(run, table, keys, where) == keyed(full, table, keys, where), table
+    # The timing gate's verdict is not compared: on two shared cores the CPU pair's TPOT is noise (gates.yaml does not
+    # enforce it; one full e2e session on a machine busy with other jobs read FAIL here against the uninterrupted
+    # run's PASS, and the same test alone passed). What the resume must get right is that the gate judges both arms'
+    # complete records: data, never 'no data'.
+    (gate,) = [g for g in json.loads((run / "tables" / "gates.json").read_text())
+               if g["Gate"] == "long_prefix_tpot_p50"]
+    assert not gate["Detail"].startswith("no data") and gate["Verdict"] in ("PASS", "FAIL"), gate
     servers = json.loads((run / "tables" / "servers.json").read_text())
     assert sorted(r["Arm"] for r in servers) == ["cpu-ref", "cpu-smoke"]  # one launch each, the killed one superseded
     assert "PASSED" in (run / "annotation.md").read_text().splitlines()[0]
