@@ -120,7 +120,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [i for i in items if test_id(i.nodeid) not in session.done]
     suite_items = [i for i in items if i.path.parent.name == "suites"]
     if suite_items:
-        order = order_by_arm([(session.arm_of(i.nodeid), phase(i)) for i in suite_items], session.arm_set.run_order())
+        keys = [(session.arm_of(i.nodeid), phase(i, session.options.parallel)) for i in suite_items]
+        order = order_by_arm(keys, session.arm_set.run_order())
         others = [i for i in items if i.path.parent.name != "suites"]
         items[:] = [suite_items[k] for k in order] + others
     reasons: dict = {}

@@ -44,14 +44,19 @@ def needs_outputs(item: pytest.Item) -> bool:
 def order_by_arm(keys: list[tuple[str, int]], run_order: list[str]) -> list[int]:
     """The order tests run in (pure): indices of `keys` -- (arm, phase) per test -- sorted by the arm's place in the
     run (every reference before its candidates: its records and outputs exist when they are compared) and then by
-    phase: 0 tests that need stored outputs (captured before the arm's own server starts), 1 the arm's served tests,
-    2 the rest (comparisons, op suite). Stable: a suite's tests keep the command line's file order."""
+    phase (`phase`). Stable: a suite's tests keep the command line's file order."""
     rank = {arm: i for i, arm in enumerate(run_order)}
     return sorted(range(len(keys)), key=lambda i: (rank.get(keys[i][0], len(rank)), keys[i][1]))
 
 
-def phase(item: pytest.Item) -> int:
-    return 0 if needs_outputs(item) else 1 if "served_arm" in getattr(item, "fixturenames", ()) else 2
+def phase(item: pytest.Item, parallel: bool = False) -> int:
+    """Serial: a test that needs stored outputs first (0: a capture stops every other server, so it comes before the
+    arm's own server starts), then the arm's served tests (1), then the rest (2). Parallel: the served tests first
+    (0: the arm's server loads while the reference's worker captures), then the tests that wait for that capture."""
+    served = "served_arm" in getattr(item, "fixturenames", ())
+    if parallel:
+        return 0 if served else 1 if needs_outputs(item) else 2
+    return 0 if needs_outputs(item) else 1 if served else 2
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -141,6 +141,23 @@ def test_a_serial_run_orders_tests_reference_first_then_arm_by_arm():
     assert order[:2] == [2, 6]  # stable: the command line's file order within an arm and phase
 
 
+def test_a_parallel_run_loads_the_arms_server_before_waiting_for_another_workers_capture():
+    from types import SimpleNamespace
+
+    # seen on the 2-core CI machine: the candidate's worker waited for the reference's outputs first and only then
+    # loaded its own server, so the two loads never overlapped
+    from harness.pytest_plugin.grouping import order_by_arm, phase
+
+    needs = SimpleNamespace(fixturenames=["reference_outputs", "candidate"])
+    served = SimpleNamespace(fixturenames=["served_arm"])
+    other = SimpleNamespace(fixturenames=["candidate"])
+    items = [needs, served, other]
+    serial = order_by_arm([("A", phase(i)) for i in items], ["A"])
+    parallel = order_by_arm([("A", phase(i, parallel=True)) for i in items], ["A"])
+    assert [items[k] for k in serial] == [needs, served, other]
+    assert [items[k] for k in parallel] == [served, needs, other]
+
+
 NAME_ONLY_CONFTEST = '''
 import pytest
 pytest_plugins = ["harness.pytest_plugin"]
