@@ -97,6 +97,23 @@ def allocation_verdict(arm: Arm) -> Verdict:
         f"`{refusal_command(arm)}`, or set launcher.slurm_args (e.g. ['--partition=gpu', '--time=2:00:00'])"))
 
 
+_ADMISSION_NODES: list = []  # [nodes or LaunchError], once per process
+
+
+def admission_nodes() -> dict[str, dict[str, str]]:
+    """The cluster's nodes as admission sees them, asked once per process: each arm's verdicts and its placement
+    preview need them, and a controller that does not answer costs SLURM's message timeout (~10 s) per question.
+    Launch asks again (slurm.cluster_nodes): by then nodes may have changed."""
+    if not _ADMISSION_NODES:
+        try:
+            _ADMISSION_NODES.append(slurm.cluster_nodes())
+        except LaunchError as exc:
+            _ADMISSION_NODES.append(exc)
+    if isinstance(_ADMISSION_NODES[0], LaunchError):
+        raise _ADMISSION_NODES[0]
+    return _ADMISSION_NODES[0]
+
+
 def slurm_verdicts(arm: Arm) -> list[Verdict]:
     """Before anything starts: the SLURM client answers, the arm's node names exist, an allocation is there or can
     be asked for."""
@@ -109,7 +126,7 @@ def slurm_verdicts(arm: Arm) -> list[Verdict]:
         return []
     out = [allocation_verdict(arm)]  # first: it needs no cluster, so the refusal reads the same without one
     try:
-        known = slurm.cluster_nodes()
+        known = admission_nodes()
     except LaunchError as exc:
         return [*out, Verdict("slurm_cluster", False, str(exc))]
     out.append(Verdict("slurm_cluster", True, f"{len(known)} node(s): {states_now()}"))
@@ -131,7 +148,7 @@ def preview(arm: Arm) -> Placement | None:
         nodes = slurm.allocation_nodes(allocation) if allocation else list(arm.launcher.nodes)
         if len(arm.launcher.nodes or nodes) < arm.parallelism.nnodes:
             return None
-        info = slurm.cluster_nodes()
+        info = admission_nodes()
         addrs = {name: resolve(f.get("NodeAddr", name)) for name, f in info.items()}
     except LaunchError:
         return None

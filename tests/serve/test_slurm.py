@@ -33,3 +33,26 @@ def test_allocation_verdict(monkeypatch):
     assert obtains.ok and "'--comment=harness-owner host=<this host> pid=<harness pid>" in obtains.detail  # as launched
     assert "waiting at most 300 s (launcher.allocation_timeout_s)" in obtains.detail and "--immediate=300" in \
         obtains.detail
+
+
+def test_admission_asks_slurm_for_the_nodes_once_per_process_failure_included(monkeypatch):
+    # plan of a two-node arm asked twice (verdicts, placement preview): with slurmctld down that was 2 x ~10 s
+    from harness.config.errors import LaunchError
+    from harness.serve import placing, slurm
+
+    asked = []
+
+    def down():
+        asked.append(1)
+        raise LaunchError("`scontrol -o show node` failed (exit 1): Unable to contact slurm controller")
+
+    monkeypatch.setattr(placing, "_ADMISSION_NODES", [])
+    monkeypatch.setattr(slurm, "cluster_nodes", down)
+    for _ in range(2):
+        try:
+            placing.admission_nodes()
+        except LaunchError as exc:
+            assert "Unable to contact" in str(exc)
+        else:
+            raise AssertionError("a failed question must fail every time it is read")
+    assert len(asked) == 1
