@@ -102,9 +102,11 @@ class Server:
         self._log_file = self.log_path.open("ab")
         self._claim_log()
         self._log_offset = self._log_file.tell()
-        self._watch = FatalWatch(self.log_path, self._log_offset)
         self._log_file.write(f"# harness: {shlex.join(redact_argv(self.command.argv))}\n".encode())
         self._log_file.flush()
+        # watched from after the header: the argv is the harness's line, not the server's (a served name that holds
+        # a fatal marker is no crash)
+        self._watch = FatalWatch(self.log_path, self._log_file.tell())
         log.info("arm %s: starting %s (log %s)", self.arm, shlex.join(redact_argv(self.command.argv)), self.log_path)
         env = {**os.environ, **self.command.env}
         # Its own session (process group): stop() signals the whole group; no preexec_fn (not thread-safe).

@@ -3,6 +3,7 @@
 import shutil
 import subprocess
 import sys
+import time
 
 from harness.serve.process import with_pdeathsig
 
@@ -47,3 +48,28 @@ def test_a_second_live_server_on_the_same_log_is_refused_until_the_first_stops(t
         assert third.log_text().startswith("# harness: ") and third.log_text().count("# harness: ") == 1
     finally:
         third.stop()
+
+
+def test_the_crash_watch_reads_the_servers_lines_not_the_harnesss_argv_header(tmp_path):
+    from harness.plan.nodes import NodeCommand
+    from harness.serve.process import Server, free_port
+
+    def server(line: str) -> Server:
+        # an argv that names a fatal marker (a served model's name, say); the process prints `line` and waits
+        cmd = NodeCommand(0, "localhost", (sys.executable, "-c", f"import time; print({line!r}, flush=True); "
+                                           "time.sleep(60)", "--served-model-name", "EngineDeadError-probe"))
+        return Server("cpu-smoke", cmd, tmp_path / line.replace(" ", "_") / "server.log", 5, 1, free_port())
+
+    quiet, dying = server("up"), server("EngineCore failed to start")
+    for s in (quiet, dying):
+        s.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "EngineCore failed to start" not in dying.log_text().splitlines() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "EngineDeadError-probe" in quiet.log_text()  # the header holds the marker ...
+        assert quiet._watch.poll() is None  # ... and is not read as the server's
+        assert dying._watch.poll() == "EngineCore failed to start"
+    finally:
+        for s in (quiet, dying):
+            s.stop()
