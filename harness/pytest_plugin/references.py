@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.config.errors import ConfigError
@@ -10,6 +11,7 @@ from harness.config.paths import server_python
 from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
 from harness.measure.generation import Sampling
 from harness.measure.prompts import token_space
+from harness.pytest_plugin.parallel import markers_dir
 from harness.refcheck import store
 from harness.refcheck.batches import capture
 from harness.refcheck.prompts import CheckPrompts, build_check_prompts
@@ -24,6 +26,11 @@ from harness.refcheck.store import (
 
 if TYPE_CHECKING:
     from harness.pytest_plugin.session import HarnessSession
+
+
+def refreshed_marker(run_dir: Path, arm: str) -> Path:
+    """Written by the worker that re-captured `arm`'s outputs under --refresh-reference, once they are saved."""
+    return markers_dir(run_dir) / f"{arm}.refreshed"
 
 
 class ReferenceOutputs:
@@ -62,9 +69,12 @@ class ReferenceOutputs:
         _, prompts, sampling = self.check_prompts()
         key = make_key(arm, self.identity(name), prompts, sampling,
                        installed_vllm_version(arm.launcher.python or server_python()))
-        # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store
-        refresh = self.session.options.refresh_reference and capture_missing
-        stored = None if refresh else store.load(key, name, prompts, reference_dir())
+        # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store, and
+        # only once that capture is saved (the store holds the old outputs under the same key until then)
+        refresh = self.session.options.refresh_reference
+        if refresh and not capture_missing and not refreshed_marker(self.session.run_dir, name).is_file():
+            return None
+        stored = None if refresh and capture_missing else store.load(key, name, prompts, reference_dir())
         if stored is None and not capture_missing:
             return None
         if stored is None:
@@ -76,5 +86,8 @@ class ReferenceOutputs:
                 self.session.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())
             stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
+            if refresh:
+                refreshed_marker(self.session.run_dir, name).parent.mkdir(parents=True, exist_ok=True)
+                refreshed_marker(self.session.run_dir, name).write_text(str(path))
         self.stored[name] = stored
         return stored

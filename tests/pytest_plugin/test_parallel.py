@@ -227,3 +227,24 @@ def test_vs_reference(request, harness_session):
     workers = {arm: {w for a, _, w in ran if a == arm} for arm, _, _ in ran}
     assert all(len(w) == 1 for w in workers.values()), ran
     assert len({next(iter(w)) for w in workers.values()}) == 3, ran
+
+
+def test_under_refresh_a_waiting_worker_takes_only_this_runs_capture_not_the_old_store(tmp_path, monkeypatch):
+    # --refresh-reference --parallel: the store holds the previous outputs under the same key until the reference's
+    # worker has re-captured them; the candidate's worker read those at once and compared against stale outputs
+    from harness.pytest_plugin import references
+    from harness.pytest_plugin.options import Options
+    from harness.pytest_plugin.session import HarnessSession
+    from harness.refcheck.store import StoredOutputs
+
+    old = StoredOutputs("cpu-ref", "key", tmp_path / "old.json", {}, reused=True)
+    monkeypatch.setattr(references.store, "load", lambda *a: old)
+    monkeypatch.setattr(references, "installed_vllm_version", lambda python: "0.0-test")
+    run = tmp_path / "run"
+    waiting = HarnessSession(Options(arm="cpu-smoke", run_dir=run, refresh_reference=True, parallel=True)).references
+    assert waiting.outputs("cpu-ref", capture_missing=False) is None  # the old store is not this run's capture
+    references.refreshed_marker(run, "cpu-ref").parent.mkdir(parents=True)
+    references.refreshed_marker(run, "cpu-ref").write_text("saved")  # what the capturing worker writes after save
+    assert waiting.outputs("cpu-ref", capture_missing=False) is old
+    plain = HarnessSession(Options(arm="cpu-smoke", run_dir=tmp_path / "run2", parallel=True)).references
+    assert plain.outputs("cpu-ref", capture_missing=False) is old  # without refresh the store is the answer
