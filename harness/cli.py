@@ -99,9 +99,9 @@ def per_arm_suites(suites: list[str]) -> list[str]:
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
                      arm_set: ArmSet | None = None) -> None:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
-    thresholds, the pairs (each candidate with its reference and gate thresholds: the report recomputes the gates with
-    these) and the arms (candidates first), secrets redacted. Without `arm_set` the first arm is the candidate of the
-    second."""
+    thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
+    gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
+    the first arm is the candidate of the second."""
     suites = suites if suites is not None else all_suites()
     info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, redact_argv(argv), suites,
                       workload_dumps(arms[0]) if arms else {})
@@ -110,8 +110,11 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
         info["gates"] = load_gates(arm_set.candidates[0]).model_dump(mode="json")
+        by_name = {a.name: a for a in arms}
         info["pairs"] = [{"candidate": p.candidate, "reference": p.reference,
-                          "gates": load_gates(p.candidate).model_dump(mode="json")} for p in arm_set.pairs]
+                          "gates": load_gates(p.candidate).model_dump(mode="json"),
+                          "workloads": workload_dumps(by_name[p.candidate]) if p.candidate in by_name else None}
+                         for p in arm_set.pairs]
     write_run_info(run_dir, info)
 
 

@@ -46,7 +46,8 @@ def test_long_prefix(served_arm, harness_session, record):
 
 def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = tpot_gate(harness_session.records(), cand, ref, load_gates(cand).long_prefix)
+    levels = load_workload(workload_for(harness_session.arm(cand), "long_prefix")).concurrency
+    gate = tpot_gate(harness_session.records(), cand, ref, load_gates(cand).long_prefix, levels)
     record(GateRecord, **gate.record_fields())
     if not gate.passed and not gate.enforced:
         warnings.warn(gate.detail, stacklevel=1)

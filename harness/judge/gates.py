@@ -7,11 +7,13 @@ A gate whose input is missing, failed or partial is FAIL, and its detail says "n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
 from harness.judge.stats import mcnemar_exact_p
+from harness.records.runinfo import concurrency_levels
 from harness.records.schema import GateRecord, Gsm8kRecord, LongPrefixRecord, Record, SpecDecodeRecord
 
 
@@ -71,11 +73,13 @@ def long_prefix_gaps(arm: str, levels: dict[int, LongPrefixRecord], wanted: set[
     return out
 
 
-def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGates) -> GateResult:
-    """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run."""
+def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGates,
+              levels: Iterable[int] = ()) -> GateResult:
+    """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run: the
+    workload's `levels`, and any level either arm recorded (a level neither recorded is missing, not skipped)."""
     mine = {r.concurrency: r for r in latest(records, LongPrefixRecord, cand)}
     theirs = {r.concurrency: r for r in latest(records, LongPrefixRecord, ref)}
-    wanted = set(mine) | set(theirs)
+    wanted = set(levels) | set(mine) | set(theirs)
     failures = [*long_prefix_gaps(cand, mine, wanted, limits.max_failed_requests),
                 *long_prefix_gaps(ref, theirs, wanted, limits.max_failed_requests)]
     if not failures and len({r.prompts_sha for r in (*mine.values(), *theirs.values())}) > 1:
@@ -152,9 +156,10 @@ def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: G
 
 
 # Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
-SUITE_GATES = {"long_prefix": lambda rs, c, r, g: [tpot_gate(rs, c, r, g.long_prefix)],
-               "gsm8k": lambda rs, c, r, g: [gsm8k_gate(rs, c, r, g.gsm8k)],
-               "spec_decode": spec_decode_suite_gates}
+# Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
+SUITE_GATES = {"long_prefix": lambda rs, c, r, g, w=None: [tpot_gate(rs, c, r, g.long_prefix, concurrency_levels(w))],
+               "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
+               "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g)}
 GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
                "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
                "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord)}
@@ -167,9 +172,10 @@ def gated_suites(records: list[Record]) -> list[str]:
             if gate in gates_seen or any(isinstance(r, kind) for r in records)]
 
 
-def evaluate_gates(records: list[Record], cand: str, ref: str | None, gates: Gates,
-                   suites: list[str]) -> list[GateResult]:
-    """Every gate of the suites the run selected, recomputed from its records."""
+def evaluate_gates(records: list[Record], cand: str, ref: str | None, gates: Gates, suites: list[str],
+                   workloads: dict | None = None) -> list[GateResult]:
+    """Every gate of the suites the run selected, recomputed from its records and the pair's workloads."""
     if ref is None:
         return []
-    return [g for suite, gate in SUITE_GATES.items() if suite in suites for g in gate(records, cand, ref, gates)]
+    return [g for suite, gate in SUITE_GATES.items() if suite in suites
+            for g in gate(records, cand, ref, gates, workloads)]

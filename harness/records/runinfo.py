@@ -74,17 +74,26 @@ def start_info(arms: dict[str, dict], argv: list[str], suites: list[str], worklo
             "started": now(), "argv": argv, "suites": suites, "workloads": workloads, "arms": arms}
 
 
+def concurrency_levels(workloads: dict | None) -> list[int]:
+    """The long-prefix concurrency levels recorded workloads (run.json's) ask for; none when not recorded."""
+    levels = ((workloads or {}).get("long_prefix") or {}).get("concurrency") or []
+    return [c for c in levels if isinstance(c, int)]
+
+
 def pairs_of(info: dict) -> list[dict]:
     """run.json's candidate/reference pairs, in the order named (pure): `pairs` where recorded, else (runs of one
-    candidate written before it) the first arm against the second. Each: {"candidate", "reference", "gates"}; gates
-    None where the run did not record them."""
+    candidate written before it) the first arm against the second. Each: {"candidate", "reference", "gates",
+    "workloads"}; gates None where the run did not record them, workloads the run's top-level ones where the pair has
+    none of its own (runs written before pairs recorded theirs)."""
     if isinstance(info.get("pairs"), list):
-        return [{"candidate": p.get("candidate"), "reference": p.get("reference"), "gates": p.get("gates")}
+        return [{"candidate": p.get("candidate"), "reference": p.get("reference"), "gates": p.get("gates"),
+                 "workloads": p.get("workloads") or info.get("workloads")}
                 for p in info["pairs"] if isinstance(p, dict) and p.get("candidate")]
     arms = list(info.get("arms") or {})
     if not arms:
         return []
-    return [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None, "gates": info.get("gates")}]
+    return [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None, "gates": info.get("gates"),
+             "workloads": info.get("workloads")}]
 
 
 def read_run_info(run_dir: Path) -> tuple[dict, list[str]]:

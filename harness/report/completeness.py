@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.records.runinfo import concurrency_levels, pairs_of
 from harness.records.schema import (
     DcpOpsRecord,
     Gsm8kRecord,
@@ -45,14 +46,24 @@ def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
     return out
 
 
-def missing_levels(records: list[Record], arms: list[str], concurrency: list[int]) -> list[str]:
-    """Concurrency levels of the long-prefix workload an arm never recorded (only for arms that ran it)."""
+def missing_levels(records: list[Record], arms: list[str], concurrency: dict[str, list[int]]) -> list[str]:
+    """Concurrency levels of its long-prefix workload (`concurrency`: per arm) an arm never recorded (only for arms
+    that ran it)."""
     got: dict[str, set[int]] = {}
     for r in records:
         if isinstance(r, LongPrefixRecord):
             got.setdefault(r.arm, set()).add(r.concurrency)
     return [f"long_prefix x {arm}: c{c} not measured (an earlier level aborted or the run stopped)"
-            for arm in arms if arm in got for c in concurrency if c not in got[arm]]
+            for arm in arms if arm in got for c in concurrency.get(arm, []) if c not in got[arm]]
+
+
+def levels_per_arm(info: dict, arms: list[str]) -> dict[str, list[int]]:
+    """Each arm's long-prefix levels: its pair's recorded workloads (a reference runs its candidate's), else the
+    run's top-level workloads."""
+    default = concurrency_levels(info.get("workloads"))
+    own = {arm: concurrency_levels(p.get("workloads")) for p in pairs_of(info)
+           for arm in (p["candidate"], p["reference"]) if arm}
+    return {arm: own.get(arm) or default for arm in arms}
 
 
 def unfinished_outcomes(records: list[Record]) -> list[str]:
@@ -95,8 +106,7 @@ def gaps(info: dict, records: list[Record], arms: list[str], candidates: list[st
     """Everything missing from a run, each with its reason; empty for a complete run. `candidates`: the run's
     (default: the first arm)."""
     suites = info.get("suites") or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
-    levels = (info.get("workloads") or {}).get("long_prefix", {}).get("concurrency", [])
     # Suites are expected of the run's arms only: an eager variant launched to capture outputs runs none.
     arms = [a for a in arms if a in info["arms"]] if info.get("arms") else arms
     return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites"), candidates),
-            *missing_levels(records, arms, levels), *aborted(records)]
+            *missing_levels(records, arms, levels_per_arm(info, arms)), *aborted(records)]

@@ -163,7 +163,7 @@ def run_gates(run: RunData) -> list[GateResult]:
         suites = run.info.get("suites") or gated_suites(run.records)
         if not (run.info.get("arms", {}).get(cand) or {}).get("speculative"):
             suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
-        out += evaluate_gates(run.records, cand, ref, thresholds, suites)
+        out += evaluate_gates(run.records, cand, ref, thresholds, suites, pair.get("workloads"))
     return out
 
 

@@ -51,6 +51,11 @@ def test_tpot_gate_on_partial_input_is_fail_no_data():
     assert failed.detail == "no data: dcp8 c1: 8/8 request(s) failed (at most 0)"
     other = gates.tpot_gate([lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012, prompts_sha="x")], "dcp8", "tp8", TOL)
     assert not other.passed and "different prompts" in other.detail
+    # a level the workload asks for that neither arm recorded is missing on both, not a level nobody wanted
+    both_short = [lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012)]
+    assert gates.tpot_gate(both_short, "dcp8", "tp8", TOL, levels=[1]).passed
+    r = gates.tpot_gate(both_short, "dcp8", "tp8", TOL, levels=[1, 2])
+    assert not r.passed and r.detail == "no data: dcp8 has no c2 level; no data: tp8 has no c2 level"
 
 
 def test_tpot_gate_not_enforced_still_fails_and_says_so():

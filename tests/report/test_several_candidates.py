@@ -88,7 +88,42 @@ def test_one_candidates_failing_gate_fails_the_run_and_keeps_the_others_rows(tmp
 def test_a_run_json_without_pairs_reads_as_its_first_arm_against_the_second(tmp_path):
     from harness.records.runinfo import pairs_of
 
-    assert pairs_of({"arms": {"cpu-smoke": {}, "cpu-ref": {}}, "gates": {"x": 1}}) == [
-        {"candidate": "cpu-smoke", "reference": "cpu-ref", "gates": {"x": 1}}]
-    assert pairs_of({"arms": {"cpu-ref": {}}}) == [{"candidate": "cpu-ref", "reference": None, "gates": None}]
+    w = {"long_prefix": {"concurrency": [1, 2]}}
+    assert pairs_of({"arms": {"cpu-smoke": {}, "cpu-ref": {}}, "gates": {"x": 1}, "workloads": w}) == [
+        {"candidate": "cpu-smoke", "reference": "cpu-ref", "gates": {"x": 1}, "workloads": w}]
+    assert pairs_of({"arms": {"cpu-ref": {}}}) == [{"candidate": "cpu-ref", "reference": None, "gates": None,
+                                                    "workloads": None}]
     assert pairs_of({}) == []
+
+
+def test_each_pair_is_held_to_its_own_long_prefix_levels():
+    # two candidates with other references and other workloads: the second's c4 was only asked of its own pair
+    from harness.records.schema import LongPrefixRecord
+    from harness.report.completeness import levels_per_arm, missing_levels
+
+    info = {"arms": {"a": {}, "b": {}, "ra": {}, "rb": {}}, "workloads": {"long_prefix": {"concurrency": [1, 2]}},
+            "pairs": [{"candidate": "a", "reference": "ra"},
+                      {"candidate": "b", "reference": "rb", "workloads": {"long_prefix": {"concurrency": [1, 4]}}}]}
+    levels = levels_per_arm(info, ["a", "ra", "b", "rb"])
+    assert levels == {"a": [1, 2], "ra": [1, 2], "b": [1, 4], "rb": [1, 4]}
+    recs = [LongPrefixRecord.model_construct(arm=arm, concurrency=c) for arm, c in
+            [("a", 1), ("a", 2), ("ra", 1), ("ra", 2), ("b", 1), ("b", 2), ("rb", 1), ("rb", 4)]]
+    assert missing_levels(recs, ["a", "ra", "b", "rb"], levels) == [
+        "long_prefix x b: c4 not measured (an earlier level aborted or the run stopped)"]
+
+
+def test_run_json_records_each_pairs_own_workloads(tmp_path):
+    import json
+
+    from harness.cli import record_run_start
+    from harness.config.arms import load_arm
+    from harness.config.armset import ArmSet, Pair
+    from harness.config.workloads import workload_for
+
+    arms = [load_arm(n) for n in ("cpu-smoke", "cpu-spec", "cpu-ref")]
+    record_run_start(tmp_path, arms, ["qualify"], ["long_prefix"],
+                     ArmSet((Pair("cpu-smoke", "cpu-ref"), Pair("cpu-spec", "cpu-ref"))))
+    pairs = json.loads((tmp_path / "run.json").read_text())["pairs"]
+    for p, arm in zip(pairs, arms[:2], strict=True):
+        assert p["workloads"]["long_prefix"]["name"] == workload_for(arm, "long_prefix")
+        assert p["workloads"]["long_prefix"]["concurrency"] == [1, 2]
