@@ -84,7 +84,7 @@ test-unit: $(VENV)/.ready
 	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -q $(PYTEST_ARGS)
 
 plan: $(VENV)/.ready
-	$(HARNESS) plan --arm $(ARM) $(SET_ARGS)
+	$(HARNESS) plan $(ARM_ARGS) $(SET_ARGS)
 
 report: $(VENV)/.ready
 	@test -n "$(RUN)" || { echo "usage: make report RUN=<run-id or dir> [BASELINE=<run-id, dir or results.jsonl>]"; exit 2; }

@@ -68,24 +68,38 @@ log = logging.getLogger(__name__)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Per-node argv + environment + preflight verdicts of one arm (its references checked too); this machine's
-    resources are shown but do not decide the exit code: a GPU arm is planned on a laptop."""
-    arms = load_run_arms([args.arm], None, args.set)
-    strict = strict_run(args.strict)
-    plan, verdicts = arm_verdicts(arms.candidate, arms.candidate, None, resources=False)
-    verdicts.append(env_verdict(arms.candidate, plan))
-    verdicts += method_verdicts(arms.candidate, strict)
-    verdicts.append(parser_verdict(arms.candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
-    print(render_plan(plan, verdicts[len(plan.verdicts):]))
-    print("\nthis machine (checked again by `qualify` before anything starts):")
-    for v in machine_verdicts(arms.candidate):
-        print(f"  [{v.label}] {v.rule}: {v.detail}")
-    named = [f"{a.name} ({'reference' if a is arms.reference else 'eager variant'})" for a in arms.all[1:]]
+    """Per-node argv + environment + preflight verdicts of one arm or several (--arms; their references checked too,
+    a shared one once); this machine's resources are shown but do not decide the exit code: a GPU arm is planned on
+    a laptop."""
+    if bool(args.arm) == bool(args.arms):
+        raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
+                          "them")
+    arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
+    codes = []
+    for i, candidate in enumerate(arms.candidates):
+        if len(arms.candidates) > 1:
+            print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(arms.candidates)}) ===")
+        codes.append(plan_one(candidate, args))
+    others = [a for a in arms.all if a.name not in arms.arm_set.candidates]
+    named = [f"{a.name} ({'reference' if a.name in arms.arm_set.arms else 'eager variant'})" for a in others]
     if named:
         print(f"\nnamed arms: {', '.join(named)}: valid")
+    return max(codes)
+
+
+def plan_one(candidate: Arm, args: argparse.Namespace) -> int:
+    strict = strict_run(args.strict)
+    plan, verdicts = arm_verdicts(candidate, candidate, None, resources=False)
+    verdicts.append(env_verdict(candidate, plan))
+    verdicts += method_verdicts(candidate, strict)
+    verdicts.append(parser_verdict(candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
+    print(render_plan(plan, verdicts[len(plan.verdicts):]))
+    print("\nthis machine (checked again by `qualify` before anything starts):")
+    for v in machine_verdicts(candidate):
+        print(f"  [{v.label}] {v.rule}: {v.detail}")
     failed = violations(verdicts)
     if failed:
-        print("\n".join([f"error: arm {arms.candidate.name!r} fails preflight (nothing would be started):",
+        print("\n".join([f"error: arm {candidate.name!r} fails preflight (nothing would be started):",
                           *(f"  {v.rule}: {v.detail}" for v in failed)]), file=sys.stderr)
     return 2 if failed else 0
 
@@ -393,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--strict", action="store_true", help="a check that cannot run fails (default with CI=true)")
 
     p = sub.add_parser("plan", help="print each node's argv, environment and preflight verdicts")
-    arm_options(p)
+    arm_options(p, several=True)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("qualify", help="run the suites for an arm (or several) against its reference")

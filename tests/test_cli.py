@@ -106,3 +106,15 @@ def test_resume_alone_takes_the_runs_own_candidates_from_run_json(tmp_path):
     assert names({"arms": {"cpu-smoke": {}, "tp8": {}}}) == (["cpu-smoke"], "tp8")  # before pairs were recorded
     assert names(several, arms="cpu-smoke,cpu-spec") == (["cpu-smoke", "cpu-spec"], None)
     assert names(several, arm="cpu-smoke") == (["cpu-smoke"], None)  # checked against run.json later
+
+
+def test_plan_of_several_arms_plans_each_and_fails_naming_the_one_that_violates(bad_arms):
+    result = harness("plan", "--arms", "base,violates", "--no-vllm-check", arms_dir=bad_arms)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "=== base (1 of 2) ===" in result.stdout and "=== violates (2 of 2) ===" in result.stdout
+    assert "error: arm 'violates' fails preflight" in result.stderr and "arm 'base'" not in result.stderr
+    ok = harness("plan", "--arms", "base", "--no-vllm-check", arms_dir=bad_arms)
+    assert ok.returncode == 0 and "===" not in ok.stdout, ok.stderr  # one arm: the single-arm output
+    for both_or_none in (["--arm", "base", "--arms", "base"], []):
+        refused = harness("plan", *both_or_none, "--no-vllm-check", arms_dir=bad_arms)
+        assert refused.returncode == 2 and "name one arm (--arm NAME) or several (--arms a,b)" in refused.stderr
