@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config.arms import Arm, check_references, defining_file, load_arm
+from harness.config.arms import Arm, check_references, defining_file, load_arm, override_scope, overrides_for
 from harness.config.armset import ArmSet, expand_arm_set, workload_conflicts
 from harness.config.errors import ConfigError, PreflightError
 from harness.config.paths import ARMS_DIR, REPO_ROOT, REPORTS_DIR, run_id_now, server_python
@@ -129,14 +129,22 @@ class RunArms:
 
 def load_run_arms(names: list[str], reference: str | None, overrides: list[str]) -> RunArms:
     """The named candidates and every arm they name, each validated; a missing or broken one names the referring
-    field. `--set` applies to every candidate; a named arm that only serves as another's reference is read as its
-    YAML says. Candidates that share a reference must choose the same workloads (it is measured once)."""
-    named = {n: load_arm(n, overrides) for n in names}
+    field. `--set PATH=VALUE` applies to every candidate, `--set ARM:PATH=VALUE` to that arm of the run alone (a
+    reference or eager variant too); a scope that is no arm of the run is refused. Candidates that share a reference
+    must choose the same workloads (it is measured once)."""
+    named = {n: load_arm(n, overrides_for(n, overrides, candidate=True)) for n in names}
     arm_set = expand_arm_set(names, {n: a.reference for n, a in named.items()}, reference)
-    loaded = {n: named[n] if n in arm_set.candidates else load_arm(n) for n in names}
+    loaded = {n: named[n] if n in arm_set.candidates else load_arm(n, overrides_for(n, overrides, False))
+              for n in names}
     for arm in [loaded[n] for n in arm_set.candidates]:
         for other in check_references(arm, ARMS_DIR, reference):
-            loaded.setdefault(other.name, other)
+            own = overrides_for(other.name, overrides, candidate=False)
+            loaded.setdefault(other.name, load_arm(other.name, own) if own else other)
+    unknown = sorted({a for a, _ in map(override_scope, overrides) if a is not None} - set(loaded))
+    if unknown:
+        raise ConfigError(f"--set {', '.join(f'{a}:...' for a in unknown)}: not an arm of this run (its arms: "
+                          f"{', '.join(loaded)}); `--set ARM:PATH=VALUE` changes one arm of the run, "
+                          "`--set PATH=VALUE` every candidate")
     return RunArms(arm_set, loaded)
 
 

@@ -401,8 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "`reference:`, a shared reference started and measured once")
         else:
             p.add_argument("--arm", required=True, help="arm name (configs/arms/<name>.yaml)")
-        p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                       help="override a field of the candidate arm(s)")
+        p.add_argument("--set", action="append", default=[], metavar="[ARM:]PATH=VALUE",
+                       help="override a field of the candidate arm(s); ARM:PATH=VALUE of that arm of the run alone "
+                       "(a reference too)")
         p.add_argument("--no-vllm-check", action="store_true", help="skip parsing the argv with vLLM's parser")
         p.add_argument("--strict", action="store_true", help="a check that cannot run fails (default with CI=true)")
 

@@ -181,6 +181,26 @@ def apply_override(raw: dict, assignment: str) -> dict:
     return out
 
 
+def override_scope(assignment: str) -> tuple[str | None, str]:
+    """(arm, PATH=VALUE) of `--set ARM:PATH=VALUE`; (None, the assignment) for an unscoped `--set PATH=VALUE`."""
+    path = assignment.partition("=")[0]
+    if ":" not in path:
+        return None, assignment
+    arm, _, rest = assignment.partition(":")
+    return arm.strip(), rest
+
+
+def overrides_for(name: str, overrides: list[str] | tuple[str, ...], candidate: bool) -> list[str]:
+    """The --set assignments that apply to arm `name`, in order: unscoped ones to every candidate, `ARM:PATH=VALUE`
+    to the arm it names (candidate, reference or eager variant)."""
+    out = []
+    for assignment in overrides:
+        arm, rest = override_scope(assignment)
+        if (arm is None and candidate) or arm == name:
+            out.append(rest)
+    return out
+
+
 def arm_file(name: str, arms_dir: Path = ARMS_DIR) -> Path:
     if not ARM_NAME.match(name):
         raise ConfigError(

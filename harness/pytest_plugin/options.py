@@ -16,7 +16,7 @@ class Options:
     arms: list[str] = field(default_factory=list)  # --arms: several candidates in one run (else `arm` alone)
     reference: str | None = None  # default: the arm's own `reference:`
     run_dir: Path | None = None
-    overrides: list[str] = field(default_factory=list)  # --set, applied to the candidate arm
+    overrides: list[str] = field(default_factory=list)  # --set: candidates; ARM:PATH=VALUE that arm alone
     refresh_reference: bool = False  # capture reference outputs anew even when the store has them
     resume: bool = False  # run only the tests without an outcome in the run directory's results file
     parallel: bool = False  # one xdist worker per arm (harness.pytest_plugin.parallel)

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from harness.config.arms import Arm, load_arm
+from harness.config.arms import Arm, load_arm, overrides_for
 from harness.config.armset import ArmSet, Pair, expand_arm_set
 from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR, run_id_now
@@ -53,7 +53,7 @@ class HarnessSession:
             named, refs = self.options.named, {}
             for name in named:
                 try:
-                    refs[name] = load_arm(name, self.options.overrides).reference
+                    refs[name] = load_arm(name, overrides_for(name, self.options.overrides, True)).reference
                 except HarnessError:
                     refs[name] = None
             try:
@@ -73,8 +73,7 @@ class HarnessSession:
 
     def arm(self, name: str) -> Arm:
         if name not in self._arms:
-            overrides = self.options.overrides if name in self.candidates else []
-            self._arms[name] = load_arm(name, overrides)
+            self._arms[name] = load_arm(name, overrides_for(name, self.options.overrides, name in self.candidates))
         return self._arms[name]
 
     def arm_of(self, nodeid: str) -> str:

@@ -167,3 +167,32 @@ def test_gpu_dcp_arm_with_dcp_not_dividing_tp_fails_preflight(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(TINY_MLA_CONFIG))
     plan = plan_for(load_arm("gpu-dcp2", [f"model.path={tmp_path}", "parallelism.dcp=3"]))
     assert not plan.ok and any(not v.ok and "3" in v.detail for v in plan.verdicts)
+
+
+def test_set_scoped_to_an_arm_changes_that_arm_alone_and_unscoped_every_candidate(tmp_path):
+    import pytest
+
+    from harness.admission import load_run_arms
+    from harness.config.errors import ConfigError
+    from harness.pytest_plugin.options import Options
+    from harness.pytest_plugin.session import HarnessSession
+
+    sets = ["server.max_num_seqs=3", "cpu-ref:server.max_num_seqs=5"]
+    arms = load_run_arms(["cpu-smoke"], None, sets)
+    assert arms.loaded["cpu-smoke"].server.max_num_seqs == 3 and arms.loaded["cpu-ref"].server.max_num_seqs == 5
+    assert load_run_arms(["cpu-smoke"], None, sets[:1]).loaded["cpu-ref"].server.max_num_seqs is None
+    # the suites' session (the qualify's pytest) reads the same arms
+    session = HarnessSession(Options(arm="cpu-smoke", overrides=sets, run_dir=tmp_path / "run"))
+    assert (session.arm("cpu-smoke").server.max_num_seqs, session.arm("cpu-ref").server.max_num_seqs) == (3, 5)
+    with pytest.raises(ConfigError, match=r"--set tp8:\.\.\.: not an arm of this run \(its arms: cpu-smoke, cpu-ref"):
+        load_run_arms(["cpu-smoke"], None, ["tp8:server.max_num_seqs=1"])
+
+
+def test_override_scope_reads_the_arm_before_the_path_only():
+    from harness.config.arms import override_scope, overrides_for
+
+    assert override_scope("server.env.URL=http://x:1") == (None, "server.env.URL=http://x:1")  # ':' in the value
+    assert override_scope("tp8:server.env.URL=http://x:1") == ("tp8", "server.env.URL=http://x:1")
+    sets = ["a=1", "ref:b=2", "cand:c=3"]
+    assert overrides_for("cand", sets, candidate=True) == ["a=1", "c=3"]
+    assert overrides_for("ref", sets, candidate=False) == ["b=2"]
