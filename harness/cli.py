@@ -75,6 +75,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
                           "them")
     arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
+    check_shared_workloads(arms, all_suites())  # as a run of every suite would: the default of `qualify`
     codes = []
     for i, candidate in enumerate(arms.candidates):
         if len(arms.candidates) > 1:

@@ -118,3 +118,13 @@ def test_plan_of_several_arms_plans_each_and_fails_naming_the_one_that_violates(
     for both_or_none in (["--arm", "base", "--arms", "base"], []):
         refused = harness("plan", *both_or_none, "--no-vllm-check", arms_dir=bad_arms)
         assert refused.returncode == 2 and "name one arm (--arm NAME) or several (--arms a,b)" in refused.stderr
+
+
+def test_plan_of_candidates_sharing_a_reference_with_other_workloads_exits_2(arms_dir):
+    d, write = arms_dir
+    write("ref", "extends: base\n")
+    write("c1", "extends: base\nreference: ref\n")
+    write("c2", "extends: base\nreference: ref\nworkloads: {long_prefix: long_prefix_gpu_smoke}\n")
+    result = harness("plan", "--arms", "c1,c2", "--no-vllm-check", arms_dir=d)
+    assert result.returncode == 2 and "long_prefix" in result.stderr and "c2" in result.stderr, result.stderr
+    assert harness("plan", "--arms", "c1", "--no-vllm-check", arms_dir=d).returncode == 0

@@ -6,7 +6,8 @@
 #   [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
 #   HARNESS_QUALIFY_ARGS: extra arguments for qualify (and the dry run's plan), e.g. "--set model.path=/models/x"
-#   HARNESS_DRY_RUN=1: print what would run and run `harness plan` for each arm instead (CI checks every step so)
+#   HARNESS_DRY_RUN=1: print what would run and run `harness plan --arms` on the group instead (CI checks every
+#   step so)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 HARNESS_ARMS=${HARNESS_ARMS:-${HARNESS_ARM:-}}  # HARNESS_ARM: a pipeline emitted before groups had several
@@ -45,12 +46,10 @@ read -r -a extra_args <<< "${HARNESS_QUALIFY_ARGS:-}"
 if [ "$DRY" = 1 ]; then
   echo "would run: $PY -m harness qualify --arms $HARNESS_ARMS --run-id $HARNESS_RUN_ID ${parallel_args[*]}" \
        "${baseline_args[*]} ${extra_args[*]}"
-  # preflight of each candidate and its references; not strict: this machine is not the GPU host the step runs on
-  IFS=, read -r -a candidates <<< "$HARNESS_ARMS"
-  for arm in "${candidates[@]}"; do
-    CI= "$PY" -m harness plan --arm "$arm" --no-vllm-check "${extra_args[@]}" || exit $?
-  done
-  exit 0
+  # the group's preflight: each candidate, its references (a shared one once) and the shared workloads; not
+  # strict: this machine is not the GPU host the step runs on
+  CI= "$PY" -m harness plan --arms "$HARNESS_ARMS" --no-vllm-check "${extra_args[@]}"
+  exit $?
 fi
 "$PY" -m harness qualify --arms "$HARNESS_ARMS" --run-id "$HARNESS_RUN_ID" "${parallel_args[@]}" \
   "${baseline_args[@]}" "${extra_args[@]}"

@@ -123,7 +123,8 @@ GROUPS = {"dcp8_dspark-dcp8": "dcp8,dspark-dcp8", "gpu-mla": "gpu-mla", "cpu-smo
 @pytest.mark.parametrize("group", GROUPS)
 def test_each_steps_command_dry_runs(nightly, group, tmp_path):
     """The step's own command, with the step's env, in dry-run mode: the script finds the previous nightly the way it
-    would (here: given), prints the qualify and artifact commands and runs `harness plan` for each candidate."""
+    would (here: given), prints the qualify and artifact commands and runs `harness plan --arms` on the group (each
+    candidate's plan)."""
     step = next(s for s in nightly["steps"] if s["key"] == f"qualify-{group}")
     env = {**os.environ, **{k: v.replace("${BUILDKITE_BUILD_NUMBER}", "42") for k, v in step["env"].items()},
            "HARNESS_DRY_RUN": "1", "NIGHTLY_BASELINE_BUILD": "0190-abc", "NIGHTLY_BASELINE_NUMBER": "41",
