@@ -98,6 +98,7 @@ class BaselineThresholds(StrictModel):
     tpot_alpha: Float = Field(0.05, gt=0, lt=1)
     tpot_effect_size: Float = Field(0.10, ge=0)  # relative increase of the median TPOT
     tpot_effect_size_per_arm: dict[str, Float] = {}  # arms whose timing noise between runs is larger (CPU pair)
+    tpot_not_enforced: list[str] = []  # arms whose TPOT flags are shown without failing the run
     kv_tokens_rel_decrease: Float = Field(0.01, ge=0)  # flag KV capacity more than 1% below the baseline's
     accuracy_alpha: Float = Field(0.05, gt=0, lt=1)  # flag lower accuracy when the test rejects equality
     filter: str = "strict-match"

@@ -8,7 +8,7 @@ sample logs exist, else a two-proportion z-test), never by a raw difference. The
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +27,11 @@ class Delta:
     change: str
     test: str  # the threshold or test that judged it
     regression: str | None  # the sentence, when flagged
+    enforced: bool = True  # False: a flag shown, not failing the run (baseline.tpot_not_enforced)
+
+    @property
+    def fails(self) -> bool:
+        return self.regression is not None and self.enforced
 
 
 def rel(cur: float, base: float) -> float:
@@ -58,12 +63,22 @@ def tpot_delta(arm: str, conc: int, cur: list[float], base: list[float], alpha: 
                  test, flag)
 
 
+NOT_ENFORCED = " (not enforced for this arm: gates.yaml baseline.tpot_not_enforced)"
+
+
 def tpot_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) -> list[Delta]:
-    """Per arm and concurrency of this run, from the records' per-request TPOT samples."""
+    """Per arm and concurrency of this run, from the records' per-request TPOT samples. An arm in
+    `tpot_not_enforced` (the CPU pair, whose client-side TPOT on shared cores measures scheduling) is flagged as
+    usual, and the flag does not fail the run."""
     old = {(r.arm, r.concurrency): r.tpot_samples_s or [] for r in base if isinstance(r, LongPrefixRecord)}
-    return [tpot_delta(r.arm, r.concurrency, r.tpot_samples_s or [], old.get((r.arm, r.concurrency), []),
+    out = []
+    for r in (r for r in cur if isinstance(r, LongPrefixRecord)):
+        d = tpot_delta(r.arm, r.concurrency, r.tpot_samples_s or [], old.get((r.arm, r.concurrency), []),
                        t.tpot_alpha, t.tpot_effect_size_per_arm.get(r.arm, t.tpot_effect_size))
-            for r in cur if isinstance(r, LongPrefixRecord)]
+        if r.arm in t.tpot_not_enforced:
+            d = replace(d, enforced=False, regression=d.regression and d.regression + NOT_ENFORCED)
+        out.append(d)
+    return out
 
 
 def kv_deltas(cur: list[Record], base: list[Record], tol: float) -> list[Delta]:

@@ -28,7 +28,8 @@ class ReportContent:
     gaps: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     plots: list[tuple[str, bytes | None, str]] = field(default_factory=list)  # title, png, why it is absent
-    baseline: tuple[str, pd.DataFrame, list[str]] | None = None  # label, deltas, regression sentences
+    # label, deltas, regression sentences (failing the run), flagged sentences shown but not enforced
+    baseline: tuple[str, pd.DataFrame, list[str], list[str]] | None = None
     headline: list[str] = field(default_factory=list)
 
 
@@ -49,8 +50,9 @@ ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=T
 def render_html(c: ReportContent) -> str:
     baseline = None
     if c.baseline is not None:
-        label, df, regressions = c.baseline
-        baseline = {"label": label, "regressions": regressions, "table": table_view("Baseline diff", df)}
+        label, df, regressions, not_enforced = c.baseline
+        baseline = {"label": label, "regressions": regressions, "not_enforced": not_enforced,
+                    "table": table_view("Baseline diff", df)}
     return ENV.get_template("report.html.j2").render(
         c=c, css=(TEMPLATES / "report.css").read_text(), flag_words=FLAG_WORDS, baseline=baseline,
         tables=[table_view(t, df) for t, df in c.tables], prov=c.provenance,

@@ -24,7 +24,7 @@ from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
-from harness.report.tables import build_tables, deltas_table, to_markdown
+from harness.report.tables import build_tables, deltas_table, flag_of, to_markdown
 
 
 def slug(title: str) -> str:
@@ -130,7 +130,7 @@ def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delt
     for title, df in tables:
         if title in DELTA_COLUMNS and not df.empty:
             metric, column = DELTA_COLUMNS[title]
-            by_key = {(d.arm, d.where if metric == "TPOT p50" else ""): d.change + (" REGRESSION" if d.regression
+            by_key = {(d.arm, d.where if metric == "TPOT p50" else ""): d.change + (f" {flag_of(d)}" if d.regression
                                                                                    else "")
                       for d in deltas if d.metric == metric}
             keys = zip(df["Arm"], df["Conc"] if "Conc" in df else [""] * len(df), strict=True)
@@ -176,12 +176,14 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     lines = [*(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
              *headline(run.records, pairs, gates)]
     base = None
-    regressions: list[str] = []
+    regressions: list[str] = []  # enforced: they fail the run
+    shown_only: list[str] = []  # flagged for arms whose timing is not enforced
     tables_for_files = tables
     if baseline:
         label, deltas, more = baseline_section(run, baseline)
-        regressions = [d.regression for d in deltas if d.regression]
-        base = (label, deltas_table(deltas), regressions)
+        regressions = [d.regression for d in deltas if d.fails]
+        shown_only = [d.regression for d in deltas if d.regression and not d.enforced]
+        base = (label, deltas_table(deltas), regressions, shown_only)
         run.problems += more
         tables = with_delta_columns(tables, deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
@@ -194,6 +196,8 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
     if regressions:
         md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
+    if shown_only:
+        md += "\n### Baseline regressions, not enforced\n\n" + "\n".join(f"- {r}" for r in shown_only) + "\n"
     if missing:
         md += "\n### Missing or incomplete\n\n" + "\n".join(f"- {g}" for g in missing) + "\n"
     if run.problems:

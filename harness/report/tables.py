@@ -304,8 +304,12 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("Servers", servers_table(records))]
 
 
+def flag_of(d: Delta) -> str:
+    return "ok" if d.regression is None else "REGRESSION" if d.enforced else "REGRESSION (not enforced)"
+
+
 def deltas_table(deltas: list[Delta]) -> pd.DataFrame:
     rows = [{"Metric": d.metric, "Arm": d.arm, "Where": d.where, "Baseline": d.baseline, "This run": d.current,
-             "Change": d.change, "Threshold / test": d.test, "Flag": "REGRESSION" if d.regression else "ok"}
+             "Change": d.change, "Threshold / test": d.test, "Flag": flag_of(d)}
             for d in deltas]
     return pd.DataFrame(rows)

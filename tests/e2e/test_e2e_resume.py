@@ -93,14 +93,17 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
 
 def baseline_of_identical_code(run: Path, full: Path, tmp_path: Path) -> None:
     """Two real runs of identical code (this resumed run and the full pair run, minutes apart on the same machine)
-    diffed as a nightly would: no regression flagged. The same run with 10 ms added to each of its candidate's
-    per-request TPOT samples (a planted slowdown beyond the CPU pair's +100 % effect size) is flagged and fails the
-    report. (Tripling the samples is not enough at 4 requests per level: on 2 cores a request whose tokens arrive in
-    one burst measures ~0.07 ms, tripled it still sits below every baseline sample, and Mann-Whitney gives p 0.10.)"""
+    diffed as a nightly would: no enforced regression. The CPU pair's TPOT flags are shown, never enforced
+    (gates.yaml baseline.tpot_not_enforced): on 2 cores a request's tokens can reach the client in one burst, and CI
+    saw a baseline whose 4 c1 requests all did (TPOT p50 0.024 ms) make identical code "regress" +19,424%, p 0.014.
+    The same run with 10 ms added to each of its candidate's per-request TPOT samples (a planted slowdown beyond the
+    CPU pair's +100 % effect size) is flagged. (Tripling the samples is not enough at 4 requests per level: a burst
+    measures ~0.07 ms, tripled it still sits below every baseline sample, and Mann-Whitney gives p 0.10.) That an
+    enforced flag fails the report is tests/judge/test_baseline.py's."""
     report = [sys.executable, "-m", "harness", "report", "--baseline", str(full), "--run"]
     same = subprocess.run([*report, str(run)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert same.returncode == 0, same.stdout + same.stderr
-    assert "baseline regression" not in (run / "annotation.md").read_text()
+    assert "- **baseline regression**" not in (run / "annotation.md").read_text()
     slow = tmp_path / "slow"
     slow.mkdir()
     with (slow / "results.jsonl").open("w") as out:
@@ -110,5 +113,7 @@ def baseline_of_identical_code(run: Path, full: Path, tmp_path: Path) -> None:
             out.write(json.dumps(r) + "\n")
     (slow / "run.json").write_text((run / "run.json").read_text())
     flagged = subprocess.run([*report, str(slow)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert flagged.returncode == 1, flagged.stdout + flagged.stderr
-    assert "- **baseline regression**: cpu-smoke c" in (slow / "annotation.md").read_text()
+    assert flagged.returncode == 0, flagged.stdout + flagged.stderr
+    note = (slow / "annotation.md").read_text()
+    shown = note.partition("### Baseline regressions, not enforced")[2].split("###")[0]
+    assert any(line.startswith("- cpu-smoke c") for line in shown.splitlines()), note

@@ -138,16 +138,40 @@ def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path
     assert rendered.regressions == [] and rendered.exit_code == 0
 
 
-def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys):
+def enforce_every_arm(monkeypatch):
+    """The shipped thresholds with every arm's TPOT flags enforced (the CPU pair's are not: tpot_not_enforced)."""
+    from harness.report import render
+
+    shipped = load_thresholds()
+    monkeypatch.setattr(render, "load_thresholds", lambda: shipped.model_copy(update={"tpot_not_enforced": []}))
+
+
+def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys, monkeypatch):
     from harness.cli import main
 
     # configs/gates.yaml: the CPU pair's effect size is +100%, so the slowdown is planted beyond it
     base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=2.5)
+    # shipped: the CPU pair's TPOT flags are shown, and do not fail the run
+    assert main(["report", "--run", str(slow), "--baseline", str(base)]) == 0
+    note = (slow / "annotation.md").read_text()
+    assert "- **baseline regression**" not in note and "### Baseline regressions, not enforced" in note
+    assert "cpu-smoke c1: TPOT p50" in note and "(not enforced for this arm" in note
+    assert "REGRESSION, not enforced: cpu-smoke c1: TPOT p50" in (slow / "report.html").read_text()
+    enforce_every_arm(monkeypatch)
     assert main(["report", "--run", str(slow), "--baseline", str(base)]) == 1
     assert "- **baseline regression**: cpu-smoke c1: TPOT p50" in (slow / "annotation.md").read_text()
     assert main(["report", "--run", str(base), "--baseline", str(base)]) == 0
     assert "baseline regression" not in (base / "annotation.md").read_text()
     capsys.readouterr()
+
+
+def test_an_arm_whose_tpot_is_not_enforced_is_flagged_without_failing(tmp_path):
+    base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=1.3)
+    t = T.model_copy(update={"tpot_not_enforced": ["cpu-ref"]})
+    flagged = [d for d in baseline_deltas(records(slow), records(base), t) if d.regression]
+    assert [(d.arm, d.enforced, d.fails) for d in flagged] == [("cpu-smoke", True, True)] * 2 + \
+        [("cpu-ref", False, False)] * 2
+    assert flagged[2].regression.endswith("(not enforced for this arm: gates.yaml baseline.tpot_not_enforced)")
 
 
 def test_baseline_argument_forms(tmp_path):
@@ -177,8 +201,8 @@ def test_pr_tables_gain_baseline_delta_columns(tmp_path):
     base, slow = make_run(tmp_path, "base"), make_run(tmp_path, "slow", tpot_scale=2.5, kv_tokens=99_500)
     render_run(slow, baseline=str(base))
     perf = (slow / "tables" / "performance.md").read_text().splitlines()
-    assert perf[0].rstrip().endswith("| TPOT p50 vs baseline   |")
-    assert all(line.rstrip().endswith("| +150.0% REGRESSION     |") for line in perf[2:])
+    assert perf[0].rstrip().endswith("| TPOT p50 vs baseline              |")
+    assert all("| +150.0% REGRESSION (not enforced) |" in line for line in perf[2:])  # the CPU pair
     assert "| -0.5%            |" in (slow / "tables" / "kv_capacity.md").read_text()  # within the 1% limit
     assert "| +0.00 pt                  |" in (slow / "tables" / "accuracy.md").read_text()
     render_run(slow)  # without a baseline the columns are gone again

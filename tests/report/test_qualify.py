@@ -50,13 +50,19 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     return run
 
 
-def test_qualify_records_the_end_and_fails_on_a_baseline_regression(fake_qualify, capsys):
+def test_qualify_records_the_end_and_fails_on_a_baseline_regression(fake_qualify, capsys, monkeypatch):
+    from test_baseline import enforce_every_arm
+
     code, base = fake_qualify(1.0)
     assert code == 0
     info = json.loads((base / "run.json").read_text())
     assert info["exit_code"] == 0 and info["finished"] and info["device"]["kind"] in ("cpu", "gpu")
     assert info["suites"] and info["workloads"]["long_prefix"]["seed"] == 0
-    code, slow = fake_qualify(2.5, baseline=str(base))  # beyond the CPU pair's +100% effect size
+    shown = fake_qualify(2.5, baseline=str(base))[1]  # beyond the CPU pair's +100% effect size ...
+    assert json.loads((shown / "run.json").read_text())["exit_code"] == 0  # ... shown, not enforced (tpot_not_enforced)
+    assert "### Baseline regressions, not enforced" in (shown / "annotation.md").read_text()
+    enforce_every_arm(monkeypatch)
+    code, slow = fake_qualify(2.5, baseline=str(base))
     assert code == 1
     info = json.loads((slow / "run.json").read_text())
     assert (info["exit_code"], info["pytest_exit_code"], info["baseline"]) == (1, 0, str(base))
