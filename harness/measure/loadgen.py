@@ -26,6 +26,9 @@ from harness.records.jsonl import append_line
 NS = 1e-9
 
 
+BURST_GAP_NS = 100_000  # 0.1 ms between two token chunks: a burst, not a decode step
+
+
 @dataclass
 class RequestSample:
     level: int  # concurrency level (0 for warm-up)
@@ -52,6 +55,14 @@ class RequestSample:
             return None
         last = self.chunk_offsets_ns[-1] if self.chunk_offsets_ns else self.latency_ns
         return (last - self.ttft_ns) * NS / (self.output_tokens - 1)
+
+    @property
+    def bursty(self) -> bool:
+        """Its tokens reached the client in bursts: at least half of the gaps between token chunks are under
+        BURST_GAP_NS, faster than any decode step. The stream then timed the API server's or this client's
+        scheduling (seen on 2 shared CPU cores), and its TPOT is not the model's."""
+        gaps = [b - a for a, b in zip(self.chunk_offsets_ns, self.chunk_offsets_ns[1:], strict=False)]
+        return bool(gaps) and 2 * sum(g < BURST_GAP_NS for g in gaps) >= len(gaps)
 
     @property
     def itl_s(self) -> list[float]:

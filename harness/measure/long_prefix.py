@@ -118,6 +118,7 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
         "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
         "tpot_samples_s": [round(s.tpot_s, 9) for s in ok if s.tpot_s is not None],
+        "bursty_requests": sum(1 for s in ok if s.bursty),
         "itl": Summary.of([x for s in ok for x in s.itl_s]),
         "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
         "prompt_tokens_mean": mean(counted) if (counted := [s.prompt_tokens for s in ok if s.prompt_tokens]) else None,

@@ -118,6 +118,9 @@ class LongPrefixRecord(RecordBase):
     # TPOT of every successful request in request order (the baseline diff's rank test needs nothing else). None in
     # records written before it existed (the report then reads samples_path).
     tpot_samples_s: list[float] | None = None
+    # Successful requests whose tokens reached the client in bursts (loadgen.RequestSample.bursty): their TPOT timed
+    # scheduling, not decode. None in records written before it existed.
+    bursty_requests: int | None = None
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
 

@@ -129,13 +129,21 @@ def peaks(running: float | None, waiting: float | None) -> str:
 TTFT_BASIS = {"token_ids": "token ids (excl. tokenization)", "text": "text (incl. tokenization)"}
 
 
+def bursts(r: LongPrefixRecord) -> str:
+    """A TPOT cell's warning where some requests' tokens arrived in bursts (their TPOT timed scheduling)."""
+    if not r.bursty_requests:
+        return ""
+    return f" ({r.bursty_requests}/{r.requests - r.failed} in bursts: scheduling, not decode)"
+
+
 def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
-    """The seed's columns (Arm, Conc, TPOT p50/p90/p99, HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E
-    p50, the scheduler's running/waiting peaks, NVML memory, failures."""
+    """The seed's columns (Arm, Conc, TPOT p50/p90/p99 -- with how many requests arrived in bursts, where any did --,
+    HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E p50, the scheduler's running/waiting peaks, NVML
+    memory, failures."""
     perf = [r for r in records if isinstance(r, LongPrefixRecord)]
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
-    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot),
+    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot) + bursts(r),
              "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": ms(r.ttft.p50),
              "TTFT basis": TTFT_BASIS[r.prompt_basis], "ITL p50": ms(r.itl.p50, 3),
              "E2E p50": ms(r.e2e.p50), "Running/waiting peak": peaks(r.running_peak, r.waiting_peak),

@@ -71,3 +71,32 @@ def test_level_records_say_which_prompt_basis_was_sent(tmp_path):
                     nvml_available=False)
     (rec,) = level_records(m, w, Prompts([1], [[1, 2]], {1: [[1, 3]]}), tmp_path)
     assert rec["prompt_basis"] == "text" and rec["workload"] == "long_prefix_cpu"
+
+
+def test_a_stream_whose_tokens_arrive_in_one_burst_is_marked_and_counted():
+    # what 2 shared CPU cores produce (CI's full-pair run): the first token after 370 ms, the other 31 within 0.6 ms
+    burst = RequestSample(level=1, index=0, prompt_tokens=10, start_ns=0, ttft_ns=370 * MS, latency_ns=513 * MS,
+                          output_tokens=32, chunk_offsets_ns=[370 * MS, 512_860_000] +
+                          [512_860_000 + 20_000 * k for k in range(1, 31)])
+    steady = sample(1, ttft_ms=100, latency_ms=410, out=32, chunks_ms=[100 + 10 * k for k in range(32)])
+    one_late_chunk = sample(2, ttft_ms=100, latency_ms=200, out=4, chunks_ms=[100, 100, 150, 200])  # 1 of 3 gaps
+    assert burst.bursty and not steady.bursty and not one_late_chunk.bursty
+    assert not sample(3, 100, 100, 1, [100]).bursty  # one chunk: no gap to judge
+    run = LevelRun(samples=[burst, steady], aborted=None, start_ns=0, end_ns=600 * MS)
+    m = Measurement(warmup=run, levels=[], metrics_points=[], nvml_points=[], nvml_available=False)
+    fields = level_fields(LevelMeasurement(1, run, None, None), m)
+    assert fields["bursty_requests"] == 1
+
+
+def test_the_performance_table_says_how_many_requests_arrived_in_bursts():
+    from harness.records.schema import LongPrefixRecord, Summary
+    from harness.report.tables import performance_table
+
+    s = Summary.of([0.005, 0.006])
+    common = dict(run_id="r", suite="long_prefix", workload="w", prompts_sha="x", concurrency=1, status="complete",
+                  requests=4, failed=0, ttft=s, tpot=s, itl=s, e2e=s, kv_usage=None, gpu_memory_mib=None,
+                  samples_path="p")
+    rows = performance_table([LongPrefixRecord(arm="a", bursty_requests=3, **common),
+                              LongPrefixRecord(arm="b", bursty_requests=0, **common)], ["a", "b"])
+    a, b = rows["TPOT p50/p90/p99"]
+    assert a.endswith(" (3/4 in bursts: scheduling, not decode)") and "burst" not in b
