@@ -87,7 +87,8 @@ class ReferenceOutputs:
             path = store.save(key, name, prompts, outputs, reference_dir())
             stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
             if refresh:
-                refreshed_marker(self.session.run_dir, name).parent.mkdir(parents=True, exist_ok=True)
-                refreshed_marker(self.session.run_dir, name).write_text(str(path))
+                marker = refreshed_marker(self.session.run_dir, name)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(str(path))
         self.stored[name] = stored
         return stored
