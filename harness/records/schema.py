@@ -237,6 +237,9 @@ class ReferenceCheckRecord(RecordBase):
     status: Literal["complete", "aborted"] = "complete"
     reason: str | None = None
     comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
+    # The longest context (prompt + generated tokens) whose outputs this check compared: what the headline's
+    # "outputs checked to N tokens" quotes. None in records written before it existed.
+    checked_to_tokens: int | None = None
     # Teacher forcing only: the paired test against the accepted known-good run of the same pair (its store path,
     # where `harness accept-floor` writes), its verdict sentence, and the smallest shift this run could detect.
     floor_path: str | None = None
