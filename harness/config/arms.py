@@ -135,6 +135,7 @@ class WorkloadChoice(Strict):
     gsm8k: str | None = None
     reference_checks: str | None = None
     spec_decode: str | None = None
+    long_context: str | None = None
 
 
 class Arm(Strict):

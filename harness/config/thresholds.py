@@ -39,6 +39,13 @@ class ReferenceCheckGates(StrictModel):
     require_floor: bool = False
 
 
+class LongContextGates(StrictModel):
+    """The long_context suite: outputs are judged with reference_checks' drift_limit and tie_gap; this adds how much
+    less of each needle span the candidate may copy than the reference did (copy accuracy, 0-1, per cell)."""
+
+    retrieval_margin: Float = Field(0.1, ge=0, le=1)
+
+
 class DcpOpsGates(StrictModel):
     """Factors of the op-level limits (harness/opcheck/tolerance.py derives each case's limit from its dtypes)."""
 
@@ -74,6 +81,7 @@ class Gates(StrictModel):
     long_prefix: LongPrefixGates = LongPrefixGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()
+    long_context: LongContextGates = LongContextGates()
     dcp_ops: DcpOpsGates = DcpOpsGates()
     spec_decode: SpecDecodeGates = SpecDecodeGates()
     degeneration: DegenerationGates = DegenerationGates()

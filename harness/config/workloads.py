@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
@@ -156,15 +156,70 @@ class SpecDecodeWorkload(StrictModel):
         return self.gsm8k_prompts + self.long_context_prompts
 
 
+class LongContextWorkload(StrictModel):
+    """The long_context suite's grid (harness/refcheck/long_context.py): per prompt length and needle depth one copy
+    prompt -- filler, a span of distinct needle tokens at the depth, the span's first `cue_tokens` at the end -- sent
+    cold, warm (whole-prompt prefix hit) and as a long partial hit; the continuation must be the rest of the span."""
+
+    name: str
+    description: str = ""
+    lengths: list[Positive] = Field(min_length=1)  # prompt tokens, cue included; each + output_tokens <= max_model_len
+    depths: list[Annotated[float, Field(ge=0, le=1)]] = Field([0.05, 0.5, 0.95], min_length=1)  # span start, as a
+    # fraction of the room before the cue
+    modes: list[Literal["cold", "warm", "partial"]] = Field(["cold", "warm", "partial"], min_length=1)
+    span_tokens: Int = Field(32, ge=2)
+    cue_tokens: Int = Field(8, ge=1)
+    output_tokens: Int = Field(ge=1)  # >= span - cue: retrieval is judged on the whole continuation
+    top_logprobs: Int = Field(5, ge=1, le=20)
+    # The partial-hit warm-up shares the cell prompt's first tokens: a fraction of each length (rounded down to whole
+    # KV blocks), or a token count (a multiple of the block size, below every length).
+    partial_shared: Annotated[float, Field(gt=0, lt=1)] | Positive = 0.5
+    seed: Int = 0
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
+    needle_token_ids: list[TokenId] | None = None  # else the model dir's tiny_model.json needle_tokens, else any
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LongContextWorkload:
+        if self.cue_tokens >= self.span_tokens:
+            raise ValueError(f"cue_tokens {self.cue_tokens} must be below span_tokens {self.span_tokens}")
+        if self.output_tokens < self.span_tokens - self.cue_tokens:
+            raise ValueError(f"output_tokens {self.output_tokens} < span_tokens - cue_tokens "
+                             f"{self.span_tokens - self.cue_tokens}: retrieval is judged on the whole continuation")
+        short = [n for n in self.lengths if n < self.span_tokens + self.cue_tokens + 2]
+        if short:
+            raise ValueError(f"lengths {short} cannot hold the {self.span_tokens}-token span and its cue")
+        if len(set(self.lengths)) != len(self.lengths) or len(set(self.depths)) != len(self.depths) \
+                or len(set(self.modes)) != len(self.modes):
+            raise ValueError("lengths, depths and modes must not repeat")
+        if isinstance(self.partial_shared, int) and self.partial_shared >= min(self.lengths):
+            raise ValueError(f"partial_shared {self.partial_shared} tokens must be below the shortest length "
+                             f"{min(self.lengths)}")
+        if self.needle_token_ids is not None and len(set(self.needle_token_ids)) < self.span_tokens:
+            raise ValueError(f"needle_token_ids: {len(set(self.needle_token_ids))} distinct ids, the span needs "
+                             f"{self.span_tokens}")
+        return self
+
+    @property
+    def prompt_tokens(self) -> int:
+        return max(self.lengths)
+
+    @property
+    def max_len(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
 DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
-                     "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu"}
+                     "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu",
+                     "long_context": "long_context_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
                    "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
-                   "spec_decode": "spec_decode"}
+                   "spec_decode": "spec_decode", "long_context": "long_context"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload,
-                                              "spec_decode": SpecDecodeWorkload}
+                                              "spec_decode": SpecDecodeWorkload,
+                                              "long_context": LongContextWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:

@@ -14,7 +14,14 @@ from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
 from harness.judge.stats import mcnemar_exact_p
 from harness.records.runinfo import concurrency_levels
-from harness.records.schema import GateRecord, Gsm8kRecord, LongPrefixRecord, Record, SpecDecodeRecord
+from harness.records.schema import (
+    GateRecord,
+    Gsm8kRecord,
+    LongContextRecord,
+    LongPrefixRecord,
+    Record,
+    SpecDecodeRecord,
+)
 
 
 @dataclass(frozen=True)
@@ -155,14 +162,22 @@ def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: G
     return [] if suite_skipped(records) else spec_decode_gates(records, cand, ref, gates.spec_decode)
 
 
+def long_context_suite_gates(records: list[Record], cand: str, ref: str) -> list[GateResult]:
+    from harness.judge.long_context import long_context_gate  # it builds on this module
+
+    return [long_context_gate(records, cand, ref)]
+
+
 # Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
 # Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
 SUITE_GATES = {"long_prefix": lambda rs, c, r, g, w=None: [tpot_gate(rs, c, r, g.long_prefix, concurrency_levels(w))],
                "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
-               "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g)}
+               "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
+               "long_context": lambda rs, c, r, g, w=None: long_context_suite_gates(rs, c, r)}
 GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
                "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
-               "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord)}
+               "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord),
+               "long_context": ("long_context_outputs", LongContextRecord)}
 
 
 def gated_suites(records: list[Record]) -> list[str]:

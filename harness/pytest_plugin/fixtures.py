@@ -10,6 +10,7 @@ from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
+from harness.pytest_plugin.references import CHECKS, LONG_CONTEXT
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
@@ -68,17 +69,18 @@ def reference(harness_session: HarnessSession) -> LiveServer:
     return _live(harness_session, name)
 
 
-def _stored(session: HarnessSession, name: str | None, serving: bool = False) -> StoredOutputs:
-    """Arm `name`'s stored outputs. `serving`: this worker runs that arm's tests (a parallel run's reference worker),
-    so it captures them itself, without waiting, and keeps the server it captured with for those tests."""
+def _stored(session: HarnessSession, name: str | None, serving: bool = False, which: str = CHECKS) -> StoredOutputs:
+    """Arm `name`'s stored outputs for prompt set `which`. `serving`: this worker runs that arm's tests (a parallel
+    run's reference worker), so it captures them itself, without waiting, and keeps the server it captured with for
+    those tests."""
     if name is None:
         pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
     try:
-        if not serving and session.options.parallel and name in session.outputs_needed:
+        if not serving and session.options.parallel and which in session.outputs_needed.get(name, ()):
             # the reference's own worker captures them while its server is up; wait for the store, and capture
             # here only if that worker finished without them
-            session.wait_until_stored(name)
-        return session.references.outputs(name, keep_server=serving)
+            session.wait_until_stored(name, which)
+        return session.references.outputs(name, keep_server=serving, which=which)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -94,6 +96,12 @@ def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
     if variant:
         _stored(harness_session, variant)
     return stored
+
+
+@pytest.fixture
+def long_context_outputs(harness_session: HarnessSession) -> StoredOutputs:
+    """The reference arm's cold outputs for the candidate's long_context grid (captured like reference_outputs)."""
+    return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT)
 
 
 @pytest.fixture
@@ -176,9 +184,10 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     # the machine, and each is stopped as soon as its tests are done. A reference's stored outputs are captured
     # here, before its tests; in a parallel run each arm has its own worker, and the candidates' wait for them.
     session = harness_session
-    if request.param in session.outputs_needed:
-        _stored(session, request.param, serving=True)  # captured while this server is up (and, in parallel, by the
-        # worker that serves this arm: waiting would deadlock)
+    for which in sorted(session.outputs_needed.get(request.param, ())):
+        # captured while this server is up (and, in parallel, by the worker that serves this arm: waiting would
+        # deadlock)
+        _stored(session, request.param, serving=True, which=which)
     yield _live(harness_session, request.param)
     failure = None
     try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
+from harness.pytest_plugin.references import PROMPT_SET_FIXTURES
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 
-REFERENCE_FIRST = ("reference_outputs", "eager_outputs")
+REFERENCE_FIRST = tuple(PROMPT_SET_FIXTURES)  # reference_outputs, eager_outputs, long_context_outputs
 
 
 class ArmScheduling(LoadScopeScheduling):
@@ -39,6 +40,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 def needs_outputs(item: pytest.Item) -> bool:
     return any(f in getattr(item, "fixturenames", ()) for f in REFERENCE_FIRST)
+
+
+def prompt_sets(item: pytest.Item) -> set[str]:
+    """The prompt sets whose stored reference outputs a test needs."""
+    return {PROMPT_SET_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in PROMPT_SET_FIXTURES}
 
 
 def order_by_arm(keys: list[tuple[str, int]], run_order: list[str]) -> list[int]:
@@ -74,4 +80,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if needs_outputs(item):
             ref = session.arm_set.reference_of(arm)
             if ref:
-                session.outputs_needed.add(ref)
+                session.outputs_needed.setdefault(ref, set()).update(prompt_sets(item))

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
-from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
+from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload, load_workload, workload_for
 from harness.measure.generation import Sampling
 from harness.measure.prompts import token_space
 from harness.pytest_plugin.parallel import markers_dir
 from harness.refcheck import store
 from harness.refcheck.batches import capture
+from harness.refcheck.long_context import LongContextPrompts, build_long_context_prompts, read_needle_tokens
 from harness.refcheck.prompts import CheckPrompts, build_check_prompts
 from harness.refcheck.store import (
     StoredOutputs,
@@ -28,18 +29,26 @@ if TYPE_CHECKING:
     from harness.pytest_plugin.session import HarnessSession
 
 
-def refreshed_marker(run_dir: Path, arm: str) -> Path:
+# The prompt sets whose reference outputs are stored: the reference checks' and the long_context grid.
+CHECKS, LONG_CONTEXT = "reference_checks", "long_context"
+# The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
+# candidate starts).
+PROMPT_SET_FIXTURES = {"reference_outputs": CHECKS, "eager_outputs": CHECKS, "long_context_outputs": LONG_CONTEXT}
+
+
+def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
     """Written by the worker that re-captured `arm`'s outputs under --refresh-reference, once they are saved."""
-    return markers_dir(run_dir) / f"{arm}.refreshed"
+    return markers_dir(run_dir) / (f"{arm}.refreshed" if which == CHECKS else f"{arm}.{which}.refreshed")
 
 
 class ReferenceOutputs:
-    """Per session: each reference arm's outputs for the check prompts of the candidates it serves (they share one
-    reference-checks workload: admission), loaded or captured once."""
+    """Per session: each reference arm's outputs for the prompt sets of the candidates it serves -- the reference
+    checks' prompts and the long_context grid (candidates that share a reference share its workloads: admission) --
+    each loaded or captured once."""
 
     def __init__(self, session: HarnessSession):
         self.session = session
-        self.stored: dict[str, StoredOutputs] = {}
+        self.stored: dict[tuple[str, str], StoredOutputs] = {}  # (prompt set, arm) -> outputs
         self._identity: dict[str, dict[str, str]] = {}  # arm -> its model's hashes (read once per run)
 
     def identity(self, name: str) -> dict[str, str]:
@@ -53,8 +62,21 @@ class ReferenceOutputs:
         w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
         return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
 
-    def outputs(self, name: str, capture_missing: bool = True, keep_server: bool = False) -> StoredOutputs | None:
-        """Arm `name`'s outputs for the check prompts: from the store when the key matches, else captured now
+    def long_context_prompts(self) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
+        """The candidate's long_context grid (both arms get the same prompts; needles from its model dir)."""
+        cand = self.session.arm(self.session.candidate_name)
+        w = load_workload(workload_for(cand, LONG_CONTEXT), kind=LongContextWorkload)
+        published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
+        return (w, build_long_context_prompts(w, token_space(cand, w), published),
+                Sampling(w.output_tokens, w.top_logprobs))
+
+    def prompt_set(self, which: str) -> tuple[CheckPrompts | LongContextPrompts, Sampling]:
+        _, prompts, sampling = self.long_context_prompts() if which == LONG_CONTEXT else self.check_prompts()
+        return prompts, sampling
+
+    def outputs(self, name: str, capture_missing: bool = True, keep_server: bool = False,
+                which: str = CHECKS) -> StoredOutputs | None:
+        """Arm `name`'s outputs for prompt set `which`: from the store when the key matches, else captured now
         (None instead when `capture_missing` is False: a parallel run's other worker captures them).
 
         Capturing stops every other server first: on one GPU two servers would not both fit; and the arm's own after,
@@ -64,15 +86,15 @@ class ReferenceOutputs:
         difference = model_difference(cand, self.identity(cand.name), arm, self.identity(name))
         if difference:
             raise ConfigError(difference)
-        if name in self.stored:
-            return self.stored[name]
-        _, prompts, sampling = self.check_prompts()
+        if (which, name) in self.stored:
+            return self.stored[(which, name)]
+        prompts, sampling = self.prompt_set(which)
         key = make_key(arm, self.identity(name), prompts, sampling,
                        installed_vllm_version(arm.launcher.python or server_python()))
         # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store, and
         # only once that capture is saved (the store holds the old outputs under the same key until then)
         refresh = self.session.options.refresh_reference
-        if refresh and not capture_missing and not refreshed_marker(self.session.run_dir, name).is_file():
+        if refresh and not capture_missing and not refreshed_marker(self.session.run_dir, name, which).is_file():
             return None
         stored = None if refresh and capture_missing else store.load(key, name, prompts, reference_dir())
         if stored is None and not capture_missing:
@@ -87,8 +109,8 @@ class ReferenceOutputs:
             path = store.save(key, name, prompts, outputs, reference_dir())
             stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
             if refresh:
-                marker = refreshed_marker(self.session.run_dir, name)
+                marker = refreshed_marker(self.session.run_dir, name, which)
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.write_text(str(path))
-        self.stored[name] = stored
+        self.stored[(which, name)] = stored
         return stored

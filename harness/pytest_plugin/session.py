@@ -14,7 +14,7 @@ from harness.config.paths import REPORTS_DIR, run_id_now
 from harness.pytest_plugin.options import Options
 from harness.pytest_plugin.parallel import arm_of, leased, wait_until
 from harness.pytest_plugin.recording import server_failed, server_up
-from harness.pytest_plugin.references import ReferenceOutputs
+from harness.pytest_plugin.references import CHECKS, ReferenceOutputs
 from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
@@ -42,7 +42,8 @@ class HarnessSession:
         self._set_aside: list[str] = []  # deaths found when a serial run stopped a server to start another
         # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
         self.collected: dict[str, dict[str, list[str]]] = {}
-        self.outputs_needed: set[str] = set()  # arms whose stored outputs a collected test needs
+        # arm -> the prompt sets (references.CHECKS, LONG_CONTEXT) whose stored outputs a collected test needs
+        self.outputs_needed: dict[str, set[str]] = {}
         self.references = ReferenceOutputs(self)
 
     @property
@@ -154,9 +155,11 @@ class HarnessSession:
         """Parallel: until each test has an outcome in results.jsonl (False if its worker finished without one)."""
         return wait_until(lambda: set(tests) <= done_tests(read_results(self.writer.path)[0]), self.run_dir)
 
-    def wait_until_stored(self, name: str) -> bool:
-        """Parallel: until arm `name`'s outputs are in the reference store (another worker captures them)."""
-        return wait_until(lambda: self.references.outputs(name, capture_missing=False) is not None, self.run_dir)
+    def wait_until_stored(self, name: str, which: str = CHECKS) -> bool:
+        """Parallel: until arm `name`'s outputs for prompt set `which` are in the reference store (another worker
+        captures them)."""
+        return wait_until(lambda: self.references.outputs(name, capture_missing=False, which=which) is not None,
+                          self.run_dir)
 
     def _retire(self, name: str, reason: str) -> None:
         live = self._servers.pop(name)

@@ -247,6 +247,50 @@ class ReferenceCheckRecord(RecordBase):
     detectable: str | None = None
 
 
+class LongContextCell(BaseModel):
+    """One (length, depth, mode) of the long_context grid: the candidate's output for the cell's copy prompt against
+    the reference's cold output (mode cold, warm, partial), or the reference's tokens teacher-forced on the candidate
+    (mode forced)."""
+
+    length: int  # prompt tokens
+    depth: float  # where the needle span starts, as a fraction of the context before the cue
+    mode: Literal["cold", "warm", "partial", "forced"]
+    exact: bool  # forced: the reference token is the candidate's argmax at every position
+    first_divergence: int | None
+    tie_flip: bool = False  # a divergence where the reference's own top-2 gap was <= tie_gap
+    max_drift: float | None = None  # generation modes: max |delta logprob| before the first divergence
+    forced_max_drift: float | None = None  # forced: max |delta logprob| over every scored position
+    retrieval_candidate: float | None = None  # copy accuracy of the candidate's continuation (generation modes)
+    retrieval_reference: float | None = None  # the reference's, on the same prompt
+    cached_tokens: float | None = None  # vllm:prefix_cache_hits delta over this request (warm, partial)
+    context_tokens: int = 0  # prompt + tokens compared: how far this cell checked outputs
+    passed: bool
+    failures: list[str] = []
+
+
+class LongContextRecord(RecordBase):
+    """The long_context suite on one candidate: the whole length x depth x mode grid, the first failing length."""
+
+    kind: Literal["long_context"] = "long_context"
+    workload: str
+    reference: str
+    reference_key: str
+    prompts_sha: str
+    needle_source: str  # where the needle tokens came from (workload, tiny_model.json, the ordinary vocabulary)
+    prefix_caching: str  # "on" (warm and partial hits proven per request) or why they could not be
+    lengths: list[int]
+    depths: list[float]
+    modes: list[str]
+    cells: list[LongContextCell] = []
+    first_failing_length: int | None = None  # the shortest length with a failing cell
+    checked_to_tokens: int | None = None  # the longest prompt + compared tokens of any cell
+    passed: bool
+    failures: list[str] = []  # every failing cell's line, and the paired floor test's
+    status: Literal["complete", "aborted"] = "complete"
+    reason: str | None = None
+    comparisons_path: str | None = None  # RequestComparison / TeacherForcedComparison lines (JSONL)
+
+
 class DcpOpCase(BaseModel):
     """One op-level case of the DCP conformance runner (harness/opcheck), its worst rank's numbers."""
 
@@ -336,7 +380,7 @@ class OutcomeRecord(RecordBase):
 
 Record = Annotated[
     ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
-    | ReferenceCheckRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord,
+    | ReferenceCheckRecord | LongContextRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)

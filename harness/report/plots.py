@@ -75,3 +75,35 @@ def arm_bars(panels: list[tuple[str, dict[str, float]]], arm_order: list[str]) -
         ax.margins(y=0.15)
     fig.suptitle("Candidate vs reference", y=1.04)
     return png(fig)
+
+
+def long_context_heatmap(maps: list) -> bytes | None:
+    """Per candidate (harness.report.long_context.Heatmap): copy accuracy per length x depth, the candidate's panel
+    beside the reference's; a candidate cell that failed any mode is outlined red and says which, a missing one is
+    grey."""
+    if not maps:
+        return None
+    fig, axes = plt.subplots(len(maps), 2, figsize=(9.0, 0.9 + 0.55 * max(len(m.lengths) for m in maps) * len(maps)),
+                             squeeze=False)
+    for (ax_c, ax_r), m in zip(axes, maps, strict=True):
+        for ax, values, who in ((ax_c, m.candidate, "candidate"), (ax_r, m.reference, "reference")):
+            grid = [[float("nan") if v is None else v for v in row] for row in values]
+            ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+            ax.set_xticks(range(len(m.depths)), [f"{d:g}" for d in m.depths])
+            ax.set_yticks(range(len(m.lengths)), [f"{n:,}" for n in m.lengths])
+            ax.set_xlabel("needle depth")
+            ax.set_ylabel("prompt tokens")
+            ax.set_title(f"{who}: copy accuracy", fontsize=9)
+            for i, row in enumerate(values):
+                for j, v in enumerate(row):
+                    text = "n/a" if v is None else f"{v:.2f}"
+                    if who == "candidate":
+                        text += "\n" + m.labels[i][j]
+                        if m.status[i][j] != "pass":
+                            color = "red" if m.status[i][j] == "fail" else "grey"
+                            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5, ec=color))
+                    ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                            color="white" if v is None or v < 0.5 else "black")
+        ax_c.figure.text(0.5, ax_c.get_position().y1 + 0.01, m.title, ha="center", fontsize=10)
+    fig.suptitle("Long context: length x depth", y=1.02)
+    return png(fig)

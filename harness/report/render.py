@@ -22,6 +22,7 @@ from harness.report import plots
 from harness.report.completeness import gaps
 from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
+from harness.report.long_context import heatmaps
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
 from harness.report.tables import build_tables, deltas_table, flag_of, to_markdown
@@ -76,7 +77,9 @@ def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[
              "no long_prefix samples: suite not run or its samples files are missing"),
             ("KV-usage timeline", plots.kv_timeline(series, order),
              "no /metrics time series: suite not run or its telemetry files are missing"),
-            ("Arm vs reference", plots.arm_bars(bar_panels(run.records), order), "no measurements to compare")], \
+            ("Arm vs reference", plots.arm_bars(bar_panels(run.records), order), "no measurements to compare"),
+            ("Long context: length x depth", plots.long_context_heatmap(heatmaps(run.records)),
+             "no long_context record: suite not run (or its candidate never compared a cell)")], \
         p1 + p2
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
+from harness.report.long_context import long_context_table
 from harness.records.schema import (
     ColdStartRecord,
     DcpOpsRecord,
@@ -305,6 +306,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
+            ("Long context", long_context_table(records)),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
             ("Spec decode", spec_decode_table(records, arm_order, list(gates), references)),
             ("Gates", gates_table(list(gates))),

@@ -1,0 +1,48 @@
+"""The long_context table and heatmap: candidate beside reference per length x depth, the first failing length named,
+missing or aborted cells read FAIL (no data), never PASS."""
+
+from __future__ import annotations
+
+from harness.report import plots
+from harness.report.long_context import heatmaps, long_context_table
+from harness.report.tables import build_tables, to_markdown
+from tests.judge.test_long_context_gate import grid
+
+GOLDEN = """\
+| Arm vs reference     |   Length | depth 0.05                                                         | depth 0.95                                                         | Verdict                     |
+|----------------------|----------|--------------------------------------------------------------------|--------------------------------------------------------------------|-----------------------------|
+| cpu-smoke vs cpu-ref |      512 | PASS, copy 1.00 vs 1.00                                            | PASS, copy 1.00 vs 1.00                                            | PASS                        |
+| cpu-smoke vs cpu-ref |    1,024 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL (first failing length) |
+| cpu-smoke vs cpu-ref |    4,000 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL                        |"""
+
+
+def test_table_names_the_first_failing_length_and_each_failing_mode():
+    assert to_markdown(long_context_table([grid(fail_at=1024)])) == GOLDEN
+
+
+def test_missing_and_aborted_cells_read_no_data():
+    df = long_context_table([grid(drop=1, status="aborted", reason="length 4000, depth 0.95: server died\ntail")])
+    by_length = {r["Length"]: r for r in df.to_dict("records")}
+    assert by_length["1,024"]["Verdict"] == "PASS"
+    assert by_length["4,000"]["depth 0.05"] == "PASS, copy 1.00 vs 1.00"
+    assert by_length["4,000"]["depth 0.95"] == "no data (3/4 modes compared)"
+    assert by_length["4,000"]["Verdict"] == "FAIL (no data: aborted before it)"
+    assert by_length["all"]["Verdict"] == "FAIL (no data: aborted: length 4000, depth 0.95: server died)"
+
+
+def test_heatmap_puts_candidate_beside_reference_and_draws():
+    [m] = heatmaps([grid(fail_at=4000, drop=1)])
+    assert m.title == "cpu-smoke vs cpu-ref: first failing length 4,000"
+    assert m.lengths == [512, 1024, 4000] and m.depths == [0.05, 0.95]
+    assert m.status == [["pass", "pass"], ["pass", "pass"], ["fail", "missing"]]
+    assert m.labels[2] == ["FAIL\ncold,warm,partial,forced", "no data"]
+    assert m.candidate[0] == [1.0, 1.0] and m.reference[0] == [1.0, 1.0]
+    image = plots.long_context_heatmap([m])
+    assert image is not None and image.startswith(b"\x89PNG")
+    assert plots.long_context_heatmap(heatmaps([])) is None
+
+
+def test_the_run_tables_include_the_grid():
+    titles = [t for t, _ in build_tables([grid()], ["cpu-smoke", "cpu-ref"])]
+    assert titles.index("Long context") == titles.index("Reference checks") + 1
+    assert to_markdown(dict(build_tables([], []))["Long context"]) == "_(no results: suite not run)_"
