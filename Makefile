@@ -36,7 +36,7 @@ ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(
 ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium arms model lint clean device-payload qualify-device
+.PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -72,7 +72,7 @@ qualify: $(VENV)/.ready $(ARM_NEEDS)
 # (pytest-xdist; 470 s serial, 167 s on 2 cores), then the end-to-end tests one at a time (each vLLM server uses every
 # core, and their timing checks assume it has them). Both always run; either failing fails the target, and so does
 # a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
-test: setup chromium
+test: setup chromium vllm-src
 	@rc=0; \
 	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -v -rfEs $(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml) $(PYTEST_ARGS) \
 	  || rc=$$?; \
@@ -95,8 +95,19 @@ report-screenshot: $(VENV)/.ready chromium
 	@test -n "$(RUN)" || { echo "usage: make report-screenshot RUN=<run-id or dir> [BASELINE=...]"; exit 2; }
 	$(HARNESS) report --run $(RUN) $(if $(BASELINE),--baseline $(BASELINE)) --screenshot
 
+# vLLM 0.25.0's Python sources, for the tests that tie the planted-fault snippets (benchmarks/dcp_mutations.py) and
+# the MLA gather locator to real vLLM (tests/opcheck; HARNESS_VLLM025_SRC points them elsewhere). The wheel from the
+# package registry, only vllm/**/*.py kept, in the git-ignored .vllm-src/: once per clone, so once per CI run.
+# Measured here: 239 MB download, 14 s in all (11 s of it the download), 2,123 files and 29 MB kept.
+VLLM_SRC := .vllm-src/0.25.0
+vllm-src: $(VLLM_SRC)/.ready
+$(VLLM_SRC)/.ready: | $(VENV)/.ready
+	$(VENV)/bin/python scripts/fetch_vllm_source.py --version 0.25.0 --out $(VLLM_SRC)
+	touch $@
+
 # Headless Chromium for the report screenshot (test and target). Instant when present; installed with apt-get
-# when root (CI), else a note: the screenshot test then skips and says why.
+# when root (CI), else a note: the screenshot test then skips and says why. Under CI=true a Chromium that cannot be
+# had fails here, as the test's skip would (tests/ci_skips.py): CI never passes without the screenshot.
 CHROMIUM_PKGS := chromium fonts-dejavu-core
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
@@ -105,8 +116,10 @@ chromium:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(CHROMIUM_PKGS) >/dev/null \
 	    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
 	         apt-get install -y -q --no-install-recommends $(CHROMIUM_PKGS) >/dev/null; } \
-	    || echo "warning: could not install chromium: the report screenshot test will skip"; \
-	  else echo "note: no chromium and not root with apt-get: the report screenshot test will skip"; fi; }
+	    || { echo "warning: could not install chromium: the report screenshot test will skip"; \
+	         [ "$$CI" != true ] || { echo "error: CI=true needs chromium for the screenshot test"; exit 1; }; }; \
+	  else echo "note: no chromium and not root with apt-get: the report screenshot test will skip"; \
+	       [ "$$CI" != true ] || { echo "error: CI=true needs chromium for the screenshot test"; exit 1; }; fi; }
 
 # A two-node SLURM cluster on this host (node1, node2 at 127.0.0.1; root: installs slurm-wlm + munge with apt-get
 # when missing). Idempotent; the SLURM end-to-end tests run it themselves. E.g. make qualify ARM=cpu-slurm
@@ -145,4 +158,4 @@ lint: $(VENV)/.ready
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) $(SERVER_VENV) $(TINY_MODEL)
+	rm -rf $(VENV) $(SERVER_VENV) $(TINY_MODEL) .vllm-src

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,7 +9,9 @@ from harness.opcheck import cases as C
 from harness.opcheck import reference as ref
 from harness.opcheck.vllm_ops import _mla_gather_block
 
-MLA_025 = Path("/tmp/vllm025/vllm/model_executor/layers/attention/mla_attention.py")
+from . import NO_VLLM025, VLLM025
+
+MLA_025 = VLLM025 / "vllm" / "model_executor" / "layers" / "attention" / "mla_attention.py"
 
 
 def test_case_ids_unique_and_cover_the_issue():
@@ -66,7 +66,7 @@ def test_mla_gather_block_found_in_a_synthetic_source():
     assert _mla_gather_block(src.replace("all_gather", "gather")) is None
 
 
-@pytest.mark.skipif(not MLA_025.exists(), reason=f"vLLM 0.25.0 source not at {MLA_025}")
+@pytest.mark.skipif(not MLA_025.exists(), reason=NO_VLLM025)
 def test_mla_gather_block_found_in_vllm_025():
     body, first, last = _mla_gather_block(MLA_025.read_text())
     assert (first, last) == (803, 807) and len(body) == 2

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from . import NO_VLLM025, VLLM025
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-VLLM025 = Path("/tmp/vllm025")
 
 
 def _load(name):
@@ -54,7 +55,7 @@ def test_at_least_eight_faults_spanning_the_dcp_path():
         assert all(e.old != e.new and e.old.endswith("\n") for e in f.edits), f.name
 
 
-@pytest.mark.skipif(not (VLLM025 / "vllm").is_dir(), reason=f"vLLM 0.25.0 source not unpacked at {VLLM025}")
+@pytest.mark.skipif(not (VLLM025 / "vllm").is_dir(), reason=NO_VLLM025)
 def test_every_snippet_found_exactly_once_in_vllm_025():
     assert mut.verify(VLLM025) == []
 

@@ -26,22 +26,21 @@ def test_merge_takes_the_worst_rank_and_flags_a_missing_rank():
     assert rows["b"]["verdict"] == "ERROR" and "rank(s) [1]" in rows["b"]["detail"]
 
 
-def test_cuda_run_without_gpu_is_skipped_with_reason(tmp_path, monkeypatch):
-    pytest.importorskip("torch")  # the harness env has no torch: reason then names that instead
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+def test_cuda_run_without_gpu_is_skipped_with_reason(tmp_path):
+    """In the server environment (torch, no CUDA device visible): the harness env has no torch, so the runner is
+    started as the suite starts it, not imported here."""
     out = tmp_path / "r.json"
-    assert runner.main(["--world", "2", "--device", "cuda", "--out", str(out)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([str(SERVER_PY), "-m", "harness.opcheck.runner", "--world", "2", "--device", "cuda",
+                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["status"] == "skipped" and "no CUDA device" in res["reason"]
 
 
-def test_skip_reason_without_torch_names_the_interpreter():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        assert "torch is not importable" in runner.skip_reason("cuda", 2)
-    else:
-        pytest.skip("torch is importable here")
+def test_skip_reason_without_torch_names_the_interpreter(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises, whether or not torch is installed
+    assert runner.skip_reason("cuda", 2).startswith(f"torch is not importable in {sys.executable}")
 
 
 @pytest.mark.skipif(not SERVER_PY.exists(), reason=f"no server environment at {SERVER_PY} (set HARNESS_SERVER_PYTHON)")

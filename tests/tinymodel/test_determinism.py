@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from harness.config.paths import REPO_ROOT, server_python
+from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.tinymodel.generate import PLANS, QUICK
 
-GSM8K_TRAIN = REPO_ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+GSM8K_TRAIN = gsm8k_dir() / "train.jsonl"  # where the harness reads it: $HARNESS_GSM8K_DIR, else ../shared/data
 
 
 def test_plans_train_the_gpu_model_on_copying_and_leave_the_cpu_model_as_it_was():
@@ -30,7 +30,7 @@ def generate(out):
 def test_two_generations_give_the_same_weights_hash(tmp_path):
     probe = subprocess.run([server_python(), "-c", "import torch, transformers, tokenizers"], capture_output=True)
     if probe.returncode != 0 or not GSM8K_TRAIN.is_file():
-        pytest.skip("needs torch/transformers in the server environment and the local GSM8K train file")
+        pytest.skip(f"needs torch/transformers in the server environment ({server_python()}) and {GSM8K_TRAIN}")
     a, b = generate(tmp_path / "a"), generate(tmp_path / "b")
     assert a["deterministic"] == "strict" and a["weights_sha256"] == b["weights_sha256"]
     assert a["tokenizer_sha256"] == b["tokenizer_sha256"]
