@@ -8,7 +8,6 @@ import pandas as pd
 
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
-from harness.report.long_context import long_context_table
 from harness.records.schema import (
     ColdStartRecord,
     DcpOpsRecord,
@@ -21,6 +20,7 @@ from harness.records.schema import (
     ServerRecord,
     SpecDecodeRecord,
 )
+from harness.report.long_context import long_context_table
 
 
 def human_tokens(n: int) -> str:
