@@ -32,7 +32,8 @@ BASE_ARMS = {
         device: cpu
         model: {path: {MODEL}, served_name: m, max_model_len: 4096}
         launcher: {entrypoint: api_server}
-        workloads: {long_prefix: long_prefix_cpu, gsm8k: gsm8k_cpu, reference_checks: reference_checks_cpu}
+        workloads: {long_prefix: long_prefix_cpu, gsm8k: gsm8k_cpu, reference_checks: reference_checks_cpu,
+                    long_context: long_context_cpu}
         """,
     "ref": "extends: base\n",
     "cand": "extends: base\nreference: ref\n",
@@ -258,6 +259,12 @@ CASES = [
          {**arm("x", "extends: cand\nworkloads: {long_prefix: lp}\n"),
           "workloads/lp.yaml": "prefix_tokens: 3500\nsuffix_tokens: 100\noutput_tokens: 32\nconcurrency: [1]\n"
                                "requests_per_level: 2\nprompt_basis: text\n"}),
+    Case("long-context-too-long", "workloads", q("cand", "--suites", "long_context", "--set", "model.max_model_len=2048"),
+         ["workload long_context_cpu needs 4016 tokens (prompt + output); arm cand max_model_len 2048"]),
+    Case("long-context-output-short", "workloads", q("x"), ["lc.yaml: invalid workload: ", "output_tokens 4 < "
+                                                          "span_tokens - cue_tokens 16: retrieval is judged on the whole"],
+         {**arm("x", "extends: base\nworkloads: {long_context: lc}\n"),
+          "workloads/lc.yaml": "lengths: [512]\nspan_tokens: 24\ncue_tokens: 8\noutput_tokens: 4\n"}),
     Case("probe-range-reversed", "workloads", q("x"), ["field prefix_reuse.probe_suffix_tokens: Value error, a [min, max] range: [64, 16] is reversed"],
          {**arm("x", "extends: base\nworkloads: {reference_checks: rc}\n"),
           "workloads/rc.yaml": "prefix_reuse: {prefix_tokens: 64, shared_tokens: [16], probe_suffix_tokens: [64, 16]}\n"}),
