@@ -22,8 +22,9 @@ files as real copies (dcp_mutations.apply refuses to write through a link), and 
 server.env PYTHONPATH=DIR (`arm` writes such an arm). The server reads, at import of the patched module:
 HARNESS_FAULT_L (tokens), HARNESS_FAULT_OFFSET (positions, default 8), HARNESS_FAULT_EPS (default 0.05); the
 patched module prints `[length-fault] NAME armed: L=... pid=... <file>` to stderr, so the server log shows which
-process imported the patched copy. L is baked into the compiled graph at trace time, and vLLM's compile cache is
-keyed on the source, not on the environment: a faulted arm sets VLLM_DISABLE_COMPILE_CACHE=1.
+process imported the patched copy. In the model layer (traced by torch.compile) L is baked into the compiled graph,
+and vLLM's compile cache is keyed on the source, not on the environment: such an arm sets
+VLLM_DISABLE_COMPILE_CACHE=1. The attention backends run as opaque custom ops, read L at every call.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ CPU_FAULTS: tuple[Fault, ...] = (
 )
 
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS}
+TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 
 def table(name: str) -> dict[str, Fault]:
@@ -204,8 +206,9 @@ def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", ref
     lines = [f"description: {json.dumps(what)}", f"extends: {base}"]
     if reference:
         lines.append(f"reference: {reference}")
-    lines += ["server:", "  env:", f"    PYTHONPATH: {json.dumps(path)}", f"    {ENV_L}: \"{length}\"",
-              "    VLLM_DISABLE_COMPILE_CACHE: \"1\""]
+    lines += ["server:", "  env:", f"    PYTHONPATH: {json.dumps(path)}", f"    {ENV_L}: \"{length}\""]
+    if any(e.path in TRACED for e in fault.edits):  # L is baked into the compiled graph: no cached graph of another L
+        lines.append("    VLLM_DISABLE_COMPILE_CACHE: \"1\"")
     return "\n".join(lines) + "\n"
 
 

