@@ -22,6 +22,11 @@
 # $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
 # verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
 # timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX.
+# CPU dry run of this script (here, one fault, one L, serial): PY=.venv/bin/python LF_TABLE=cpu LF_MODEL=0
+#   LF_SITE=$(ls -d .venv-server/lib/python3*/site-packages) HARNESS_SERVER_PYTHON=.venv-server/bin/python
+#   LF_ARM=cpu-smoke LF_REF=cpu-ref LF_LONG_PREFIX=long_prefix_cpu LF_UTIL=0.3 LF_LENGTHS=2048 LF_PARALLEL=0
+#   LF_FAULTS=keys_past_L_ignored LF_DEADLINE_S=1500 LF_CONTROL_S=900 LF_PYTHONPATH=$PWD LF_KEEP=/tmp/lf-keep
+#   OUT=/tmp/lf-dry bash scripts/device_long_context.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 KEEP=${LF_KEEP:-/tmp/keep}
@@ -34,9 +39,11 @@ UTIL=${LF_UTIL:-0.15}
 LP=${LF_LONG_PREFIX:-long_prefix_120k_tiny_short}
 DEADLINE_S=${LF_DEADLINE_S:-570}
 SITE=${LF_SITE:-/tmp/site}
+PY=${PY:-python3}
+TABLE=${LF_TABLE:-gpu}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=$SITE:/tmp/hsite:$PWD
+export PYTHONPATH=${LF_PYTHONPATH:-$SITE:/tmp/hsite:$PWD}
 export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k \
   HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_ARMS_DIR=$KEEP/arms
 mkdir -p "$OUT" "$KEEP/references" "$KEEP/runs" models
@@ -58,21 +65,23 @@ timed() {  # timed NAME LIMIT LOG CMD...: never longer than the deadline allows;
 if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
 fi
-if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
-  timed model 300 "$KEEP/tiny-mla.log" python3 -m harness.tinymodel --arch deepseek_v3 --device cuda \
-    --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+if [ "${LF_MODEL:-1}" = 1 ]; then
+  if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
+    timed model 300 "$KEEP/tiny-mla.log" $PY -m harness.tinymodel --arch deepseek_v3 --device cuda \
+      --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+  fi
+  [ -L models/tiny-mla ] || rm -rf models/tiny-mla
+  ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+  cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/" 2>/dev/null
 fi
-[ -L models/tiny-mla ] || rm -rf models/tiny-mla
-ln -sfn "$KEEP/tiny-mla" models/tiny-mla
-cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/" 2>/dev/null
 
-LFP="python3 benchmarks/length_faults.py"
-$LFP verify --table gpu --source "$SITE" > "$OUT/verify.txt" 2>&1 || { cat "$OUT/verify.txt"; exit 4; }
+LFP="$PY benchmarks/length_faults.py"
+$LFP verify --table "$TABLE" --source "$SITE" > "$OUT/verify.txt" 2>&1 || { cat "$OUT/verify.txt"; exit 4; }
 rm -rf "$KEEP/arms" && cp -r configs/arms "$KEEP/arms"
 declare -A FAULT_ARMS
 runs_json="$KEEP/length_runs.entries"; : > "$runs_json"
 for f in $FAULTS; do
-  $LFP scratch "$f" --table gpu --site "$SITE" --out "$KEEP/lf/$f" > "$OUT/scratch-$f.json" 2>&1 \
+  $LFP scratch "$f" --table "$TABLE" --site "$SITE" --out "$KEEP/lf/$f" > "$OUT/scratch-$f.json" 2>&1 \
     || { cat "$OUT/scratch-$f.json"; exit 4; }
   for l in $LENGTHS; do
     a=$($LFP arm "$f" --l "$l" --scratch "$KEEP/lf/$f" --arms-dir "$KEEP/arms" --base "$ARM" --reference "$REF" \
@@ -87,14 +96,14 @@ COMMON=(--no-vllm-check --suites "$SUITES" --set "workloads.long_prefix=$LP" --s
 [ "${LF_EAGER:-1}" = 1 ] && COMMON+=(--set server.enforce_eager=true)
 rm -rf "$KEEP/runs"/*
 say "clean control: $ARM vs $REF (${SUITES})"
-timed control 300 "$KEEP/runs/control.log" python3 -m harness qualify --arm "$ARM" --run-dir "$KEEP/runs/control" \
+timed control "${LF_CONTROL_S:-300}" "$KEEP/runs/control.log" $PY -m harness qualify --arm "$ARM" --run-dir "$KEEP/runs/control" \
   "${COMMON[@]}"
 control_rc=$?
 tail -8 "$KEEP/runs/control.log"
 
 pids=()
 for f in $FAULTS; do
-  timed "fault:$f" "$(left)" "$KEEP/runs/$f.log" python3 -m harness qualify --arms "${FAULT_ARMS[$f]}" \
+  timed "fault:$f" "$(left)" "$KEEP/runs/$f.log" $PY -m harness qualify --arms "${FAULT_ARMS[$f]}" \
     --run-dir "$KEEP/runs/$f" "${COMMON[@]}" &
   pids+=("$!")
   if [ "${LF_PARALLEL:-1}" = 1 ]; then sleep "${LF_STAGGER_S:-20}"; else wait "$!"; fi
@@ -102,7 +111,7 @@ done
 declare -A RC
 i=0; for f in $FAULTS; do wait "${pids[$i]}"; RC[$f]=$?; i=$((i + 1)); done
 
-python3 - "$KEEP" "$ARM" "$control_rc" "$runs_json" "$(for f in $FAULTS; do echo "$f=${RC[$f]}"; done)" <<'PY'
+$PY - "$KEEP" "$ARM" "$control_rc" "$runs_json" "$(for f in $FAULTS; do echo "$f=${RC[$f]}"; done)" <<'PY'
 import json, re, sys
 from pathlib import Path
 keep, arm, control_rc, entries, rcs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -118,7 +127,7 @@ for line in Path(entries).read_text().splitlines():
     runs.append({**e, "exit_code": int(rc.get(e["fault"], -1)), "verdict": verdicts(e["run_dir"]).get(e["arm"])})
 (keep / "length_runs.json").write_text(json.dumps({"runs": runs}, indent=1))
 PY
-python3 benchmarks/dcp_kill_matrix.py "$KEEP" --length > "$OUT/kill_matrix.log" 2>&1
+$PY benchmarks/dcp_kill_matrix.py "$KEEP" --length > "$OUT/kill_matrix.log" 2>&1
 cat "$OUT/kill_matrix.log"
 cp "$KEEP"/length_kill_matrix.* "$KEEP/length_runs.json" "$OUT/" 2>/dev/null
 grep -h "\[length-fault\]" "$KEEP"/runs/*/*/server.log > "$OUT/markers.txt" 2>/dev/null
