@@ -165,7 +165,9 @@ def _state(found: list[dict], passed_of) -> dict:
         r = next(r for r in found if r.get("status") == "aborted")
         return {"state": "aborted", "why": (r.get("reason") or "")[:200]}
     bad = [r for r in found if not passed_of(r)]
-    return {"state": "FAIL" if bad else "PASS", "why": ((bad or found)[0].get("detail") or "")[:200]}
+    reach = [r["checked_to_tokens"] for r in found if r.get("checked_to_tokens") is not None]
+    return {"state": "FAIL" if bad else "PASS", "why": ((bad or found)[0].get("detail") or "")[:200],
+            **({"checked_to_tokens": max(reach)} if reach else {})}
 
 
 def run_checks(records: list[dict], cand: str) -> dict[str, dict]:
@@ -209,10 +211,15 @@ def tpot_timing(records: list[dict], cand: str) -> dict:
             "why": ", ".join(f"{k} x{v:.3f}" for k, v in ratios.items())}
 
 
-def length_cell(clean: dict, got: dict) -> dict:
+def length_cell(clean: dict, got: dict, length: int | None = None) -> dict:
+    """A check not run under the fault, whose longest context on the control stayed below L, missed it by
+    construction: each fault is the identity wherever every position is below L."""
     if clean.get("state") != "PASS":
         return {"status": "n/a", "why": f"control: {clean.get('state')}"}
     if got.get("state") == "absent":
+        reach = clean.get("checked_to_tokens")
+        if length is not None and reach is not None and reach < length:
+            return {"status": "missed", "by_reach": reach}
         return {"status": "not run"}
     if got["state"] == "PASS":
         return {"status": "missed", **{k: v for k, v in got.items() if k != "state"}}
@@ -224,8 +231,8 @@ def build_length(clean: dict[str, dict], faults: list[dict]) -> dict:
     """faults: [{"fault", "length", "checks" (run_checks), "exit_code"}] -> the fault x L x check matrix."""
     rows = []
     for f in faults:
-        cells = {c: length_cell(clean.get(c, {"state": "absent"}), f["checks"].get(c, {"state": "absent"}))
-                 for c in LENGTH_CHECKS}
+        cells = {c: length_cell(clean.get(c, {"state": "absent"}), f["checks"].get(c, {"state": "absent"}),
+                                f["length"]) for c in LENGTH_CHECKS}
         rows.append({"fault": f["fault"], "length": f["length"], "exit_code": f.get("exit_code"),
                      "verdict": f.get("verdict"), "cells": cells,
                      "caught_by": [c for c, v in cells.items() if v["status"] == "caught"],
@@ -239,6 +246,8 @@ def _length_fmt(check: str, v: dict) -> str:
         s += f" (first failing {v['first_failing_length']:,})"
     if v.get("aborted"):
         s += " (aborted)"
+    if v.get("by_reach") is not None:
+        s += f" (checks to {v['by_reach']:,} < L)"
     if check == "tpot_timing" and v.get("ratios"):
         s += " " + "/".join(f"x{r:.2f}" for r in v["ratios"].values())
     return s

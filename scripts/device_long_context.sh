@@ -22,6 +22,9 @@
 # $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
 # verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
 # timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX.
+# LF_CONTROL_SUITES=long_context,long_prefix,prefix_reuse,teacher_forcing also runs today's checks on the control
+# (~+60 s): the kill matrix then reads their reach (checked_to_tokens) and marks them "missed (checks to N < L)"
+# under each fault they cannot reach (every fault is the identity below L).
 # CPU dry run of this script (here, one fault, one L, serial): PY=.venv/bin/python LF_TABLE=cpu LF_MODEL=0
 #   LF_SITE=$(ls -d .venv-server/lib/python3*/site-packages) HARNESS_SERVER_PYTHON=.venv-server/bin/python
 #   LF_ARM=cpu-smoke LF_REF=cpu-ref LF_LONG_PREFIX=long_prefix_cpu LF_UTIL=0.3 LF_LENGTHS=2048 LF_PARALLEL=0
@@ -91,20 +94,20 @@ for f in $FAULTS; do
   done
 done
 
-COMMON=(--no-vllm-check --suites "$SUITES" --set "workloads.long_prefix=$LP" --set eager_variant=null
+COMMON=(--no-vllm-check --set "workloads.long_prefix=$LP" --set eager_variant=null
         --set "server.gpu_memory_utilization=$UTIL" --set "$REF:server.gpu_memory_utilization=$UTIL")
 [ "${LF_EAGER:-1}" = 1 ] && COMMON+=(--set server.enforce_eager=true)
 rm -rf "$KEEP/runs"/*
 say "clean control: $ARM vs $REF (${SUITES})"
 timed control "${LF_CONTROL_S:-300}" "$KEEP/runs/control.log" $PY -m harness qualify --arm "$ARM" --run-dir "$KEEP/runs/control" \
-  "${COMMON[@]}"
+  --suites "${LF_CONTROL_SUITES:-$SUITES}" "${COMMON[@]}"
 control_rc=$?
 tail -8 "$KEEP/runs/control.log"
 
 pids=()
 for f in $FAULTS; do
   timed "fault:$f" "$(left)" "$KEEP/runs/$f.log" $PY -m harness qualify --arms "${FAULT_ARMS[$f]}" \
-    --run-dir "$KEEP/runs/$f" "${COMMON[@]}" &
+    --run-dir "$KEEP/runs/$f" --suites "$SUITES" "${COMMON[@]}" &
   pids+=("$!")
   if [ "${LF_PARALLEL:-1}" = 1 ]; then sleep "${LF_STAGGER_S:-20}"; else wait "$!"; fi
 done

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 
 from harness.config.errors import ConfigError
 from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
+from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -338,12 +339,27 @@ def semantic_errors(arm: Arm) -> list[str]:
     return errors
 
 
+def server_env(arm: Arm) -> dict[str, str]:
+    """The environment the arm's server sees (ours, then server.env): where its Hugging Face cache is."""
+    return {**os.environ, **arm.server.env}
+
+
+def model_files(arm: Arm) -> Path | None:
+    """The directory holding the model's config.json and tokenizer: the local directory, or a hub model's snapshot
+    in the local Hugging Face cache (None when it is not cached)."""
+    if arm.model.source == "local":
+        return arm.model.local_dir()
+    return cached_snapshot(arm.model.path, server_env(arm))
+
+
 def with_geometry(arm: Arm) -> Arm:
-    """Fill geometry from config.json (local models); inline fields win."""
+    """Fill geometry from config.json (local models, and hub models in the local cache); inline fields win."""
     spec = arm.model
     cfg_path = Path(spec.config_json) if spec.config_json else None
     if cfg_path is None and spec.source == "local":
         cfg_path = spec.local_dir() / "config.json"
+    elif cfg_path is None and (snapshot := model_files(arm)) is not None and (snapshot / "config.json").is_file():
+        cfg_path = snapshot / "config.json"
     if cfg_path is not None and not cfg_path.is_absolute():
         cfg_path = REPO_ROOT / cfg_path
     if spec.source == "local" and not spec.local_dir().is_dir():

@@ -7,9 +7,11 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
-from harness.config.arms import Arm
+from harness.config.arms import Arm, model_files, server_env
 from harness.config.errors import ConfigError
+from harness.config.hub_cache import hub_cache_dir
 from harness.config.workloads import LongPrefixWorkload, ReferenceChecksWorkload
 
 
@@ -24,20 +26,34 @@ class TokenSpace:
         return [i for i in range(self.vocab_size) if i not in self.excluded]
 
 
+def special_token_ids(model_dir: Path) -> set[int]:
+    """Added/special token ids of a Hugging Face tokenizer: tokenizer.json's `added_tokens`, and
+    tokenizer_config.json's `added_tokens_decoder` (the only listing of a tiktoken tokenizer such as Kimi's)."""
+    out: set[int] = set()
+    tok = model_dir / "tokenizer.json"
+    if tok.is_file():
+        out |= {t["id"] for t in json.loads(tok.read_text()).get("added_tokens", [])}
+    tok_cfg = model_dir / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        out |= {int(i) for i in json.loads(tok_cfg.read_text()).get("added_tokens_decoder", {})}
+    return out
+
+
 def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload) -> TokenSpace:
-    """From the local model's config.json and tokenizer.json; a hub model needs workload.vocab_size."""
+    """From the model's config.json and tokenizer files (a local model, or a hub model in the local Hugging Face
+    cache); a hub model that is not cached needs workload.vocab_size."""
     excluded = set(workload.exclude_token_ids)
     vocab = workload.vocab_size
-    if arm.model.source == "local":
-        model_dir = arm.model.local_dir()
+    model_dir = model_files(arm)
+    if model_dir is not None and (arm.model.source == "local" or (model_dir / "config.json").is_file()):
         cfg = json.loads((model_dir / "config.json").read_text())
         vocab = vocab or cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
         excluded |= {cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if isinstance(cfg.get(k), int)}
-        tok = model_dir / "tokenizer.json"
-        if tok.is_file():
-            excluded |= {t["id"] for t in json.loads(tok.read_text()).get("added_tokens", [])}
+        excluded |= special_token_ids(model_dir)
     if not vocab:
-        raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown; "
+        cached = "" if arm.model.source == "local" else (
+            f" (hub model {arm.model.path} is not in the local Hugging Face cache {hub_cache_dir(server_env(arm))})")
+        raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown{cached}; "
                           "set vocab_size in the workload YAML")
     return TokenSpace(int(vocab), frozenset(excluded))
 

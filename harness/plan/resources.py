@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from harness.config.arms import Arm
+from harness.config.hub_cache import cached_snapshot
 from harness.plan.preflight import Verdict, not_checked
 from harness.plan.server_env import ScriptFailed, run_json_script
 
@@ -98,11 +99,9 @@ def hub_offline(arm: Arm) -> bool:
 
 
 def hub_cached(repo_id: str, env: dict[str, str]) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    cache_dir = env.get("HF_HUB_CACHE") or (str(Path(env["HF_HOME"]) / "hub") if env.get("HF_HOME") else None)
-    found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir)
-    return isinstance(found, str)
+    """The model's config.json is in the cache: the same lookup admission reads geometry and vocabulary through."""
+    snapshot = cached_snapshot(repo_id, env)
+    return snapshot is not None and (snapshot / "config.json").is_file()
 
 
 def check_model(arm: Arm) -> Verdict:

@@ -187,3 +187,12 @@ def test_length_kill_matrix_control_that_fails_is_no_catch(tmp_path):
                 "passed": False, "reason": "no data: server died"}]
     assert km.length_cell({"state": "PASS"}, km.run_checks(aborted, "f")["long_prefix_outputs"])["aborted"]
     assert km.main([str(tmp_path), "--length"]) == 2  # no length_runs.json
+
+
+def test_a_check_not_run_under_the_fault_misses_it_only_when_it_stops_short_of_L():
+    clean = {"state": "PASS", "checked_to_tokens": 20040}
+    assert km.length_cell(clean, {"state": "absent"}, 24000) == {"status": "missed", "by_reach": 20040}
+    assert km._length_fmt("prefix_reuse", km.length_cell(clean, {"state": "absent"}, 24000)) == \
+        "missed (checks to 20,040 < L)"
+    assert km.length_cell(clean, {"state": "absent"}, 16000) == {"status": "not run"}
+    assert km.length_cell({"state": "PASS"}, {"state": "absent"}, 24000) == {"status": "not run"}
