@@ -137,9 +137,8 @@ def load_run_arms(names: list[str], reference: str | None, overrides: list[str])
     loaded = {n: named[n] if n in arm_set.candidates else load_arm(n, overrides_for(n, overrides, False))
               for n in names}
     for arm in [loaded[n] for n in arm_set.candidates]:
-        for other in check_references(arm, ARMS_DIR, reference):
-            own = overrides_for(other.name, overrides, candidate=False)
-            loaded.setdefault(other.name, load_arm(other.name, own) if own else other)
+        for other in check_references(arm, ARMS_DIR, reference, overrides):
+            loaded.setdefault(other.name, other)
     unknown = sorted({a for a, _ in map(override_scope, overrides) if a is not None} - set(loaded))
     if unknown:
         raise ConfigError(f"--set {', '.join(f'{a}:...' for a in unknown)}: not an arm of this run (its arms: "

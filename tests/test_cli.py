@@ -128,3 +128,22 @@ def test_plan_of_candidates_sharing_a_reference_with_other_workloads_exits_2(arm
     result = harness("plan", "--arms", "c1,c2", "--no-vllm-check", arms_dir=d)
     assert result.returncode == 2 and "long_prefix" in result.stderr and "c2" in result.stderr, result.stderr
     assert harness("plan", "--arms", "c1", "--no-vllm-check", arms_dir=d).returncode == 0
+
+
+def test_scoped_set_reaches_the_reference_and_eager_variant_before_they_are_validated(arms_dir):
+    """`--set ARM:model.path=DIR` fixes a reference (or eager variant) whose YAML names a model this machine lacks:
+    the arm is validated with its override, not from its YAML alone."""
+    d, write = arms_dir
+    model = d.parent / "model"
+    write("ref", "extends: base\nmodel: {path: /nonexistent/ref-model}\n")
+    write("eager", "extends: base\nmodel: {path: /nonexistent/eager-model}\nserver: {enforce_eager: true}\n")
+    write("cand", "extends: base\nreference: ref\neager_variant: eager\n")
+    bare = harness("plan", "--arm", "cand", "--no-vllm-check", arms_dir=d)
+    assert bare.returncode == 2 and "field reference: arm 'ref' is invalid" in bare.stderr, bare.stderr
+    for command in ("plan", "qualify"):
+        extra = ["--suites", "kv_capacity", "--run-dir", str(d.parent / "run")] if command == "qualify" else []
+        fixed = harness(command, "--arm", "cand", "--no-vllm-check", "--set", f"ref:model.path={model}",
+                        "--set", f"eager:model.path={model}", *extra, arms_dir=d)
+        out = fixed.stdout + fixed.stderr
+        assert "is invalid" not in out and "/nonexistent" not in out, out
+        assert command == "qualify" or "named arms: ref (reference), eager (eager variant): valid" in out

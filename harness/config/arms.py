@@ -414,9 +414,11 @@ def defining_file(arm: Arm, key: str) -> str:
     return arm.source_files[0] if arm.source_files else "the command line"
 
 
-def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | None = None) -> list[Arm]:
-    """The arms this arm names (reference, eager_variant), loaded and validated; a ConfigError names the referring
-    file and field. `plan` and `qualify` both call this before anything starts."""
+def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | None = None,
+                     overrides: list[str] | tuple[str, ...] = ()) -> list[Arm]:
+    """The arms this arm names (reference, eager_variant), loaded with the run's `--set ARM:PATH=VALUE` for them
+    (a scoped override may be what makes one valid) and validated; a ConfigError names the referring file and
+    field. `plan` and `qualify` both call this before anything starts."""
     out = []
     named = [("reference", arm.reference, None), ("eager_variant", arm.eager_variant, None)]
     if cli_reference is not None:
@@ -431,7 +433,7 @@ def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | N
             raise ConfigError(f"{where}: unknown arm {value!r} (no file {arms_dir / f'{value}.yaml'}). "
                               f"Known arms: {', '.join(known_arms(arms_dir)) or 'none'}")
         try:
-            out.append(load_arm(value, (), arms_dir))
+            out.append(load_arm(value, overrides_for(value, overrides, candidate=False), arms_dir))
         except ConfigError as exc:
             raise ConfigError(f"{where}: arm {value!r} is invalid:\n  {exc}") from None
     return out
