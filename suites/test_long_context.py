@@ -15,10 +15,11 @@ import pytest
 
 from harness.config.errors import HarnessError, LaunchError
 from harness.config.thresholds import load_gates
+from harness.judge.long_context import long_context_gate
 from harness.measure.generation import Sampling, score_forced
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
 from harness.pytest_plugin.floors import with_floor
-from harness.records.schema import LongContextCell, LongContextRecord, ReferenceCheckRecord
+from harness.records.schema import GateRecord, LongContextCell, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields, send
 from harness.refcheck.compare import compare_outputs, failure_line
 from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup, shared_tokens
@@ -151,6 +152,8 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
                       passed=not failures and check.passed, failures=failures,
                       status="aborted" if run.aborted else "complete", reason=run.aborted,
                       comparisons_path=str(sink))
+    # the live verdict, as `harness report` recomputes it from the records
+    record(GateRecord, **long_context_gate(harness_session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
                              f"{summary}; prefix caching {caching}:\n" + "\n".join(failures or check.diverged))
