@@ -21,6 +21,7 @@ from harness.config.workloads import (
     SUITE_WORKLOADS,
     WORKLOAD_KINDS,
     Gsm8kWorkload,
+    RulerWorkload,
     SpecDecodeWorkload,
     load_workload,
     workload_for,
@@ -179,6 +180,9 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
         if isinstance(w, Gsm8kWorkload | SpecDecodeWorkload):  # both read the local GSM8K files
             verdicts.append(Verdict("gsm8k_data", True, check_data()))
             continue
+        if isinstance(w, RulerWorkload):
+            verdicts += ruler_verdicts(candidate, arm, w)
+            continue
         verdicts.append(check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name,
                                             arm.model.max_model_len, getattr(w, "prompt_basis", "token_ids")))
         try:
@@ -190,6 +194,28 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
             verdicts.append(Verdict("workload_vocabulary", False, f"workload {w.name}: cannot read the vocabulary of "
                                     f"arm {arm.name!r}'s model: {exc}"))
     return verdicts
+
+
+def ruler_verdicts(candidate: Arm, arm: Arm, w: RulerWorkload) -> list[Verdict]:
+    """RULER: its longest sample (answer budget included) and lm-eval's gen_prefix within the arm's max_model_len;
+    the candidate's tokenizer, which sizes the samples both arms get, is readable here."""
+    from harness.measure.ruler import tokenizer_dir
+
+    fits = w.max_len <= arm.model.max_model_len
+    out = [Verdict("workload_fits", fits, f"workload {w.name}: longest RULER length {max(w.max_seq_lengths)} + "
+                   f"{w.max_len - max(w.max_seq_lengths)} tokens of gen_prefix = {w.max_len}; arm {arm.name} "
+                   f"max_model_len {arm.model.max_model_len}" + ("" if fits else ": lower max_seq_lengths"))]
+    try:
+        where = tokenizer_dir(candidate, w)
+        out.append(Verdict("ruler_tokenizer", True, f"workload {w.name}: samples sized with {where}"))
+    except ConfigError as exc:
+        out.append(Verdict("ruler_tokenizer", False, str(exc)))
+    return out
+
+
+# Workload verdicts that read files of this machine (the model's tokenizer, the GSM8K data): `plan` shows them with
+# this machine's resources; whether a workload fits max_model_len is the arm's own and decides `plan` as `qualify`.
+LOCAL_FILE_RULES = {"workload_vocabulary", "gsm8k_data", "ruler_tokenizer"}
 
 
 def arm_verdicts(arm: Arm, candidate: Arm, suites: list[str] | None, resources: bool = True) -> tuple[Plan,

@@ -137,6 +137,7 @@ class WorkloadChoice(Strict):
     reference_checks: str | None = None
     spec_decode: str | None = None
     long_context: str | None = None
+    ruler: str | None = None
 
 
 class Arm(Strict):

@@ -31,6 +31,14 @@ class Gsm8kGates(StrictModel):
     wilson_floor: Float | None = Field(None, ge=0, le=1)  # the candidate's 95% Wilson lower bound must reach it
 
 
+class RulerGates(StrictModel):
+    """RULER through lm-eval (suites/test_ruler.py): the paired exact McNemar on per-sample correctness, pooled and
+    per length, each test at mcnemar_alpha / (1 + lengths) (Bonferroni: the gate is one verdict)."""
+
+    mcnemar_alpha: Float = Field(0.05, gt=0, lt=1)
+    max_request_errors: Int = Field(0, ge=0)  # per arm, after retries
+
+
 class ReferenceCheckGates(StrictModel):
     drift_limit: Float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
     tie_gap: Float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
@@ -80,6 +88,7 @@ class SpecDecodeGates(StrictModel):
 class Gates(StrictModel):
     long_prefix: LongPrefixGates = LongPrefixGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
+    ruler: RulerGates = RulerGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()
     long_context: LongContextGates = LongContextGates()
     dcp_ops: DcpOpsGates = DcpOpsGates()

@@ -209,17 +209,63 @@ class LongContextWorkload(StrictModel):
         return self.prompt_tokens + self.output_tokens
 
 
+# lm-eval's RULER tasks whose data is generated from the model's tokenizer alone. The others need a download:
+# niah_single_2/3, niah_multikey_1, niah_multiquery and niah_multivalue fill their haystack with Paul Graham essays
+# (hub dataset baber/paul_graham_essays), ruler_qa_squad / ruler_qa_hotpot read SQuAD / HotpotQA from the hub.
+RULER_OFFLINE_TASKS = ("niah_single_1", "niah_multikey_2", "niah_multikey_3", "ruler_vt", "ruler_cwe", "ruler_fwe")
+RULER_DOWNLOAD_TASKS = ("niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multiquery", "niah_multivalue",
+                        "ruler_qa_squad", "ruler_qa_hotpot")
+# RULER sizes each sample as prompt + the task's answer budget <= max_seq_length, but lm-eval then appends the task's
+# gen_prefix ("The special magic number for <key> mentioned in the provided text is") to the prompt: the server sees
+# up to this many tokens more than max_seq_length (measured on the tiny Llama's BPE, 4 samples per task at 1024 and
+# 4032: at most +15, ruler_fwe; RULER's own check leaves ruler_fwe samples up to 15 tokens over their length)
+RULER_GEN_PREFIX_TOKENS = 64
+
+
+class RulerWorkload(StrictModel):
+    """lm-eval's synthetic RULER tasks (harness/measure/ruler.py) at each length: RULER's max_seq_length counts the
+    prompt and the task's answer budget; the first `limit` samples per task and length, generated once per run."""
+
+    name: str
+    description: str = ""
+    tasks: list[str] = Field(list(RULER_OFFLINE_TASKS), min_length=1)
+    max_seq_lengths: list[Positive] = Field(min_length=1)
+    limit: Int = Field(ge=1)  # samples per task and length
+    num_concurrent: Int = Field(4, ge=1)
+    max_retries: Int = Field(2, ge=1)
+    tokenizer: str | None = None  # a local tokenizer directory; default: the arm's model files (local or HF cache)
+
+    @model_validator(mode="after")
+    def _offline_tasks(self) -> RulerWorkload:
+        download = [t for t in self.tasks if t in RULER_DOWNLOAD_TASKS]
+        if download:
+            raise ValueError(f"tasks {download} download their data (essays, SQuAD, HotpotQA); offline RULER tasks: "
+                             f"{', '.join(RULER_OFFLINE_TASKS)}")
+        unknown = [t for t in self.tasks if t not in RULER_OFFLINE_TASKS]
+        if unknown:
+            raise ValueError(f"tasks {unknown} are no RULER task; choose from {', '.join(RULER_OFFLINE_TASKS)}")
+        if len(set(self.tasks)) != len(self.tasks) or len(set(self.max_seq_lengths)) != len(self.max_seq_lengths):
+            raise ValueError("tasks and max_seq_lengths must not repeat")
+        return self
+
+    @property
+    def max_len(self) -> int:
+        """The most tokens one request may need: the longest sample, answer budget included, + the gen_prefix."""
+        return max(self.max_seq_lengths) + RULER_GEN_PREFIX_TOKENS
+
+
 DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
                      "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu",
-                     "long_context": "long_context_gpu"}
+                     "long_context": "long_context_gpu", "ruler": "ruler_kimi"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
                    "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
-                   "spec_decode": "spec_decode", "long_context": "long_context"}
+                   "spec_decode": "spec_decode", "long_context": "long_context", "ruler": "ruler"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload,
                                               "spec_decode": SpecDecodeWorkload,
-                                              "long_context": LongContextWorkload}
+                                              "long_context": LongContextWorkload,
+                                              "ruler": RulerWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:

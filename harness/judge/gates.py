@@ -20,6 +20,7 @@ from harness.records.schema import (
     LongContextRecord,
     LongPrefixRecord,
     Record,
+    RulerRecord,
     SpecDecodeRecord,
 )
 
@@ -168,14 +169,22 @@ def long_context_suite_gates(records: list[Record], cand: str, ref: str) -> list
     return [long_context_gate(records, cand, ref)]
 
 
+def ruler_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
+    from harness.judge.ruler import ruler_gate  # it builds on this module
+
+    return [ruler_gate(records, cand, ref, gates.ruler)]
+
+
 # Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
 # Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
 SUITE_GATES = {"long_prefix": lambda rs, c, r, g, w=None: [tpot_gate(rs, c, r, g.long_prefix, concurrency_levels(w))],
                "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
+               "ruler": lambda rs, c, r, g, w=None: ruler_suite_gates(rs, c, r, g),
                "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
                "long_context": lambda rs, c, r, g, w=None: long_context_suite_gates(rs, c, r)}
 GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
                "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
+               "ruler": ("ruler_paired_accuracy", RulerRecord),
                "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord),
                "long_context": ("long_context_outputs", LongContextRecord)}
 

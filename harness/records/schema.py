@@ -175,6 +175,39 @@ def per_question_of(samples: list[dict]) -> dict[str, dict[int, bool]]:
     return out
 
 
+class RulerCell(BaseModel):
+    """One task at one length: samples, those with every expected answer found, lm-eval's mean string-match score."""
+
+    task: str  # lm-eval's task name (niah_single_1, ruler_vt, ...)
+    length: int  # RULER's max_seq_length: prompt + the task's answer budget
+    n: int
+    correct: int
+    score: float | None  # mean string_match_all; None without samples
+    request_errors: int = 0
+
+
+class RulerRecord(RecordBase):
+    """lm-eval's synthetic RULER tasks on one arm (suites/test_ruler.py, harness/measure/ruler.py)."""
+
+    kind: Literal["ruler"] = "ruler"
+    workload: str
+    tasks: list[str]
+    max_seq_lengths: list[int]
+    limit: int  # samples per task and length
+    tokenizer: str  # the directory the samples were sized with
+    data_sha: str  # hash of every sample sent: equal on both arms of a pair
+    lm_eval_version: str
+    n: int  # samples answered (request errors included, scored wrong)
+    cells: list[RulerCell]
+    request_errors: int
+    status: Literal["complete", "aborted"]
+    reason: str | None = None
+    wall_s: float
+    num_concurrent: int
+    samples_path: str | None
+    per_sample: dict[str, bool] = {}  # "<task>@<length>#<doc id>" -> every expected answer found (the paired gate's)
+
+
 class GateRecord(RecordBase):
     """One comparison of the candidate with the reference: the verdict and the numbers behind it."""
 
@@ -379,7 +412,7 @@ class OutcomeRecord(RecordBase):
 
 
 Record = Annotated[
-    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | GateRecord
+    ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | RulerRecord | GateRecord
     | ReferenceCheckRecord | LongContextRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]

@@ -10,6 +10,7 @@ from harness.records.schema import (
     OutcomeRecord,
     Record,
     ReferenceCheckRecord,
+    RulerRecord,
     ServerRecord,
 )
 from harness.report.tables import first_line, skip_why
@@ -93,7 +94,7 @@ def aborted(records: list[Record]) -> list[str]:
         if isinstance(r, LongPrefixRecord) and r.status == "aborted":
             out.append(f"long_prefix x {r.arm} c{r.concurrency}: aborted after {r.requests} request(s): "
                        f"{first_line(r.reason, 200)}")
-        elif isinstance(r, (Gsm8kRecord, ReferenceCheckRecord)) and r.status == "aborted":
+        elif isinstance(r, (Gsm8kRecord, RulerRecord, ReferenceCheckRecord)) and r.status == "aborted":
             out.append(f"{r.suite} x {r.arm}: aborted: {first_line(r.reason, 200)}")
         elif isinstance(r, DcpOpsRecord) and r.status == "no_data":
             out.append(f"{r.suite} x {r.arm}: {first_line(r.detail, 200)}")

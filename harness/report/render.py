@@ -17,7 +17,7 @@ from harness.judge.baseline import Delta, baseline_deltas
 from harness.judge.gates import GateResult, evaluate_gates, gated_suites
 from harness.records.results import locate_results
 from harness.records.runinfo import pairs_of
-from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
+from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
 from harness.report.completeness import gaps
 from harness.report.headline import candidate_verdicts, headline
@@ -56,7 +56,7 @@ def write_headline(tables_dir: Path, lines: list[str]) -> str:
 
 
 def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[str, dict[str, float]]]:
-    """Arm-vs-reference bars (pure): TPOT p50 per concurrency, accuracy, KV capacity."""
+    """Arm-vs-reference bars (pure): TPOT p50 per concurrency, accuracy (GSM8K, RULER), KV capacity."""
     panels: dict[str, dict[str, float]] = {}
     for r in records:
         if isinstance(r, LongPrefixRecord) and r.tpot.p50 is not None:
@@ -64,6 +64,8 @@ def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[s
     for r in records:
         if isinstance(r, Gsm8kRecord) and flt in r.scores and r.n:
             panels.setdefault(f"GSM8K {flt} (%)", {})[r.arm] = 100 * r.scores[flt].correct / r.n
+        elif isinstance(r, RulerRecord) and r.n:
+            panels.setdefault("RULER all answers found (%)", {})[r.arm] = 100 * sum(r.per_sample.values()) / r.n
         elif isinstance(r, KvCapacityRecord):
             panels.setdefault("KV capacity (tokens)", {})[r.arm] = float(r.tokens)
     return sorted(panels.items(), key=lambda kv: (not kv[0].startswith("TPOT"), kv[0]))

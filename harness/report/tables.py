@@ -17,6 +17,7 @@ from harness.records.schema import (
     OutcomeRecord,
     Record,
     ReferenceCheckRecord,
+    RulerRecord,
     ServerRecord,
     SpecDecodeRecord,
 )
@@ -196,6 +197,38 @@ def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "stri
     return pd.DataFrame(rows)
 
 
+def ruler_cell(correct: int, n: int, score: float | None, errors: int = 0) -> str:
+    text = f"{correct}/{n}" + ("" if score is None else f", score {score:.2f}")
+    return text + (f", {errors} request error(s)" if errors else "")
+
+
+def ruler_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """RULER per task and length, arms side by side: samples with every answer found / samples, lm-eval's mean
+    string-match score; the last row is each arm's total (and why it stopped, where it did)."""
+    rank = {a: i for i, a in enumerate(arm_order)}
+    latest_of: dict[str, RulerRecord] = {}
+    for r in records:
+        if isinstance(r, RulerRecord):
+            latest_of[r.arm] = r  # a resumed arm's later record replaces the earlier one
+    arms = sorted(latest_of, key=lambda a: rank.get(a, len(rank)))
+    keys = list(dict.fromkeys((c.task, c.length) for a in arms for c in latest_of[a].cells))
+    rows = []
+    for task, length in keys:
+        row = {"Task": task, "Length": length}
+        for a in arms:
+            c = next((c for c in latest_of[a].cells if (c.task, c.length) == (task, length)), None)
+            row[a] = "n/a" if c is None else ruler_cell(c.correct, c.n, c.score, c.request_errors)
+        rows.append(row)
+    if arms:
+        total = {"Task": "all", "Length": ""}
+        for a in arms:
+            r = latest_of[a]
+            total[a] = ruler_cell(sum(r.per_sample.values()), r.n, None, r.request_errors) + (
+                "" if r.status == "complete" else f" (aborted: {first_line(r.reason, 60)})")
+        rows.append(total)
+    return pd.DataFrame(rows, columns=["Task", "Length", *arms])
+
+
 def verdict_cell(passed: bool, status: str = "complete") -> str:
     return "aborted" if status == "aborted" else ("PASS" if passed else "FAIL")
 
@@ -302,6 +335,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
                  references: dict[str, str | None] | None = None) -> list[tuple[str, pd.DataFrame]]:
     """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's."""
     return [("Accuracy", accuracy_table(records, arm_order)),
+            ("RULER", ruler_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order)),
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),

@@ -1,0 +1,108 @@
+"""The RULER gate from plain records: paired exact McNemar pooled and per length; missing, aborted or partial input
+on either arm, or different samples, reads FAIL "no data"."""
+
+from harness.config.thresholds import Gates, RulerGates
+from harness.judge.gates import evaluate_gates, gated_suites
+from harness.judge.ruler import by_length, detectable, min_discordant, ruler_gate
+from harness.judge.stats import mcnemar_exact_p
+from harness.records.schema import RulerCell, RulerRecord
+
+LIMITS = RulerGates()
+TASKS = ("niah_single_1", "ruler_vt")
+
+
+def ruler(arm: str, right: dict[int, list[bool]], **kw) -> RulerRecord:
+    """right: length -> correctness of samples 0..k-1 of every task."""
+    per_sample = {f"{t}@{n}#{i}": ok for t in TASKS for n, oks in right.items() for i, ok in enumerate(oks)}
+    cells = [RulerCell(task=t, length=n, n=len(oks), correct=sum(oks), score=sum(oks) / len(oks))
+             for t in TASKS for n, oks in right.items()]
+    fields = dict(run_id="r", arm=arm, suite="ruler", workload="ruler_cpu", tasks=list(TASKS),
+                  max_seq_lengths=sorted(right), limit=max(len(v) for v in right.values()), tokenizer="tok",
+                  data_sha="sha256:abc", lm_eval_version="0.4.13", n=len(per_sample), cells=cells, request_errors=0,
+                  status="complete", wall_s=1.0, num_concurrent=4, samples_path="s", per_sample=per_sample)
+    return RulerRecord(**{**fields, **kw})
+
+
+def test_min_discordant_is_the_exact_tests_threshold():
+    for alpha in (0.05, 0.025, 0.01, 0.0167):
+        b = min_discordant(alpha)
+        assert mcnemar_exact_p(b, 0) < alpha <= mcnemar_exact_p(b - 1, 0)
+    assert detectable(48, 0.05 / 3) == "the smallest detectable drop is 7/48 samples (14.6 points) at alpha 0.0167"
+    assert detectable(4, 0.05) == "no drop is detectable with 4 paired samples (it takes 6 lost at alpha 0.05)"
+
+
+def test_equal_arms_pass_and_state_what_they_could_detect():
+    right = {1024: [True, False] * 6, 4032: [False] * 12}
+    g = ruler_gate([ruler("cand", right), ruler("ref", right)], "cand", "ref", LIMITS)
+    assert g.passed, g.detail
+    assert g.detail == ("48 paired RULER samples over 2 length(s): 0 only ref right, 0 only cand right (p = 1); "
+                        "the smallest detectable drop is 7/48 samples (14.6 points) at alpha 0.0167")
+    assert g.numbers["paired"] == 48 and g.numbers["first_failing_length"] is None
+
+
+def test_a_fault_at_the_long_length_fails_and_names_it():
+    # Planted: the candidate loses every sample at 4032 tokens that the reference got right; 1024 is untouched.
+    ref = {1024: [True] * 12, 4032: [True] * 12}
+    cand = {1024: [True] * 12, 4032: [False] * 12}
+    g = ruler_gate([ruler("cand", cand), ruler("ref", ref)], "cand", "ref", LIMITS)
+    assert not g.passed
+    assert "at 4032 tokens 24 of 24 samples only ref got right vs 0 only cand" in g.detail
+    assert g.detail.endswith("first failing length 4032")
+    assert g.numbers["first_failing_length"] == 4032 and g.numbers["only_reference"] == 24
+
+
+def test_a_better_candidate_or_a_small_loss_passes():
+    ref = {1024: [False] * 12}
+    assert ruler_gate([ruler("cand", {1024: [True] * 12}), ruler("ref", ref)], "cand", "ref", LIMITS).passed
+    few = {1024: [False] * 2 + [True] * 10}  # 4 samples lost (2 per task): below what the test can call a drop
+    g = ruler_gate([ruler("cand", few), ruler("ref", {1024: [True] * 12})], "cand", "ref", LIMITS)
+    assert g.passed and "4 only ref right, 0 only cand right" in g.detail
+
+
+def test_missing_aborted_or_partial_input_is_fail_no_data():
+    right = {1024: [True] * 4}
+    r = ruler_gate([ruler("ref", right)], "cand", "ref", LIMITS)
+    assert not r.passed and r.detail == "no data: no ruler record for cand"
+    r = ruler_gate([], "cand", "ref", LIMITS)
+    assert r.detail == "no data: no ruler record for cand; no data: no ruler record for ref"
+    aborted = ruler("cand", right, status="aborted", reason="lm-eval failed: ValueError: boom\nmore")
+    r = ruler_gate([aborted, ruler("ref", right)], "cand", "ref", LIMITS)
+    assert r.detail == "no data: cand RULER aborted after 8 sample(s): lm-eval failed: ValueError: boom"
+    errors = ruler("ref", right, request_errors=3)
+    r = ruler_gate([ruler("cand", right), errors], "cand", "ref", LIMITS)
+    assert not r.passed and r.detail == "no data: ref: 3/8 RULER request(s) failed (at most 0)"
+    assert ruler_gate([ruler("cand", right), errors], "cand", "ref", RulerGates(max_request_errors=3)).passed
+    empty = ruler("cand", right, n=0, per_sample={})
+    assert ruler_gate([empty, ruler("ref", right)], "cand", "ref", LIMITS).detail == \
+        "no data: cand answered no RULER sample"
+
+
+def test_different_samples_are_no_data_not_a_comparison():
+    right = {1024: [True] * 4}
+    other = ruler("ref", right, data_sha="sha256:def")
+    r = ruler_gate([ruler("cand", right), other], "cand", "ref", LIMITS)
+    assert not r.passed and r.detail.startswith("no data: the two arms were sent different RULER samples")
+    short = ruler("ref", {1024: [True] * 3})
+    r = ruler_gate([ruler("cand", right), short], "cand", "ref", LIMITS)
+    assert r.detail == "no data: 2 RULER sample(s) answered by one arm only (e.g. niah_single_1@1024#3)"
+
+
+def test_a_resumed_arms_later_record_replaces_the_earlier_one():
+    right = {1024: [True] * 12}
+    records = [ruler("cand", right, status="aborted"), ruler("ref", right), ruler("cand", right)]
+    assert ruler_gate(records, "cand", "ref", LIMITS).passed
+
+
+def test_registered_with_the_suite_gates():
+    right = {1024: [True] * 4}
+    records = [ruler("cand", right), ruler("ref", right)]
+    assert gated_suites(records) == ["ruler"]
+    (g,) = evaluate_gates(records, "cand", "ref", Gates(), ["ruler"])
+    assert g.gate == "ruler_paired_accuracy" and g.suite == "ruler" and g.passed
+    (g,) = evaluate_gates([], "cand", "ref", Gates(), ["ruler"])
+    assert not g.passed and g.detail.startswith("no data")
+
+
+def test_by_length_splits_on_the_sample_key():
+    assert by_length({"ruler_vt@1024#0": True, "niah_single_1@4032#7": False}) == {
+        1024: {"ruler_vt@1024#0": True}, 4032: {"niah_single_1@4032#7": False}}
