@@ -15,12 +15,16 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
+from harness.config.arms import load_arm
 from harness.config.paths import CONFIG_DIR, REPO_ROOT
+from harness.plan.nodes import ENTRYPOINT_MODULES, build_plan
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 16, "num_key_value_heads": 16,
          "max_position_embeddings": 8192, "vocab_size": 2048, "bos_token_id": 1, "eos_token_id": 2}
@@ -89,6 +93,8 @@ CASES = [
          arm("x", "extends: base\n" + "#" * 3_000_000 + "\n")),
     Case("100k-unknown-keys", "yaml", q("x"), ["field k000000: unknown field", "and 99,990 more error(s)"],
          arm("x", "extends: base\n" + "".join(f"k{i:06d}: 1\n" for i in range(100_000)))),
+    Case("tab-indent", "yaml", q("x"), ["x.yaml: line 3, column 1: a tab character: YAML indents with spaces only"],
+         arm("x", "extends: base\nparallelism:\n\ttp: 1\n")),
     Case("syntax-error", "yaml", q("x"), ["x.yaml: line 2, column 12: YAML syntax error"],
          arm("x", "model: {path: x\nparallelism: [\n")),
     Case("not-a-mapping", "yaml", q("x"), ["x.yaml: expected a mapping of fields, got list"], arm("x", "- a\n- b\n")),
@@ -234,7 +240,8 @@ CASES = [
     # --- workloads --------------------------------------------------------------------------------------------
     Case("workload-key-misspelt", "workloads", q("x"), ["field workloads.long_prefx: unknown field"],
          arm("x", "extends: base\nworkloads: {long_prefx: long_prefix_cpu}\n")),
-    Case("workload-unknown", "workloads", q("x"), ["unknown workload 'nope'"],
+    Case("workload-unknown", "workloads", q("x"), ["arm 'x': ", "x.yaml: field workloads.long_prefix: unknown workload "
+                                                   "'nope'"],
          arm("x", "extends: base\nworkloads: {long_prefix: nope}\n")),
     Case("concurrency-negative", "workloads", q("x"), ["lp.yaml: invalid workload: field concurrency.0: Input should be "
                                                       "greater than or equal to 1 (got -1)"],
@@ -250,6 +257,9 @@ CASES = [
     Case("workload-dup-key", "workloads", q("x"), ["lp.yaml: line 2: duplicate key 'prefix_tokens'"],
          {**arm("x", "extends: base\nworkloads: {long_prefix: lp}\n"),
           "workloads/lp.yaml": "prefix_tokens: 8\nprefix_tokens: 9\n"}),
+    Case("plan-workload-too-long", "workloads", p("x"),  # plan lists the workload problem qualify refuses
+         ["error: arm 'x' fails preflight", "workload_fits_max_model_len: workload long_prefix_cpu needs 3544 tokens "
+          "(prompt + output); arm x max_model_len 2048"], arm("x", "extends: base\nmodel: {max_model_len: 2048}\n")),
     Case("workload-too-long", "workloads", q("cand", "--set", "model.max_model_len=2048"),
          ["workload long_prefix_cpu needs 3544 tokens (prompt + output); arm cand max_model_len 2048"]),
     # 3,600 prompt ids + 32 fit 4,096 as ids; sent as text the server re-tokenizes them longer (+15 % allowed)
@@ -289,6 +299,8 @@ CASES = [
          {"afile": "x"}),
     Case("run-dir-holds-run", "cli", q("cand", "--run-dir", "{TMP}/old"), ["old already holds a run"],
          {"old/results.jsonl": "{}\n"}),
+    Case("pytest-option-unknown", "cli", q("cand", "--suites", "kv_capacity", "--", "--no-such-option"),
+         ["pytest arguments after --: --no-such-option: pytest refuses them (unrecognized arguments: --no-such-option)"]),
     Case("report-missing", "cli", ["report", "--run", "{TMP}/nothing"], ["no run directory there"]),
     Case("report-empty-dir", "cli", ["report", "--run", "{TMP}/empty"], ["holds no run (no results.jsonl, no run.json)"],
          {"empty/.keep": ""}),
@@ -368,8 +380,10 @@ CASES = [
     # --- secrets: refused in argv, never echoed ---------------------------------------------------------------
     Case("secret-name-value", "secrets", q("x"), ["no_secret_in_argv: 'HF_TOKEN=<redacted>' in the argv"],
          arm("x", f"extends: base\nserver: {{args: ['HF_TOKEN={SECRET}']}}\n"), absent=[SECRET]),
-    Case("secret-api-key", "secrets", p("x"), ["no_secret_in_argv", "--api-key"],
+    Case("secret-api-key", "secrets", p("x"), ["no_secret_in_argv: '--api-key <redacted>' in the argv"],
          arm("x", f"extends: gbase\nserver: {{args: ['--api-key', '{SECRET}']}}\n"), absent=[SECRET]),
+    Case("secret-hf-token", "secrets", q("x"), ["no_secret_in_argv: '--hf-token <redacted>' in the argv"],
+         arm("x", f"extends: base\nserver: {{args: ['--hf-token', '{SECRET}']}}\n"), absent=[SECRET]),
     Case("secret-json-arg", "secrets", p("x"), ["no_secret_in_argv", '"hf_token": "<redacted>"'],
          arm("x", f"extends: gbase\nserver: {{args: ['--hf-overrides', '{{\"hf_token\": \"{SECRET}\"}}']}}\n"),
          absent=[SECRET]),
@@ -443,16 +457,94 @@ def fake_vllm_cpu(tmp_path_factory) -> Path:
     return site
 
 
+# Every way the harness starts a server: each launcher entrypoint's module (vllm.entrypoints.*, harness.vllm_cpu), and
+# the `vllm` console script. Launches are caught twice: by the server interpreter's wrapper, which logs every call and
+# refuses to serve, and by watching the harness's process tree (an arm's own launcher.python bypasses the wrapper).
+SERVER_MARKERS = (*(f"-m {entry[0]}" for entry in ENTRYPOINT_MODULES.values()), "vllm serve")
+
+
+def is_server_launch(cmdline: str) -> bool:
+    return any(m in cmdline for m in SERVER_MARKERS) or Path(cmdline.split(" ", 1)[0]).name == "vllm"
+
+
+def server_python_wrapper(where: Path, calls: Path, site: Path, linger: str = "") -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    wrapper = where / "server-python"
+    refuse = "|".join(f"*'{m}'*" for m in SERVER_MARKERS)
+    wrapper.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\ncase \"$*\" in {refuse}) {linger}exit 97;; esac\n"
+                       f"PYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def run_watching(argv: list[str], env: dict, timeout: float = 180) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run argv; also the command lines of server processes seen in its tree while it ran (polled every 50 ms)."""
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started, deadline = [], time.monotonic() + timeout
+    while True:
+        try:
+            out, err = proc.communicate(timeout=0.05)
+            return subprocess.CompletedProcess(argv, proc.returncode, out, err), started
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+        try:
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for child in children:
+            try:
+                cmdline = " ".join(child.cmdline())
+            except psutil.Error:
+                continue
+            if is_server_launch(cmdline) and cmdline not in started:
+                started.append(cmdline)
+
+
+@pytest.mark.parametrize("entrypoint", sorted(ENTRYPOINT_MODULES))
+def test_the_launch_detector_knows_every_entrypoints_argv(entrypoint, arms_dir):
+    d, write_arm = arms_dir
+    write_arm("e", f"extends: base\ndevice: cpu\nparallelism: {{tp: 1}}\nlauncher: {{entrypoint: {entrypoint}}}\n")
+    (node,) = build_plan(load_arm("e", arms_dir=d), 8000, "/opt/venv/bin/python").nodes
+    assert is_server_launch(" ".join(node.argv)), node.argv
+
+
+def test_the_launch_detector_sees_a_real_launch(tmp_path, scratch_models, fake_vllm_cpu):
+    """The planted fault for the detector: valid input that does start a server (refused by the wrapper, or, with
+    the arm's own launcher.python, not even seen by it) must be seen, or a bad-input case could launch unnoticed."""
+    work, calls = tmp_path / "work", tmp_path / "calls.log"
+    wrapper = server_python_wrapper(tmp_path, calls, fake_vllm_cpu)
+    subst = {**scratch_models, "{TMP}": str(work), "{PORT}": "0"}
+    write(work, {f"arms/{k}.yaml": v for k, v in BASE_ARMS.items()}, subst)
+    for src in (CONFIG_DIR / "workloads").glob("*.yaml"):
+        write(work, {f"workloads/{src.name}": src.read_text()}, {})
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HARNESS_SERVER_PYTHON", "HF_HOME")}
+    env.update(HARNESS_ARMS_DIR=str(work / "arms"), HARNESS_WORKLOADS_DIR=str(work / "workloads"),
+               HARNESS_REPORTS_DIR=str(work / "reports"), HARNESS_REFERENCE_DIR=str(work / "references"),
+               HARNESS_SERVER_PYTHON=str(wrapper), PYTHONPATH=str(REPO_ROOT))
+    argv = [sys.executable, "-m", "harness", "qualify", "--arm", "ref", "--suites", "kv_capacity", "--no-vllm-check"]
+    result, _ = run_watching(argv, env)
+    launched = [line for line in calls.read_text().splitlines() if is_server_launch(line)]
+    assert launched and result.returncode != 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+    # The arm's own interpreter (launcher.python): the wrapper never sees the launch, the process tree does. It lists
+    # packages as the real one does and lingers 2 s when asked to serve, as a starting server would.
+    own = server_python_wrapper(tmp_path / "own", tmp_path / "own" / "calls.log", fake_vllm_cpu, linger="sleep 2; ")
+    write(work, {"arms/ref.yaml": f"extends: base\nlauncher: {{python: {own}}}\n"}, subst)
+    calls.unlink()
+    result, started = run_watching(argv, env)
+    assert started and all(str(own) in c for c in started), result.stdout[-2000:] + result.stderr[-2000:]
+    assert not calls.exists() or not [c for c in calls.read_text().splitlines() if is_server_launch(c)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.klass}:{c.id}" for c in CASES])
 def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, tmp_path, scratch_models,
                                                                          fake_vllm_cpu):
     work = tmp_path / "work"
     work.mkdir()
     calls = tmp_path / "server-python-calls.log"
-    wrapper = tmp_path / "server-python"
-    wrapper.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\ncase \"$*\" in *'-m vllm.entrypoints'*) exit 97;; esac\n"
-                       f"PYTHONPATH={fake_vllm_cpu} exec {sys.executable} \"$@\"\n")
-    wrapper.chmod(0o755)
+    wrapper = server_python_wrapper(tmp_path, calls, fake_vllm_cpu)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -470,8 +562,7 @@ def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, t
                    HARNESS_SERVER_PYTHON=str(wrapper), HARNESS_GSM8K_DIR=str(work / "data"), PYTHONPATH=str(REPO_ROOT))
         env.update({k: v.replace("{TMP}", str(work)) for k, v in case.env.items()})
         argv = [a.replace("{TMP}", str(work)) for a in case.argv]
-        result = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=REPO_ROOT, env=env,
-                                capture_output=True, text=True, timeout=180)
+        result, started = run_watching([sys.executable, "-m", "harness", *argv], env)
     out = result.stdout + result.stderr
     needles = [n.replace("{PORT}", subst["{PORT}"]) for n in case.needles]
     assert result.returncode == 2, out[-3000:]
@@ -482,9 +573,8 @@ def test_bad_input_exits_2_with_one_message_starting_and_writing_nothing(case, t
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "=====" not in out, "no message, several, or a pytest dump"
     assert not [s for s in case.absent if s in out], "a secret was printed"
-    launched = [line for line in (calls.read_text().splitlines() if calls.exists() else [])
-                if "-m vllm.entrypoints" in line]
-    assert not launched, f"a server was started: {launched}"
+    launched = [line for line in (calls.read_text().splitlines() if calls.exists() else []) if is_server_launch(line)]
+    assert not launched and not started, f"a server was started: {launched or started}"
     assert snapshot(work) == before, "files were written or changed"
     assert reports_snapshot() == reports_before, "something was written under the repository's reports/"
     assert not (tmp_path / "x").exists() and not (REPO_ROOT.parent / "x").exists()
