@@ -9,6 +9,7 @@ from harness.judge.degeneration import degeneration_fields
 from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields
+from harness.refcheck.compare import checked_to
 
 
 def check_against(stored, candidate, harness_session, record, check: str):
@@ -24,7 +25,7 @@ def check_against(stored, candidate, harness_session, record, check: str):
     fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)
     fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
-    return record(ReferenceCheckRecord, arm=arm.name, **fields), run
+    return record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields), run
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):

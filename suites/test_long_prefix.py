@@ -1,5 +1,8 @@
 """The 120k regression workload (scaled per arm by YAML): TTFT/TPOT/ITL percentiles, KV-cache ("HBM") use,
-NVML memory, a cold-start check, and the TPOT gate against the reference arm (computed from results.jsonl)."""
+NVML memory, a cold-start check, and the TPOT gate against the reference arm (computed from results.jsonl).
+
+A candidate's timed outputs are compared with the reference's on the same prompts in its own test, while its server
+is up (a sample is teacher-forced on it): the TPOT gate counts only with valid outputs (harness/judge/validity.py)."""
 
 import asyncio
 import warnings
@@ -9,15 +12,41 @@ import pytest
 from harness.config.thresholds import load_gates
 from harness.config.workloads import load_workload, workload_for
 from harness.judge.checks import long_prefix_failures
-from harness.judge.gates import tpot_gate
+from harness.judge.degeneration import degeneration_fields
+from harness.judge.gates import long_prefix_gates
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
-from harness.records.schema import ColdStartRecord, GateRecord, LongPrefixRecord
+from harness.pytest_plugin.parallel import test_id
+from harness.records.schema import (
+    ColdStartRecord,
+    DegenerationRecord,
+    GateRecord,
+    LongPrefixRecord,
+    ReferenceCheckRecord,
+)
+from harness.refcheck.timed_check import compare_timed_outputs
+from harness.refcheck.timed_outputs import checked_fields
 from harness.serve.serverlog import tail
 
 
-def test_long_prefix(served_arm, harness_session, record):
+def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, record) -> ReferenceCheckRecord:
+    """The candidate's timed outputs against the reference's (both arms' samples files of this run), with a sample
+    teacher-forced on the candidate; recorded, with the degeneration detector's verdict on the same pairs."""
+    if session.options.parallel:  # the reference's own long_prefix test runs in another worker: wait for it
+        session.wait_for_tests([test_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref, [])])
+    gates = load_gates(live.arm.name)
+    run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
+                                gates.long_prefix.teacher_forced_requests)
+    loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(run.outputs, ref, gates.degeneration))
+    limits = gates.reference_checks
+    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
+                            loops.flagged, run.aborted)
+    return record(ReferenceCheckRecord, arm=live.arm.name, reference_key=run.reference_key,
+                  comparisons_path=str(run.sink), **fields)
+
+
+def test_long_prefix(served_arm, harness_session, record, request):
     arm = served_arm.arm
     # The candidate's choice runs on both arms, so the two are measured on the same prompts.
     workload = load_workload(workload_for(harness_session.arm(harness_session.candidate_name), "long_prefix"))
@@ -37,19 +66,27 @@ def test_long_prefix(served_arm, harness_session, record):
     failures, notes = long_prefix_failures(arm.name, levels, cold, limits)
     for note in notes:
         warnings.warn(f"{harness_session.candidate_name}: {note}", stacklevel=1)
+    ref = harness_session.arm_set.reference_of(arm.name)  # set where this arm is a candidate
+    outputs = (check_outputs(harness_session, served_arm, workload, prompts, ref, request.node.nodeid, record)
+               if ref else None)
     dead = server_death(m)
     if dead:
         pytest.fail(f"arm {arm.name!r}: server died during the long-prefix workload; every finished request "
                     f"is kept in {out_dir}.\n{dead}", pytrace=False)
+    if outputs is not None and not outputs.passed:
+        failures.append(f"{arm.name}'s timed outputs against {ref}'s (its TPOT does not count): {outputs.detail}\n"
+                        + "\n".join(outputs.diverged[:20]))
     assert not failures, "\n".join(failures) + f"\nserver log tail:\n{tail(served_arm.server.log_text(), 5)}"
 
 
 def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
     levels = load_workload(workload_for(harness_session.arm(cand), "long_prefix")).concurrency
-    gate = tpot_gate(harness_session.records(), cand, ref, load_gates(cand).long_prefix, levels)
-    record(GateRecord, **gate.record_fields())
-    if not gate.passed and not gate.enforced:
+    gates = long_prefix_gates(harness_session.records(), cand, ref, load_gates(cand),
+                              {"long_prefix": {"concurrency": levels}})
+    for gate in gates:
+        record(GateRecord, **gate.record_fields())
+    for gate in (g for g in gates if not g.passed and not g.enforced):
         warnings.warn(gate.detail, stacklevel=1)
-        return
-    assert gate.passed, gate.detail
+    failed = [g for g in gates if not g.passed and g.enforced]
+    assert not failed, "\n".join(f"{g.gate}: {g.detail}" for g in failed)

@@ -9,6 +9,7 @@ from harness.measure.metrics import cache_config, counter_total, fetch_metrics, 
 from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
+from harness.refcheck.compare import checked_to
 from harness.refcheck.prompts import expected_hit_tokens
 
 HITS = "vllm:prefix_cache_hits_total"
@@ -45,7 +46,8 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
                            sink, [proof] if proof else [], limits.tie_gap)
     fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
-    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits, **fields)
+    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
+                 checked_to_tokens=checked_to(run.comparisons), **fields)
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

@@ -11,6 +11,7 @@ from harness.measure.generation import score_forced
 from harness.pytest_plugin.floors import with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.compare import checked_to
 from harness.refcheck.teacher_forcing import compare_forced
 
 
@@ -43,7 +44,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
                            sink, [], limits.tie_gap)
     fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
-    rec = record(ReferenceCheckRecord, arm=arm.name, **fields)
+    rec = record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields)
     assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

@@ -43,8 +43,21 @@ def long_prefix(w: ResultsWriter, run: Path, arm: str, conc: int, tpot_ms: list[
                               prompts_sha="bb9f60a854a80b9d", concurrency=conc, status="complete",
                               requests=len(tpot_ms), failed=0, ttft=Summary.of([0.5]), tpot=tpot, itl=tpot,
                               e2e=Summary.of([0.8]), kv_usage=Usage(mean=0.02, peak=0.04, n=20), gpu_memory_mib=None,
-                              samples_path=samples, telemetry_path=series,
+                              samples_path=samples, telemetry_path=series, timed_to_tokens=3544,
                               tpot_samples_s=[t / 1e3 for t in tpot_ms] if in_record else None))
+
+
+def outputs_check(run_id: str, passed: bool = True, **fields) -> ReferenceCheckRecord:
+    """The candidate's timed long-prefix outputs against the reference's (what the TPOT gate counts on)."""
+    return ReferenceCheckRecord(**{**dict(
+        run_id=run_id, arm=ARMS[0], suite="long_prefix", check="long_prefix_outputs", reference=ARMS[1],
+        reference_key="long_prefix samples of cpu-ref", passed=passed,
+        detail="long_prefix_outputs: 8/8 exact, max drift 0 (limit 0.01)" if passed
+        else "long_prefix_outputs: 0/8 exact; 8 request(s) failed", requests=8, exact_matches=8 if passed else 0,
+        first_divergence_min=None if passed else 1, max_drift=0.0, nonfinite=0, drift_limit=1e-2,
+        diverged=[] if passed else ["request c1 #0 [c1]: generated token 1 differs from the reference (32 vs 32 "
+                                    "tokens, where the reference's top-2 gap is 2.5)"],
+        checked_to_tokens=3544), **fields})
 
 
 def gsm8k(w: ResultsWriter, run: Path, arm: str, right: list[bool]) -> None:
@@ -63,8 +76,9 @@ def gsm8k(w: ResultsWriter, run: Path, arm: str, right: list[bool]) -> None:
 
 def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens: int = 100_000,
              right: dict[str, list[bool]] | None = None, suites: list[str] | None = None,
-             exit_code: int | None = 0, candidate_tpot_scale: float = 1.0) -> Path:
-    """cpu-smoke vs cpu-ref with every suite recorded, unless `suites` leaves some out."""
+             exit_code: int | None = 0, candidate_tpot_scale: float = 1.0, outputs_valid: bool | None = True) -> Path:
+    """cpu-smoke vs cpu-ref with every suite recorded, unless `suites` leaves some out; `outputs_valid`: the
+    candidate's timed outputs matched the reference's (False: they did not; None: no such check)."""
     run = root / run_id
     w = ResultsWriter(run / "results.jsonl")
     suites = SUITES if suites is None else suites
@@ -83,6 +97,8 @@ def make_run(root: Path, run_id: str = "r1", tpot_scale: float = 1.0, kv_tokens:
             w.append(ColdStartRecord(run_id=run_id, arm=arm, suite="long_prefix", workload="long_prefix_cpu",
                                      ttft_s=0.9, tpot_s=0.006, steady_tpot_p50_s=0.0054, factor_limit=5.0,
                                      flagged=False))
+            if arm == ARMS[0] and outputs_valid is not None:
+                w.append(outputs_check(run_id, outputs_valid))
         if "gsm8k" in suites:
             gsm8k(w, run, arm, right[arm])
         for suite in suites:

@@ -21,6 +21,9 @@ class LongPrefixGates(StrictModel):
     cold_start_tpot_factor: Float = Field(2.0, gt=1)
     # False: the timing gates (TPOT vs reference, cold start) are computed and recorded but do not fail the run.
     enforce_timing: Bool = True
+    # Reference outputs teacher-forced on the candidate after its levels (a sample of the timed requests; each one
+    # prefills its whole prompt again, without the prefix cache). 0: free-generation comparison only.
+    teacher_forced_requests: Int = Field(2, ge=0)
 
 
 class Gsm8kGates(StrictModel):
@@ -85,8 +88,17 @@ class SpecDecodeGates(StrictModel):
     max_failed_requests: Int = Field(0, ge=0)
 
 
+class CoverageGates(StrictModel):
+    """How far outputs were checked against how far the run was timed (the headline states both)."""
+
+    # True: a run timed at a longer context than any of its output checks reached fails (gate
+    # coverage_checked_to_timed); False: the headline says so and nothing fails.
+    require_checked_to_timed: Bool = False
+
+
 class Gates(StrictModel):
     long_prefix: LongPrefixGates = LongPrefixGates()
+    coverage: CoverageGates = CoverageGates()
     gsm8k: Gsm8kGates = Gsm8kGates()
     ruler: RulerGates = RulerGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()

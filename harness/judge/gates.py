@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
+from harness.config.thresholds import CoverageGates, Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
 from harness.judge.stats import mcnemar_exact_p
+from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
     GateRecord,
@@ -84,7 +85,9 @@ def long_prefix_gaps(arm: str, levels: dict[int, LongPrefixRecord], wanted: set[
 def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGates,
               levels: Iterable[int] = ()) -> GateResult:
     """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run: the
-    workload's `levels`, and any level either arm recorded (a level neither recorded is missing, not skipped)."""
+    workload's `levels`, and any level either arm recorded (a level neither recorded is missing, not skipped). Only
+    with valid outputs: when the timed requests' outputs differ from the reference's, or could not be compared, the
+    gate FAILS "outputs invalid: ..." with no ratio, enforced even where timing is not (judge/validity.py)."""
     mine = {r.concurrency: r for r in latest(records, LongPrefixRecord, cand)}
     theirs = {r.concurrency: r for r in latest(records, LongPrefixRecord, ref)}
     wanted = set(levels) | set(mine) | set(theirs)
@@ -92,8 +95,11 @@ def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGate
                 *long_prefix_gaps(ref, theirs, wanted, limits.max_failed_requests)]
     if not failures and len({r.prompts_sha for r in (*mine.values(), *theirs.values())}) > 1:
         failures.append("the two arms were sent different prompts (prompts_sha differs)")
+    invalid = outputs_invalid(records, cand, ref) if mine else None  # no timing at all: the no-data line says so
+    if invalid:
+        failures.insert(0, f"outputs invalid: {invalid}")
     numbers: dict[str, float | int | None] = {}
-    no_data = bool(failures)  # missing or partial input fails whether or not timing is enforced
+    no_data = bool(failures)  # missing or partial input, or invalid outputs, fails whether or not timing is enforced
     if not failures:
         tol = limits.tpot_p50_tolerance
         for c in sorted(wanted):
@@ -105,6 +111,28 @@ def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGate
     if failures and not enforced:
         detail += " (not enforced for this arm: gates.yaml enforce_timing false)"
     return GateResult("long_prefix_tpot_p50", "long_prefix", cand, ref, not failures, detail, numbers, enforced)
+
+
+def coverage_gate(records: list[Record], cand: str, ref: str, limits: CoverageGates) -> GateResult:
+    """gates.yaml coverage.require_checked_to_timed: the longest context any output check of the candidate reached
+    must be at least the longest context the run timed; nothing checked, or lengths not recorded, is no data."""
+    c = coverage(records, cand, ref)
+    sentence = coverage_sentence(c)
+    if not c.timed or c.timed_to is None or c.checked_to is None:
+        passed, detail = False, f"no data: {sentence}"
+    else:
+        passed, detail = not c.short, sentence
+    return GateResult("coverage_checked_to_timed", "long_prefix", cand, ref, passed, detail,
+                      {"checked_to_tokens": c.checked_to, "timed_to_tokens": c.timed_to},
+                      limits.require_checked_to_timed)
+
+
+def long_prefix_gates(records: list[Record], cand: str, ref: str, gates: Gates, workloads=None) -> list[GateResult]:
+    """The TPOT gate, and the coverage gate where gates.yaml asks for it."""
+    out = [tpot_gate(records, cand, ref, gates.long_prefix, concurrency_levels(workloads))]
+    if gates.coverage.require_checked_to_timed:
+        out.append(coverage_gate(records, cand, ref, gates.coverage))
+    return out
 
 
 def paired_accuracy(cand: dict[int, bool], ref: dict[int, bool]) -> tuple[int, int, int]:
@@ -177,7 +205,7 @@ def ruler_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) 
 
 # Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
 # Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
-SUITE_GATES = {"long_prefix": lambda rs, c, r, g, w=None: [tpot_gate(rs, c, r, g.long_prefix, concurrency_levels(w))],
+SUITE_GATES = {"long_prefix": long_prefix_gates,
                "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
                "ruler": lambda rs, c, r, g, w=None: ruler_suite_gates(rs, c, r, g),
                "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),

@@ -4,8 +4,12 @@ TPOT follows `vllm bench serve`: (last token chunk - first token chunk) / (outpu
 from the server's usage block (one chunk may carry several tokens under speculative decoding). Like the bench, the
 end is the last chunk that carries tokens, not the end of the stream (the usage chunk and [DONE] come after it);
 E2E latency is the whole stream. A prompt is token ids (TTFT then excludes tokenization) or text (it includes it).
-Failed requests are kept with their error text. A watcher polls the server while requests
-run; when it dies, in-flight requests are cancelled and the level ends as aborted.
+Each sample keeps its output token ids with their logprobs and top-2 (streamed as `token_id:<n>` with the chunks
+that time them): a speed figure counts only when the same requests' outputs match the reference's, and the
+comparison needs the ids plus the reference's own top-2 gap where two arms diverge. Both arms ask for the same, so
+the per-step logprob cost is on both sides of the TPOT comparison. Failed requests are kept with their error
+text. A watcher polls the server while requests run; when it dies, in-flight requests are cancelled and the level
+ends as aborted.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from harness.config.errors import WorkloadError
+from harness.measure.generation import parse_choice
 from harness.measure.http import stream_completion
 from harness.records.jsonl import append_line
 
@@ -27,6 +32,7 @@ NS = 1e-9
 
 
 BURST_GAP_NS = 100_000  # 0.1 ms between two token chunks: a burst, not a decode step
+TOP_LOGPROBS = 2  # the top-2 gap at a divergence tells a near-tie flip from a wrong computation
 
 
 @dataclass
@@ -40,6 +46,11 @@ class RequestSample:
     output_tokens: int | None = None  # from the usage block
     chunk_offsets_ns: list[int] = field(default_factory=list)  # per chunk with choices, since start
     error: str | None = None
+    # The generated tokens, as the chunks carried them (what the output comparison with the reference reads back
+    # from the samples file): ids, the chosen token's logprob, and the top-2 {id: logprob} per position.
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float | None] = field(default_factory=list)
+    top: list[dict[int, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,9 +85,19 @@ class RequestSample:
 
 
 def completion_body(model: str, prompt: list[int] | str, max_tokens: int, extra: dict | None = None) -> dict:
-    """Greedy, ignore_eos, streamed with usage; `extra` adds fields (e.g. a benchmark's cache_salt)."""
+    """Greedy, ignore_eos, streamed with usage and the output tokens as ids with top-2 logprobs; `extra` adds fields
+    (e.g. a benchmark's cache_salt)."""
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}, **(extra or {})}
+            "stream": True, "stream_options": {"include_usage": True}, "logprobs": TOP_LOGPROBS,
+            "return_tokens_as_token_ids": True, **(extra or {})}
+
+
+def keep_tokens(sample: RequestSample, choice: dict) -> None:
+    """Append one chunk's tokens to the sample (parsed per chunk: the stream is never held whole)."""
+    gen = parse_choice(choice)
+    sample.token_ids += gen.token_ids
+    sample.logprobs += [x if x == x else None for x in gen.logprobs]  # NaN (JSON null) back to None
+    sample.top += gen.top
 
 
 async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sample: RequestSample,
@@ -91,6 +112,7 @@ async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sampl
                 if sample.ttft_ns is None:
                     sample.ttft_ns = now
                 sample.chunk_offsets_ns.append(now)
+                keep_tokens(sample, data["choices"][0])
             if data.get("usage"):
                 sample.output_tokens = data["usage"].get("completion_tokens")
                 sample.prompt_tokens = data["usage"].get("prompt_tokens", sample.prompt_tokens)
@@ -102,6 +124,9 @@ async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sampl
         sample.error = "stream ended without a usage block"
     elif sample.output_tokens != body["max_tokens"]:
         sample.error = f"{sample.output_tokens} output tokens, expected {body['max_tokens']} (ignore_eos)"
+    elif body.get("logprobs") is not None and len(sample.token_ids) != sample.output_tokens:
+        sample.error = (f"the stream carried {len(sample.token_ids)} token ids for {sample.output_tokens} output "
+                        "tokens: its outputs cannot be compared")
     return sample
 
 

@@ -122,6 +122,8 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "itl": Summary.of([x for s in ok for x in s.itl_s]),
         "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
         "prompt_tokens_mean": mean(counted) if (counted := [s.prompt_tokens for s in ok if s.prompt_tokens]) else None,
+        "timed_to_tokens": max((s.prompt_tokens + s.output_tokens for s in ok if s.prompt_tokens and s.output_tokens),
+                               default=None),
         "kv_usage": usage_between(m.metrics_points, "kv_usage", *window),
         "gpu_memory_mib": gpu_memory_between(m.nvml_points, *window) if m.nvml_available else None,
         "running_peak": (u.peak if (u := usage_between(m.metrics_points, "running", *window)) else None),

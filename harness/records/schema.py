@@ -96,6 +96,9 @@ class LongPrefixRecord(RecordBase):
     # ids sent as the server's own text for them). Records written before the field were all token_ids.
     prompt_basis: Literal["token_ids", "text"] = "token_ids"
     prompt_tokens_mean: float | None = None  # prompt tokens as the server counted them (usage), successful requests
+    # The longest context a successful request was timed at: its prompt + output tokens (usage block). What the
+    # headline's "timed at M" quotes. None in records written before it existed.
+    timed_to_tokens: int | None = None
     concurrency: int
     status: Literal["complete", "aborted"]
     reason: str | None = None
@@ -184,6 +187,7 @@ class RulerCell(BaseModel):
     correct: int
     score: float | None  # mean string_match_all; None without samples
     request_errors: int = 0
+    lm_eval_score: float | None = None  # lm-eval's own aggregate for the cell, where it computed one (a cross-check)
 
 
 class RulerRecord(RecordBase):

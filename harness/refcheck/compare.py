@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from harness.measure.generation import Generation
-from harness.records.schema import RequestComparison
+from harness.records.schema import RequestComparison, TeacherForcedComparison
 
 
 def compare_outputs(request: str, prompt_tokens: int, cand: Generation, ref: Generation,
@@ -85,6 +85,21 @@ def judge_comparisons(check: str, comparisons: list[RequestComparison], drift_li
         return Judgement(False, f"{check}: no request was compared", ["no comparisons"])
     return Judgement(not failures, summary if not failures else summary + "; " + f"{len(failures)} request(s) failed",
                    failures)
+
+
+def compared_to(c: RequestComparison) -> int:
+    """The context (prompt + generated tokens) up to which one comparison looked at the outputs: teacher forcing
+    scores every reference position; a generation is compared up to and including its first divergence."""
+    if isinstance(c, TeacherForcedComparison):
+        return c.prompt_tokens + c.reference_tokens
+    if c.first_divergence is None:
+        return c.prompt_tokens + min(c.candidate_tokens, c.reference_tokens)
+    return c.prompt_tokens + c.first_divergence + 1
+
+
+def checked_to(comparisons: list[RequestComparison]) -> int | None:
+    """The longest context a check compared outputs at (ReferenceCheckRecord.checked_to_tokens); None: nothing."""
+    return max(map(compared_to, comparisons), default=None)
 
 
 def summary_fields(comparisons: list[RequestComparison], tie_gap: float = 0.0) -> dict:

@@ -1,12 +1,15 @@
 """The report's headline (pure): one line per measure, candidate against reference, the way the seed PR's prose
 sums up its tables: TPOT p50 change per concurrency, KV capacity ratio, accuracy difference with its p-value, and
 the verdict of every check and gate; a run of several candidates goes pair by pair, after one verdict line per
-candidate. A measure the run lacks says so instead of being left out."""
+candidate. A measure the run lacks says so instead of being left out. A TPOT change is quoted only when the timed
+requests' outputs matched the reference's; otherwise it reads FAIL (outputs invalid: ...). Each pair states how far
+its outputs were checked against how far it was timed (coverage)."""
 
 from __future__ import annotations
 
 from harness.judge.gates import GateResult, latest, paired_accuracy
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
+from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.schema import (
     Gsm8kRecord,
     KvCapacityRecord,
@@ -22,6 +25,10 @@ def tpot_lines(records: list[Record], cand: str, ref: str) -> list[str]:
     theirs = {r.concurrency: r.tpot.p50 for r in latest(records, LongPrefixRecord, ref)}
     if not mine and not theirs:
         return []
+    invalid = outputs_invalid(records, cand, ref) if mine else None
+    if invalid:  # never a speed-up from outputs that differ from the reference's, or were never compared
+        levels = ", ".join(f"c{c}" for c in sorted(mine.keys() | theirs.keys()))
+        return [f"TPOT p50 {levels}: FAIL (outputs invalid: {invalid})"]
     out = []
     for c in sorted(mine.keys() | theirs.keys()):
         a, b = mine.get(c), theirs.get(c)
@@ -62,6 +69,13 @@ def accuracy_line(records: list[Record], cand: str, ref: str, flt: str) -> list[
             f"{(acc_a - acc_b) * 100:+.2f} pt ({test}){errors}"]
 
 
+def coverage_line(records: list[Record], cand: str, ref: str, named: bool = False) -> list[str]:
+    """'Coverage: outputs checked to N tokens; timed at M tokens' (and what falls short), on every pair: a run that
+    compared no output says 'outputs not checked'."""
+    c = coverage(records, cand, ref)
+    return [f"Coverage{' ' + cand if named else ''}: {coverage_sentence(c)}"]
+
+
 def check_lines(records: list[Record], cand: str, gates: list[GateResult], named: bool = False) -> list[str]:
     """Each reference check and gate of the candidate; `named`: the line says whose (a run of several)."""
     who = f"{cand} " if named else ""
@@ -83,7 +97,7 @@ def headline(records: list[Record], pairs: list[tuple[str, str | None]], gates: 
         if ref is None:
             continue
         out += [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *accuracy_line(records, cand, ref, flt),
-                *check_lines(records, cand, gates, named)]
+                *coverage_line(records, cand, ref, named), *check_lines(records, cand, gates, named)]
     return out
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
+from harness.judge.validity import outputs_check, outputs_invalid
 from harness.records.schema import (
     ColdStartRecord,
     DcpOpsRecord,
@@ -138,10 +139,25 @@ def bursts(r: LongPrefixRecord) -> str:
     return f" ({r.bursty_requests}/{r.requests - r.failed} in bursts: scheduling, not decode)"
 
 
-def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+def outputs_cell(records: list[Record], arm: str, references: dict[str, str | None]) -> str:
+    """Whether an arm's timed outputs count: a candidate's matched its reference's (valid) or not (INVALID, and
+    why: its figures are not credited); a reference's are what the others are compared with."""
+    ref = references.get(arm)
+    if ref is None:
+        return "reference" if arm in references.values() else "not compared (no reference)"
+    why = outputs_invalid(records, arm, ref)
+    if why:
+        return f"INVALID: {first_line(why, 160)}"
+    r = outputs_check(records, arm, ref)
+    return f"valid: {r.exact_matches}/{r.requests} exact" + (f" (+{r.tie_flips} tie flips)" if r.tie_flips else "")
+
+
+def performance_table(records: list[Record], arm_order: list[str],
+                      references: dict[str, str | None] | None = None) -> pd.DataFrame:
     """The seed's columns (Arm, Conc, TPOT p50/p90/p99 -- with how many requests arrived in bursts, where any did --,
     HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E p50, the scheduler's running/waiting peaks, NVML
-    memory, failures."""
+    memory, failures, and whether the arm's timed outputs count (`references`: each candidate's reference)."""
+    refs = references or {}
     perf = [r for r in records if isinstance(r, LongPrefixRecord)]
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
@@ -150,10 +166,11 @@ def performance_table(records: list[Record], arm_order: list[str]) -> pd.DataFra
              "TTFT basis": TTFT_BASIS[r.prompt_basis], "ITL p50": ms(r.itl.p50, 3),
              "E2E p50": ms(r.e2e.p50), "Running/waiting peak": peaks(r.running_peak, r.waiting_peak),
              "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
-             "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else "")}
+             "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else ""),
+             "Outputs vs reference": outputs_cell(records, r.arm, refs)}
             for r in perf]
     cols = ["Arm", "Conc", "TPOT p50/p90/p99", "HBM use mean/peak", "TTFT p50", "TTFT basis", "ITL p50", "E2E p50",
-            "Running/waiting peak", "GPU mem mean/peak", "Failed"]
+            "Running/waiting peak", "GPU mem mean/peak", "Failed", "Outputs vs reference"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -336,7 +353,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
     """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("RULER", ruler_table(records, arm_order)),
-            ("Performance", performance_table(records, arm_order)),
+            ("Performance", performance_table(records, arm_order, references)),
             ("Cold start", cold_start_table(records, arm_order)),
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),

@@ -30,6 +30,14 @@ def edit(kind: str, arm: str, **fields):
     return fault
 
 
+def outputs(**fields):
+    """The candidate's long_prefix_outputs check (what the TPOT gate counts on) changed; the other checks kept."""
+    def fault(rows: list[dict]) -> list[dict]:
+        return [{**r, **fields} if r["kind"] == "reference_check" and r["check"] == "long_prefix_outputs" else r
+                for r in rows]
+    return fault
+
+
 # gate -> [(fault id, fault, what the detail must say)]
 FAULTS = {
     "long_prefix_tpot_p50": [
@@ -40,6 +48,15 @@ FAULTS = {
         ("candidate-failed-requests", edit("long_prefix", CAND, failed=8), f"no data: {CAND} c1: 8/8 request(s)"),
         ("reference-no-tpot", edit("long_prefix", REF, tpot={"n": 0, "mean": None, "p50": None, "p90": None,
                                                              "p99": None}), f"no data: {REF} c1 has no TPOT p50"),
+        # the timed outputs: never compared, not comparable, or different from the reference's
+        ("outputs-not-checked", lambda rows: [r for r in rows if r.get("check") != "long_prefix_outputs"],
+         f"outputs invalid: no data: no long_prefix_outputs check of {CAND} against {REF}"),
+        ("outputs-reference-failed", outputs(status="aborted", passed=False,
+                                             reason=f"no data: request c1 #3: {REF}'s request failed (HTTP 500)"),
+         f"outputs invalid: no data: request c1 #3: {REF}'s request failed"),
+        ("outputs-differ", outputs(passed=False, exact_matches=0, detail="long_prefix_outputs: 0/8 exact",
+                                   diverged=["request c1 #0 [c1]: generated token 1 differs from the reference"]),
+         "outputs invalid: long_prefix_outputs: 0/8 exact; request c1 #0 [c1]: generated token 1 differs"),
     ],
     "gsm8k_paired_accuracy": [
         ("candidate-missing", drop("gsm8k", CAND), f"no data: no gsm8k record for {CAND}"),

@@ -2,9 +2,23 @@
 
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge import gates
-from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, Summary
+from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 
 TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
+
+
+def outputs(cand: str, ref: str, passed: bool = True, **kw) -> ReferenceCheckRecord:
+    """The candidate's timed outputs against the reference's: what the TPOT gate counts on."""
+    fields = dict(run_id="r", arm=cand, suite="long_prefix", check="long_prefix_outputs", reference=ref,
+                  reference_key="k", passed=passed, detail="long_prefix_outputs: 8/8 exact" if passed else
+                  "long_prefix_outputs: 2/8 exact, max drift 2.1 (limit 0.01); 6 request(s) failed", requests=8,
+                  exact_matches=8 if passed else 2, first_divergence_min=None if passed else 1, max_drift=0.0,
+                  nonfinite=0, drift_limit=0.01, checked_to_tokens=120_400,
+                  diverged=[] if passed else ["request c1 #0 [c1]: generated token 1 differs from the reference"])
+    return ReferenceCheckRecord(**{**fields, **kw})
+
+
+VALID = [outputs("dcp8", "tp8"), outputs("a", "b")]  # the timing tests below: outputs matched
 
 
 def lp(arm: str, conc: int, tpot_p50: float | None, **kw) -> LongPrefixRecord:
@@ -26,9 +40,9 @@ def gsm(arm: str, right: list[bool], request_errors: int = 0, status: str = "com
 
 
 def test_tpot_gate_passes_within_tolerance_and_names_the_slow_level():
-    ok = gates.tpot_gate([lp("dcp8", 1, 0.0105), lp("tp8", 1, 0.0138)], "dcp8", "tp8", TOL)  # the seed: DCP8 faster
+    ok = gates.tpot_gate(VALID + [lp("dcp8", 1, 0.0105), lp("tp8", 1, 0.0138)], "dcp8", "tp8", TOL)  # the seed: DCP8 faster
     assert ok.passed and ok.detail == "TPOT p50 within 0.05 of tp8 at every concurrency"
-    bad = gates.tpot_gate([lp("dcp8", 1, 0.0105), lp("dcp8", 2, 0.0150), lp("tp8", 1, 0.0138), lp("tp8", 2, 0.0138)],
+    bad = gates.tpot_gate(VALID + [lp("dcp8", 1, 0.0105), lp("dcp8", 2, 0.0150), lp("tp8", 1, 0.0138), lp("tp8", 2, 0.0138)],
                           "dcp8", "tp8", TOL)
     assert not bad.passed and bad.detail == "c2: dcp8 TPOT p50 15.000 ms > tp8 13.800 ms x (1 + 0.05) = 14.490 ms"
     assert round(bad.numbers["c2_ratio"], 4) == round(0.0150 / 0.0138, 4)
@@ -43,30 +57,30 @@ def test_tpot_gate_without_long_prefix_rows_is_fail_no_data():
 def test_tpot_gate_on_partial_input_is_fail_no_data():
     aborted = [lp("dcp8", 1, 0.010), lp("dcp8", 2, None, status="aborted", requests=3), lp("tp8", 1, 0.012),
                lp("tp8", 2, 0.012)]
-    r = gates.tpot_gate(aborted, "dcp8", "tp8", TOL)
+    r = gates.tpot_gate(VALID + aborted, "dcp8", "tp8", TOL)
     assert not r.passed and r.detail == "no data: dcp8 c2 aborted after 3 request(s)"
-    missing_level = gates.tpot_gate([lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012), lp("tp8", 2, 0.012)], "dcp8", "tp8", TOL)
+    missing_level = gates.tpot_gate(VALID + [lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012), lp("tp8", 2, 0.012)], "dcp8", "tp8", TOL)
     assert missing_level.detail == "no data: dcp8 has no c2 level"
-    failed = gates.tpot_gate([lp("dcp8", 1, 0.010, failed=8), lp("tp8", 1, 0.012)], "dcp8", "tp8", TOL)
+    failed = gates.tpot_gate(VALID + [lp("dcp8", 1, 0.010, failed=8), lp("tp8", 1, 0.012)], "dcp8", "tp8", TOL)
     assert failed.detail == "no data: dcp8 c1: 8/8 request(s) failed (at most 0)"
-    other = gates.tpot_gate([lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012, prompts_sha="x")], "dcp8", "tp8", TOL)
+    other = gates.tpot_gate(VALID + [lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012, prompts_sha="x")], "dcp8", "tp8", TOL)
     assert not other.passed and "different prompts" in other.detail
     # a level the workload asks for that neither arm recorded is missing on both, not a level nobody wanted
     both_short = [lp("dcp8", 1, 0.010), lp("tp8", 1, 0.012)]
-    assert gates.tpot_gate(both_short, "dcp8", "tp8", TOL, levels=[1]).passed
-    r = gates.tpot_gate(both_short, "dcp8", "tp8", TOL, levels=[1, 2])
+    assert gates.tpot_gate(VALID + both_short, "dcp8", "tp8", TOL, levels=[1]).passed
+    r = gates.tpot_gate(VALID + both_short, "dcp8", "tp8", TOL, levels=[1, 2])
     assert not r.passed and r.detail == "no data: dcp8 has no c2 level; no data: tp8 has no c2 level"
 
 
 def test_tpot_gate_not_enforced_still_fails_and_says_so():
-    r = gates.tpot_gate([lp("a", 1, 0.02), lp("b", 1, 0.01)], "a", "b",
+    r = gates.tpot_gate(VALID + [lp("a", 1, 0.02), lp("b", 1, 0.01)], "a", "b",
                         LongPrefixGates(tpot_p50_tolerance=0.5, enforce_timing=False))
     assert not r.passed and not r.enforced and r.detail.endswith("(not enforced for this arm: gates.yaml "
                                                                  "enforce_timing false)")
 
 
 def test_a_relaunched_arms_later_record_replaces_the_earlier_one():
-    r = gates.tpot_gate([lp("a", 1, None, status="aborted"), lp("a", 1, 0.01), lp("b", 1, 0.01)], "a", "b", TOL)
+    r = gates.tpot_gate(VALID + [lp("a", 1, None, status="aborted"), lp("a", 1, 0.01), lp("b", 1, 0.01)], "a", "b", TOL)
     assert r.passed
 
 
@@ -98,7 +112,7 @@ def test_gsm8k_gate_missing_aborted_or_without_per_question_results_is_fail_no_d
 
 
 def test_evaluate_gates_only_for_the_suites_the_run_selected():
-    records = [lp("a", 1, 0.01), lp("b", 1, 0.01)]
+    records = [*VALID, lp("a", 1, 0.01), lp("b", 1, 0.01)]
     assert [g.gate for g in gates.evaluate_gates(records, "a", "b", Gates(), ["long_prefix"])] == ["long_prefix_tpot_p50"]
     both = gates.evaluate_gates(records, "a", "b", Gates(), ["gsm8k", "long_prefix", "kv_capacity"])
     assert [(g.gate, g.passed) for g in both] == [("long_prefix_tpot_p50", True), ("gsm8k_paired_accuracy", False)]

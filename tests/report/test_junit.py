@@ -15,7 +15,7 @@ from harness.report.render import render_run
 FAKE_SUITE = '''
 from harness.config.thresholds import load_gates
 from harness.judge.gates import tpot_gate
-from harness.records.schema import GateRecord, LongPrefixRecord, Summary
+from harness.records.schema import GateRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 
 
 def level(arm, tpot_s):
@@ -27,6 +27,10 @@ def level(arm, tpot_s):
 def test_measure(record):
     record(LongPrefixRecord, **level("dcp8", {cand_tpot}))
     record(LongPrefixRecord, **level("tp8", 0.005))
+    # the timed outputs matched the reference's: the TPOT gate counts
+    record(ReferenceCheckRecord, arm="dcp8", check="long_prefix_outputs", reference="tp8", reference_key="k",
+           passed=True, detail="long_prefix_outputs: 4/4 exact", requests=4, exact_matches=4,
+           first_divergence_min=None, max_drift=0.0, nonfinite=0, drift_limit=0.01)
 
 
 def test_tpot_vs_reference(harness_session, record):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reportrun import gsm8k, long_prefix
+from reportrun import gsm8k, long_prefix, outputs_check
 
 from harness.config.thresholds import load_gates
 from harness.records.results import ResultsWriter
@@ -37,6 +37,7 @@ def make_run(root: Path, fast_right: list[bool]) -> Path:
                                       reference="cpu-ref", reference_key="k", passed=True, detail="ok", requests=8,
                                       exact_matches=8, first_divergence_min=None, max_drift=1e-3, nonfinite=0,
                                       drift_limit=1e-2, cached_tokens_proven=256))
+        w.append(outputs_check("several", arm=cand))
     gates = load_gates("cpu-smoke").model_dump(mode="json")
     info = {"harness_version": "0.1.0", "git_commit": "abc", "host": "h", "started": "2026-01-01T00:00:00",
             "argv": ["qualify", "--arms", "cpu-smoke,cpu-fast"], "suites": ["gsm8k", "kv_capacity", "long_prefix"],
@@ -59,8 +60,9 @@ def test_each_arm_once_per_table_and_each_candidate_against_its_reference(tmp_pa
     assert [r["Arm"] for r in table(run, "kv_capacity")] == list(ARMS)
     assert [r["Arm"] for r in table(run, "accuracy")] == list(ARMS)
     assert [(r["Arm"], r["Conc"]) for r in table(run, "performance")] == [(a, c) for c in ("c1", "c2") for a in ARMS]
-    assert sorted(r["Arm vs reference"] for r in table(run, "reference_checks")) == [
-        "cpu-fast vs cpu-ref", "cpu-smoke vs cpu-ref"]
+    assert sorted((r["Arm vs reference"], r["Check"]) for r in table(run, "reference_checks")) == [
+        (f"{c} vs cpu-ref", check) for c in ("cpu-fast", "cpu-smoke") for check in ("long_prefix_outputs",
+                                                                                    "prefix_reuse")]
     gates = {(r["Gate"], r["Arm vs reference"]): r["Verdict"] for r in table(run, "gates")}
     assert set(gates) == {(g, f"{c} vs cpu-ref") for g in ("long_prefix_tpot_p50", "gsm8k_paired_accuracy")
                           for c in ("cpu-smoke", "cpu-fast")}

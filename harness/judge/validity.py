@@ -1,0 +1,89 @@
+"""Whether a run's performance figures count, and how far its outputs were checked (pure, from records).
+
+A speed figure counts only when the requests it timed produced the reference's outputs: the candidate's long_prefix
+test compares them (ReferenceCheckRecord check "long_prefix_outputs", harness/refcheck/timed_outputs.py). Invalid
+outputs, or outputs whose validity could not be established, make the performance gates and the headline read
+"FAIL (outputs invalid: ...)" -- a DCP build that corrupts tokens past some length can look faster there.
+
+Coverage: the longest context any output check of the candidate against its reference reached (checked_to_tokens)
+against the longest context the run timed (LongPrefixRecord.timed_to_tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.records.schema import LongPrefixRecord, Record, ReferenceCheckRecord
+
+OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.timed_outputs.CHECK (judge may not import refcheck)
+
+
+def first(text: str | None, limit: int = 300) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def outputs_check(records: list[Record], cand: str, ref: str) -> ReferenceCheckRecord | None:
+    """The candidate's latest long-prefix outputs check against this reference."""
+    found = [r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand and r.reference == ref
+             and r.check == OUTPUTS_CHECK]
+    return found[-1] if found else None
+
+
+def outputs_invalid(records: list[Record], cand: str, ref: str) -> str | None:
+    """Why the candidate's timed outputs do not count -- they differ from the reference's beyond its noise, or
+    could not be compared ("no data: ...") -- else None."""
+    r = outputs_check(records, cand, ref)
+    if r is None:
+        return (f"no data: no {OUTPUTS_CHECK} check of {cand} against {ref} (the run predates it, or {cand}'s "
+                "long_prefix test stopped before comparing)")
+    if r.status == "aborted":
+        reason = first(r.reason) or "the check was aborted"
+        return reason if reason.startswith("no data") else f"no data: {reason}"
+    if not r.passed:
+        return first("; ".join([r.detail, *r.diverged[:1]]), 400)
+    return None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    checks: int  # the candidate's output checks against its reference
+    checked_to: int | None  # the longest context any of them compared (None: none recorded it)
+    timed_to: int | None  # the longest context the candidate was timed at (None: not timed, or not recorded)
+    timed: bool  # the candidate has long-prefix records at all
+
+    @property
+    def short(self) -> bool:
+        """Timed past the longest checked context (or timed with nothing checked to a known length)."""
+        return self.timed_to is not None and (self.checked_to is None or self.timed_to > self.checked_to)
+
+
+def coverage(records: list[Record], cand: str, ref: str) -> Coverage:
+    """Every record of the candidate that carries checked_to_tokens against this reference (reference checks,
+    long_context's grid) counts; an eager-variant check compares the candidate with itself and does not."""
+    checks = [r for r in records if hasattr(r, "checked_to_tokens") and r.arm == cand
+              and getattr(r, "reference", None) == ref]
+    reached = [r.checked_to_tokens for r in checks if r.checked_to_tokens is not None]
+    timed = [r for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand]
+    lengths = [r.timed_to_tokens for r in timed if r.timed_to_tokens is not None]
+    return Coverage(len(checks), max(reached, default=None), max(lengths, default=None), bool(timed))
+
+
+def coverage_sentence(c: Coverage) -> str:
+    """'outputs checked to 120,400 tokens; timed at 120,400 tokens', and what falls short."""
+    if not c.checks:
+        checked = "outputs not checked"
+    elif c.checked_to is None:
+        checked = "outputs checked, to a length not recorded (the records predate checked_to_tokens)"
+    else:
+        checked = f"outputs checked to {c.checked_to:,} tokens"
+    if not c.timed:
+        return f"{checked}; nothing timed"
+    if c.timed_to is None:
+        return f"{checked}; timed at a length not recorded (the records predate timed_to_tokens)"
+    text = f"{checked}; timed at {c.timed_to:,} tokens"
+    if c.short and c.checked_to is not None:
+        text += f": timed {c.timed_to - c.checked_to:,} tokens past the longest checked context"
+    elif c.short:
+        text += ": timed where no output was checked"
+    return text
