@@ -96,8 +96,8 @@ def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGate
     if not failures and len({r.prompts_sha for r in (*mine.values(), *theirs.values())}) > 1:
         failures.append("the two arms were sent different prompts (prompts_sha differs)")
     invalid = outputs_invalid(records, cand, ref) if mine else None  # no timing at all: the no-data line says so
-    if invalid:
-        failures.insert(0, f"outputs invalid: {invalid}")
+    if invalid:  # after the timing's own no-data lines: with whole timing, the detail opens with it
+        failures.append(f"outputs invalid: {invalid}")
     numbers: dict[str, float | int | None] = {}
     no_data = bool(failures)  # missing or partial input, or invalid outputs, fails whether or not timing is enforced
     if not failures:
