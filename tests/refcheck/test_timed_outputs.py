@@ -151,3 +151,36 @@ def test_streamed_chunks_keep_ids_logprobs_and_top2_that_read_back_as_a_generati
     s.output_tokens, s.latency_ns = 3, 10
     gen = generation_of(json.loads(s.to_json()))  # the samples file round trip
     assert gen.token_ids == [7, 9, 3] and math.isnan(gen.logprobs[1]) and gen.top[0] == {7: -0.5, 8: -1.5}
+
+
+def test_both_arms_samples_files_are_read_back_by_the_candidates_test(tmp_path):
+    """compare_timed_outputs with no teacher forcing (no request is sent): the records' samples files of both arms,
+    a moved run directory resolved under run_dir, a missing reference file a "no data" line."""
+    from types import SimpleNamespace
+
+    from harness.measure.prompts import Prompts
+    from harness.refcheck.timed_check import compare_timed_outputs
+
+    def level(a: str, c: int, rows: list[dict], recorded: str | None = None) -> LongPrefixRecord:
+        path = tmp_path / a / f"long_prefix_c{c}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return LongPrefixRecord(run_id="r", arm=a, suite="long_prefix", workload="w", prompts_sha=prompts.fingerprint(),
+                                concurrency=c, status="complete", requests=len(rows), failed=0, ttft=Summary.of([]),
+                                tpot=Summary.of([]), itl=Summary.of([]), e2e=Summary.of([]), kv_usage=None,
+                                gpu_memory_mib=None, samples_path=recorded or str(path))
+
+    prompts = Prompts([1], [[1, 2]], {1: [[1, 3], [1, 4]]})
+    live = SimpleNamespace(arm=SimpleNamespace(name="cpu-smoke", parallelism=SimpleNamespace(dcp=1)))
+    tokens = list(range(100, 132))
+    records = [level("cpu-ref", 1, [row(1, i, tokens) for i in range(2)], "/home/ci/run/cpu-ref/long_prefix_c1.jsonl"),
+               level("cpu-smoke", 1, [row(1, 0, tokens), row(1, 1, [5, *tokens[1:]])])]
+    run = compare_timed_outputs(live, None, prompts, records, "cpu-ref", tmp_path, forced_requests=0)
+    assert run.gaps == [] and [c.exact for c in run.generated] == [True, False]
+    assert run.generated[1].first_divergence == 0 and run.forced == [] and run.aborted is None
+    assert [json.loads(x)["request"] for x in run.sink.read_text().splitlines()] == ["c1 #0", "c1 #1"]
+    assert run.outputs[1] == ("c1 #1", [5, *tokens[1:]], tokens)  # for the degeneration detector
+    (tmp_path / "cpu-ref" / "long_prefix_c1.jsonl").unlink()
+    gone = compare_timed_outputs(live, None, prompts, records, "cpu-ref", tmp_path, forced_requests=0)
+    assert gone.generated == [] and gone.gaps == [
+        "no data: cpu-ref c1: samples file /home/ci/run/cpu-ref/long_prefix_c1.jsonl not found"]
