@@ -83,8 +83,9 @@ def long_context_heatmap(maps: list) -> bytes | None:
     grey."""
     if not maps:
         return None
-    fig, axes = plt.subplots(len(maps), 2, figsize=(9.0, 0.9 + 0.55 * max(len(m.lengths) for m in maps) * len(maps)),
-                             squeeze=False)
+    rows = max(len(m.lengths) for m in maps)
+    fig, axes = plt.subplots(len(maps), 2, figsize=(10.0, (1.4 + 0.6 * rows) * len(maps)), squeeze=False,
+                             layout="constrained")
     for (ax_c, ax_r), m in zip(axes, maps, strict=True):
         for ax, values, who in ((ax_c, m.candidate, "candidate"), (ax_r, m.reference, "reference")):
             grid = [[float("nan") if v is None else v for v in row] for row in values]
@@ -93,7 +94,8 @@ def long_context_heatmap(maps: list) -> bytes | None:
             ax.set_yticks(range(len(m.lengths)), [f"{n:,}" for n in m.lengths])
             ax.set_xlabel("needle depth")
             ax.set_ylabel("prompt tokens")
-            ax.set_title(f"{who}: copy accuracy", fontsize=9)
+            ax.set_title(f"{m.title}\n{who}: copy accuracy" if who == "candidate" else f"\n{who}: copy accuracy",
+                         fontsize=9)
             for i, row in enumerate(values):
                 for j, v in enumerate(row):
                     text = "n/a" if v is None else f"{v:.2f}"
@@ -104,6 +106,5 @@ def long_context_heatmap(maps: list) -> bytes | None:
                             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5, ec=color))
                     ax.text(j, i, text, ha="center", va="center", fontsize=7,
                             color="white" if v is None or v < 0.5 else "black")
-        ax_c.figure.text(0.5, ax_c.get_position().y1 + 0.01, m.title, ha="center", fontsize=10)
-    fig.suptitle("Long context: length x depth", y=1.02)
+    fig.suptitle("Long context: length x depth")
     return png(fig)

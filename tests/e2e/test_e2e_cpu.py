@@ -161,8 +161,17 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # suites on that launch, then cpu-smoke
     assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke"]
     checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
-    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing"} and all(c["passed"] for c in checks.values())
+    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context"} \
+        and all(c["passed"] for c in checks.values())
     assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
+    # long_context: 4 lengths x 3 depths, cold / warm / partial / teacher-forced, every output equal to cpu-ref's
+    # stored cold output, compared to the 4,000-token prompt + its 16 output tokens
+    grid = next(r for r in records if r["kind"] == "long_context")
+    assert grid["status"] == "complete" and grid["passed"] and grid["first_failing_length"] is None, grid["failures"]
+    assert len(grid["cells"]) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4016
+    assert grid["prefix_caching"] == "on"  # cpu-smoke: every warm and partial hit proven from /metrics
+    warm = [c for c in grid["cells"] if c["mode"] == "warm"]
+    assert all(c["cached_tokens"] >= c["length"] - 128 for c in warm)
     perf = [r for r in records if r["kind"] == "long_prefix"]
     assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
     assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["n"] > 0 for r in perf)
@@ -176,6 +185,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert all(r["n"] == 16 and r["request_errors"] == 0 and r["task"] == "gsm8k_local" for r in acc.values())
     assert all(Path(r["samples_path"]).is_file() and r["task_hash"] for r in acc.values())
     gate = {r["gate"]: r for r in records if r["kind"] == "gate"}
+    assert gate["long_context_outputs"]["passed"] and "outputs checked to 4,016 tokens" in \
+        gate["long_context_outputs"]["detail"]
     assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
     assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
     # The live verdicts (recorded by the comparison tests) are what the report recomputes from the file alone.
@@ -189,7 +200,7 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
          for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
                                                "test_gsm8k_degeneration_vs_reference", "test_spec_decode_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
-                                               "test_teacher_forcing", "test_dcp_ops"])
+                                               "test_teacher_forcing", "test_long_context", "test_dcp_ops"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
