@@ -170,13 +170,25 @@ def server_python_of(arm: Arm) -> tuple[str, str]:
     return server_python(), origin
 
 
+def chosen_workload(candidate: Arm, key: str):
+    """The workload the candidate's `workloads:` chose for a suite family; an unknown or invalid one names the arm's
+    file and field that chose it."""
+    try:
+        return load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
+    except ConfigError as exc:
+        if getattr(candidate.workloads, key, None) is None:  # the suite's default: no field of the arm chose it
+            raise
+        raise ConfigError(f"arm {candidate.name!r}: {defining_file(candidate, 'workloads')}: field workloads.{key}: "
+                          f"{exc}") from None
+
+
 def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdict]:
     """Per workload the run will use on this arm: it fits max_model_len, its prompts can be drawn from the arm's
     vocabulary, its data files are sound (GSM8K: raises ConfigError naming file and line)."""
     chosen = sorted({SUITE_WORKLOADS[s] for s in suites if s in SUITE_WORKLOADS})
     verdicts = []
     for key in chosen:
-        w = load_workload(workload_for(candidate, key), kind=WORKLOAD_KINDS[key])
+        w = chosen_workload(candidate, key)
         if isinstance(w, Gsm8kWorkload | SpecDecodeWorkload):  # both read the local GSM8K files
             verdicts.append(Verdict("gsm8k_data", True, check_data()))
             continue

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.admission import (
+    LOCAL_FILE_RULES,
     SUITES_DIR,
     admit,
     all_suites,
@@ -36,6 +37,7 @@ from harness.admission import (
     parser_verdict,
     resume_run_dir,
     strict_run,
+    workload_verdicts,
 )
 from harness.config.arms import Arm, defining_file, known_arms, load_arm
 from harness.config.armset import ArmSet, Pair, expand_arm_set, parse_arm_names
@@ -44,7 +46,7 @@ from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_pytho
 from harness.config.thresholds import load_gates
 from harness.console import progress
 from harness.plan.nodes import render_plan
-from harness.plan.preflight import violations
+from harness.plan.preflight import Verdict, violations
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.records.attempts import resumed_exit_code
 from harness.records.results import read_results
@@ -70,39 +72,54 @@ log = logging.getLogger(__name__)
 def cmd_plan(args: argparse.Namespace) -> int:
     """Per-node argv + environment + preflight verdicts of one arm or several (--arms; their references checked too,
     a shared one once); this machine's resources are shown but do not decide the exit code: a GPU arm is planned on
-    a laptop."""
+    a laptop. The arms that fail are listed in one message at the end."""
     if bool(args.arm) == bool(args.arms):
         raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
                           "them")
     arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
     check_shared_workloads(arms, all_suites())  # as a run of every suite would: the default of `qualify`
-    codes = []
+    failed = {}
     for i, candidate in enumerate(arms.candidates):
         if len(arms.candidates) > 1:
             print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(arms.candidates)}) ===")
-        codes.append(plan_one(candidate, args))
+        failed[candidate.name] = plan_one(candidate, args)
     others = [a for a in arms.all if a.name not in arms.arm_set.candidates]
     named = [f"{a.name} ({'reference' if a.name in arms.arm_set.arms else 'eager variant'})" for a in others]
+    for arm in others:  # they run the candidate's workloads: each must fit them, as `qualify` checks
+        failed[arm.name] = violations(plan_workloads(arms.owner(arm), arm)[0])
     if named:
-        print(f"\nnamed arms: {', '.join(named)}: valid")
-    return max(codes)
+        print(f"\nnamed arms: {', '.join(named)}: " + ("valid" if not any(failed[a.name] for a in others)
+                                                       else "see the error below"))
+    lines = [line for name, bad in failed.items() if bad
+             for line in (f"arm {name!r} fails preflight (nothing would be started):",
+                          *(f"  {v.rule}: {v.detail}" for v in bad))]
+    if lines:
+        print("error: " + "\n".join(lines), file=sys.stderr)
+    return 2 if lines else 0
 
 
-def plan_one(candidate: Arm, args: argparse.Namespace) -> int:
+def plan_workloads(candidate: Arm, arm: Arm) -> tuple[list[Verdict], list[Verdict]]:
+    """The workloads of a run of every suite (qualify's default) on this arm: (whether each fits the arm, which
+    decides; what this machine's files say, which is shown with this machine)."""
+    verdicts = workload_verdicts(candidate, arm, all_suites())
+    local = [v for v in verdicts if v.rule in LOCAL_FILE_RULES]
+    return [v for v in verdicts if v not in local], local
+
+
+def plan_one(candidate: Arm, args: argparse.Namespace) -> list[Verdict]:
+    """Print one candidate's plan; its failed verdicts."""
     strict = strict_run(args.strict)
     plan, verdicts = arm_verdicts(candidate, candidate, None, resources=False)
+    fits, local_files = plan_workloads(candidate, candidate)
+    verdicts += fits
     verdicts.append(env_verdict(candidate, plan))
     verdicts += method_verdicts(candidate, strict)
     verdicts.append(parser_verdict(candidate, plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(plan, verdicts[len(plan.verdicts):]))
     print("\nthis machine (checked again by `qualify` before anything starts):")
-    for v in machine_verdicts(candidate):
+    for v in [*local_files, *machine_verdicts(candidate)]:
         print(f"  [{v.label}] {v.rule}: {v.detail}")
-    failed = violations(verdicts)
-    if failed:
-        print("\n".join([f"error: arm {candidate.name!r} fails preflight (nothing would be started):",
-                          *(f"  {v.rule}: {v.detail}" for v in failed)]), file=sys.stderr)
-    return 2 if failed else 0
+    return violations(verdicts)
 
 
 def per_arm_suites(suites: list[str]) -> list[str]:
@@ -190,6 +207,23 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     return int(pytest.main(pytest_args))
 
 
+def check_pytest_args(extra: list[str]) -> None:
+    """The pytest arguments after `--` are ones pytest accepts: parsed as pytest.main's first step does (plugins and
+    the root conftest loaded, nothing collected or run), before the run directory exists; a ConfigError otherwise."""
+    if not extra:
+        return
+    from _pytest.config import _prepareconfig  # pytest.main's own parse step; no public equivalent
+    from _pytest.config.exceptions import UsageError
+
+    try:
+        config = _prepareconfig([str(SUITES_DIR), "-p", "no:cacheprovider", *extra])
+    except UsageError as exc:
+        why = next((ln.split("error: ", 1)[1] for ln in str(exc).splitlines() if "error: " in ln), str(exc))
+        raise ConfigError(f"pytest arguments after --: {' '.join(extra)}: pytest refuses them ({why}); nothing was "
+                          "started: drop them, or see `python -m pytest --help`") from None
+    config._ensure_unconfigure()
+
+
 def interrupted_code(code: int) -> int:
     """128 + the signal that stopped the run (SIGINT 130, SIGTERM 143); pytest's 'interrupted' (2) is a Ctrl-C."""
     import pytest
@@ -254,6 +288,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = resume_run(args, arms.run_arms)
     admit(arms, args.suite_list, not args.no_vllm_check, strict_run(args.strict))
+    check_pytest_args(args.pytest_args)  # before the run directory: a refused option leaves no empty run behind
     if args.resume:
         note_resume(run_dir, sys.argv)
     else:

@@ -80,6 +80,11 @@ def expanded_size(node: yaml.Node, memo: dict[int, int] | None = None) -> int:
     return size
 
 
+def is_tab_at(text: str, line: int, column: int) -> bool:
+    lines = text.splitlines()
+    return line < len(lines) and lines[line][column:column + 1] == "\t"
+
+
 def parse_yaml(text: str, source: str) -> object:
     """yaml.safe_load with the limits above; ConfigError (with line and column where known) otherwise."""
     loader = _StrictLoader(text)
@@ -98,6 +103,9 @@ def parse_yaml(text: str, source: str) -> object:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
+        if mark and is_tab_at(text, mark.line, mark.column):  # PyYAML's own words ("cannot start any token") hide it
+            raise ConfigError(f"{source}:{where} a tab character: YAML indents with spaces only; replace the tab "
+                              f"with spaces (YAML syntax error: {problem})") from None
         raise ConfigError(f"{source}:{where} YAML syntax error: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to read") from None

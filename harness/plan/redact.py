@@ -86,6 +86,13 @@ def redact_arm_dump(dump: dict) -> dict:
 
 
 def secrets_in_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
-    """The argv elements (redacted) that carry a secret: visible to every user of the host in `ps`."""
+    """The argv elements (redacted) that carry a secret: visible to every user of the host in `ps`. A value that
+    follows its flag (`--api-key VALUE`) is shown with the flag, so the user sees which argument to move."""
     masked = redact_argv(argv)
-    return [m for a, m in zip(argv, masked, strict=True) if a != m]
+    out = []
+    for i, (a, m) in enumerate(zip(argv, masked, strict=True)):
+        if a == m:
+            continue
+        flag = argv[i - 1] if i and m == MASK and masked[i - 1] == argv[i - 1] and argv[i - 1].startswith("-") else ""
+        out.append(f"{flag} {m}" if flag else m)
+    return out
