@@ -21,7 +21,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -31,7 +30,10 @@ from pathlib import Path
 
 from harness.config.arms import load_arm
 from harness.config.paths import CONFIG_DIR, REPO_ROOT
+from harness.config.workloads import LongContextWorkload, load_workload
 from harness.measure.generation import Sampling, generate_batch
+from harness.measure.prompts import model_files, token_space
+from harness.refcheck.long_context import build_long_context_prompts, read_needle_tokens
 from harness.serve.launch import launch
 
 HERE = Path(__file__).resolve().parent
@@ -68,22 +70,27 @@ def prepare(out: Path, faults: list[str], lengths: list[int], base: str = "cpu-s
     return made
 
 
-def prompts(lengths: list[int], vocab: int, seed: int = 0) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [[rng.randrange(3, vocab) for _ in range(n)] for n in lengths]
+def prompts(arm, lengths: list[int]) -> list[list[int]]:
+    """The long_context suite's copy prompts (a needle span at half depth, its cue at the end), one per length:
+    the tiny model's continuation depends on tokens far back, so a fault in attention shows."""
+    w = load_workload(arm.workloads.long_context, kind=LongContextWorkload).model_copy(
+        update={"lengths": lengths, "depths": [0.5]})
+    cells = build_long_context_prompts(w, token_space(arm, w), read_needle_tokens(model_files(arm))).all()
+    return [c.tokens for c in cells]
 
 
-def probe(out: Path, length: int, faults: list[str], max_tokens: int = 24) -> dict:
+def probe(out: Path, length: int, faults: list[str], max_tokens: int = 24, model: str | None = None,
+          overrides: list[str] | None = None) -> dict:
     made = prepare(out, faults, [length])
     arms_dir = out / "arms"
-    clean = load_arm("cpu-smoke", arms_dir=arms_dir)
-    vocab = json.loads((REPO_ROOT / clean.model.path / "config.json").read_text())["vocab_size"]
+    overrides = [*([f"model.path={model}"] if model else []), *(overrides or [])]
+    clean = load_arm("cpu-smoke", overrides, arms_dir=arms_dir)
     lens = [length // 2, length - max_tokens - 8, length + 256, clean.model.max_model_len - max_tokens - 8]
-    batch = prompts(lens, vocab)
+    batch = prompts(clean, lens)
     sampling = Sampling(max_tokens=max_tokens, top_logprobs=1)
 
-    def outputs(arm_name: str) -> tuple[list[list[int]], str]:
-        arm = load_arm(arm_name, arms_dir=arms_dir)
+    def outputs(arm_name: str) -> tuple[list, str]:
+        arm = load_arm(arm_name, overrides, arms_dir=arms_dir)
         arm_dir = out / "servers" / arm_name
         arm_dir.mkdir(parents=True, exist_ok=True)
         live = launch(arm, arm_dir)
@@ -94,7 +101,7 @@ def probe(out: Path, length: int, faults: list[str], max_tokens: int = 24) -> di
         finally:
             live.server.stop()
         log = (arm_dir / "server.log").read_text(errors="replace")
-        return [g.token_ids for g in gens], "\n".join(x for x in log.splitlines() if "[length-fault]" in x)
+        return gens, "\n".join(x for x in log.splitlines() if "[length-fault]" in x)
 
     ref, _ = outputs("cpu-smoke")
     result = {"length": length, "prompt_tokens": lens, "max_tokens": max_tokens, "faults": {}}
@@ -102,14 +109,17 @@ def probe(out: Path, length: int, faults: list[str], max_tokens: int = 24) -> di
         got, markers = outputs(m["arm"])
         rows = []
         for n, a, b in zip(lens, ref, got, strict=True):
-            first = next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), None)
+            first = next((i for i, (x, y) in enumerate(zip(a.token_ids, b.token_ids, strict=True)) if x != y), None)
+            upto = len(a.token_ids) if first is None else first  # the chosen tokens' logprobs, while they agree
+            drift = max((abs(x - y) for x, y in zip(a.logprobs[:upto], b.logprobs[:upto], strict=True)), default=0.0)
             rows.append({"prompt_tokens": n, "past_L": n + max_tokens > length, "identical": first is None,
-                         "first_divergence": first})
+                         "first_divergence": first, "max_abs_delta_logprob": drift})
         result["faults"][m["fault"]] = {"arm": m["arm"], "rows": rows, "markers": markers.splitlines()}
         for r in rows:
             print(f"{m['fault']:22} L={length} prompt {r['prompt_tokens']:5} "
                   f"{'past L ' if r['past_L'] else 'below L'}: "
-                  + ("identical" if r["identical"] else f"diverges at generated token {r['first_divergence']}"))
+                  + ("identical tokens" if r["identical"] else f"diverges at generated token {r['first_divergence']}")
+                  + f", max |delta logprob| {r['max_abs_delta_logprob']:.3g} before it")
     (out / "probe.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -121,7 +131,8 @@ def verdicts(run: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"^- (\S+) vs \S+: (.+)$", text, re.M)}
 
 
-def matrix(out: Path, faults: list[str], lengths: list[int], suites: str, timeout_s: int) -> int:
+def matrix(out: Path, faults: list[str], lengths: list[int], suites: str, timeout_s: int,
+           model: str | None = None, overrides: list[str] | None = None) -> int:
     made = prepare(out, faults, lengths)
     run = out / "run"
     if run.exists():
@@ -130,8 +141,10 @@ def matrix(out: Path, faults: list[str], lengths: list[int], suites: str, timeou
     env = {**os.environ, "HARNESS_ARMS_DIR": str(out / "arms"),
            "HARNESS_REFERENCE_DIR": str(out / "references")}
     t0 = time.monotonic()
+    sets = ["--set", f"model.path={model}", "--set", f"cpu-ref:model.path={model}"] if model else []
+    sets += [x for s in overrides or [] for x in ("--set", s)]
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arms", ",".join(arms), "--suites", suites], cwd=REPO_ROOT, env=env,
+                           "--arms", ",".join(arms), "--suites", suites, *sets], cwd=REPO_ROOT, env=env,
                           stdout=(out / "qualify.log").open("w"), stderr=subprocess.STDOUT, timeout=timeout_s)
     wall = time.monotonic() - t0
     said = verdicts(run)
@@ -157,13 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--timeout-s", type=int, default=4 * 3600)
     for q in (p, m):
         q.add_argument("--faults", default=",".join(lf.NAMES))
+        q.add_argument("--model", help="serve this model directory instead of the arms' (models/tiny-llama)")
+    p.add_argument("--set", action="append", default=[], help="PATH=VALUE for every arm (as qualify --set)")
+    m.add_argument("--set", action="append", default=[], help="passed to qualify (ARM:PATH=VALUE for one arm)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     faults = [f for f in args.faults.split(",") if f]
     if args.cmd == "probe":
-        probe(args.out, args.length, faults)
+        probe(args.out, args.length, faults, model=args.model, overrides=args.set)
         return 0
-    return matrix(args.out, faults, [int(x) for x in args.lengths.split(",")], args.suites, args.timeout_s)
+    return matrix(args.out, faults, [int(x) for x in args.lengths.split(",")], args.suites, args.timeout_s,
+                  args.model, args.set)
 
 
 if __name__ == "__main__":
