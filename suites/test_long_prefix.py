@@ -17,7 +17,7 @@ from harness.judge.gates import long_prefix_gates
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
-from harness.pytest_plugin.parallel import test_id
+from harness.pytest_plugin.parallel import test_id as recorded_id  # not test_*: pytest would collect it
 from harness.records.schema import (
     ColdStartRecord,
     DegenerationRecord,
@@ -34,7 +34,7 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     """The candidate's timed outputs against the reference's (both arms' samples files of this run), with a sample
     teacher-forced on the candidate; recorded, with the degeneration detector's verdict on the same pairs."""
     if session.options.parallel:  # the reference's own long_prefix test runs in another worker: wait for it
-        session.wait_for_tests([test_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref, [])])
+        session.wait_for_tests([recorded_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref, [])])
     gates = load_gates(live.arm.name)
     run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
                                 gates.long_prefix.teacher_forced_requests)
