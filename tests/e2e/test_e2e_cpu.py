@@ -6,7 +6,6 @@ Each test starts real servers (45-75 s each on 2 cores); select or skip them wit
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ import psutil
 import pytest
 
 from harness.config.arms import load_arm
-from harness.config.errors import ConfigError, LaunchError
+from harness.config.errors import LaunchError
 from harness.config.paths import REPO_ROOT, server_python
 from harness.measure.generation import Sampling, generate_batch
 from harness.plan.vllm_args import check_with_vllm
@@ -73,27 +72,6 @@ def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):
         live.server.stop()
     assert wait_gone(pids) == [], "server processes outlived stop()"
     assert "KV cache size" in (tmp_path / "cpu-smoke" / "server.log").read_text()
-
-
-def test_engine_death_mid_run_is_reported_with_log_lines(tmp_path):
-    live = launch(load_arm("cpu-ref"), tmp_path / "cpu-ref")
-    pids = live.server.pids()
-    try:
-        engine = [p for p in pids if p != live.server.proc.pid]
-        assert engine, "no engine-core child found"
-        for pid in engine:
-            os.kill(pid, signal.SIGKILL)  # the engine dies under a live API server
-        deadline = time.monotonic() + 60
-        with pytest.raises(LaunchError) as exc:
-            while time.monotonic() < deadline:
-                live.server.check_alive()
-                time.sleep(0.5)
-        message = str(exc.value)
-        assert "arm 'cpu-ref': server" in message and ("exited with code" in message or "engine died" in message)
-        assert "last lines:" in message and "(APIServer pid=" in message
-    finally:
-        live.server.stop()
-    assert wait_gone(pids) == []
 
 
 def test_startup_failure_fails_fast_with_vllm_message(tmp_path):
@@ -189,7 +167,20 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
         gate["long_context_outputs"]["detail"]
     assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
     assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
-    # The live verdicts (recorded by the comparison tests) are what the report recomputes from the file alone.
+    # The gates' numbers, recomputed here from the raw files the tools wrote (lm-eval's samples log, the per-request
+    # stream timings), not from the harness's own records: a scoring or percentile bug cannot agree with itself.
+    assert independent_gsm8k(acc, "cpu-smoke", "cpu-ref") == {
+        k: gate["gsm8k_paired_accuracy"]["numbers"][k] for k in ("paired", "only_reference", "only_candidate")}
+    assert {a: r["scores"]["strict-match"]["correct"] for a, r in acc.items()} == {
+        a: sum(lm_eval_correct(r["samples_path"]).values()) for a, r in acc.items()}
+    for r in perf:
+        assert r["tpot"]["p50"] == pytest.approx(raw_tpot_p50(run / r["arm"] / f"long_prefix_c{r['concurrency']}.jsonl",
+                                                              r["concurrency"]), rel=1e-6), (r["arm"], r["concurrency"])
+    for c in (1, 2):
+        ratio = (raw_tpot_p50(run / "cpu-smoke" / f"long_prefix_c{c}.jsonl", c)
+                 / raw_tpot_p50(run / "cpu-ref" / f"long_prefix_c{c}.jsonl", c))
+        assert gate["long_prefix_tpot_p50"]["numbers"][f"c{c}_ratio"] == pytest.approx(ratio, rel=1e-6)
+    # ... and the report re-rendered from the file alone gives the live verdicts.
     live = {(g["gate"], g["passed"], g["detail"]) for g in gate.values()}
     rerendered = json.loads((run / "tables" / "gates.json").read_text())
     assert {(g["Gate"], g["Verdict"] == "PASS", g["Detail"]) for g in rerendered} == live
@@ -208,57 +199,25 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert not ports & listening, "a server of the run still listens after qualify returned"
 
 
-def test_long_prefix_server_death_keeps_finished_requests(tmp_path):
-    from harness.config.workloads import load_workload
-    from harness.measure.long_prefix import level_fields, level_records, measure
-    from harness.measure.prompts import build_prompts, token_space
+def lm_eval_correct(samples_path: str, filt: str = "strict-match") -> dict[int, bool]:
+    """Per question, right or wrong, as lm-eval itself scored it in its samples log."""
+    rows = [json.loads(line) for line in Path(samples_path).read_text().splitlines() if line.strip()]
+    return {r["doc_id"]: r["exact_match"] == 1.0 for r in rows if r.get("filter", filt) == filt}
 
-    arm = load_arm("cpu-ref")
-    live = launch(arm, tmp_path / "cpu-ref")
-    pids = live.server.pids()
-    # The text basis rides along (the default token-id basis runs in every qualify e2e): the server's own text for
-    # the ids goes out, and the prompt tokens come back from the server's count.
-    w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "requests_per_level": 8,
-                                                            "prompt_basis": "text"})
-    prompts = build_prompts(w, token_space(arm, w))
-    sink = tmp_path / "out" / "long_prefix_c1.jsonl"
 
-    async def kill_after_two_requests():
-        task = asyncio.ensure_future(measure(live, w, prompts, tmp_path / "out"))
-        while not (sink.is_file() and len(sink.read_text().splitlines()) >= 2):
-            await asyncio.sleep(0.05)
-        for pid in pids:
-            if pid != live.server.proc.pid:
-                os.kill(pid, signal.SIGKILL)  # the engine core dies mid-workload
-        return await asyncio.wait_for(task, timeout=120)
+def independent_gsm8k(acc: dict, cand: str, ref: str) -> dict[str, int]:
+    mine, theirs = (lm_eval_correct(acc[a]["samples_path"]) for a in (cand, ref))
+    both = mine.keys() & theirs.keys()
+    return {"paired": len(both), "only_reference": sum(theirs[q] and not mine[q] for q in both),
+            "only_candidate": sum(mine[q] and not theirs[q] for q in both)}
 
-    # Before anything is timed, the server's own count of the text prompts is checked against max_model_len: an arm
-    # that fits the ids (3,544 with the output) but not their re-tokenized text (~4,030) fails naming the numbers.
-    tight = dataclasses.replace(live, arm=arm.model_copy(
-        update={"model": arm.model.model_copy(update={"max_model_len": 3600})}))
-    try:
-        with pytest.raises(ConfigError, match=r"workload long_prefix_cpu \(prompt_basis: text\) needs \d+ tokens: .*"
-                                              r"\(as the server's tokenizer counts it\), \+ output_tokens 32; arm "
-                                              r"cpu-ref model.max_model_len 3600: shorten"):
-            asyncio.run(measure(tight, w, prompts, tmp_path / "tight"))
-        assert list((tmp_path / "tight").iterdir()) == []  # no request was sent
-        m = asyncio.run(kill_after_two_requests())
-    finally:
-        live.server.stop()
-    (level,) = m.levels
-    fields = level_fields(level, m)
-    assert fields["status"] == "aborted" and "last lines:" in fields["reason"]
-    ok_on_disk = [json.loads(line) for line in sink.read_text().splitlines() if json.loads(line)["error"] is None]
-    assert len(ok_on_disk) >= 2 and fields["tpot"].n >= 2, "requests finished before the death were lost"
-    # random ids re-tokenize to other, more tokens from their text: the count is the server's, not len(ids)
-    assert all(s["prompt_tokens"] > w.prompt_tokens for s in ok_on_disk), [s["prompt_tokens"] for s in ok_on_disk]
-    # requests after the death fail fast (counted, kept with their error text) or, when the crash watch sees the
-    # death first (CI saw it: the API server took longer than a watch poll to notice), were in flight and are counted
-    # as not finished in the record's reason: never dropped without a trace
-    assert len(fields["errors"]) == fields["failed"]
-    (record,) = level_records(m, w, prompts, tmp_path / "out")
-    unfinished = len(prompts.measured[1]) - fields["requests"]
-    assert fields["failed"] + unfinished >= 1, fields
-    assert unfinished == 0 or f"; {unfinished} request(s) not finished" in record["reason"], record["reason"]
-    assert fields["requests"] - fields["failed"] == fields["tpot"].n
-    assert wait_gone(pids) == []
+
+def raw_tpot_p50(path: Path, level: int) -> float:
+    """vLLM bench's TPOT, (last token chunk - first) / (output tokens - 1), from each request's stream timings."""
+    tpots = []
+    for line in path.read_text().splitlines():
+        s = json.loads(line)
+        if s["level"] == level and s["error"] is None and s["output_tokens"] and s["output_tokens"] > 1:
+            last = s["chunk_offsets_ns"][-1] if s["chunk_offsets_ns"] else s["latency_ns"]
+            tpots.append((last - s["ttft_ns"]) / 1e9 / (s["output_tokens"] - 1))
+    return statistics.median(tpots)
