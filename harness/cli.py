@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -186,6 +188,32 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@contextmanager
+def interrupts_noted() -> Iterator[list[int]]:
+    """SIGINT/SIGTERM are noted (the list it yields), not raised, inside: writing the report is never cut short.
+    A KeyboardInterrupt inside an import leaves the module half-initialised (CI saw `partially initialized module
+    'pandas'` and no report after a Ctrl-C), and the report stack imports for seconds."""
+    noted: list[int] = []
+    old = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in SIGNAL_NAMES}
+    try:
+        yield noted
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def render_in_fresh_process(run_dir: Path, baseline: str | None, code: int) -> int:
+    """`harness report --exit-code CODE` in a new interpreter: the suites' process may hold modules an interrupt cut
+    short mid-import. It runs in a session of its own, so a terminal's Ctrl-C reaches only this process (which notes
+    it); its exit code is the run's verdict."""
+    argv = [sys.executable, "-m", "harness", "report", "--run", str(run_dir.resolve()), "--exit-code", str(code)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.run([*argv, *(["--baseline", baseline] if baseline else [])], env=env,
+                          start_new_session=True).returncode
+
+
 def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     import pytest
 
@@ -300,35 +328,34 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     print(f"run {run_dir.name}: {pairs} -> {run_dir}")
     if sys.stderr.isatty() and not strict_run():
         progress.enable(os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1))
-    handlers = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        code = run_suites(run_dir, args)
-    except KeyboardInterrupt:  # outside pytest's own handling (collection, start-up)
-        if not TERMINATED:
-            TERMINATED.append(signal.SIGINT)
-        code = 128 + TERMINATED[0]
-    finally:
-        stop_all()
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-        progress.disable()
-    code = interrupted_code(code)
-    if args.resume:  # the verdict of every attempt, not only of the tests this one ran
-        code = resumed_exit_code(code, read_results(run_dir / "results.jsonl")[0])
-    if code >= 128:
-        print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is kept "
-              "and the report is rendered", file=sys.stderr)
-    log.info("suites finished: exit code %s", code)
-    info = finish_run_info(run_dir, code, args.baseline)
-    rendered = render_run(run_dir, args.baseline, code)
-    if rendered.exit_code != code:  # a baseline regression fails the run
-        info = finish_run_info(run_dir, rendered.exit_code, args.baseline, pytest_exit_code=code)
-    note = write_annotation(run_dir, info, rendered)
-    print("\n" + rendered.markdown)
-    print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}\n"
-          f"report:  {rendered.html_path}\nbuildkite annotation: {note}\nlog:     {log_file}")
-    log.info("report %s; exit code %s", rendered.html_path, rendered.exit_code)
-    return rendered.exit_code
+    with interrupts_noted() as late:  # once the suites end, a signal no longer cuts anything short
+        noting = {sig: signal.signal(sig, _raise_interrupt) for sig in SIGNAL_NAMES}
+        try:
+            code = run_suites(run_dir, args)
+        except KeyboardInterrupt:  # outside pytest's own handling (collection, start-up)
+            if not TERMINATED:
+                TERMINATED.append(signal.SIGINT)
+            code = 128 + TERMINATED[0]
+        finally:
+            for sig, handler in noting.items():  # first: a second Ctrl-C must not cut the servers' stop short
+                signal.signal(sig, handler)
+            stop_all()
+            progress.disable()
+        code = interrupted_code(code)
+        if args.resume:  # the verdict of every attempt, not only of the tests this one ran
+            code = resumed_exit_code(code, read_results(run_dir / "results.jsonl")[0])
+        if code >= 128:
+            print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is "
+                  "kept and the report is rendered", file=sys.stderr)
+        log.info("suites finished: exit code %s", code)
+        finish_run_info(run_dir, code, args.baseline)
+        code = render_in_fresh_process(run_dir, args.baseline, code)
+    if late and code < 128:  # the report was finished all the same
+        code = 128 + late[0]
+        print(f"interrupted ({SIGNAL_NAMES[late[0]]}) while the report was written; it was finished", file=sys.stderr)
+    print(f"results: {run_dir / 'results.jsonl'}\njunit:   {run_dir / 'junit.xml'}\nlog:     {log_file}")
+    log.info("report %s; exit code %s", run_dir / "report.html", code)
+    return code
 
 
 def find_run_dir(arg: str, command: str = "report") -> Path:
@@ -350,19 +377,32 @@ def find_run_dir(arg: str, command: str = "report") -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    run_dir = find_run_dir(args.run)
-    if args.baseline:
-        check_baseline(args.baseline)
-    info, _ = read_run_info(run_dir)  # a missing or broken run.json is listed among the report's problems
-    rendered = render_run(run_dir, args.baseline)
-    note = write_annotation(run_dir, info, rendered)
-    print(rendered.markdown)
-    print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
+    """Render a stored run. A Ctrl-C while it renders is noted, the report finished, and the exit code is 130.
+    `--exit-code` is qualify's own rendering (in a fresh process): the run's code, which a baseline regression
+    turns to 1 in run.json, is the exit code."""
+    with interrupts_noted() as noted:
+        run_dir = find_run_dir(args.run)
+        if args.baseline:
+            check_baseline(args.baseline)
+        info, _ = read_run_info(run_dir)  # a missing or broken run.json is listed among the report's problems
+        rendered = render_run(run_dir, args.baseline, args.exit_code)
+        code = 1 if rendered.regressions else 0
+        if args.exit_code is not None:
+            code = rendered.exit_code
+            if code != args.exit_code:  # a baseline regression fails the run
+                info = finish_run_info(run_dir, code, args.baseline, pytest_exit_code=args.exit_code)
+        note = write_annotation(run_dir, info, rendered)
+        print(("\n" if args.exit_code is not None else "") + rendered.markdown)
+        print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
+    if noted:
+        print(f"interrupted ({SIGNAL_NAMES[noted[0]]}) while the report was written; it was finished",
+              file=sys.stderr)
+        return 128 + noted[0]
     if args.screenshot:
         from harness.report.screenshot import take_screenshot
 
         print(f"screenshot: {take_screenshot(rendered.html_path, run_dir / 'report.png')}")
-    return 1 if rendered.regressions else 0
+    return code
 
 
 def cmd_accept_floor(args: argparse.Namespace) -> int:
@@ -470,6 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl) to diff against; "
                    "exit code 1 on a regression")
     p.add_argument("--screenshot", action="store_true", help="also write <run-dir>/report.png (headless Chromium)")
+    p.add_argument("--exit-code", type=int, help="the run's exit code before rendering (qualify renders its run this "
+                   "way, in a fresh process); the exit code is then the run's verdict")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("accept-floor", help="store a passing run's teacher-forced drift as its pair's known-good "

