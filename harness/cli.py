@@ -45,7 +45,7 @@ from harness.config.arms import Arm, defining_file, known_arms, load_arm
 from harness.config.armset import ArmSet, Pair, expand_arm_set, parse_arm_names
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
-from harness.config.thresholds import load_gates
+from harness.config.thresholds import for_run, load_gates
 from harness.console import progress
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import Verdict, violations
@@ -131,7 +131,7 @@ def per_arm_suites(suites: list[str]) -> list[str]:
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
-                     arm_set: ArmSet | None = None) -> None:
+                     arm_set: ArmSet | None = None, strict: bool = False) -> None:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -143,10 +143,11 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
-        info["gates"] = load_gates(arm_set.candidates[0]).model_dump(mode="json")
+        info["strict"] = strict  # the gates below are resolved for it (thresholds.for_run)
+        info["gates"] = for_run(load_gates(arm_set.candidates[0]), strict).model_dump(mode="json")
         by_name = {a.name: a for a in arms}
         info["pairs"] = [{"candidate": p.candidate, "reference": p.reference,
-                          "gates": load_gates(p.candidate).model_dump(mode="json"),
+                          "gates": for_run(load_gates(p.candidate), strict).model_dump(mode="json"),
                           "workloads": workload_dumps(by_name[p.candidate]) if p.candidate in by_name else None}
                          for p in arm_set.pairs]
     write_run_info(run_dir, info)
@@ -320,7 +321,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     if args.resume:
         note_resume(run_dir, sys.argv)
     else:
-        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set)
+        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set, strict_run(args.strict))
     log_file = progress.start_log(run_dir)
     pairs = "; ".join(f"{p.candidate}" + (f" vs reference {p.reference}" if p.reference else "")
                       for p in arms.arm_set.pairs)

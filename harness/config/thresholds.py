@@ -32,6 +32,9 @@ class Gsm8kGates(StrictModel):
     max_request_errors: Int = Field(0, ge=0)
     min_accuracy: Float | None = Field(None, ge=0, le=1)  # absolute floor on the candidate's accuracy
     wilson_floor: Float | None = Field(None, ge=0, le=1)  # the candidate's 95% Wilson lower bound must reach it
+    # A gate whose data can show no drop at mcnemar_alpha (0/16 against 0/16) reads "PASS (no signal: ...)"; true:
+    # it FAILS instead; null: true in a strict run (--strict, CI=true), resolved when the run starts (for_run).
+    require_signal: Bool | None = None
 
 
 class RulerGates(StrictModel):
@@ -119,6 +122,14 @@ def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
         return Gates.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(f"{path}: invalid gates for arm {arm!r}: {'; '.join(field_errors(exc))}") from None
+
+
+def for_run(gates: Gates, strict: bool) -> Gates:
+    """The thresholds a run judges with: what the arm's section leaves to the run (require_signal: null) follows
+    whether the run is strict. run.json records the result, so a report re-rendered anywhere judges the same."""
+    if gates.gsm8k.require_signal is not None:
+        return gates
+    return gates.model_copy(update={"gsm8k": gates.gsm8k.model_copy(update={"require_signal": strict})})
 
 
 class BaselineThresholds(StrictModel):

@@ -13,7 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from harness.config.thresholds import BaselineThresholds
-from harness.judge.stats import mcnemar_exact_p, slowdown_test, smallest_p, two_proportion_p
+from harness.judge.stats import (
+    mcnemar_exact_p,
+    slowdown_test,
+    smallest_detectable_slowdown,
+    smallest_p,
+    two_proportion_p,
+)
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 
 
@@ -28,6 +34,7 @@ class Delta:
     test: str  # the threshold or test that judged it
     regression: str | None  # the sentence, when flagged
     enforced: bool = True  # False: a flag shown, not failing the run (baseline.tpot_not_enforced)
+    power: str = ""  # the smallest change this comparison could have flagged (TPOT), for the headline
 
     @property
     def fails(self) -> bool:
@@ -56,11 +63,30 @@ def tpot_delta(arm: str, conc: int, cur: list[float], base: list[float], alpha: 
             f"(95% CI {low:+.1%}..{high:+.1%}); flag: {bar}")
     if smallest_p(len(cur), len(base)) >= alpha:
         test += f"; too few requests to reach p < {alpha:g}"
+    power = tpot_power(cur, base, alpha, effect)
+    test += f"; {power}"
     flag = (f"{arm} {where}: TPOT p50 {ms(float(np.median(cur)))} is {change:+.1%} vs baseline "
             f"{ms(float(np.median(base)))} (n {len(cur)} vs {len(base)}, Mann-Whitney p = {p:.4f} < {alpha:g}, "
             f"above the +{effect:.0%} effect size)") if p < alpha and change > effect else None
     return Delta("TPOT p50", arm, where, ms(float(np.median(base))), ms(float(np.median(cur))), f"{change:+.1%}",
-                 test, flag)
+                 test, flag, power=power)
+
+
+def tpot_power(cur: list[float], base: list[float], alpha: float, effect: float) -> str:
+    """The sentence: the smallest TPOT slowdown this pair of runs could have flagged, at their n and this run's
+    spread (two runs of identical code on one H200 differed by up to 31 % at n 6 vs 6: a +15 % regression there
+    passes unseen, and this says so)."""
+    d = smallest_detectable_slowdown(cur, base, alpha, effect)
+    where = f"Mann-Whitney one-sided at alpha {alpha:g}, n {len(cur)} vs {len(base)}"
+    if d is None:
+        return f"no slowdown is detectable ({where}: too few requests)"
+    bound = " (the effect size)" if d <= effect else " (with this run's spread)"
+    return f"smallest detectable slowdown +{d:.1%}{bound}, {where}"
+
+
+def power_lines(deltas: list[Delta]) -> list[str]:
+    """The headline's statement of the baseline diff's power: one line per arm and concurrency of TPOT."""
+    return [f"Baseline {d.metric} {d.arm} {d.where}: {d.power}" for d in deltas if d.power]
 
 
 NOT_ENFORCED = " (not enforced for this arm: gates.yaml baseline.tpot_not_enforced)"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.config.thresholds import CoverageGates, Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
-from harness.judge.stats import mcnemar_exact_p
+from harness.judge.stats import mcnemar_exact_p, mcnemar_min_lost
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
@@ -36,6 +36,8 @@ class GateResult:
     detail: str
     numbers: dict[str, float | int | None] = field(default_factory=dict)
     enforced: bool = True  # False: computed and recorded, but a failure does not fail the run (gates.yaml)
+    no_signal: str | None = None  # why a passing gate could not have failed on its data: "PASS (no signal: ...)"
+    power: str | None = None  # the smallest fault the gate could catch on its data, stated in the headline
 
     def record_fields(self) -> dict:
         """The fields of the GateRecord a comparison test writes (the live verdict)."""
@@ -168,21 +170,47 @@ def gsm8k_gaps(arm: str, r: Gsm8kRecord | None, limits: Gsm8kGates) -> list[str]
     return []
 
 
+def gsm8k_power(cand: str, ref: str, n: int, c: int, reference_right: int, alpha: float) -> tuple[int | None, str]:
+    """(the fewest questions the candidate must lose for the gate to fail, or None; the sentence that states the
+    smallest accuracy drop the paired questions could show)."""
+    lost = mcnemar_min_lost(c, reference_right, alpha)
+    if lost is None:
+        needed = mcnemar_min_lost(c, n - c, alpha)
+        return None, (f"no accuracy drop is detectable: {ref} got {reference_right} of {n} paired questions right, "
+                      f"and exact McNemar at alpha {alpha:g} needs "
+                      + (f"{needed} lost" if needed else f"more than the {n} questions") + f" with {c} won")
+    return lost, (f"smallest detectable drop {100 * (lost - c) / n:.1f} pt ({lost} of {n} paired questions lost "
+                  f"with {c} won, exact McNemar at alpha {alpha:g})")
+
+
 def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -> GateResult:
-    """Exact McNemar on the paired per-question results, plus the candidate's optional accuracy floors."""
+    """Exact McNemar on the paired per-question results, plus the candidate's optional accuracy floors. The detail
+    states the smallest drop the paired questions could show; where none could, the gate passes with no signal, or
+    fails where limits.require_signal (a strict run)."""
     mine, theirs = ((latest(records, Gsm8kRecord, a) or [None])[0] for a in (cand, ref))
     failures = [*gsm8k_gaps(cand, mine, limits), *gsm8k_gaps(ref, theirs, limits)]
     numbers: dict[str, float | int | None] = {}
+    no_signal = None
     if not failures:
-        n, b, c = paired_accuracy(mine.per_question[limits.filter], theirs.per_question[limits.filter])
-        numbers = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": mcnemar_exact_p(b, c)}
+        mine_q, theirs_q = mine.per_question[limits.filter], theirs.per_question[limits.filter]
+        n, b, c = paired_accuracy(mine_q, theirs_q)
+        reference_right = sum(1 for q in mine_q.keys() & theirs_q.keys() if theirs_q[q])
+        lost, power = gsm8k_power(cand, ref, n, c, reference_right, limits.mcnemar_alpha)
+        numbers = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": mcnemar_exact_p(b, c),
+                   "min_lost": lost, "detectable_drop": None if lost is None else (lost - c) / n}
         failures = [f for f in (mcnemar_regression(cand, ref, b, c, limits.mcnemar_alpha),
                                 *accuracy_floors(cand, mine.scores[limits.filter].correct, mine.n,
                                                  limits.min_accuracy, limits.wilson_floor)) if f]
-        detail = "; ".join(failures) or f"{n} paired questions, {b} only {ref} right, {c} only {cand} right"
+        if not failures and lost is None:
+            no_signal = power
+            if limits.require_signal:
+                failures.append(f"no signal: {power}; a strict run (--strict, CI=true) needs a gate that can fail "
+                                "(more questions: the workload's limit; or gates.yaml gsm8k.require_signal: false)")
+        detail = "; ".join(failures) or f"{n} paired questions, {b} only {ref} right, {c} only {cand} right; {power}"
     else:
         detail = "; ".join(failures)
-    return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers)
+    return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers,
+                      no_signal=None if failures else no_signal, power=None if failures or no_signal else power)
 
 
 def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:

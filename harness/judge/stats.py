@@ -16,6 +16,17 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     return float(binomtest(b, b + c, 0.5).pvalue)
 
 
+def mcnemar_min_lost(c: int, reference_right: int, alpha: float) -> int | None:
+    """The fewest questions b the candidate must lose (only the reference right) for the exact two-sided McNemar to
+    reject at alpha, given c questions only the candidate got right: the smallest drop, (b - c) / n, that n paired
+    questions can show. None when even losing every question the reference got right (b = reference_right) would
+    not reject: no drop is detectable on this data (0/16 against 0/16 is one)."""
+    for b in range(c + 1, reference_right + 1):
+        if mcnemar_exact_p(b, c) < alpha:
+            return b
+    return None
+
+
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes out of n; (0, 1) for no trials."""
     if n == 0:
@@ -57,3 +68,31 @@ def smallest_p(n1: int, n2: int) -> float:
     """The smallest one-sided exact Mann-Whitney p that n1 vs n2 samples can reach: when it is not below alpha, no
     slowdown can be shown with so few requests."""
     return 1 / math.comb(n1 + n2, n1)
+
+
+def smallest_detectable_slowdown(current: list[float], baseline: list[float], alpha: float,
+                                 effect: float) -> float | None:
+    """The smallest relative slowdown of the median that the baseline diff flags, at these n and this run's spread:
+    this run's samples moved to the baseline's median, then slowed by d; the smallest d where the one-sided
+    Mann-Whitney p < alpha, and not below the effect size the flag also needs. None when no slowdown can reach
+    p < alpha with so few requests."""
+    from scipy.stats import mannwhitneyu
+
+    mid = float(np.median(current))
+    if not current or not baseline or mid <= 0 or smallest_p(len(current), len(baseline)) >= alpha:
+        return None
+    cur = np.asarray(current, float) * (float(np.median(baseline)) / mid)
+
+    def rejects(d: float) -> bool:
+        return float(mannwhitneyu(cur * (1 + d), baseline, alternative="greater").pvalue) < alpha
+
+    high = 1.0
+    while not rejects(high):  # p falls as d grows: every sample ends above every baseline sample
+        high *= 2
+        if high > 1e6:
+            return None
+    low = 0.0
+    for _ in range(40):  # p is a step function of d: bisect to well under a tenth of a percent
+        d = (low + high) / 2
+        low, high = (low, d) if rejects(d) else (d, high)
+    return max(high, effect)

@@ -84,7 +84,9 @@ def check_lines(records: list[Record], cand: str, gates: list[GateResult], named
         verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
         out.append(f"Check {r.check} {who}vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact)")
     out += [f"Gate {g.gate}{' ' + cand if named else ''}: {'PASS' if g.passed else 'FAIL'}"
-            + ("" if g.passed else f" ({g.detail})") for g in gates if g.arm == cand]
+            + (f" ({g.detail})" if not g.passed else f" (no signal: {g.no_signal})" if g.no_signal
+               else f" ({g.power})" if g.power else "")
+            for g in gates if g.arm == cand]
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.config.thresholds import Gates, load_gates, load_thresholds
-from harness.judge.baseline import Delta, baseline_deltas
+from harness.judge.baseline import Delta, baseline_deltas, power_lines
 from harness.judge.gates import GateResult, evaluate_gates, gated_suites
 from harness.records.results import locate_results
 from harness.records.runinfo import pairs_of
@@ -192,6 +192,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         run.problems += more
         tables = with_delta_columns(tables, deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
+        lines += power_lines(deltas)  # what the diff could have caught at its n: a pass says nothing below it
     code = final_exit_code(raw, regressions)
     if code == 0 and any(not g.passed and g.enforced for g in gates):
         code = 1  # the verdict agrees with the Gates table: an enforced gate that fails (no data included) fails

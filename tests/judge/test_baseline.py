@@ -207,3 +207,34 @@ def test_pr_tables_gain_baseline_delta_columns(tmp_path):
     assert "| +0.00 pt                  |" in (slow / "tables" / "accuracy.md").read_text()
     render_run(slow)  # without a baseline the columns are gone again
     assert "vs baseline" not in (slow / "tables" / "performance.md").read_text()
+
+
+def test_tpot_delta_states_the_smallest_slowdown_it_could_flag_and_flags_from_there():
+    """On one H200 two identical gpu-mla runs differed by up to 31 % in TPOT p50 at n 6 vs 6. The diff says what it
+    could have caught at that n and spread: a slowdown just above the stated one is flagged, one just below is not."""
+    import numpy as np
+
+    from harness.judge.stats import smallest_detectable_slowdown
+
+    rng = np.random.default_rng(2)  # a spread of ~30 % per request, as the H200 runs had
+    base = list(10e-3 * np.exp(0.3 * rng.standard_normal(6)))
+    cur = list(10e-3 * np.exp(0.3 * rng.standard_normal(6)))
+    d = smallest_detectable_slowdown(cur, base, 0.05, 0.10)
+    assert d is not None and d > 0.31  # the spread, not the effect size, bounds it: a +31 % shift passes unseen
+    delta = tpot_delta("gpu-mla", 1, cur, base, 0.05, 0.10)
+    assert delta.power == f"smallest detectable slowdown +{d:.1%} (with this run's spread), Mann-Whitney one-sided " \
+                          "at alpha 0.05, n 6 vs 6" and delta.power in delta.test
+
+    def slowed(by: float) -> list[float]:
+        return [x * float(np.median(base) / np.median(cur)) * (1 + by) for x in cur]
+
+    assert tpot_delta("gpu-mla", 1, slowed(d * 1.01), base, 0.05, 0.10).regression is not None
+    assert tpot_delta("gpu-mla", 1, slowed(d * 0.95), base, 0.05, 0.10).regression is None
+    few = tpot_delta("gpu-mla", 1, cur[:3], base[:3], 0.05, 0.10)  # 3 vs 3: the smallest reachable p is 1/20
+    assert few.power.startswith("no slowdown is detectable (") and few.regression is None
+
+
+def test_the_report_headline_states_the_baseline_diffs_power(tmp_path):
+    base, cur = make_run(tmp_path, "base"), make_run(tmp_path, "cur")
+    headline = render_run(cur, str(base)).markdown
+    assert "Baseline TPOT p50 cpu-smoke c1: smallest detectable slowdown +100.0% (the effect size)" in headline

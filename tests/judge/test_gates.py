@@ -117,3 +117,54 @@ def test_evaluate_gates_only_for_the_suites_the_run_selected():
     both = gates.evaluate_gates(records, "a", "b", Gates(), ["gsm8k", "long_prefix", "kv_capacity"])
     assert [(g.gate, g.passed) for g in both] == [("long_prefix_tpot_p50", True), ("gsm8k_paired_accuracy", False)]
     assert gates.evaluate_gates(records, "a", None, Gates(), ["long_prefix"]) == []
+
+
+def test_gsm8k_gate_states_the_smallest_drop_its_paired_questions_could_show():
+    """Exact McNemar at alpha 0.05 rejects only from 6 lost questions with none won (p = 2 x 0.5^6 = 0.031): on 16
+    questions where the reference got 10 right, the smallest detectable drop is 6/16 = 37.5 pt."""
+    ref = [True] * 10 + [False] * 6
+    r = gates.gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    assert r.passed and r.no_signal is None
+    assert "smallest detectable drop 37.5 pt (6 of 16 paired questions lost with 0 won" in r.detail
+    assert (r.numbers["min_lost"], r.numbers["detectable_drop"]) == (6, 6 / 16)
+    from harness.report.headline import check_lines
+
+    assert check_lines([], "dcp8", [r]) == ["Gate gsm8k_paired_accuracy: PASS (smallest detectable drop 37.5 pt (6 of "
+                                            "16 paired questions lost with 0 won, exact McNemar at alpha 0.05))"]
+    lost5 = gates.gsm8k_gate([gsm("dcp8", [False] * 5 + ref[5:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    lost6 = gates.gsm8k_gate([gsm("dcp8", [False] * 6 + ref[6:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    assert lost5.passed and not lost6.passed  # the stated power is the gate's own: 5 lost passes, 6 fail
+
+
+def test_gsm8k_gate_without_signal_passes_saying_so_and_fails_a_strict_run():
+    """The embedded default: 0/16 against 0/16 (McNemar p = 1). The reference has nothing to lose, so no drop is
+    detectable; the headline reads PASS (no signal: ...), and a strict run FAILS."""
+    from harness.config.thresholds import for_run, load_gates
+    from harness.report.headline import check_lines
+
+    records = [gsm("cpu-smoke", [False] * 16), gsm("cpu-ref", [False] * 16)]
+    loose = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), False).gsm8k)
+    assert loose.passed and loose.numbers["min_lost"] is None and loose.numbers["detectable_drop"] is None
+    why = "no accuracy drop is detectable: cpu-ref got 0 of 16 paired questions right, and exact McNemar at alpha " \
+          "0.05 needs 6 lost with 0 won"
+    assert loose.no_signal == why and why in loose.detail
+    assert check_lines([], "cpu-smoke", [loose]) == [f"Gate gsm8k_paired_accuracy: PASS (no signal: {why})"]
+    strict = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), True).gsm8k)
+    assert not strict.passed and strict.no_signal is None and strict.detail.startswith(f"no signal: {why}; a strict")
+    assert check_lines([], "cpu-smoke", [strict])[0].startswith("Gate gsm8k_paired_accuracy: FAIL (no signal: ")
+    # the CPU pair's own section keeps it a PASS (no signal) in CI: it qualifies the pipeline, not accuracy
+    shipped = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(load_gates("cpu-smoke"), True).gsm8k)
+    assert shipped.passed and shipped.no_signal == why
+    five = [True] * 5 + [False] * 11  # 5 right: even losing all 5 stays below the 6 McNemar needs
+    assert gates.gsm8k_gate([gsm("a", five), gsm("b", five)], "a", "b", Gsm8kGates()).no_signal is not None
+
+
+def test_mcnemar_min_lost_is_the_exact_tests_own_threshold():
+    from harness.judge.stats import mcnemar_exact_p, mcnemar_min_lost
+
+    for c, right, alpha in [(0, 16, 0.05), (3, 100, 0.05), (20, 1200, 0.05), (0, 40, 0.01), (7, 7, 0.05)]:
+        b = mcnemar_min_lost(c, right, alpha)
+        if b is None:
+            assert all(mcnemar_exact_p(x, c) >= alpha for x in range(c + 1, right + 1))
+        else:
+            assert mcnemar_exact_p(b, c) < alpha <= mcnemar_exact_p(b - 1, c)

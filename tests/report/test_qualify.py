@@ -175,3 +175,20 @@ def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fa
 
 
 REAL_RENDER = cli.render_in_fresh_process
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_run_json_records_the_gates_resolved_for_a_strict_run(tmp_path, arms_dir, strict):
+    """`--strict` (or CI=true) makes a GSM8K gate without signal FAIL: run.json records the resolved thresholds, so the
+    suites and every later `harness report` judge the same; the CPU pair's own section keeps it off."""
+    d, write = arms_dir
+    write("cpu-ref", "extends: base\n")
+    for cand in ("dcp-like", "cpu-smoke"):
+        write(cand, "extends: base\nreference: cpu-ref\n")
+        run_dir = tmp_path / f"{cand}-{strict}"
+        run_dir.mkdir()
+        arms = [load_arm(cand, (), d), load_arm("cpu-ref", (), d)]
+        cli.record_run_start(run_dir, arms, ["qualify"], ["gsm8k"], ArmSet((Pair(cand, "cpu-ref"),)), strict)
+        info = json.loads((run_dir / "run.json").read_text())
+        expected = strict and cand != "cpu-smoke"  # gates.yaml: cpu-smoke gsm8k.require_signal: false
+        assert info["strict"] is strict and info["pairs"][0]["gates"]["gsm8k"]["require_signal"] is expected
