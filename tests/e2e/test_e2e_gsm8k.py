@@ -10,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.arms import load_arm
 from harness.measure.gsm8k import REQUEST_ERROR, evaluate, filter_scores, make_model, score_samples, select_task
-from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
 LIMIT = 8
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    arm = load_arm("cpu-ref")
-    server = launch(arm, tmp_path_factory.mktemp("gsm8k") / "cpu-ref")
-    yield server
-    server.server.stop()
+@pytest.fixture
+def live(cpu_ref_server):
+    return cpu_ref_server  # the session's cpu-ref (tests/e2e/conftest.py), shared with the teacher-forcing test
 
 
 def run_suite_eval(live, tmp_path, alive=None, concurrency=4):
@@ -56,6 +51,7 @@ def test_exact_match_equals_lm_eval_cli(live, tmp_path):
     assert responses == {(s["doc_id"], s["filter"]): s["resps"] for s in cli_samples}, "greedy answers differ"
 
 
+@pytest.mark.stops_shared_server
 def test_stopped_server_shows_as_request_errors_not_a_crash(live, tmp_path):
     live.server.stop()  # a planted fault: the server is gone before the evaluation starts
     source, lm, ev = run_suite_eval(live, tmp_path / "blind", alive=lambda: None)  # the harness cannot tell
