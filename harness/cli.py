@@ -31,6 +31,7 @@ from harness.admission import (
     check_resume,
     check_shared_workloads,
     choose_run_dir,
+    default_suites,
     env_verdict,
     load_run_arms,
     machine_verdicts,
@@ -136,7 +137,7 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
     the first arm is the candidate of the second."""
-    suites = suites if suites is not None else all_suites()
+    suites = suites if suites is not None else default_suites()
     info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, redact_argv(argv), suites,
                       workload_dumps(arms[0]) if arms else {})
     info["per_arm_suites"] = per_arm_suites(suites)
@@ -218,7 +219,7 @@ def render_in_fresh_process(run_dir: Path, baseline: str | None, code: int) -> i
 def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     import pytest
 
-    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suite_list] if args.suites else [str(SUITES_DIR)]
+    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suite_list]  # the default leaves NAMED_ONLY out
     named = ["--arm", args.names[0]] if len(args.names) == 1 else ["--arms", ",".join(args.names)]
     pytest_args = [*targets, "-p", "no:cacheprovider", *named, "--run-dir", str(run_dir),
                    f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_family=xunit2", "-rfE"]
@@ -493,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", help="reference arm (default: the arm's `reference:`)")
     p.add_argument("--run-id", help="name of the run directory under reports/")
     p.add_argument("--run-dir", help="run directory (overrides --run-id)")
-    p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all)")
+    p.add_argument("--suites", help="comma-separated suites, e.g. kv_capacity (default: all but ruler, which runs "
+                   "when named)")
     p.add_argument("--parallel", action="store_true", help="run every arm of the run at once, one pytest-xdist "
                    "worker each; GPU servers on disjoint leased GPUs (HARNESS_GPUS or every GPU)")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (run id or directory): only the tests "

@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -36,6 +37,7 @@ LOCAL_SUFFIX = "_harness"  # the evaluated task reads the run's data files: <lm-
 TASK_FILES = {"ruler_vt": "vt.yaml", "ruler_cwe": "cwe.yaml", "ruler_fwe": "fwe.yaml"}  # else <task>.yaml
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 SEED = 0  # what simple_evaluate seeds `random` with before it builds the tasks (its default random_seed)
+SEED_TRIES = 3  # draws of one task before its generation's IndexError stands (see generate)
 NUMPY_SEED = 1234  # and numpy (ruler_fwe draws from numpy)
 DATA_VERSION = 1  # bump when the kept fields change: a run directory's data is then regenerated
 
@@ -114,27 +116,46 @@ def capped(sampler, limit: int):
     return sample
 
 
-def generate(w: RulerWorkload, tokenizer: Path) -> dict[str, list[dict]]:
-    """lm-eval's own task code generates every task at every length, seeded as simple_evaluate seeds it."""
-    from contextlib import ExitStack
-
-    import numpy as np
-    from lm_eval.tasks import TaskManager
+@contextmanager
+def fresh_samplers(limit: int):
+    """lm-eval's RULER sampler modules loaded afresh (ruler_cwe shuffles with a module-level RNG: a second generation
+    in one process would differ), by lm-eval's own loader, which a task YAML's !function then resolves to; each
+    sampler capped at `limit` samples."""
     from lm_eval.tasks._yaml_loader import _load_module_with_cache
 
-    random.seed(SEED)
-    np.random.seed(NUMPY_SEED)
-    with mock.patch.dict(os.environ, OFFLINE_ENV), ExitStack() as stack:
+    with ExitStack() as stack:
         for module, name in SAMPLERS:
-            # A fresh copy (ruler_cwe shuffles with a module-level RNG: a second generation in one process would
-            # differ), loaded by lm-eval's own loader, which a task YAML's !function then resolves to.
             sys.modules.pop(f"lm_eval.tasks.ruler.{module}", None)
             mod = _load_module_with_cache(packaged_task_file("ruler_vt").parent / f"{module}.py")
-            stack.enter_context(mock.patch.object(mod, name, capped(getattr(mod, name), w.limit)))
+            stack.enter_context(mock.patch.object(mod, name, capped(getattr(mod, name), limit)))
+        yield
+
+
+def generate(w: RulerWorkload, tokenizer: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
+    """lm-eval's own task code generates each task at every length, seeded as simple_evaluate seeds it, each task
+    on its own (its samples do not depend on which other tasks the workload runs). Returns the samples and the seed
+    each task took: lm-eval's ruler_vt raises IndexError when two variable names of its in-context example collide
+    (vt_utils.generate_chains), a fault of the draw, so that task is drawn again from the next seed."""
+    import numpy as np
+    from lm_eval.tasks import TaskManager
+
+    out, seeds = {}, {}
+    with mock.patch.dict(os.environ, OFFLINE_ENV):
         tm = TaskManager(include_path=str(packaged_task_file("ruler_vt").parent), include_defaults=False,
                          metadata={"tokenizer": str(tokenizer), "max_seq_lengths": list(w.max_seq_lengths)})
-        loaded = tm.load(list(w.tasks))["tasks"]
-        return {t: list(loaded[t].dataset["test"]) for t in w.tasks}
+        for task in w.tasks:
+            for seed in range(SEED, SEED + SEED_TRIES):
+                random.seed(seed)
+                np.random.seed(NUMPY_SEED + seed - SEED)
+                try:
+                    with fresh_samplers(w.limit):
+                        out[task] = list(tm.load([task])["tasks"][task].dataset["test"])
+                    seeds[task] = seed
+                    break
+                except IndexError:
+                    if seed == SEED + SEED_TRIES - 1:
+                        raise
+    return out, seeds
 
 
 def prepare_data(out_dir: Path, w: RulerWorkload, tokenizer: Path) -> RulerData:
@@ -148,7 +169,8 @@ def prepare_data(out_dir: Path, w: RulerWorkload, tokenizer: Path) -> RulerData:
     with FileLock(str(out_dir / ".lock")):
         known = json.loads(manifest.read_text()) if manifest.is_file() else None
         if known is None or known.get("key") != key:
-            kept = {t: kept_samples(docs, w.max_seq_lengths, w.limit) for t, docs in generate(w, tokenizer).items()}
+            docs, seeds = generate(w, tokenizer)
+            kept = {t: kept_samples(rows, w.max_seq_lengths, w.limit) for t, rows in docs.items()}
             h = hashlib.sha256()
             counts: dict[str, dict[int, int]] = {}
             for task, by_len in kept.items():
@@ -161,7 +183,7 @@ def prepare_data(out_dir: Path, w: RulerWorkload, tokenizer: Path) -> RulerData:
                             f.write(line + "\n")
                 counts[task] = {n: len(by_len[n]) for n in w.max_seq_lengths}
                 write_task_yaml(out_dir, task, path)
-            known = {"key": key, "sha": "sha256:" + h.hexdigest()[:16],
+            known = {"key": key, "sha": "sha256:" + h.hexdigest()[:16], "seeds": seeds,
                      "counts": {t: {str(n): c for n, c in by.items()} for t, by in counts.items()}}
             manifest.write_text(json.dumps(known, indent=1) + "\n")
     return RulerData(out_dir, {t: out_dir / f"{t}.jsonl" for t in w.tasks}, str(tokenizer), known["sha"],
@@ -268,10 +290,12 @@ def aggregate_scores(results: dict | None, tasks: list[str], lengths: list[int])
 def ruler_fields(ev: Evaluation, data: RulerData, w: RulerWorkload) -> dict:
     """A RulerRecord's fields from one evaluation."""
     scored = score(ev.samples, w.max_seq_lengths)
+    theirs = aggregate_scores(ev.results, list(w.tasks), w.max_seq_lengths)
+    cells = [c.model_copy(update={"lm_eval_score": theirs.get((c.task, c.length))}) for c in scored.cells]
     reason = ev.dead or ev.error
     return {"workload": w.name, "tasks": list(w.tasks), "max_seq_lengths": list(w.max_seq_lengths),
             "limit": w.limit, "tokenizer": data.tokenizer, "data_sha": data.sha, "lm_eval_version": lm_eval_version(),
-            "n": len(scored.per_sample), "cells": scored.cells, "request_errors": ev.request_errors,
+            "n": len(scored.per_sample), "cells": cells, "request_errors": ev.request_errors,
             "status": "aborted" if reason else "complete", "reason": reason, "wall_s": round(ev.wall_s, 2),
             "num_concurrent": w.num_concurrent, "samples_path": str(ev.samples_path) if ev.samples_path else None,
             "per_sample": scored.per_sample}

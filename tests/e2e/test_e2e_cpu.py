@@ -139,8 +139,12 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # suites on that launch, then cpu-smoke
     assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke"]
     checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
-    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context"} \
+    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_prefix_outputs"} \
         and all(c["passed"] for c in checks.values())
+    # the timed requests' tokens equal cpu-ref's (float32; logprobs within ~1e-5), so the TPOT gate counts; prompt 3,512 +
+    # 32 output tokens compared, by generation and by teacher forcing
+    timed = checks["long_prefix_outputs"]
+    assert timed["exact_matches"] == timed["requests"] == 8 + 2 and timed["checked_to_tokens"] == 3544, timed
     assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
     # long_context: 4 lengths x 3 depths, cold / warm / partial / teacher-forced, every output equal to cpu-ref's
     # stored cold output, compared to the 4,000-token prompt + its 16 output tokens
@@ -194,6 +198,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
                                                "test_teacher_forcing", "test_long_context", "test_dcp_ops"])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
+    # coverage: the long_context grid reached further than the timed long-prefix context
+    assert "- Coverage: outputs checked to 4,016 tokens; timed at 3,544 tokens\n" in (run / "annotation.md").read_text()
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not ports & listening, "a server of the run still listens after qualify returned"

@@ -106,3 +106,11 @@ def test_registered_with_the_suite_gates():
 def test_by_length_splits_on_the_sample_key():
     assert by_length({"ruler_vt@1024#0": True, "niah_single_1@4032#7": False}) == {
         1024: {"ruler_vt@1024#0": True}, 4032: {"niah_single_1@4032#7": False}}
+
+
+def test_ruler_runs_when_named_not_by_default():
+    from harness.admission import NAMED_ONLY, all_suites, parse_suites
+
+    assert "ruler" in all_suites() and "ruler" in NAMED_ONLY
+    assert "ruler" not in parse_suites(None) and "gsm8k" in parse_suites(None)
+    assert parse_suites("gsm8k,ruler") == ["gsm8k", "ruler"]

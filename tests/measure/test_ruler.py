@@ -128,3 +128,28 @@ def test_samples_are_lm_evals_own_and_the_same_every_time(tmp_path, tokenizer):
     # another limit is other data, regenerated in place
     assert prepare_data(tmp_path / "a", workload(tasks=["ruler_vt"], max_seq_lengths=[1024], limit=1),
                         tokenizer).counts == {"ruler_vt": {1024: 1}}
+
+
+def test_a_draw_that_trips_lm_evals_vt_bug_is_drawn_again_from_the_next_seed(tmp_path, tokenizer, monkeypatch):
+    # Planted: the first draw raises as vt_utils.generate_chains does when two variable names collide.
+    from lm_eval.tasks import TaskManager
+
+    load, calls = TaskManager.load, []
+
+    def flaky(self, tasks):
+        calls.append(tasks)
+        if len(calls) == 1:
+            raise IndexError("list index out of range")
+        return load(self, tasks)
+
+    monkeypatch.setattr(TaskManager, "load", flaky)
+    w = workload(tasks=["ruler_vt"], limit=1)
+    data = prepare_data(tmp_path / "d", w, tokenizer)
+    assert json.loads((tmp_path / "d" / "manifest.json").read_text())["seeds"] == {"ruler_vt": 1}
+    assert data.counts == {"ruler_vt": {1024: 1}} and len(calls) == 2
+
+    calls.clear()
+    monkeypatch.setattr(TaskManager, "load", lambda self, tasks: (calls.append(tasks), [][0]))
+    with pytest.raises(IndexError):
+        prepare_data(tmp_path / "e", w, tokenizer)
+    assert len(calls) == 3  # SEED_TRIES draws, then the error stands
