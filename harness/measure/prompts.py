@@ -17,13 +17,25 @@ from harness.config.workloads import LongPrefixWorkload, ReferenceChecksWorkload
 
 @dataclass(frozen=True)
 class TokenSpace:
-    """Token ids a prompt may use: the vocabulary minus special/added tokens."""
+    """Token ids a prompt may use: the vocabulary minus special/added tokens, and minus the model's reserved needle
+    tokens (usable as needles, never as random filler: a tiny model's retrieval circuit reacts to them)."""
 
     vocab_size: int
     excluded: frozenset[int]
+    reserved: frozenset[int] = frozenset()
 
     def allowed(self) -> list[int]:
-        return [i for i in range(self.vocab_size) if i not in self.excluded]
+        return [i for i in range(self.vocab_size) if i not in self.excluded and i not in self.reserved]
+
+
+def reserved_token_ids(model_dir: Path) -> set[int]:
+    """tiny_model.json's `needle_tokens` (harness/tinymodel/retrieval.py writes them); empty when absent."""
+    path = model_dir / "tiny_model.json"
+    try:
+        tokens = json.loads(path.read_text()).get("needle_tokens") if path.is_file() else None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is unreadable ({exc}); regenerate the model (`make model`)") from None
+    return {t for t in tokens if isinstance(t, int)} if isinstance(tokens, list) else set()
 
 
 def special_token_ids(model_dir: Path) -> set[int]:
@@ -43,6 +55,7 @@ def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload
     """From the model's config.json and tokenizer files (a local model, or a hub model in the local Hugging Face
     cache); a hub model that is not cached needs workload.vocab_size."""
     excluded = set(workload.exclude_token_ids)
+    reserved: set[int] = set()
     vocab = workload.vocab_size
     model_dir = model_files(arm)
     if model_dir is not None and (arm.model.source == "local" or (model_dir / "config.json").is_file()):
@@ -50,12 +63,13 @@ def token_space(arm: Arm, workload: LongPrefixWorkload | ReferenceChecksWorkload
         vocab = vocab or cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
         excluded |= {cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if isinstance(cfg.get(k), int)}
         excluded |= special_token_ids(model_dir)
+        reserved = reserved_token_ids(model_dir)
     if not vocab:
         cached = "" if arm.model.source == "local" else (
             f" (hub model {arm.model.path} is not in the local Hugging Face cache {hub_cache_dir(server_env(arm))})")
         raise ConfigError(f"workload {workload.name!r}: vocabulary size of arm {arm.name!r} unknown{cached}; "
                           "set vocab_size in the workload YAML")
-    return TokenSpace(int(vocab), frozenset(excluded))
+    return TokenSpace(int(vocab), frozenset(excluded), frozenset(reserved - excluded))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,23 @@ def test_token_space_from_local_model(tmp_path):
     assert space.vocab_size == 100 and space.excluded == {0, 1, 2, 3}
 
 
+def test_token_space_keeps_a_tiny_models_needle_tokens_out_of_random_prompts(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 16, "bos_token_id": 1, "eos_token_id": 2}))
+    (tmp_path / "tinymodel.json").write_text("{}")
+    arm = Arm.model_validate({"name": "t", "model": {"path": str(tmp_path), "served_name": "m", "max_model_len": 8}})
+    w = load_workload("long_prefix_cpu")
+    assert token_space(arm, w).allowed() == [0, *range(3, 16)]
+    (tmp_path / "tiny_model.json").write_text(json.dumps({"needle_tokens": [12, 13, 14, 15]}))
+    space = token_space(arm, w)
+    assert space.reserved == {12, 13, 14, 15} and space.excluded == {1, 2}
+    assert space.allowed() == [0, *range(3, 12)]
+    prompts = build_prompts(w, space)
+    assert not {t for p in [*prompts.warmup, *prompts.measured[1]] for t in p} & space.reserved
+    (tmp_path / "tiny_model.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="tiny_model.json is unreadable"):
+        token_space(arm, w)
+
+
 def test_hub_model_needs_vocab_size():
     arm = Arm.model_validate({"name": "t", "model": {"path": "org/m", "source": "hub", "served_name": "m",
                                                      "max_model_len": 8}})
