@@ -43,6 +43,9 @@ class RulerGates(StrictModel):
 
     mcnemar_alpha: Float = Field(0.05, gt=0, lt=1)
     max_request_errors: Int = Field(0, ge=0)  # per arm, after retries
+    # As gsm8k's: samples that can show no drop (the reference found no needle) read "PASS (no signal: ...)"; true:
+    # FAIL instead; null: true in a strict run, resolved when the run starts (for_run).
+    require_signal: Bool | None = None
 
 
 class ReferenceCheckGates(StrictModel):
@@ -127,9 +130,9 @@ def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
 def for_run(gates: Gates, strict: bool) -> Gates:
     """The thresholds a run judges with: what the arm's section leaves to the run (require_signal: null) follows
     whether the run is strict. run.json records the result, so a report re-rendered anywhere judges the same."""
-    if gates.gsm8k.require_signal is not None:
-        return gates
-    return gates.model_copy(update={"gsm8k": gates.gsm8k.model_copy(update={"require_signal": strict})})
+    update = {name: section.model_copy(update={"require_signal": strict})
+              for name, section in (("gsm8k", gates.gsm8k), ("ruler", gates.ruler)) if section.require_signal is None}
+    return gates.model_copy(update=update) if update else gates
 
 
 class BaselineThresholds(StrictModel):

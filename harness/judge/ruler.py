@@ -7,28 +7,26 @@ is worse. Missing, aborted or partial input on either arm, or different samples,
 
 from __future__ import annotations
 
-import math
-
 from harness.config.thresholds import RulerGates
 from harness.judge.gates import GateResult, latest, paired_accuracy
-from harness.judge.stats import mcnemar_exact_p
+from harness.judge.stats import mcnemar_exact_p, mcnemar_min_lost
 from harness.records.schema import Record, RulerRecord
 
 GATE = "ruler_paired_accuracy"
 
 
-def min_discordant(alpha: float) -> int:
-    """The fewest discordant samples, all lost by the candidate, that the exact two-sided McNemar rejects at alpha:
-    p = 2 x 0.5^b < alpha. Fewer lost samples can never fail the gate, whatever n is."""
-    return math.floor(math.log2(2 / alpha)) + 1
-
-
-def detectable(n: int, alpha: float) -> str:
-    """The smallest drop in accuracy n paired samples could show at alpha (every discordant sample lost)."""
-    b = min_discordant(alpha)
-    if n < b:
-        return f"no drop is detectable with {n} paired samples (it takes {b} lost at alpha {alpha:.3g})"
-    return f"the smallest detectable drop is {b}/{n} samples ({100 * b / n:.1f} points) at alpha {alpha:.3g}"
+def ruler_power(ref: str, n: int, c: int, reference_right: int, alpha: float) -> tuple[int | None, str]:
+    """(the fewest samples the candidate must lose for the pooled test to fail, or None; the sentence stating the
+    smallest drop the paired samples could show). Only samples the reference got right can be lost: a tiny model
+    that finds no needle (0/48 against 0/48) can show no drop at all."""
+    lost = mcnemar_min_lost(c, reference_right, alpha)
+    if lost is None:
+        needed = mcnemar_min_lost(c, n - c, alpha)
+        return None, (f"no accuracy drop is detectable: {ref} got {reference_right} of {n} paired RULER samples "
+                      f"right, and exact McNemar at alpha {alpha:.3g} needs "
+                      + (f"{needed} lost" if needed else f"more than the {n} samples") + f" with {c} won")
+    return lost, (f"smallest detectable drop {100 * (lost - c) / n:.1f} pt ({lost} of {n} paired samples lost with "
+                  f"{c} won, exact McNemar at alpha {alpha:.3g})")
 
 
 def ruler_gaps(arm: str, r: RulerRecord | None, limits: RulerGates) -> list[str]:
@@ -68,8 +66,11 @@ def ruler_gate(records: list[Record], cand: str, ref: str, limits: RulerGates) -
     alpha = limits.mcnemar_alpha / (1 + len(lengths))
     n, b, c = paired_accuracy(mine.per_sample, theirs.per_sample)
     p = mcnemar_exact_p(b, c)
+    reference_right = sum(theirs.per_sample[k] for k in mine.per_sample.keys() & theirs.per_sample.keys())
+    lost, power = ruler_power(ref, n, c, reference_right, alpha)
     numbers: dict[str, float | int | None] = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": p,
-                                              "alpha_per_test": alpha}
+                                              "alpha_per_test": alpha, "min_lost": lost,
+                                              "detectable_drop": None if lost is None else (lost - c) / n}
     worse = []
     if b > c and p < alpha:
         worse.append(f"over all {n} samples {b} only {ref} got right vs {c} only {cand} (exact McNemar p = {p:.4g})")
@@ -83,12 +84,16 @@ def ruler_gate(records: list[Record], cand: str, ref: str, limits: RulerGates) -
             worse.append(f"at {length} tokens {lb} of {ln} samples only {ref} got right vs {lc} only {cand} "
                          f"(p = {lp:.4g})")
     numbers["first_failing_length"] = failing_lengths[0] if failing_lengths else None
-    power = detectable(n, alpha)
     if worse:
         first = f"; first failing length {failing_lengths[0]}" if failing_lengths else ""
         detail = (f"{cand} is less accurate than {ref} on RULER: {'; '.join(worse)} (each test at alpha "
                   f"{alpha:.3g}){first}")
-    else:
-        detail = (f"{n} paired RULER samples over {len(lengths)} length(s): {b} only {ref} right, {c} only {cand} "
-                  f"right (p = {p:.4g}); {power}")
-    return GateResult(GATE, "ruler", cand, ref, not worse, detail, numbers)
+        return GateResult(GATE, "ruler", cand, ref, False, detail, numbers)
+    detail = (f"{n} paired RULER samples over {len(lengths)} length(s): {b} only {ref} right, {c} only {cand} "
+              f"right (p = {p:.4g}); {power}")
+    if lost is None and limits.require_signal:
+        return GateResult(GATE, "ruler", cand, ref, False, f"no signal: {power}; a strict run (--strict, CI=true) "
+                          "needs a gate that can fail (more samples: the workload's limit; or gates.yaml "
+                          "ruler.require_signal: false)", numbers)
+    return GateResult(GATE, "ruler", cand, ref, True, detail, numbers, no_signal=power if lost is None else None,
+                      power=None if lost is None else power)

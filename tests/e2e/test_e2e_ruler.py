@@ -5,7 +5,6 @@ recomputes the gate from results.jsonl and reads FAIL (no data) once the referen
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ SAMPLES = len(W.tasks) * len(W.max_seq_lengths) * W.limit  # 6 x 2 x 4 = 48 per 
 
 def harness(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env={**os.environ, "CI": ""})
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
 def rows(run: Path) -> list[dict]:
@@ -60,7 +59,9 @@ def test_ruler_runs_lm_eval_against_both_servers_and_the_gate_passes(ruler_run):
     assert recs["cpu-smoke"]["data_sha"] == recs["cpu-ref"]["data_sha"], "the arms were sent different samples"
     (gate,) = [r for r in rows(run) if r["kind"] == "gate" and r["gate"] == "ruler_paired_accuracy"]
     assert gate["passed"] and gate["detail"].startswith(f"{SAMPLES} paired RULER samples over 2 length(s)")
-    assert "smallest detectable drop" in gate["detail"] or "no drop is detectable" in gate["detail"]
+    # the tiny Llama may find no needle on either arm: then the gate says no drop was detectable (the CPU pair's
+    # gates.yaml lets that pass, strict or not: it qualifies the pipeline)
+    assert "smallest detectable drop" in gate["detail"] or "no accuracy drop is detectable" in gate["detail"]
     table = (run / "tables" / "ruler.md").read_text()
     assert "niah_multikey_3" in table and "cpu-smoke" in table and "cpu-ref" in table
     gates = {g["Gate"]: g for g in json.loads((run / "tables" / "gates.json").read_text())}

@@ -3,8 +3,7 @@ on either arm, or different samples, reads FAIL "no data"."""
 
 from harness.config.thresholds import Gates, RulerGates
 from harness.judge.gates import evaluate_gates, gated_suites
-from harness.judge.ruler import by_length, detectable, min_discordant, ruler_gate
-from harness.judge.stats import mcnemar_exact_p
+from harness.judge.ruler import by_length, ruler_gate
 from harness.records.schema import RulerCell, RulerRecord
 
 LIMITS = RulerGates()
@@ -23,21 +22,28 @@ def ruler(arm: str, right: dict[int, list[bool]], **kw) -> RulerRecord:
     return RulerRecord(**{**fields, **kw})
 
 
-def test_min_discordant_is_the_exact_tests_threshold():
-    for alpha in (0.05, 0.025, 0.01, 0.0167):
-        b = min_discordant(alpha)
-        assert mcnemar_exact_p(b, 0) < alpha <= mcnemar_exact_p(b - 1, 0)
-    assert detectable(48, 0.05 / 3) == "the smallest detectable drop is 7/48 samples (14.6 points) at alpha 0.0167"
-    assert detectable(4, 0.05) == "no drop is detectable with 4 paired samples (it takes 6 lost at alpha 0.05)"
-
-
-def test_equal_arms_pass_and_state_what_they_could_detect():
-    right = {1024: [True, False] * 6, 4032: [False] * 12}
+def test_equal_arms_pass_and_state_the_smallest_drop_they_could_detect():
+    right = {1024: [True, False] * 6, 4032: [True] * 12}  # the reference gets 36 of 48 right
     g = ruler_gate([ruler("cand", right), ruler("ref", right)], "cand", "ref", LIMITS)
     assert g.passed, g.detail
-    assert g.detail == ("48 paired RULER samples over 2 length(s): 0 only ref right, 0 only cand right (p = 1); "
-                        "the smallest detectable drop is 7/48 samples (14.6 points) at alpha 0.0167")
-    assert g.numbers["paired"] == 48 and g.numbers["first_failing_length"] is None
+    # alpha 0.05 / 3 tests: 7 lost with none won is the fewest the exact test rejects (p = 2 x 0.5^7 = 0.0156)
+    power = "smallest detectable drop 14.6 pt (7 of 48 paired samples lost with 0 won, exact McNemar at alpha 0.0167)"
+    assert g.detail == f"48 paired RULER samples over 2 length(s): 0 only ref right, 0 only cand right (p = 1); {power}"
+    assert g.power == power and g.no_signal is None
+    assert g.numbers["paired"] == 48 and g.numbers["min_lost"] == 7 and g.numbers["first_failing_length"] is None
+
+
+def test_a_reference_that_finds_nothing_gives_no_signal_and_a_strict_run_fails():
+    # The tiny model on CPU: 0/48 against 0/48. Nothing could be lost, so nothing could fail.
+    nothing = {1024: [False] * 12, 4032: [False] * 12}
+    records = [ruler("cand", nothing), ruler("ref", nothing)]
+    g = ruler_gate(records, "cand", "ref", RulerGates(require_signal=False))
+    assert g.passed and g.power is None
+    assert g.no_signal == ("no accuracy drop is detectable: ref got 0 of 48 paired RULER samples right, and exact "
+                           "McNemar at alpha 0.0167 needs 7 lost with 0 won")
+    strict = ruler_gate(records, "cand", "ref", RulerGates(require_signal=True))
+    assert not strict.passed and strict.detail.startswith("no signal: no accuracy drop is detectable")
+    assert "gates.yaml ruler.require_signal: false" in strict.detail
 
 
 def test_a_fault_at_the_long_length_fails_and_names_it():
@@ -53,7 +59,8 @@ def test_a_fault_at_the_long_length_fails_and_names_it():
 
 def test_a_better_candidate_or_a_small_loss_passes():
     ref = {1024: [False] * 12}
-    assert ruler_gate([ruler("cand", {1024: [True] * 12}), ruler("ref", ref)], "cand", "ref", LIMITS).passed
+    assert ruler_gate([ruler("cand", {1024: [True] * 12}), ruler("ref", ref)], "cand", "ref",
+                      RulerGates(require_signal=False)).passed
     few = {1024: [False] * 2 + [True] * 10}  # 4 samples lost (2 per task): below what the test can call a drop
     g = ruler_gate([ruler("cand", few), ruler("ref", {1024: [True] * 12})], "cand", "ref", LIMITS)
     assert g.passed and "4 only ref right, 0 only cand right" in g.detail
@@ -114,3 +121,12 @@ def test_ruler_runs_when_named_not_by_default():
     assert "ruler" in all_suites() and "ruler" in NAMED_ONLY
     assert "ruler" not in parse_suites(None) and "gsm8k" in parse_suites(None)
     assert parse_suites("gsm8k,ruler") == ["gsm8k", "ruler"]
+
+
+def test_a_strict_run_resolves_require_signal_unless_the_arm_sets_it():
+    from harness.config.thresholds import for_run, load_gates
+
+    assert for_run(Gates(), strict=True).ruler.require_signal is True
+    assert for_run(Gates(), strict=False).ruler.require_signal is False
+    assert for_run(load_gates("cpu-smoke"), strict=True).ruler.require_signal is False  # the CPU pair: pipeline only
+    assert for_run(load_gates("dcp8"), strict=True).ruler.require_signal is True
