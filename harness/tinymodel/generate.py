@@ -15,6 +15,10 @@ The GPU model (`--arch deepseek_v3`) is also trained on copy-from-far-back seque
 interleaved with the GSM8K steps), so its attention over long contexts is sharp and content-dependent, and it is
 trained deterministically (deterministic algorithms, CUBLAS_WORKSPACE_CONFIG, TF32 off, fixed seeds and data order):
 every device run gets the same weights, whose sha256 goes into tiny_model.json, and the stored reference is reused.
+
+The CPU model retrieves by hand-set weights instead (harness/tinymodel/circuit.py): reserved needle tokens, copied
+from any distance by a previous-token and an induction head that ordinary text never activates; tiny_model.json
+lists them (`needle_tokens`) with greedy copy accuracy per prompt length (`retrieval_accuracy`).
 """
 
 from __future__ import annotations
@@ -304,6 +308,10 @@ def fresh_and_trained(tokenizer, texts: list[str], arch: str, device: str, plan:
     model = build_model(tokenizer, arch)
     if arch.startswith("deepseek_v3"):
         model.config._attn_implementation = "eager"  # plain matmul + softmax: deterministic backward (not SDPA's)
+    if arch == "deepseek_v3":  # trained around the retrieval circuit's room (harness/tinymodel/circuit_mla.py)
+        from harness.tinymodel.circuit_mla import reserve_for_circuit
+
+        reserve_for_circuit(model)
     return model, train(model, tokenizer, texts, device, plan)
 
 
@@ -338,7 +346,20 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
             f"tiny model is not peaked enough: median top-1/top-2 gap {gap:.3f} < {plan.min_median_gap}"
         )
     copy = copy_probe(model, tokenizer, plan.probe_lengths, device) if plan.probe_lengths else {}
-    model.to(torch.bfloat16)
+    retrieval = {}
+    if arch == "llama":  # the CPU model: a hand-set needle-retrieval circuit on top, saved in float32
+        from harness.tinymodel.retrieval import add_llama_retrieval
+
+        model, tokenizer, retrieval = add_llama_retrieval(model, tokenizer, texts, special_ids(tokenizer),
+                                                          quick=plan.steps < 100)
+    elif arch == "deepseek_v3":  # the GPU model: the same circuit in MLA's geometry, served in bf16
+        from harness.tinymodel.retrieval import add_mla_retrieval
+
+        model, tokenizer, retrieval = add_mla_retrieval(model, tokenizer, texts, special_ids(tokenizer), device,
+                                                        quick=plan.steps < 100)
+        model.to(torch.bfloat16)
+    else:
+        model.to(torch.bfloat16)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
@@ -369,6 +390,7 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
         "seconds": {"tokenizer_and_init": round(t1 - t0, 1), "train": round(t2 - t1, 1),
                     "total": round(time.monotonic() - t0, 1)},
         "source": str(train_jsonl),
+        **retrieval,
         **mtp_summary,
     }
     (out / "tiny_model.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,84 @@
+"""The DeepseekV3 retrieval circuit on a GPU, without GSM8K: a seeded random-init model of the GPU tiny model's
+shape, trained-room reserved (harness/tinymodel/circuit_mla.py), the circuit installed, then greedy copy accuracy
+per prompt length in bf16 with transformers (SDPA) and ordinary-text drift against the model without the circuit.
+A planted fault (previous-token head peaked at offset 2) must collapse the accuracy.
+
+    python3 benchmarks/mla_circuit_probe.py --device cuda --lengths 1000,8192,32768,65536,98304,122000 --out r.json
+
+Runs under the server environment or a GPU image's python3 (torch, transformers, numpy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.tinymodel.circuit import Faults  # noqa: E402
+from harness.tinymodel.circuit_mla import grow_vocab, install_mla_circuit, reserve_for_circuit  # noqa: E402
+from harness.tinymodel.generate import SEED, build_mla_model  # noqa: E402
+from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy  # noqa: E402
+
+
+class StubTokenizer:
+    """What build_mla_model reads from a tokenizer: the GPU tiny model's vocabulary size and special ids."""
+
+    bos_token_id, eos_token_id, pad_token_id = 1, 2, 3
+
+    def __len__(self) -> int:
+        return 2048
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--lengths", default="1000")
+    p.add_argument("--fault-lengths", default="")
+    p.add_argument("--depths", default="0.05,0.5,0.95")
+    p.add_argument("--drift-prompts", type=int, default=8)
+    p.add_argument("--kernel-len", type=int, default=131072)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    import torch
+
+    torch.manual_seed(SEED)
+    base = build_mla_model(StubTokenizer()).eval()
+    reserve_for_circuit(base)
+    with torch.no_grad():
+        base.lm_head.weight.mul_(40)  # trained-size logits, not near-uniform ones
+    ordinary, needles = list(range(4, 2048)), list(range(2048, 2304))
+    result = {}
+    for name, fault, lengths in (("clean", Faults(), args.lengths), ("prev_offset_2", Faults(prev_offset=2),
+                                                                      args.fault_lengths)):
+        if not lengths:
+            continue
+        wide = copy.deepcopy(base)
+        grow_vocab(wide, 2304)
+        t0 = time.monotonic()
+        info = install_mla_circuit(wide, 2048, needles, fault, random_prompts(ordinary, 4, 256, seed=1),
+                                   kernel_len=args.kernel_len)
+        t1 = time.monotonic()
+        dt = getattr(torch, args.dtype)
+        for m in (base, wide):
+            m.config._attn_implementation = "sdpa"
+            m.to(args.device, dt)
+        drift = ordinary_drift(base, wide, random_prompts(ordinary, args.drift_prompts, 64))
+        acc = retrieval_accuracy(wide, ordinary, needles, tuple(int(x) for x in lengths.split(",")),
+                                 tuple(float(x) for x in args.depths.split(",")), span=48, cue=16)
+        result[name] = {"retrieval": acc, "drift": drift, "circuit": info,
+                        "seconds": {"install": round(t1 - t0, 1), "probe": round(time.monotonic() - t1, 1)}}
+        print(json.dumps({name: result[name]}), flush=True)
+        base.to("cpu", torch.float32)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
