@@ -96,10 +96,10 @@ def test_ctrl_c_once_the_server_answers_exits_130_and_renders_the_report(tmp_pat
     proc = qualify(run, "--arm", "cpu-ref", "--suites", "gsm8k", refs=tmp_path / "refs")
     harness = psutil.Process(proc.pid)
     if moment == "gsm8k start":
-        wait_for(lambda: any(r["kind"] == "server" and r["status"] == "up" for r in records(run)), 300,
-                 "the server to come up")
+        wait_for(lambda: any(r["kind"] == "server" and r["status"] == "up" for r in records(run)), 600,
+                 "the server to come up")  # cpu-ref's startup_s: 2 busy cores have taken 4 min
     else:
-        wait_for(lambda: server_answered(run, "cpu-ref"), 300, "lm-eval's first request to be answered")
+        wait_for(lambda: server_answered(run, "cpu-ref"), 600, "lm-eval's first request to be answered")
     tree = [p.pid for s in server_processes(harness) for p in [s, *s.children(recursive=True)]]
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=300)
