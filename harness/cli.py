@@ -24,7 +24,6 @@ from harness.admission import (
     LOCAL_FILE_RULES,
     SUITES_DIR,
     admit,
-    all_suites,
     arm_verdicts,
     check_baseline,
     check_parallel,
@@ -80,7 +79,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
                           "them")
     arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
-    check_shared_workloads(arms, all_suites())  # as a run of every suite would: the default of `qualify`
+    check_shared_workloads(arms, default_suites())  # as a run of the default suites would (`qualify` without --suites)
     failed = {}
     for i, candidate in enumerate(arms.candidates):
         if len(arms.candidates) > 1:
@@ -102,9 +101,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def plan_workloads(candidate: Arm, arm: Arm) -> tuple[list[Verdict], list[Verdict]]:
-    """The workloads of a run of every suite (qualify's default) on this arm: (whether each fits the arm, which
-    decides; what this machine's files say, which is shown with this machine)."""
-    verdicts = workload_verdicts(candidate, arm, all_suites())
+    """The workloads of a run of qualify's default suites on this arm (named-only suites such as ruler are checked
+    when a qualify names them): (whether each fits the arm, which decides; what this machine's files say, which is
+    shown with this machine)."""
+    verdicts = workload_verdicts(candidate, arm, default_suites())
     local = [v for v in verdicts if v.rule in LOCAL_FILE_RULES]
     return [v for v in verdicts if v not in local], local
 
