@@ -200,8 +200,11 @@ def interrupts_noted() -> Iterator[list[int]]:
     try:
         yield noted
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        # Once interrupted, the process is on its way out with 128 + signal: a further press (a user's second or
+        # third Ctrl-C) stays noted up to the exit, else it lands between here and exit and kills it (CI: -2).
+        if not noted:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 def render_in_fresh_process(run_dir: Path, baseline: str | None, code: int) -> int:

@@ -34,3 +34,29 @@ def test_ctrl_c_while_rendering_finishes_the_report_and_exits_130(tmp_path):
     assert (run / "report.html").read_text().rstrip().endswith("</html>")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification")
     assert f"report: {run / 'report.html'}" in out
+
+
+def test_a_press_after_the_report_is_written_is_noted_up_to_the_exit():
+    """The race CI hit (exit -2): of three presses 50 ms apart, the last landed after rendering had restored the
+    default handler. Once one press is noted, later ones stay noted until the process exits with 130."""
+    from harness.cli import interrupts_noted
+
+    try:
+        with interrupts_noted() as noted:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # with the default handler back, this raises KeyboardInterrupt
+        time.sleep(0.01)
+        assert noted == [signal.SIGINT, signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_without_a_press_the_handlers_are_given_back():
+    from harness.cli import interrupts_noted
+
+    before = signal.getsignal(signal.SIGINT)
+    with interrupts_noted() as noted:
+        pass
+    assert noted == [] and signal.getsignal(signal.SIGINT) is before
