@@ -13,6 +13,7 @@ from harness.config.paths import gsm8k_dir
 from harness.config.thresholds import load_gates
 from harness.config.workloads import SpecDecodeWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
+from harness.judge.ngram_replay import lookup_bounds, replay
 from harness.judge.spec_decode import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
 from harness.measure.metrics import fetch_metrics
 from harness.measure.spec_decode import (
@@ -63,6 +64,23 @@ def draft_kv_policy(arm, log_text: str, version: str | None) -> tuple[str | None
     return observed, declared
 
 
+def replay_fields(arm, samples: list) -> dict:
+    """An n-gram arm's counters as its drafter must have made them on its own outputs (harness/judge/ngram_replay.py);
+    nothing for other drafters (a draft model's proposals depend on its weights, not on the tokens alone)."""
+    spec = arm.speculative
+    if spec is None or spec.method != "ngram":
+        return {}
+    ok = [s for s in samples if not s.error]
+    if len(ok) != len(samples) or not ok:
+        return {"replay_problem": f"{len(samples) - len(ok)} of {len(samples)} request(s) failed: no full replay"}
+    if any(not s.prompt_token_ids for s in ok):
+        return {"replay_problem": "the server returned no prompt token ids (return_token_ids): no replay"}
+    lo, hi = lookup_bounds(spec.extra)
+    r = replay([(s.prompt_token_ids, s.token_ids) for s in ok], lo, hi, spec.num_speculative_tokens,
+               arm.model.max_model_len)
+    return {"replay_drafts": r.drafts, "replay_accepted": [r.accepted_min, r.accepted_max]}
+
+
 def measure_arm(live, cand, run_dir: Path) -> dict:
     """One arm through the candidate's prompt set: the SpecDecodeRecord's fields (counter deltas on a drafter)."""
     arm = live.arm
@@ -95,7 +113,8 @@ def measure_arm(live, cand, run_dir: Path) -> dict:
             "num_speculative_tokens": spec.num_speculative_tokens if spec else None,
             "mean_span_fraction": mean_span_fraction([text_units(s.text) for s in samples if not s.error]),
             "draft_kv": observed, "draft_kv_declared": declared, "kv_tokens": kv.tokens if kv else None,
-            "samples_path": str(sink), "has_counters": after is not None, **counters, **timing_fields(samples)}
+            "samples_path": str(sink), "has_counters": after is not None, **counters, **timing_fields(samples),
+            **(replay_fields(arm, samples) if counters else {})}
 
 
 def test_spec_decode(served_arm, harness_session, record):

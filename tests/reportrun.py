@@ -130,7 +130,7 @@ def spec(arm: str, **fields) -> SpecDecodeRecord:
     if arm == CAND:
         base.update(method="ngram", num_speculative_tokens=3, drafts=100.0, draft_tokens=300.0, accepted=150.0,
                     accepted_per_pos=[70.0, 50.0, 30.0], acceptance_length=2.5, position_rates=[0.7, 0.5, 0.3],
-                    tpot=Summary.of([0.002]))
+                    tpot=Summary.of([0.002]), replay_drafts=100, replay_accepted=[148, 152])
     return SpecDecodeRecord(**{**base, **fields})
 
 

@@ -1,7 +1,10 @@
 """Speculative-decoding gates as pure functions of the records (suites/test_spec_decode.py records them; `harness
 report` recomputes them). A gate whose input is missing, aborted or failed is FAIL with "no data: ...".
 
-  spec_decode_acceptance_length  mean 1 + accepted / drafts >= min_acceptance_length
+  spec_decode_acceptance_length  n-gram: the drafts and accepted tokens equal vLLM's proposer replayed over the
+                                 arm's own outputs (harness/judge/ngram_replay.py; they are a function of the tokens,
+                                 so any difference is a fault, never noise); a draft model: mean 1 + accepted / drafts
+                                 >= min_acceptance_length
   spec_decode_position_curve     per-position acceptance non-increasing within binomial noise
   spec_decode_collapse           no position accepted >= collapse_rate unless the reference's outputs are trivially
                                  predictable (the seed's garbled GLM + DCP4 + MTP run: acceptance ~100%)
@@ -17,6 +20,7 @@ import math
 
 from harness.config.thresholds import SpecDecodeGates
 from harness.judge.gates import GateResult, latest
+from harness.judge.ngram_replay import Replay, counter_mismatches
 from harness.records.schema import (
     DegenerationRecord,
     OutcomeRecord,
@@ -72,6 +76,22 @@ def draft_gaps(arm: str, r: SpecDecodeRecord) -> list[str]:
     return []
 
 
+def acceptance_judgement(arm: str, r: SpecDecodeRecord, limits: SpecDecodeGates) -> tuple[list[str], str]:
+    """(failures, detail when none) of the acceptance gate on a record that has drafts."""
+    measured = f"mean acceptance length {r.acceptance_length:.3f} ({r.accepted:g} accepted over {r.drafts:g} drafts)"
+    if r.method == "ngram":
+        if r.replay_drafts is None or len(r.replay_accepted) != 2:
+            return [f"no data: {arm}: {r.replay_problem or 'no n-gram replay recorded'}"], ""
+        replayed = Replay(drafts=r.replay_drafts, accepted_min=r.replay_accepted[0], accepted_max=r.replay_accepted[1])
+        lo, hi = r.replay_accepted
+        span = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        return counter_mismatches(arm, r.drafts, r.accepted, replayed), \
+            f"{measured} = vLLM's n-gram proposer replayed over its outputs ({r.replay_drafts} drafts, {span} accepted)"
+    if r.acceptance_length < limits.min_acceptance_length:
+        return [f"{arm} {measured} < {limits.min_acceptance_length:g}"], ""
+    return [], f"{measured} >= {limits.min_acceptance_length:g}"
+
+
 def curve_violations(rates: list[float], drafts: float, z: float, tolerance: float) -> list[str]:
     """Positions whose rate exceeds the previous one by more than z binomial sd + tolerance."""
     out = []
@@ -101,13 +121,10 @@ def spec_decode_gates(records: list[Record], cand: str, ref: str, limits: SpecDe
     out = []
 
     numbers = {"acceptance_length": mine.acceptance_length} if not drafted else {}
-    failures = list(drafted)
-    if not drafted and mine.acceptance_length < limits.min_acceptance_length:
-        failures.append(f"{cand} mean acceptance length {mine.acceptance_length:.3f} < "
-                        f"{limits.min_acceptance_length:g} ({mine.accepted:g} accepted over {mine.drafts:g} drafts)")
-    out.append(gate("spec_decode_acceptance_length", cand, ref, failures,
-                    f"mean acceptance length {mine.acceptance_length:.3f} >= {limits.min_acceptance_length:g}"
-                    if not drafted else "", numbers))
+    failures, ok_detail = list(drafted), ""
+    if not drafted:
+        failures, ok_detail = acceptance_judgement(cand, mine, limits)
+    out.append(gate("spec_decode_acceptance_length", cand, ref, failures, ok_detail, numbers))
 
     failures = list(drafted) or curve_violations(mine.position_rates, mine.drafts, limits.curve_noise_z,
                                                  limits.curve_abs_tolerance)

@@ -86,6 +86,7 @@ class SpecSample:
     id: str
     kind: str
     token_ids: list[int] = field(default_factory=list)
+    prompt_token_ids: list[int] = field(default_factory=list)  # as the server tokenised the prompt (return_token_ids)
     logprobs: list[float] = field(default_factory=list)
     top: list[dict[int, float]] = field(default_factory=list)
     text: str = ""
@@ -119,7 +120,7 @@ class SpecSample:
 
 def request_body(model: str, prompt: str, w: SpecDecodeWorkload) -> dict:
     return {"model": model, "prompt": prompt, "max_tokens": w.output_tokens, "temperature": 0.0, "ignore_eos": True,
-            "logprobs": w.top_logprobs, "return_tokens_as_token_ids": True, "stream": True,
+            "logprobs": w.top_logprobs, "return_tokens_as_token_ids": True, "return_token_ids": True, "stream": True,
             "stream_options": {"include_usage": True}}
 
 
@@ -135,6 +136,7 @@ async def stream_generation(client: httpx.AsyncClient, base_url: str, body: dict
                 if sample.ttft_s is None:
                     sample.ttft_s = (time.perf_counter_ns() - t0) * NS
                 part = parse_choice(choice)
+                sample.prompt_token_ids += choice.get("prompt_token_ids") or []  # the first chunk's only
                 sample.token_ids += part.token_ids
                 sample.logprobs += part.logprobs
                 sample.top += part.top

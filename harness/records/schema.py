@@ -383,6 +383,11 @@ class SpecDecodeRecord(RecordBase):
     accepted_per_pos: list[float] = []  # vllm:spec_decode_num_accepted_tokens_per_pos delta, position 0 first
     acceptance_length: float | None = None  # 1 + accepted / drafts
     position_rates: list[float] = []  # accepted_per_pos / drafts
+    # n-gram arms: vLLM's proposer replayed over this arm's own prompts and outputs (harness/judge/ngram_replay.py):
+    # the drafts exactly, the accepted tokens as [min, max] (a last draft may reach past max_tokens, never streamed)
+    replay_drafts: int | None = None
+    replay_accepted: list[int] = []
+    replay_problem: str | None = None  # why there is no replay (e.g. no prompt token ids from the server)
     ttft: Summary
     tpot: Summary
     tokens_per_s: float | None = None  # output tokens / summed request latency (one request at a time)

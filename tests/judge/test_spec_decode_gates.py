@@ -39,9 +39,23 @@ def replace(records, new):
 
 
 FAULTS = {
-    "low-acceptance": (replace(healthy(), spec(CAND, accepted=10.0, acceptance_length=1.1,
-                                               accepted_per_pos=[8.0, 2.0, 0.0], position_rates=[0.08, 0.02, 0.0])),
-                       "spec_decode_acceptance_length", "mean acceptance length 1.100 < 1.5"),
+    # n-gram: the counters are a function of the outputs, so any distance from the replay fails, up or down
+    "ngram-accepts-fewer-than-replay": (replace(healthy(), spec(CAND, accepted=10.0, acceptance_length=1.1,
+                                                                accepted_per_pos=[8.0, 2.0, 0.0],
+                                                                position_rates=[0.08, 0.02, 0.0])),
+                                        "spec_decode_acceptance_length",
+                                        "cpu-spec had 10 draft tokens accepted; the replay over its outputs accepts "
+                                        "148-152"),
+    "ngram-accepts-more-than-replay": (replace(healthy(), spec(CAND, accepted=160.0, acceptance_length=2.6)),
+                                       "spec_decode_acceptance_length", "accepts 148-152"),
+    "ngram-drafts-off-replay": (replace(healthy(), spec(CAND, drafts=90.0)), "spec_decode_acceptance_length",
+                                "cpu-spec made 90 drafts; vLLM's n-gram proposer replayed over its outputs makes 100"),
+    # a draft model: its proposals depend on its weights, so the floor
+    "draft-model-low-acceptance": (replace(healthy(), spec(CAND, method="draft_model", accepted=10.0,
+                                                           acceptance_length=1.1, accepted_per_pos=[8.0, 2.0, 0.0],
+                                                           position_rates=[0.08, 0.02, 0.0])),
+                                   "spec_decode_acceptance_length", "mean acceptance length 1.100 (10 accepted over "
+                                   "100 drafts) < 1.5"),
     "rising-curve": (replace(healthy(), spec(CAND, accepted_per_pos=[40.0, 70.0, 30.0],
                                              position_rates=[0.4, 0.7, 0.3])),
                      "spec_decode_position_curve", "position 1 accepted 0.700 > position 0 0.400"),
@@ -77,6 +91,22 @@ def test_missing_or_partial_input_is_fail_no_data_on_every_gate_it_feeds(fault):
     gates = by_name(records)
     for name in ("spec_decode_acceptance_length", "spec_decode_position_curve", "spec_decode_collapse"):
         assert not gates[name].passed and needle in gates[name].detail, (name, gates[name].detail)
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    (dict(replay_drafts=None, replay_accepted=[], replay_problem="the server returned no prompt token ids"),
+     "no data: cpu-spec: the server returned no prompt token ids"),
+    (dict(replay_drafts=None, replay_accepted=[]), "no data: cpu-spec: no n-gram replay recorded"),  # a stored run
+])
+def test_an_ngram_arm_without_its_replay_is_no_data(fields, needle):
+    gate = by_name(replace(healthy(), spec(CAND, **fields)))["spec_decode_acceptance_length"]
+    assert not gate.passed and gate.detail == needle
+
+
+def test_an_ngram_arm_passes_on_its_replay_not_on_a_floor():
+    gate = by_name(healthy(), SpecDecodeGates(min_acceptance_length=3.0))["spec_decode_acceptance_length"]
+    assert gate.passed and "= vLLM's n-gram proposer replayed over its outputs (100 drafts, 148-152 accepted)" \
+        in gate.detail
 
 
 def test_missing_comparison_and_degeneration_records_are_no_data():

@@ -228,6 +228,11 @@ def test_spec_decode_table_shows_acceptance_speedup_and_the_gates_verdict():
     assert (row["Method"], row["k"], row["Acceptance length"]) == ("ngram", 3, "2.5")
     assert row["Per-position acceptance"] == "0.70 / 0.50 / 0.30" and row["Speed-up"] == "2.00x"
     assert row["TPOT p50"] == "2.00 ms vs 4.00 ms" and row["Verdict"] == "PASS"
+    assert row["Accepted vs replay"] == "150/100 vs 148-152/100"
+    off = [spec("cpu-spec", accepted=120.0), *records[1:]]
+    (row,) = spec_decode_table(off, ["cpu-spec", "cpu-ref"], spec_decode_gates(off, "cpu-spec", "cpu-ref",
+                                                                               SpecDecodeGates())).to_dict("records")
+    assert row["Accepted vs replay"] == "120/100 vs 148-152/100" and row["Verdict"] == "FAIL: acceptance_length"
     bad = [spec("cpu-spec", accepted_per_pos=[100.0] * 3, position_rates=[1.0] * 3), *records[1:]]
     (row,) = spec_decode_table(bad, ["cpu-spec", "cpu-ref"], spec_decode_gates(bad, "cpu-spec", "cpu-ref",
                                                                                SpecDecodeGates())).to_dict("records")
