@@ -296,3 +296,28 @@ def _const_shares(model, d: Dims, calibration: list[list[int]]) -> tuple[float, 
         for hk in hooks:
             hk.remove()
     return min(seen1), min(seenf)
+
+
+def one_kv_head_per_query_head(model):
+    """The same LlamaForCausalLM with grouped-query attention unrolled: each KV head copied once per query head of its
+    group, so query head i reads KV head i. Exact (the same keys and values reach every query head), at twice the KV
+    bytes per token. Why: the circuit brings 3 KV heads, and vLLM splits KV heads evenly over tensor-parallel ranks,
+    so TP2 (cpu-slurm-2node) refuses 3 ("WorkerProc initialization failed"); 6 split 3 + 3."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    c = model.config
+    heads, kv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    if kv == heads:
+        return model
+    group = heads // kv
+    cfg = type(c)(**{**c.to_dict(), "num_key_value_heads": heads})
+    cfg.architectures = list(c.architectures or ["LlamaForCausalLM"])
+    new = LlamaForCausalLM(cfg).to(next(model.parameters()).dtype)
+    rows = torch.cat([torch.arange(hd) + (i // group) * hd for i in range(heads)])  # head i's rows: KV head i//group
+    state = model.state_dict()
+    for name in list(state):
+        if name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+            state[name] = state[name][rows].clone()
+    new.load_state_dict(state)
+    return new.eval()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 
-from harness.tinymodel.circuit import NO_FAULTS, Faults, add_needle_vocab, install_llama_circuit, widen_llama
+from harness.tinymodel.circuit import (NO_FAULTS, Faults, add_needle_vocab, install_llama_circuit,
+                                      one_kv_head_per_query_head, widen_llama)
 from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy
 
 RETRIEVAL_LENGTHS = (512, 1024, 2048, 4000)  # the CPU long_context grid (max_model_len 4096)
@@ -46,6 +47,7 @@ def add_llama_retrieval(model, tokenizer, texts: list[str], special: set[int], q
     calibration = [tokenizer(t, add_special_tokens=False)["input_ids"][:256] for t in texts[:8]]
     calibration += random_prompts(ordinary, 4, 256, seed=1)
     circuit = install_llama_circuit(wide, trained_vocab, needles, faults, calibration)
+    wide = one_kv_head_per_query_head(wide)  # measured and saved as vLLM serves it
     from harness.tinymodel.generate import PROBE_PROMPTS
 
     probes = [tokenizer(p)["input_ids"] for p in PROBE_PROMPTS] + random_prompts(ordinary, 8, 64)

@@ -8,7 +8,7 @@ import sys
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from harness.tinymodel.circuit import Faults, install_llama_circuit, widen_llama
+from harness.tinymodel.circuit import Faults, install_llama_circuit, one_kv_head_per_query_head, widen_llama
 from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy
 
 torch.manual_seed(0)
@@ -24,6 +24,11 @@ with torch.no_grad():
 ordinary, needles = list(range(4, 512)), list(range(512, 768))
 wide = widen_llama(base, 768).eval()
 info = install_llama_circuit(wide, 512, needles, fault, random_prompts(ordinary, 2, 128, seed=1))
-print(json.dumps({"retrieval": retrieval_accuracy(wide, ordinary, needles, (length,)),
-                  "drift": ordinary_drift(base, wide, random_prompts(ordinary, 4, 48)),
-                  "circuit": info}))
+served = one_kv_head_per_query_head(wide)  # as generate.py saves it: one KV head per query head (TP2 splits them)
+ids = torch.tensor([random_prompts(ordinary, 1, 96, seed=2)[0]])
+with torch.no_grad():
+    unroll_delta = float((served(ids).logits - wide(ids).logits).abs().max())
+print(json.dumps({"retrieval": retrieval_accuracy(served, ordinary, needles, (length,)),
+                  "drift": ordinary_drift(base, served, random_prompts(ordinary, 4, 48)),
+                  "kv_heads": [wide.config.num_key_value_heads, served.config.num_key_value_heads],
+                  "unroll_delta": unroll_delta, "circuit": info}))

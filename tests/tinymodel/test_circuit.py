@@ -57,6 +57,8 @@ def test_circuit_copies_needles_and_leaves_ordinary_text_alone(server_torch):
     assert out["retrieval"] == {"384": 1.0}
     drift = out["drift"]
     assert drift["greedy_identical"] == drift["prompts"] == 4 and drift["max_abs_delta_logprob"] < 1e-3
+    # Served with one KV head per query head (6, which TP2 splits 3 + 3; the circuit's 3 it cannot), the same logits.
+    assert out["kv_heads"] == [3, 6] and out["unroll_delta"] < 1e-5
 
 
 def test_previous_token_head_off_by_one_breaks_retrieval(server_torch):
