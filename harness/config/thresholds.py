@@ -114,13 +114,27 @@ class Gates(StrictModel):
     degeneration: DegenerationGates = DegenerationGates()
 
 
-def load_gates(arm: str, path: Path = GATES_FILE) -> Gates:
-    """Defaults merged with the arm's own section."""
+def lineage(arm: str, arms_dir: Path | None = None) -> list[str]:
+    """The arm and the arms it `extends:`, the farthest ancestor first; the name alone when no arm file has it."""
+    from harness.config.arms import ARMS_DIR, resolve_raw
+
+    try:
+        _, files = resolve_raw(arm, arms_dir or ARMS_DIR)
+    except ConfigError:
+        return [arm]
+    return [f.stem for f in reversed(files)]
+
+
+def load_gates(arm: str, path: Path = GATES_FILE, arms_dir: Path | None = None) -> Gates:
+    """Defaults, then the sections of the arm's `extends:` ancestors, then the arm's own section: an arm made from
+    another (a planted-fault variant, an eager twin) is judged with its base's limits unless it sets its own."""
     raw = read_yaml(path)
     unknown = set(raw) - {"defaults", "arms", "baseline"}  # baseline: read by harness.judge.baseline
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {sorted(unknown)}; expected defaults, arms, baseline")
-    merged = deep_merge(raw.get("defaults") or {}, (raw.get("arms") or {}).get(arm) or {})
+    merged = raw.get("defaults") or {}
+    for name in lineage(arm, arms_dir):
+        merged = deep_merge(merged, (raw.get("arms") or {}).get(name) or {})
     try:
         return Gates.model_validate(merged)
     except ValidationError as exc:

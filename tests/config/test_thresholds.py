@@ -1,7 +1,11 @@
+import shutil
+
 import pytest
+import yaml
 
 from harness.config import thresholds
 from harness.config.errors import ConfigError
+from harness.config.paths import REPO_ROOT
 
 
 def test_defaults_and_arm_override():
@@ -29,3 +33,22 @@ def test_op_limits_have_one_source_read_alike_by_the_harness_and_the_server_side
 
     assert thresholds.load_gates("gpu-dcp2").dcp_ops.model_dump() == load_tolerances(arm="gpu-dcp2").model_dump() == {
         "k_out": 4.0, "k_lse": 16.0}
+
+
+def test_an_arm_is_judged_with_the_limits_of_the_arms_it_extends(tmp_path):
+    # The H200 length-fault run: its fault arms (`extends: gpu-mla-120k`) got the 0.01 default drift limit, not the
+    # tiny MLA's 0.25, and failed their clean cells on bf16 noise. Now a variant inherits its base's section.
+    arms = tmp_path / "arms"
+    shutil.copytree(REPO_ROOT / "configs" / "arms", arms)
+    (arms / "gpu-mla-120k-rope-offset-past-l-64000.yaml").write_text("extends: gpu-mla-120k\n")
+    (arms / "own-limit.yaml").write_text("extends: gpu-mla-120k\n")
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "gates.yaml").read_text())
+    raw["arms"]["own-limit"] = {"reference_checks": {"drift_limit": 0.3}}
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(yaml.safe_dump(raw))
+    fault = thresholds.load_gates("gpu-mla-120k-rope-offset-past-l-64000", gates, arms).reference_checks
+    assert (fault.drift_limit, fault.tie_gap) == (0.25, 0.5)
+    assert thresholds.load_gates("own-limit", gates, arms).reference_checks.drift_limit == 0.3  # its own wins
+    assert thresholds.load_gates("no-such-arm", gates, arms).reference_checks.drift_limit == 0.01  # defaults
+    # shipped: cpu-slurm extends cpu-smoke, so the CPU pair's timing is recorded, not enforced, on SLURM as well
+    assert thresholds.load_gates("cpu-slurm").long_prefix.enforce_timing is False
