@@ -5,14 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission import strict_run
-from harness.config.thresholds import Gates, for_run, load_gates
+from harness.config.thresholds import load_gates
 from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
+from harness.judge.run_thresholds import run_thresholds
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
-from harness.records.runinfo import pairs_of, read_run_info
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord
 from harness.serve.serverlog import tail
 
@@ -35,17 +34,9 @@ def test_gsm8k(served_arm, harness_session, record):
         f"last error: {lm.last_error}")
 
 
-def run_gates(harness_session, cand: str) -> Gates:
-    """The thresholds run.json recorded for the candidate (resolved for a strict run at its start), as the report
-    judges with; without a run.json (pytest run by hand) the arm's gates.yaml section, resolved the same way."""
-    info, _ = read_run_info(harness_session.run_dir)
-    recorded = next((p["gates"] for p in pairs_of(info) if p["candidate"] == cand and p.get("gates")), None)
-    return Gates.model_validate(recorded) if recorded else for_run(load_gates(cand), strict_run())
-
-
 def test_gsm8k_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = gsm8k_gate(harness_session.records(), cand, ref, run_gates(harness_session, cand).gsm8k)
+    gate = gsm8k_gate(harness_session.records(), cand, ref, run_thresholds(harness_session.run_dir, cand).gsm8k)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
 

@@ -6,13 +6,12 @@ import hashlib
 
 import pytest
 
-from harness.admission import strict_run
-from harness.config.thresholds import Gates, for_run, load_gates
+from harness.config.thresholds import load_gates
 from harness.config.workloads import RulerWorkload, load_workload, workload_for
 from harness.judge.ruler import ruler_gate
+from harness.judge.run_thresholds import run_thresholds
 from harness.measure.gsm8k import make_model
 from harness.measure.ruler import evaluate, prepare_data, ruler_fields, tokenizer_dir
-from harness.records.runinfo import pairs_of, read_run_info
 from harness.records.schema import GateRecord, RulerRecord
 from harness.serve.serverlog import tail
 
@@ -41,17 +40,8 @@ def test_ruler(served_arm, harness_session, record):
         f"last error: {lm.last_error}")
 
 
-def run_gates(harness_session, cand: str) -> Gates:
-    """The thresholds run.json recorded for the candidate (resolved for a strict run at its start), as the report
-    judges with; without a run.json (pytest run by hand) the arm's gates.yaml section, resolved the same way. The
-    same as suites/test_gsm8k.py's (a suite module is no library to import from)."""
-    info, _ = read_run_info(harness_session.run_dir)
-    recorded = next((p["gates"] for p in pairs_of(info) if p["candidate"] == cand and p.get("gates")), None)
-    return Gates.model_validate(recorded) if recorded else for_run(load_gates(cand), strict_run())
-
-
 def test_ruler_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = ruler_gate(harness_session.records(), cand, ref, run_gates(harness_session, cand).ruler)
+    gate = ruler_gate(harness_session.records(), cand, ref, run_thresholds(harness_session.run_dir, cand).ruler)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail

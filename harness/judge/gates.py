@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.config.thresholds import CoverageGates, Gates, Gsm8kGates, LongPrefixGates
 from harness.judge.checks import accuracy_floors
-from harness.judge.stats import mcnemar_exact_p, mcnemar_min_lost
+from harness.judge.stats import mcnemar_exact_p, paired_power
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
@@ -170,19 +170,6 @@ def gsm8k_gaps(arm: str, r: Gsm8kRecord | None, limits: Gsm8kGates) -> list[str]
     return []
 
 
-def gsm8k_power(cand: str, ref: str, n: int, c: int, reference_right: int, alpha: float) -> tuple[int | None, str]:
-    """(the fewest questions the candidate must lose for the gate to fail, or None; the sentence that states the
-    smallest accuracy drop the paired questions could show)."""
-    lost = mcnemar_min_lost(c, reference_right, alpha)
-    if lost is None:
-        needed = mcnemar_min_lost(c, n - c, alpha)
-        return None, (f"no accuracy drop is detectable: {ref} got {reference_right} of {n} paired questions right, "
-                      f"and exact McNemar at alpha {alpha:g} needs "
-                      + (f"{needed} lost" if needed else f"more than the {n} questions") + f" with {c} won")
-    return lost, (f"smallest detectable drop {100 * (lost - c) / n:.1f} pt ({lost} of {n} paired questions lost "
-                  f"with {c} won, exact McNemar at alpha {alpha:g})")
-
-
 def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -> GateResult:
     """Exact McNemar on the paired per-question results, plus the candidate's optional accuracy floors. The detail
     states the smallest drop the paired questions could show; where none could, the gate passes with no signal, or
@@ -195,7 +182,7 @@ def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -
         mine_q, theirs_q = mine.per_question[limits.filter], theirs.per_question[limits.filter]
         n, b, c = paired_accuracy(mine_q, theirs_q)
         reference_right = sum(1 for q in mine_q.keys() & theirs_q.keys() if theirs_q[q])
-        lost, power = gsm8k_power(cand, ref, n, c, reference_right, limits.mcnemar_alpha)
+        lost, power = paired_power(ref, n, c, reference_right, limits.mcnemar_alpha, "questions")
         numbers = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": mcnemar_exact_p(b, c),
                    "min_lost": lost, "detectable_drop": None if lost is None else (lost - c) / n}
         failures = [f for f in (mcnemar_regression(cand, ref, b, c, limits.mcnemar_alpha),

@@ -9,24 +9,10 @@ from __future__ import annotations
 
 from harness.config.thresholds import RulerGates
 from harness.judge.gates import GateResult, latest, paired_accuracy
-from harness.judge.stats import mcnemar_exact_p, mcnemar_min_lost
+from harness.judge.stats import mcnemar_exact_p, paired_power
 from harness.records.schema import Record, RulerRecord
 
 GATE = "ruler_paired_accuracy"
-
-
-def ruler_power(ref: str, n: int, c: int, reference_right: int, alpha: float) -> tuple[int | None, str]:
-    """(the fewest samples the candidate must lose for the pooled test to fail, or None; the sentence stating the
-    smallest drop the paired samples could show). Only samples the reference got right can be lost: a tiny model
-    that finds no needle (0/48 against 0/48) can show no drop at all."""
-    lost = mcnemar_min_lost(c, reference_right, alpha)
-    if lost is None:
-        needed = mcnemar_min_lost(c, n - c, alpha)
-        return None, (f"no accuracy drop is detectable: {ref} got {reference_right} of {n} paired RULER samples "
-                      f"right, and exact McNemar at alpha {alpha:.3g} needs "
-                      + (f"{needed} lost" if needed else f"more than the {n} samples") + f" with {c} won")
-    return lost, (f"smallest detectable drop {100 * (lost - c) / n:.1f} pt ({lost} of {n} paired samples lost with "
-                  f"{c} won, exact McNemar at alpha {alpha:.3g})")
 
 
 def ruler_gaps(arm: str, r: RulerRecord | None, limits: RulerGates) -> list[str]:
@@ -67,7 +53,7 @@ def ruler_gate(records: list[Record], cand: str, ref: str, limits: RulerGates) -
     n, b, c = paired_accuracy(mine.per_sample, theirs.per_sample)
     p = mcnemar_exact_p(b, c)
     reference_right = sum(theirs.per_sample[k] for k in mine.per_sample.keys() & theirs.per_sample.keys())
-    lost, power = ruler_power(ref, n, c, reference_right, alpha)
+    lost, power = paired_power(ref, n, c, reference_right, alpha, "RULER samples")
     numbers: dict[str, float | int | None] = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": p,
                                               "alpha_per_test": alpha, "min_lost": lost,
                                               "detectable_drop": None if lost is None else (lost - c) / n}

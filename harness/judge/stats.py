@@ -27,6 +27,20 @@ def mcnemar_min_lost(c: int, reference_right: int, alpha: float) -> int | None:
     return None
 
 
+def paired_power(ref: str, n: int, c: int, reference_right: int, alpha: float, items: str) -> tuple[int | None, str]:
+    """(the fewest of n paired `items` the candidate must lose for exact McNemar to reject at alpha, or None; the
+    sentence stating the smallest drop they could show). Only items the reference got right can be lost: a tiny model
+    that answers none (0/16 against 0/16) can show no drop at all."""
+    lost = mcnemar_min_lost(c, reference_right, alpha)
+    if lost is None:
+        needed = mcnemar_min_lost(c, n - c, alpha)
+        return None, (f"no accuracy drop is detectable: {ref} got {reference_right} of {n} paired {items} right, "
+                      f"and exact McNemar at alpha {alpha:.3g} needs "
+                      + (f"{needed} lost" if needed else f"more than the {n} {items.split()[-1]}") + f" with {c} won")
+    return lost, (f"smallest detectable drop {100 * (lost - c) / n:.1f} pt ({lost} of {n} paired {items} lost "
+                  f"with {c} won, exact McNemar at alpha {alpha:.3g})")
+
+
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes out of n; (0, 1) for no trials."""
     if n == 0:

@@ -86,7 +86,6 @@ class SpecSample:
     id: str
     kind: str
     token_ids: list[int] = field(default_factory=list)
-    prompt_token_ids: list[int] = field(default_factory=list)  # as the server tokenised the prompt (return_token_ids)
     logprobs: list[float] = field(default_factory=list)
     top: list[dict[int, float]] = field(default_factory=list)
     text: str = ""
@@ -94,6 +93,7 @@ class SpecSample:
     latency_s: float | None = None
     output_tokens: int | None = None  # from the usage block
     error: str | None = None
+    prompt_token_ids: list[int] = field(default_factory=list)  # as the server tokenised the prompt (return_token_ids)
 
     @property
     def tpot_s(self) -> float | None:

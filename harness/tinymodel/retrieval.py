@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import copy
 
-from harness.tinymodel.circuit import (NO_FAULTS, Faults, add_needle_vocab, install_llama_circuit,
-                                      one_kv_head_per_query_head, widen_llama)
+from harness.tinymodel.circuit import (
+    NO_FAULTS,
+    Faults,
+    add_needle_vocab,
+    install_llama_circuit,
+    one_kv_head_per_query_head,
+    widen_llama,
+)
 from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy
 
 RETRIEVAL_LENGTHS = (512, 1024, 2048, 4000)  # the CPU long_context grid (max_model_len 4096)

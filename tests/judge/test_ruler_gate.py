@@ -27,7 +27,7 @@ def test_equal_arms_pass_and_state_the_smallest_drop_they_could_detect():
     g = ruler_gate([ruler("cand", right), ruler("ref", right)], "cand", "ref", LIMITS)
     assert g.passed, g.detail
     # alpha 0.05 / 3 tests: 7 lost with none won is the fewest the exact test rejects (p = 2 x 0.5^7 = 0.0156)
-    power = "smallest detectable drop 14.6 pt (7 of 48 paired samples lost with 0 won, exact McNemar at alpha 0.0167)"
+    power = "smallest detectable drop 14.6 pt (7 of 48 paired RULER samples lost with 0 won, exact McNemar at alpha 0.0167)"
     assert g.detail == f"48 paired RULER samples over 2 length(s): 0 only ref right, 0 only cand right (p = 1); {power}"
     assert g.power == power and g.no_signal is None
     assert g.numbers["paired"] == 48 and g.numbers["min_lost"] == 7 and g.numbers["first_failing_length"] is None
