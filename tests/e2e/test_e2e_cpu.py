@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from processes import wait_gone
 
 from harness.config.arms import load_arm
 from harness.config.errors import LaunchError
@@ -38,16 +39,6 @@ BF16_NOISE = 1e-2
 def needs_server_env():
     if not (REPO_ROOT / "models" / "tiny-llama" / "config.json").is_file():
         pytest.fail("the tiny model is missing: run `make model` (make test does it)")
-
-
-def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return []
-        time.sleep(0.5)
-    return alive
 
 
 def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):

@@ -12,8 +12,8 @@ import os
 import signal
 import time
 
-import psutil
 import pytest
+from processes import wait_gone
 
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError, LaunchError
@@ -26,16 +26,6 @@ from harness.refcheck.prompts import build_check_prompts
 from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
-
-
-def wait_gone(pids: list[int], timeout: float = 30) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        if not alive:
-            return []
-        time.sleep(0.5)
-    return alive
 
 
 def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_path):
