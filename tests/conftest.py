@@ -45,3 +45,26 @@ def arms_dir(tmp_path: Path):
 
 # Under CI=true a skip not on tests/ci_allowed_skips.yaml fails the run (tests/ci_skips.py).
 from ci_skips import pytest_configure, pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
+
+# The unit tests that each take 30 s or more on 2 cores (measured, --durations): started first, so that under
+# pytest-xdist they overlap the short ones instead of leaving one worker alone at the end (the session's tail was
+# the 112 s determinism test). Order only: every test runs either way.
+SLOW_FIRST = ("tests/tinymodel/test_determinism.py::test_two_generations_give_the_same_weights_hash",
+              "tests/pytest_plugin/test_parallel.py::test_parallel_run_then_resume_through_the_cli_without_a_server",
+              "tests/tinymodel/test_circuit.py::test_mla_circuit_copies_needles_leaves_ordinary_text_and_fails_off_by_one",
+              "tests/test_cli.py::test_plan_of_shipped_arm_passes_preflight",
+              "tests/measure/test_ruler.py::test_samples_are_lm_evals_own_and_the_same_every_time",
+              "tests/opcheck/test_runner_cpu.py::test_runner_on_cpu_ranks")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.nodeid not in SLOW_FIRST)  # stable: the rest keep their order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (make test's end-to-end session): whole groups of tests per worker (tests/xdist_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from xdist_groups import SHARED, group_of
 
 from harness.config.paths import REPO_ROOT
 
@@ -49,30 +50,26 @@ for _var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_T
 # a test starts, SLURM steps included) is ~170k tokens of the tiny Llama: the CPU workloads' longest prompt is 4,000.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
-# Groups, longest first (xdist hands them out in this order; --no-loadscope-reorder keeps it): a group runs whole on
-# one worker, so a session or module fixture (the full CPU-pair run, the shared cpu-ref, the SLURM cluster, a
-# module's stored references) is made once. Tests of no listed group follow, one group per module.
-GROUP_ORDER = ["full_pair_run", "test_e2e_slurm", "test_e2e_reference_checks", "test_e2e_ruler", "test_e2e_faults",
-               "test_e2e_spec_decode", "cpu_ref_server", "test_e2e_engine_death", "test_e2e_cpu"]
+# Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
+# (--no-loadscope-reorder keeps it); a group runs whole on one worker.
+GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "tests/e2e/test_e2e_reference_checks.py",
+               "tests/e2e/test_e2e_ruler.py", "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
+               "cpu_ref_server", "tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_cpu.py"]
 
 
-def group_of(item) -> str:
-    names = getattr(item, "fixturenames", ())
-    for shared in ("full_pair_run", "cpu_ref_server"):
-        if shared in names:
-            return shared
-    return item.path.stem
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    # A test using a shared session fixture outside its group would start that fixture on a second worker.
+    strays = [f"{i.nodeid} uses {shared} but is not in its group in tests/xdist_groups.py"
+              for i in items for shared in SHARED if shared in getattr(i, "fixturenames", ())
+              and group_of(i.nodeid) != shared]
+    if strays:
+        raise pytest.UsageError("\n".join(strays))
+
     # The shared server's users run back to back, so it never idles through other tests' servers; a test that
     # stops it goes last among them.
     def rank(item) -> tuple[int, bool]:
-        g = group_of(item)
+        g = group_of(item.nodeid)
         return (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER),
                 bool(item.get_closest_marker("stops_shared_server")))
 
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item)))
     items.sort(key=rank)  # stable: a module's own order holds inside its group

@@ -1,0 +1,37 @@
+"""Which end-to-end tests must share one pytest-xdist worker, by node id: they share a session fixture (the full
+CPU-pair run, the one cpu-ref server) or a module's fixtures (the SLURM cluster, a module's stored references).
+
+xdist's own `--dist loadgroup` cannot do it under pytest 9: it marks a group by appending `@group` to `item._nodeid`,
+which pytest 9's `Node.nodeid` no longer reads (it reads `_id`), so every test became a group of its own and two
+workers each ran the full-pair qualification (seen in a CI run). The controller sees node ids only, so the groups are
+written down here; tests/e2e/conftest.py checks at collection that every test using a shared session fixture is in
+that fixture's group, so a new one cannot silently split it.
+"""
+
+from __future__ import annotations
+
+from xdist.scheduler.loadscope import LoadScopeScheduling
+
+# Node ids (or module paths, for every test of the module) per shared session fixture.
+SHARED = {
+    "full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end", "tests/e2e/test_e2e_length_fault.py",
+                      "tests/e2e/test_e2e_parallel.py", "tests/e2e/test_e2e_resume.py"),
+    "cpu_ref_server": ("tests/e2e/test_e2e_gsm8k.py", "tests/e2e/test_e2e_teacher_forcing.py"),
+}
+
+
+def group_of(nodeid: str) -> str:
+    """The shared fixture's name for its users; else the test's module (a module's fixtures stay on one worker)."""
+    module = nodeid.split("::", 1)[0]
+    for group, members in SHARED.items():
+        if nodeid in members or module in members:
+            return group
+    return module
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with the scope = group_of(node id): whole groups to a worker, in collection order
+    (tests/e2e/conftest.py puts the longest first)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
