@@ -45,6 +45,7 @@ _spec.loader.exec_module(mut)
 Edit, Fault, MutationError = mut.Edit, mut.Fault, mut.MutationError
 
 ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
+ENV_STEP = "HARNESS_FAULT_STEP_S"  # the load fault's delay per request in a step (seconds)
 NAMES = ("keys_past_L_ignored", "rope_offset_past_L", "precision_loss_past_L")
 
 
@@ -55,7 +56,10 @@ def _preamble(name: str, default_l: int) -> str:
         f"_LF_L = int(_lf_os.environ.get({ENV_L!r}, {str(default_l)!r}))\n"
         f"_LF_OFFSET = int(_lf_os.environ.get({ENV_OFFSET!r}, '8'))\n"
         f"_LF_EPS = float(_lf_os.environ.get({ENV_EPS!r}, '0.05'))\n"
+        f"_LF_STEP_S = float(_lf_os.environ.get({ENV_STEP!r}, '0.05'))\n"
+        f"import time as _lf_time\n"
         f"print(f'[length-fault] {name} armed: L={{_LF_L}} offset={{_LF_OFFSET}} eps={{_LF_EPS}} '\n"
+        f"      f'step_s={{_LF_STEP_S}} '\n"
         f"      f'pid={{_lf_os.getpid()}} {{__file__}}', file=_lf_sys.stderr, flush=True)\n")
 
 
@@ -139,7 +143,18 @@ CPU_FAULTS: tuple[Fault, ...] = (
                 + "        output, _ = self.o_proj(attn_output)\n"))),
 )
 
-TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS}
+# Not a length fault: a load-dependent slowdown for the capacity suite (tests/e2e/test_e2e_capacity.py). Every model
+# step sleeps STEP_S x the requests in its batch, so a step of n requests costs n x STEP_S more: throughput saturates
+# at 1/STEP_S steps per second and the knee moves left, as a DCP build whose per-step cost grows with the batch would.
+_CPU_REQS = "        num_reqs = common_attn_metadata.num_reqs\n"
+LOAD_FAULTS: tuple[Fault, ...] = (
+    Fault("step_delay_per_request", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
+          "CPU attention: every model step sleeps STEP_S (env HARNESS_FAULT_STEP_S) x the requests in the batch",
+          (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "step_delay_per_request", _CPU_L),
+           Edit(CPU_ATTN, _CPU_REQS, _CPU_REQS + "        _lf_time.sleep(_LF_STEP_S * num_reqs)\n"))),
+)
+
+TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS}
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 
@@ -200,7 +215,7 @@ def make_scratch(name: str, out: Path, site: Path, which: str = "cpu") -> dict:
 def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", reference: str | None = "cpu-ref",
              pythonpath_tail: str = "") -> str:
     """A candidate arm: `base` with the server importing the scratch copy first."""
-    fault = {**table("cpu"), **table("gpu")}[name]
+    fault = {**table("cpu"), **table("gpu"), **table("cpu_load")}[name]
     path = f"{scratch}{os.pathsep + pythonpath_tail if pythonpath_tail else ''}"
     what = f"{base} with a planted length fault past L={length}: {fault.name} (scratch vLLM {scratch})"
     lines = [f"description: {json.dumps(what)}", f"extends: {base}"]

@@ -53,8 +53,9 @@ def all_suites() -> list[str]:
 
 # Suites a run without --suites leaves out: they run when named (make qualify SUITES=..., --suites ...,ruler).
 # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples of
-# 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
-NAMED_ONLY = ("ruler",)
+# 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there. capacity: a ramp to
+# saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms: --num-gpu-blocks-override).
+NAMED_ONLY = ("ruler", "capacity")
 
 
 def default_suites() -> list[str]:

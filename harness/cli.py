@@ -258,12 +258,12 @@ def check_pytest_args(extra: list[str]) -> None:
 
 
 def interrupted_code(code: int) -> int:
-    """128 + the signal that stopped the run (SIGINT 130, SIGTERM 143); pytest's 'interrupted' (2) is a Ctrl-C."""
-    import pytest
-
+    """128 + the signal that stopped the run (SIGINT 130, SIGTERM 143). Without one, pytest's 'interrupted' (2) is
+    not a Ctrl-C: pytest ends with it when a suite module fails to import ('Interrupted: 1 error during collection'),
+    which printed 'interrupted (SIGINT)' and exit 130 before; it stays 2 (an error, reported as such)."""
     if TERMINATED:
         return 128 + TERMINATED[0]
-    return 128 + signal.SIGINT if code == pytest.ExitCode.INTERRUPTED else code
+    return code
 
 
 def resume_run(args: argparse.Namespace, arms: list[Arm]) -> Path:

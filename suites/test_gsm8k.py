@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.admission import strict_run
 from harness.config.thresholds import load_gates
 from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
-from harness.judge.run_thresholds import run_thresholds
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
+from harness.records.runinfo import run_thresholds
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord
 from harness.serve.serverlog import tail
 
@@ -36,7 +37,8 @@ def test_gsm8k(served_arm, harness_session, record):
 
 def test_gsm8k_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = gsm8k_gate(harness_session.records(), cand, ref, run_thresholds(harness_session.run_dir, cand).gsm8k)
+    limits = run_thresholds(harness_session.run_dir, cand, strict_run()).gsm8k
+    gate = gsm8k_gate(harness_session.records(), cand, ref, limits)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
 

@@ -6,12 +6,13 @@ import hashlib
 
 import pytest
 
+from harness.admission import strict_run
 from harness.config.thresholds import load_gates
 from harness.config.workloads import RulerWorkload, load_workload, workload_for
 from harness.judge.ruler import ruler_gate
-from harness.judge.run_thresholds import run_thresholds
 from harness.measure.gsm8k import make_model
 from harness.measure.ruler import evaluate, prepare_data, ruler_fields, tokenizer_dir
+from harness.records.runinfo import run_thresholds
 from harness.records.schema import GateRecord, RulerRecord
 from harness.serve.serverlog import tail
 
@@ -42,6 +43,7 @@ def test_ruler(served_arm, harness_session, record):
 
 def test_ruler_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = ruler_gate(harness_session.records(), cand, ref, run_thresholds(harness_session.run_dir, cand).ruler)
+    limits = run_thresholds(harness_session.run_dir, cand, strict_run()).ruler
+    gate = ruler_gate(harness_session.records(), cand, ref, limits)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail

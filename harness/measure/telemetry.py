@@ -23,6 +23,7 @@ SCRAPED = {
     "waiting": "vllm:num_requests_waiting",
     "prefix_hits": "vllm:prefix_cache_hits_total",
     "prefix_queries": "vllm:prefix_cache_queries_total",
+    "preemptions": "vllm:num_preemptions_total",
 }
 
 

@@ -101,7 +101,8 @@ def engine_args(arm: Arm) -> list[str]:
     args.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
     for flag, value in (("--max-num-batched-tokens", s.max_num_batched_tokens),
                         ("--max-num-seqs", s.max_num_seqs),
-                        ("--gpu-memory-utilization", s.gpu_memory_utilization)):
+                        ("--gpu-memory-utilization", s.gpu_memory_utilization),
+                        ("--num-gpu-blocks-override", s.kv_cache_blocks)):
         if value is not None:
             args += [flag, str(value)]
     spec = speculative_json(arm)

@@ -1,7 +1,7 @@
 """Placement: which node runs each rank, and the one address by which the harness reaches node 0. Pure.
 
-The rule (README "Multi-node arms"): the harness runs where it was started -- a login node or inside the allocation
--- and never on a node it does not know. Node 0's server binds exactly node 0's SLURM address (NodeAddr, as
+The rule (docs/arms.md, "Multi-node arms"): the harness runs where it was started -- a login node or inside the
+allocation -- and never on a node it does not know. Node 0's server binds exactly node 0's SLURM address (NodeAddr, as
 `scontrol show node` gives it), which is also the workers' --master-addr and the address the harness connects to:
 reachable from the cluster's own network, nothing wider (never 0.0.0.0). A local arm binds its server.host.
 """

@@ -13,6 +13,7 @@ from pathlib import Path
 from harness import __version__
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT
+from harness.config.thresholds import Gates, for_run, load_gates
 from harness.config.workloads import DEFAULT_WORKLOADS, WORKLOAD_KINDS, load_workload, workload_for
 
 
@@ -121,3 +122,12 @@ def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
         info["baseline"] = baseline
     write_run_info(run_dir, info)
     return info
+
+
+def run_thresholds(run_dir: Path, cand: str, strict: bool) -> Gates:
+    """The thresholds a suite judges its candidate with at the end of a run: the ones run.json recorded at the start
+    (resolved for a strict run then), so the suite's gate and the report's agree; without a run.json (pytest run by
+    hand) the arm's gates.yaml sections, resolved for `strict`."""
+    info, _ = read_run_info(run_dir)
+    recorded = next((p["gates"] for p in pairs_of(info) if p["candidate"] == cand and p.get("gates")), None)
+    return Gates.model_validate(recorded) if recorded else for_run(load_gates(cand), strict)

@@ -127,6 +127,40 @@ class LongPrefixRecord(RecordBase):
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
 
+class CapacityRecord(RecordBase):
+    """One per (arm, level) of the capacity ramp (suites/test_capacity.py). Times in seconds."""
+
+    kind: Literal["capacity"] = "capacity"
+    workload: str
+    prompts_sha: str  # of this level's prompts: equal on both arms at the same level
+    concurrency: int
+    status: Literal["complete", "aborted", "cut"]  # cut: still running at max_level_s, ended the ramp
+    reason: str | None = None
+    requests: int  # sent and finished (ok or failed)
+    planned: int  # rounds x concurrency
+    failed: int
+    errors: list[str] = []
+    duration_s: float  # first request sent to last one finished
+    output_tokens: int  # of the successful requests (usage blocks)
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    gpus: int  # the arm's GPU count (1 on CPU): throughput per GPU = output_tokens_per_s / gpus
+    ttft: Summary
+    tpot: Summary
+    ttft_samples_s: list[float | None] = []  # per request in request order (None: failed), for goodput under any SLO
+    tpot_samples_s: list[float | None] = []
+    kv_usage: Usage | None = None
+    waiting_share: float | None = None  # share of the level's /metrics points with a request waiting
+    running_peak: float | None = None
+    waiting_peak: float | None = None
+    preemptions: float | None = None  # vllm:num_preemptions delta over the level
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    saturated: bool = False
+    saturation: str | None = None  # which signal said so, with its value
+    samples_path: str
+
+
 class ColdStartRecord(RecordBase):
     """The first request after server start (the first warm-up), against the steady state."""
 
@@ -422,7 +456,8 @@ class OutcomeRecord(RecordBase):
 
 Record = Annotated[
     ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | RulerRecord | GateRecord
-    | ReferenceCheckRecord | LongContextRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord,
+    | ReferenceCheckRecord | LongContextRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord
+    | CapacityRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)

@@ -49,6 +49,14 @@ def kv_line(records: list[Record], cand: str, ref: str) -> list[str]:
     return [f"KV capacity: {cand} {a:,} tokens vs {ref} {b:,} tokens ({a / b:.2f}x)"]
 
 
+def capacity_line(cand: str, gates: list[GateResult]) -> list[str]:
+    """The capacity gate's sentence: 'at TPOT p99 <= X ms, TTFT p99 <= Y ms: cand serves cN ..., ref cM: r x'."""
+    g = next((g for g in gates if g.arm == cand and g.gate == "capacity_at_slo"), None)
+    if g is None:
+        return []
+    return [f"Capacity {'PASS' if g.passed else 'FAIL'}: {g.detail.split(chr(10))[0]}"]
+
+
 def accuracy_line(records: list[Record], cand: str, ref: str, flt: str) -> list[str]:
     mine, theirs = (latest(records, Gsm8kRecord, a) for a in (cand, ref))
     if not mine and not theirs:
@@ -98,7 +106,8 @@ def headline(records: list[Record], pairs: list[tuple[str, str | None]], gates: 
     for cand, ref in pairs:
         if ref is None:
             continue
-        out += [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *accuracy_line(records, cand, ref, flt),
+        out += [*tpot_lines(records, cand, ref), *kv_line(records, cand, ref), *capacity_line(cand, gates),
+                *accuracy_line(records, cand, ref, flt),
                 *coverage_line(records, cand, ref, named), *check_lines(records, cand, gates, named)]
     return out
 

@@ -108,3 +108,25 @@ def long_context_heatmap(maps: list) -> bytes | None:
                             color="white" if v is None or v < 0.5 else "black")
     fig.suptitle("Long context: length x depth")
     return png(fig)
+
+
+def capacity_pareto(points: dict[str, list[tuple[int, float, float]]], arm_order: list[str],
+                    slo_tpot_ms: float | None) -> bytes | None:
+    """Throughput per GPU against TPOT p50, one line per arm through its ramp's levels (each labelled c<N>), the
+    SLO's TPOT drawn as a vertical line: up and to the left is better."""
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for arm, pts in points.items():
+        color = COLORS[arm_order.index(arm) % len(COLORS)] if arm in arm_order else "gray"
+        ax.plot([p[1] for p in pts], [p[2] for p in pts], marker="o", color=color, label=arm)
+        for c, x, y in pts:
+            ax.annotate(f"c{c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+    if slo_tpot_ms is not None:
+        ax.axvline(slo_tpot_ms, color="red", ls="--", lw=1, label=f"SLO TPOT p99 {slo_tpot_ms:g} ms")
+    ax.set_xlabel("TPOT p50 (ms)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_title("Capacity: throughput per GPU against TPOT, per concurrency level")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return png(fig)

@@ -19,6 +19,7 @@ from harness.records.results import locate_results
 from harness.records.runinfo import pairs_of
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
+from harness.report.capacity import pareto_points
 from harness.report.completeness import gaps
 from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
@@ -71,6 +72,12 @@ def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[s
     return sorted(panels.items(), key=lambda kv: (not kv[0].startswith("TPOT"), kv[0]))
 
 
+def capacity_plot(run: RunData) -> bytes | None:
+    cands = [c for c, r in run_pairs(run) if r]
+    slo = load_gates(cands[0]).capacity.slo_tpot_p99_ms if cands else None
+    return plots.capacity_pareto(pareto_points(run.records, run.arm_order), run.arm_order, slo)
+
+
 def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[str]]:
     order = run.arm_order
     samples, p1 = tpot_samples(run)
@@ -81,7 +88,9 @@ def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[
              "no /metrics time series: suite not run or its telemetry files are missing"),
             ("Arm vs reference", plots.arm_bars(bar_panels(run.records), order), "no measurements to compare"),
             ("Long context: length x depth", plots.long_context_heatmap(heatmaps(run.records)),
-             "no long_context record: suite not run (or its candidate never compared a cell)")], \
+             "no long_context record: suite not run (or its candidate never compared a cell)"),
+            ("Capacity: throughput per GPU against TPOT", capacity_plot(run),
+             "no capacity record: suite not run (it runs when named: --suites capacity)")], \
         p1 + p2
 
 

@@ -22,6 +22,7 @@ from harness.records.schema import (
     ServerRecord,
     SpecDecodeRecord,
 )
+from harness.report.capacity import capacity_table
 from harness.report.long_context import long_context_table
 
 
@@ -361,6 +362,18 @@ def gates_table(gates: list[GateResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def capacity_limits(arm_order: list[str], references: dict[str, str | None] | None) -> dict:
+    """Each arm's capacity thresholds: a candidate's own section, and its reference judged with the same."""
+    from harness.config.thresholds import load_gates
+
+    out = {}
+    for cand, ref in (references or {}).items():
+        out[cand] = load_gates(cand).capacity
+        if ref:
+            out.setdefault(ref, out[cand])
+    return out
+
+
 def build_tables(records: list[Record], arm_order: list[str], gates: list[GateResult] = (),
                  references: dict[str, str | None] | None = None) -> list[tuple[str, pd.DataFrame]]:
     """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's."""
@@ -371,6 +384,8 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("Long context", long_context_table(records)),
+            ("Capacity", capacity_table(records, arm_order, capacity_limits(arm_order, references),
+                                        {c for c, r in (references or {}).items() if r})),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
             ("Spec decode", spec_decode_table(records, arm_order, list(gates), references)),
             ("Gates", gates_table(list(gates))),

@@ -54,7 +54,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 # (--no-loadscope-reorder keeps it); a group runs whole on one worker.
 GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "tests/e2e/test_e2e_reference_checks.py",
                "tests/e2e/test_e2e_ruler.py", "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
-               "cpu_ref_server", "tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_cpu.py"]
+               "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_engine_death.py",
+               "tests/e2e/test_e2e_cpu.py"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -60,3 +60,16 @@ def test_without_a_press_the_handlers_are_given_back():
     with interrupts_noted() as noted:
         pass
     assert noted == [] and signal.getsignal(signal.SIGINT) is before
+
+
+def test_pytest_interrupted_without_a_signal_is_no_ctrl_c(monkeypatch):
+    """pytest ends with 'interrupted' (2) when a suite module fails to import; with no signal received that is an
+    error, not 130 and 'interrupted (SIGINT)' (what a broken import printed before)."""
+    from harness import cli
+
+    monkeypatch.setattr(cli, "TERMINATED", [])
+    assert cli.interrupted_code(2) == 2 and cli.interrupted_code(1) == 1
+    monkeypatch.setattr(cli, "TERMINATED", [signal.SIGINT])
+    assert cli.interrupted_code(2) == 130
+    monkeypatch.setattr(cli, "TERMINATED", [signal.SIGTERM])
+    assert cli.interrupted_code(0) == 143

