@@ -63,7 +63,6 @@ class LongPrefixWorkload(PrefixSuffix, StrictModel):
     prompt_basis: Literal["token_ids", "text"] = "token_ids"
 
 
-
 class Gsm8kWorkload(StrictModel):
     """lm-eval GSM8K settings: few-shot count, question limit, client concurrency and retries."""
 
@@ -292,7 +291,6 @@ class CapacityWorkload(PrefixSuffix, StrictModel):
         if any(b <= a for a, b in zip(self.concurrency, self.concurrency[1:], strict=False)):
             raise ValueError(f"concurrency must increase: {self.concurrency}")
         return self
-
 
 
 DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
