@@ -51,3 +51,16 @@ def test_level_fields_from_samples_and_metrics_points(tmp_path: Path):
     assert f["kv_usage"].peak == 0.9 and f["preemptions"] == 2.0 and f["saturated"]
     assert f["saturation"].startswith("2 preemption(s)") and f["waiting_share"] == 2 / 3
     assert f["status"] == "complete" and f["errors"] == ["request 3: HTTP 500"]
+
+
+def test_a_cut_level_keeps_the_requests_that_finished(tmp_path: Path):
+    from harness.measure.capacity import partial_run
+
+    sink = tmp_path / "capacity_c4.jsonl"
+    done = [sample(0), sample(2)]
+    done[0].token_ids, done[0].top = [5, 6], [{5: -0.1, 7: -2.0}, {6: -0.2, 8: -3.0}]
+    sink.write_text("".join(s.to_json() + "\n" for s in done))
+    run = partial_run(sink, 0)
+    assert [s.index for s in run.samples] == [0, 2] and run.samples[0].top[0] == {5: -0.1, 7: -2.0}
+    assert run.aborted is None and run.end_ns > run.start_ns
+    assert partial_run(tmp_path / "none.jsonl", 0).samples == []
