@@ -12,7 +12,7 @@ import pytest
 
 from harness.admission import strict_run
 from harness.config.workloads import CapacityWorkload, load_workload, workload_for
-from harness.judge.capacity import check_name, verdicts
+from harness.judge.capacity import capacity_gate, check_name, verdicts
 from harness.judge.gates import latest
 from harness.measure.capacity import build_capacity_prompts, ramp
 from harness.measure.prompts import token_space
@@ -93,8 +93,6 @@ def test_capacity_vs_reference(harness_session, record):
     for level in sorted(latest(records, CapacityRecord, cand), key=lambda r: r.concurrency):
         record(ReferenceCheckRecord, arm=cand, reference_key=f"run {ref}",
                **compare_level(level, ref_levels, ref, gates.reference_checks))
-    from harness.judge.capacity import capacity_gate
-
     gate = capacity_gate(harness_session.records(), cand, ref, gates.capacity)
     record(GateRecord, **gate.record_fields())
     lines = [f"c{v.concurrency}: {v.why}" for v in verdicts(harness_session.records(), cand, gates.capacity, True)]
