@@ -21,7 +21,8 @@
 # for the whole script); a fault run that does not finish leaves its checks "not run" in the matrix.
 # $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
 # verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
-# timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX.
+# timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX; LF_CONTROL=0
+# keeps the control of an earlier call on the same warm machine (control in one call, faults in the next).
 # LF_CONTROL_SUITES=long_context,long_prefix,prefix_reuse,teacher_forcing also runs today's checks on the control
 # (~+60 s): the kill matrix then reads their reach (checked_to_tokens) and marks them "missed (checks to N < L)"
 # under each fault they cannot reach (every fault is the identity below L).
@@ -37,6 +38,7 @@ ARM=${LF_ARM:-gpu-mla-120k}
 REF=${LF_REF:-gpu-mla-120k-ref}
 LENGTHS=${LF_LENGTHS:-24000 64000 100000}
 FAULTS=${LF_FAULTS:-keys_past_L_ignored rope_offset_past_L precision_loss_past_L}
+[ "$FAULTS" = none ] && FAULTS=""  # the control alone
 SUITES=${LF_SUITES:-long_context,long_prefix}
 UTIL=${LF_UTIL:-0.15}
 LP=${LF_LONG_PREFIX:-long_prefix_120k_tiny_short}
@@ -70,8 +72,14 @@ if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>
 fi
 if [ "${LF_MODEL:-1}" = 1 ]; then
   if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
+    # When its retrieval circuit falls short, saved without it (--keep-weak-retrieval): the run is then judged on
+    # exact match, drift and teacher forcing alone, and tiny_model.json's retrieval_problems says why (printed below).
     timed model 300 "$KEEP/tiny-mla.log" $PY -m harness.tinymodel --arch deepseek_v3 --device cuda \
-      --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+      --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" --keep-weak-retrieval \
+      || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+    cp "$KEEP/tiny-mla.log" "$OUT/"
+    $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print('tiny-mla retrieval', d.get('retrieval_accuracy', d.get('retrieval_accuracy_of_circuit')), \
+      'problems', d.get('retrieval_problems', 'none'))" "$KEEP/tiny-mla/tiny_model.json"
   fi
   [ -L models/tiny-mla ] || rm -rf models/tiny-mla
   ln -sfn "$KEEP/tiny-mla" models/tiny-mla
@@ -97,12 +105,19 @@ done
 COMMON=(--no-vllm-check --set "workloads.long_prefix=$LP" --set eager_variant=null
         --set "server.gpu_memory_utilization=$UTIL" --set "$REF:server.gpu_memory_utilization=$UTIL")
 [ "${LF_EAGER:-1}" = 1 ] && COMMON+=(--set server.enforce_eager=true)
-rm -rf "$KEEP/runs"/*
-say "clean control: $ARM vs $REF (${SUITES})"
-timed control "${LF_CONTROL_S:-300}" "$KEEP/runs/control.log" $PY -m harness qualify --arm "$ARM" --run-dir "$KEEP/runs/control" \
-  --suites "${LF_CONTROL_SUITES:-$SUITES}" "${COMMON[@]}"
-control_rc=$?
-tail -8 "$KEEP/runs/control.log"
+if [ "${LF_CONTROL:-1}" = 1 ]; then
+  rm -rf "$KEEP/runs"/*
+  say "clean control: $ARM vs $REF (${LF_CONTROL_SUITES:-$SUITES})"
+  timed control "${LF_CONTROL_S:-300}" "$KEEP/runs/control.log" $PY -m harness qualify --arm "$ARM" \
+    --run-dir "$KEEP/runs/control" --suites "${LF_CONTROL_SUITES:-$SUITES}" "${COMMON[@]}"
+  control_rc=$?
+  echo "$control_rc" > "$KEEP/control_rc"
+  tail -8 "$KEEP/runs/control.log"
+else  # LF_CONTROL=0: a later call on the same machine keeps the control an earlier call ran (and its exit code)
+  find "$KEEP/runs" -mindepth 1 -maxdepth 1 ! -name 'control*' -exec rm -rf {} +
+  control_rc=$(cat "$KEEP/control_rc" 2>/dev/null || echo 124)
+  say "control kept from an earlier call: exit $control_rc"
+fi
 
 pids=()
 for f in $FAULTS; do

@@ -75,7 +75,8 @@ def add_llama_retrieval(model, tokenizer, texts: list[str], special: set[int], q
 
 
 def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], device: str = "cpu",
-                      quick: bool = False, lengths: tuple[int, ...] = MLA_LENGTHS, faults: Faults = NO_FAULTS):
+                      quick: bool = False, lengths: tuple[int, ...] = MLA_LENGTHS, faults: Faults = NO_FAULTS,
+                      strict: bool = True):
     """The DeepseekV3 model (trained with the circuit's room reserved: circuit_mla.reserve_for_circuit) with the
     needle tokens and the circuit, in float32 on CPU; retrieval measured in bf16 on `device` (transformers, SDPA),
     ordinary text against the model without the circuit (bf16 on `device`). Returns (model, tokenizer, summary);
@@ -87,6 +88,7 @@ def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], dev
     base = rebuilt(model.to("cpu"), torch.float32)
     trained_vocab = base.config.vocab_size
     ordinary = [i for i in range(trained_vocab) if i not in special]
+    plain_tokenizer = tokenizer
     tokenizer, needles = add_needle_vocab(tokenizer)
     wide = copy.deepcopy(base)
     grow_vocab(wide, -(-len(tokenizer) // 64) * 64)
@@ -114,9 +116,25 @@ def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], dev
                                          "depths 0.05/0.5/0.95",
                              "ordinary_text": drift, **circuit}}
     if not quick:
-        if drift["greedy_identical"] != drift["prompts"]:
-            raise SystemExit(f"the retrieval circuit moved ordinary text: {drift}")
-        low = {n: a for n, a in accuracy.items() if a < MIN_RETRIEVAL}
-        if low:
-            raise SystemExit(f"retrieval below {MIN_RETRIEVAL} at {low}")
+        problems = circuit_problems(drift, accuracy)
+        if problems and strict:
+            raise SystemExit("; ".join(problems))
+        if problems:
+            # --keep-weak-retrieval: the trained model without the circuit (a circuit that does not retrieve only
+            # adds needle-scale weights that amplify bf16 noise: measured on one H200, a clean CUDA-graph control
+            # drifted by up to 89 nats on needle prompts), no needle tokens, and tiny_model.json says why.
+            return base, plain_tokenizer, {"retrieval_accuracy_of_circuit": accuracy, "retrieval_problems": problems,
+                                           "retrieval": {**summary["retrieval"], "installed": False}}
     return wide, tokenizer, summary
+
+
+def circuit_problems(drift: dict, accuracy: dict) -> list[str]:
+    """Why an MLA circuit falls short of a retrieving tiny model: ordinary text moved, or retrieval below
+    MIN_RETRIEVAL at some length."""
+    problems = []
+    if drift["greedy_identical"] != drift["prompts"]:
+        problems.append(f"the retrieval circuit moved ordinary text: {drift}")
+    low = {n: a for n, a in accuracy.items() if a < MIN_RETRIEVAL}
+    if low:
+        problems.append(f"retrieval below {MIN_RETRIEVAL} at {low}")
+    return problems

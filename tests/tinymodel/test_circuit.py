@@ -80,3 +80,14 @@ def test_mla_circuit_copies_needles_leaves_ordinary_text_and_fails_off_by_one(se
     assert doc["clean"]["retrieval"] == {"160": 1.0}
     assert doc["clean"]["drift"]["greedy_identical"] == 2 and doc["clean"]["drift"]["max_abs_delta_logprob"] < 1e-3
     assert doc["prev_offset_2"]["retrieval"]["160"] < 0.1
+
+
+def test_circuit_problems_name_what_falls_short_and_nothing_when_it_retrieves():
+    from harness.tinymodel.retrieval import circuit_problems
+
+    clean = {"prompts": 13, "greedy_identical": 13, "max_abs_delta_logprob": 0.0}
+    assert circuit_problems(clean, {"1000": 1.0, "122000": 0.95}) == []
+    moved = circuit_problems({**clean, "greedy_identical": 12}, {"1000": 1.0})
+    assert len(moved) == 1 and "moved ordinary text" in moved[0]
+    low = circuit_problems(clean, {"1000": 1.0, "65536": 0.42})
+    assert low == ["retrieval below 0.9 at {'65536': 0.42}"]
