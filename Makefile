@@ -75,7 +75,10 @@ qualify: $(VENV)/.ready $(ARM_NEEDS)
 # (the CPU pair's timing is recorded, not enforced). Both sessions always run; either failing fails the target, and so
 # does a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
 E2E_WORKERS ?= 2
-test: setup chromium vllm-src
+# The set-up steps run side by side (make -j): the harness venv, Chromium's apt-get and the vLLM sources overlap the
+# server venv's install and the model's training, which is the long pole (~6 min on 2 cores).
+test:
+	@$(MAKE) --no-print-directory -j4 setup chromium vllm-src
 	@rc=0; \
 	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -v -rfEs $(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml) $(PYTEST_ARGS) \
 	  || rc=$$?; \

@@ -15,10 +15,15 @@ from harness.config.paths import REPO_ROOT
 
 @pytest.fixture(scope="session")
 def full_pair_run(tmp_path_factory):
-    """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every suite and a fresh reference store."""
+    """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every default suite plus ruler (a named-only
+    suite: riding this run saves its own two server starts in CI) and a fresh reference store."""
+    from harness.admission import default_suites
+
     work = tmp_path_factory.mktemp("full-pair")
     run = work / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke"],
+    suites = ",".join([*default_suites(), "ruler"])
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
+                           "--suites", suites],
                           cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
                           env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
     return run, proc.returncode, proc.stdout
@@ -53,7 +58,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 # Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
 # (--no-loadscope-reorder keeps it); a group runs whole on one worker.
 GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "tests/e2e/test_e2e_reference_checks.py",
-               "tests/e2e/test_e2e_ruler.py", "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
+               "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
                "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_engine_death.py",
                "tests/e2e/test_e2e_cpu.py"]
 

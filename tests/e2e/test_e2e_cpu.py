@@ -116,7 +116,8 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
 
 
 def test_qualify_cpu_pair_end_to_end(full_pair_run):
-    """What `make qualify` runs: every suite, cpu-smoke against cpu-ref."""
+    """What `make qualify` runs (every default suite, cpu-smoke against cpu-ref), plus the named-only ruler suite,
+    whose own assertions are test_e2e_ruler.py's."""
     run, code, out = full_pair_run
     assert code == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
@@ -182,8 +183,9 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     cases = ET.parse(run / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
         [f"{t}[{a}]" for t in ("test_kv_capacity", "test_attention_backend", "test_long_prefix", "test_gsm8k",
-                               "test_spec_decode")  # spec_decode skips itself: cpu-smoke has no drafter
-         for a in ("cpu-smoke", "cpu-ref")] + ["test_long_prefix_tpot_vs_reference", "test_gsm8k_vs_reference",
+                               "test_spec_decode", "test_ruler")  # spec_decode skips itself: cpu-smoke has no drafter
+         for a in ("cpu-smoke", "cpu-ref")] + ["test_ruler_vs_reference", "test_long_prefix_tpot_vs_reference",
+                                               "test_gsm8k_vs_reference",
                                                "test_gsm8k_degeneration_vs_reference", "test_spec_decode_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
                                                "test_teacher_forcing", "test_long_context", "test_dcp_ops"])

@@ -1,6 +1,7 @@
-"""RULER end to end on the CPU pair through the real CLI: lm-eval's synthetic tasks against both real servers
-(`qualify --arm cpu-smoke --suites ruler`: the suite runs when named), RulerRecords and the paired gate; the report
-recomputes the gate from results.jsonl and reads FAIL (no data) once the reference's record is gone or failed."""
+"""RULER end to end on the CPU pair through the real CLI: lm-eval's synthetic tasks against both real servers (the
+suite runs when named: it rides the shared full-pair run, `qualify --arm cpu-smoke --suites <defaults>,ruler`),
+RulerRecords and the paired gate; the report recomputes the gate from results.jsonl and reads FAIL (no data) once the
+reference's record is gone or failed."""
 
 from __future__ import annotations
 
@@ -31,17 +32,14 @@ def rows(run: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def ruler_run(tmp_path_factory):
-    if not (REPO_ROOT / "models" / "tiny-llama" / "config.json").is_file():
-        pytest.fail("the tiny model is missing: run `make model` (make test does it)")
-    run = tmp_path_factory.mktemp("ruler") / "run"
-    proc = harness("qualify", "--arm", "cpu-smoke", "--suites", "ruler", "--run-dir", str(run))
-    return run, proc
+def ruler_run(full_pair_run):
+    """(run dir, exit code, output) of the shared full-pair run, which names ruler."""
+    return full_pair_run
 
 
 def test_ruler_runs_lm_eval_against_both_servers_and_the_gate_passes(ruler_run):
-    run, proc = ruler_run
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    run, code, out = ruler_run
+    assert code == 0, out[-4000:]
     recs = {r["arm"]: r for r in rows(run) if r["kind"] == "ruler"}
     assert set(recs) == {"cpu-smoke", "cpu-ref"}
     for arm, r in recs.items():
@@ -74,8 +72,8 @@ def test_ruler_runs_lm_eval_against_both_servers_and_the_gate_passes(ruler_run):
     ("other-samples", "no data: the two arms were sent different RULER samples"),
 ])
 def test_report_of_the_run_without_the_references_data_reads_fail_no_data(ruler_run, tmp_path, fault, needle):
-    run, proc = ruler_run
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    run, code, out = ruler_run
+    assert code == 0, out[-4000:]
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     kept = []
