@@ -74,7 +74,7 @@ def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[s
 
 def capacity_plot(run: RunData) -> bytes | None:
     cands = [c for c, r in run_pairs(run) if r]
-    slo = load_gates(cands[0]).capacity.slo_tpot_p99_ms if cands else None
+    slo = recorded_thresholds(run)[cands[0]].capacity.slo_tpot_p99_ms if cands else None
     return plots.capacity_pareto(pareto_points(run.records, run.arm_order), run.arm_order, slo)
 
 
@@ -164,16 +164,26 @@ def run_pairs(run: RunData) -> list[tuple[str, str | None]]:
         ([(run.arm_order[0], run.arm_order[1] if len(run.arm_order) > 1 else None)] if run.arm_order else [])
 
 
+def recorded_pairs(run: RunData) -> list[dict]:
+    return pairs_of(run.info) or [{"candidate": c, "reference": r, "gates": None} for c, r in run_pairs(run)]
+
+
+def recorded_thresholds(run: RunData) -> dict[str, Gates]:
+    """Each candidate's gate thresholds as run.json recorded them (its current configs/gates.yaml section for runs
+    that did not record them): a re-rendered report judges with what the run was judged with."""
+    return {p["candidate"]: Gates.model_validate(p["gates"]) if p.get("gates") else load_gates(p["candidate"])
+            for p in recorded_pairs(run)}
+
+
 def run_gates(run: RunData) -> list[GateResult]:
-    """Each candidate-vs-reference pair's gates recomputed from the run's records, with the thresholds run.json
-    recorded for that candidate (its current configs/gates.yaml section for runs that did not record them)."""
-    pairs = pairs_of(run.info) or [{"candidate": c, "reference": r, "gates": None} for c, r in run_pairs(run)]
+    """Each candidate-vs-reference pair's gates recomputed from the run's records, with recorded_thresholds."""
+    thresholds_of = recorded_thresholds(run)
     out = []
-    for pair in pairs:
+    for pair in recorded_pairs(run):
         cand, ref = pair["candidate"], pair["reference"]
         if not ref:
             continue
-        thresholds = Gates.model_validate(pair["gates"]) if pair.get("gates") else load_gates(cand)
+        thresholds = thresholds_of[cand]
         suites = run.info.get("suites") or gated_suites(run.records)
         if not (run.info.get("arms", {}).get(cand) or {}).get("speculative"):
             suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
@@ -186,7 +196,8 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
     gates = run_gates(run)
     pairs = run_pairs(run)
-    tables = build_tables(run.records, run.arm_order, gates, dict(pairs))
+    tables = build_tables(run.records, run.arm_order, gates, dict(pairs),
+                          {c: t.capacity for c, t in recorded_thresholds(run).items()})
     lines = [*(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
              *headline(run.records, pairs, gates)]
     base = None

@@ -6,6 +6,7 @@ import ast
 
 import pandas as pd
 
+from harness.config.thresholds import CapacityGates
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
 from harness.judge.validity import outputs_check, outputs_invalid
@@ -362,21 +363,23 @@ def gates_table(gates: list[GateResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def capacity_limits(arm_order: list[str], references: dict[str, str | None] | None) -> dict:
-    """Each arm's capacity thresholds: a candidate's own section, and its reference judged with the same."""
-    from harness.config.thresholds import load_gates
-
+def capacity_limits(references: dict[str, str | None] | None, capacity: dict[str, CapacityGates]) -> dict:
+    """Each arm's capacity thresholds: a candidate's own (`capacity`, as its run recorded them), and its reference
+    judged with the same."""
     out = {}
     for cand, ref in (references or {}).items():
-        out[cand] = load_gates(cand).capacity
-        if ref:
-            out.setdefault(ref, out[cand])
+        if cand in capacity:
+            out[cand] = capacity[cand]
+            if ref:
+                out.setdefault(ref, out[cand])
     return out
 
 
 def build_tables(records: list[Record], arm_order: list[str], gates: list[GateResult] = (),
-                 references: dict[str, str | None] | None = None) -> list[tuple[str, pd.DataFrame]]:
-    """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's."""
+                 references: dict[str, str | None] | None = None,
+                 capacity: dict[str, CapacityGates] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """Every table of a run, titled, in the order a pull request quotes them; `references`: each candidate's;
+    `capacity`: each candidate's capacity thresholds as its run recorded them."""
     return [("Accuracy", accuracy_table(records, arm_order)),
             ("RULER", ruler_table(records, arm_order)),
             ("Performance", performance_table(records, arm_order, references)),
@@ -384,7 +387,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("Long context", long_context_table(records)),
-            ("Capacity", capacity_table(records, arm_order, capacity_limits(arm_order, references),
+            ("Capacity", capacity_table(records, arm_order, capacity_limits(references, capacity or {}),
                                         {c for c, r in (references or {}).items() if r})),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
             ("Spec decode", spec_decode_table(records, arm_order, list(gates), references)),

@@ -212,3 +212,39 @@ def test_a_selected_suite_without_records_reads_fail_no_data_in_the_gates_table(
                        "Detail": "no data: no long_prefix record for cpu-smoke; no data: no long_prefix record for "
                                  "cpu-ref"}
     assert rows[1]["Gate"] == "gsm8k_paired_accuracy" and rows[1]["Verdict"] == "PASS"
+
+
+def test_capacity_table_judges_with_the_slo_the_run_recorded_not_todays_gates_yaml(tmp_path):
+    """A re-rendered report reads each candidate's capacity SLO from run.json's pairs; gates.yaml may have changed
+    since (here: cpu-smoke-kvcap's 300 ms TPOT p99 today, 10 ms recorded by the run). Without a recorded section it
+    falls back to today's gates.yaml."""
+    from harness.config.thresholds import load_gates
+    from harness.records.schema import CapacityRecord, ReferenceCheckRecord, Summary
+
+    def level(arm: str, c: int) -> CapacityRecord:
+        n, tpot = 2 * c, 0.05  # 50 ms: within today's 300 ms, past the recorded 10 ms
+        return CapacityRecord(run_id="r", arm=arm, suite="capacity", workload="w", prompts_sha="p", concurrency=c,
+                              status="complete", requests=n, planned=n, failed=0, duration_s=2.0, output_tokens=64 * n,
+                              output_tokens_per_s=30.0 * c, requests_per_s=n / 2, gpus=1,
+                              ttft=Summary.of([0.1] * n), tpot=Summary.of([tpot] * n),
+                              ttft_samples_s=[0.1] * n, tpot_samples_s=[tpot] * n, samples_path="x")
+
+    cand, ref = "cpu-smoke-kvcap", "cpu-ref-kvcap"
+    records = [level(a, c) for a in (ref, cand) for c in (1, 2)]
+    records += [ReferenceCheckRecord(run_id="r", arm=cand, suite="capacity", check=f"capacity_outputs_c{c}",
+                                     reference=ref, reference_key="k", passed=True, detail="2/2 exact", requests=2,
+                                     exact_matches=2, first_divergence_min=None, max_drift=0.0, nonfinite=0,
+                                     drift_limit=0.01) for c in (1, 2)]
+    today = load_gates(cand)
+    assert today.capacity.slo_tpot_p99_ms == 300
+    recorded = today.model_copy(update={"capacity": today.capacity.model_copy(update={"slo_tpot_p99_ms": 10})})
+    for name, gates, verdict in [("recorded", recorded.model_dump(mode="json"), "broken"), ("legacy", None, "meets")]:
+        run = tmp_path / name
+        run.mkdir()
+        (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+        (run / "run.json").write_text(json.dumps({"arms": {cand: {}, ref: {}}, "suites": ["capacity"],
+                                                  "pairs": [{"candidate": cand, "reference": ref, "gates": gates}],
+                                                  "exit_code": 0}))
+        render_run(run)
+        rows = json.loads((run / "tables" / "capacity.json").read_text())
+        assert [r["SLO"].split(":")[0] for r in rows] == [verdict] * 4, (name, rows)
