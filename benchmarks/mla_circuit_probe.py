@@ -43,6 +43,10 @@ def main() -> int:
     p.add_argument("--depths", default="0.05,0.5,0.95")
     p.add_argument("--drift-prompts", type=int, default=8)
     p.add_argument("--kernel-len", type=int, default=131072)
+    p.add_argument("--residual-growth", type=float, default=1.0,
+                   help="scale every layer's attention and MLP output weights by this: a trained model's residual "
+                        "stream grows through its layers (the GSM8K-trained tiny MLA: ~200x by layer 1), random init's "
+                        "does not")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     import torch
@@ -52,6 +56,9 @@ def main() -> int:
     reserve_for_circuit(base)
     with torch.no_grad():
         base.lm_head.weight.mul_(40)  # trained-size logits, not near-uniform ones
+        for layer in base.model.layers:
+            layer.self_attn.o_proj.weight.mul_(args.residual_growth)
+            layer.mlp.down_proj.weight.mul_(args.residual_growth)
     ordinary, needles = list(range(4, 2048)), list(range(2048, 2304))
     result = {}
     for name, fault, lengths in (("clean", Faults(), args.lengths), ("prev_offset_2", Faults(prev_offset=2),
