@@ -16,14 +16,10 @@ from harness.judge.stats import mcnemar_exact_p, paired_power
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
-    CapacityRecord,
     GateRecord,
     Gsm8kRecord,
-    LongContextRecord,
     LongPrefixRecord,
     Record,
-    RulerRecord,
-    SpecDecodeRecord,
 )
 
 
@@ -199,59 +195,3 @@ def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -
         detail = "; ".join(failures)
     return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers,
                       no_signal=None if failures else no_signal, power=None if failures or no_signal else power)
-
-
-def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
-    from harness.judge.spec_decode import spec_decode_gates, suite_skipped  # it builds on this module
-
-    return [] if suite_skipped(records) else spec_decode_gates(records, cand, ref, gates.spec_decode)
-
-
-def long_context_suite_gates(records: list[Record], cand: str, ref: str) -> list[GateResult]:
-    from harness.judge.long_context import long_context_gate  # it builds on this module
-
-    return [long_context_gate(records, cand, ref)]
-
-
-def ruler_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
-    from harness.judge.ruler import ruler_gate  # it builds on this module
-
-    return [ruler_gate(records, cand, ref, gates.ruler)]
-
-
-def capacity_suite_gates(records: list[Record], cand: str, ref: str, gates: Gates) -> list[GateResult]:
-    from harness.judge.capacity import capacity_gate  # it builds on this module
-
-    return [capacity_gate(records, cand, ref, gates.capacity)]
-
-
-# Each suite with candidate-vs-reference gates, in the order the Gates table lists them.
-# Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
-SUITE_GATES = {"long_prefix": long_prefix_gates,
-               "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
-               "ruler": lambda rs, c, r, g, w=None: ruler_suite_gates(rs, c, r, g),
-               "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
-               "long_context": lambda rs, c, r, g, w=None: long_context_suite_gates(rs, c, r),
-               "capacity": lambda rs, c, r, g, w=None: capacity_suite_gates(rs, c, r, g)}
-GATE_INPUTS = {"long_prefix": ("long_prefix_tpot_p50", LongPrefixRecord),
-               "gsm8k": ("gsm8k_paired_accuracy", Gsm8kRecord),
-               "ruler": ("ruler_paired_accuracy", RulerRecord),
-               "spec_decode": ("spec_decode_acceptance_length", SpecDecodeRecord),
-               "long_context": ("long_context_outputs", LongContextRecord),
-               "capacity": ("capacity_at_slo", CapacityRecord)}
-
-
-def gated_suites(records: list[Record]) -> list[str]:
-    """Suites whose gate a run without a suite list evidently ran: its input records or its recorded verdict exist."""
-    gates_seen = {r.gate for r in records if isinstance(r, GateRecord)}
-    return [s for s, (gate, kind) in GATE_INPUTS.items()
-            if gate in gates_seen or any(isinstance(r, kind) for r in records)]
-
-
-def evaluate_gates(records: list[Record], cand: str, ref: str | None, gates: Gates, suites: list[str],
-                   workloads: dict | None = None) -> list[GateResult]:
-    """Every gate of the suites the run selected, recomputed from its records and the pair's workloads."""
-    if ref is None:
-        return []
-    return [g for suite, gate in SUITE_GATES.items() if suite in suites
-            for g in gate(records, cand, ref, gates, workloads)]

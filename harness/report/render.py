@@ -14,7 +14,8 @@ import pandas as pd
 
 from harness.config.thresholds import Gates, load_gates, load_thresholds
 from harness.judge.baseline import Delta, baseline_deltas, power_lines
-from harness.judge.gates import GateResult, evaluate_gates, gated_suites
+from harness.judge.gates import GateResult
+from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.records.results import locate_results
 from harness.records.runinfo import pairs_of
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord

@@ -1,1 +1,1 @@
-"""Plan -> a live local server: start, health, stop the tree; its log parsed. Imports: config, plan."""
+"""Plan -> a live local server: start, health, stop the tree; its log parsed. Imports: config, console, plan."""

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.tinymodel.copytask import copy_prompt, copy_sequence
+from harness.tinymodel.probe import PROBE_PROMPTS
 
 SEED = 1234
 VOCAB_SIZE = 2048
@@ -78,14 +79,6 @@ PLANS["deepseek_v3_mtp"] = PLANS["deepseek_v3"]  # the same target, plus a train
 # Determinism check on CPU (tests): the same code path at toy sizes.
 QUICK = TrainPlan(steps=3, seq_len=32, batch=2, copy_steps=3, copy_len=96, copy_batch=2, copy_span=16,
                   corpus_rows=200, probe_lengths=(96,), min_median_gap=0.0)
-PROBE_PROMPTS = [
-    "Natalia sold clips to 48 of her friends in April,",
-    "Weng earns $12 an hour for babysitting. Yesterday,",
-    "Betty is saving money for a new wallet which costs $100.",
-    "James writes a 3-page letter to 2 different friends twice a week.",
-    "Albert is wondering how much pizza he can eat in one day.",
-]
-
 
 def read_corpus(train_jsonl: Path, rows: int | None = None) -> list[str]:
     texts = []

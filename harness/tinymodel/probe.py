@@ -8,6 +8,15 @@ import random
 from harness.tinymodel.copytask import copy_accuracy
 from harness.tinymodel.needles import needle_copy_prompt
 
+# GSM8K openings: the ordinary text whose greedy continuation a circuit or a retraining must leave alone.
+PROBE_PROMPTS = [
+    "Natalia sold clips to 48 of her friends in April,",
+    "Weng earns $12 an hour for babysitting. Yesterday,",
+    "Betty is saving money for a new wallet which costs $100.",
+    "James writes a 3-page letter to 2 different friends twice a week.",
+    "Albert is wondering how much pizza he can eat in one day.",
+]
+
 DEPTHS = (0.05, 0.5, 0.95)
 
 

@@ -19,7 +19,7 @@ from harness.tinymodel.circuit import (
     one_kv_head_per_query_head,
     widen_llama,
 )
-from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy
+from harness.tinymodel.probe import PROBE_PROMPTS, ordinary_drift, random_prompts, retrieval_accuracy
 
 RETRIEVAL_LENGTHS = (512, 1024, 2048, 4000)  # the CPU long_context grid (max_model_len 4096)
 DRIFT_MAX = 1e-3  # largest |delta log-probability| on ordinary text allowed (float32 reassociation: ~1e-5)
@@ -54,8 +54,6 @@ def add_llama_retrieval(model, tokenizer, texts: list[str], special: set[int], q
     calibration += random_prompts(ordinary, 4, 256, seed=1)
     circuit = install_llama_circuit(wide, trained_vocab, needles, faults, calibration)
     wide = one_kv_head_per_query_head(wide)  # measured and saved as vLLM serves it
-    from harness.tinymodel.generate import PROBE_PROMPTS
-
     probes = [tokenizer(p)["input_ids"] for p in PROBE_PROMPTS] + random_prompts(ordinary, 8, 64)
     drift = ordinary_drift(base, wide, probes)
     lengths = (256,) if quick else RETRIEVAL_LENGTHS
@@ -96,8 +94,6 @@ def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], dev
     calibration += random_prompts(ordinary, 4, 256, seed=1)
     circuit = install_mla_circuit(wide, trained_vocab, needles, faults, calibration,
                                   kernel_len=8192 if quick else None)
-    from harness.tinymodel.generate import PROBE_PROMPTS
-
     probes = [tokenizer(p)["input_ids"] for p in PROBE_PROMPTS] + random_prompts(ordinary, 8, 64)
     # bf16 where the arms serve it (a GPU); float32 on CPU, whose bf16 matmuls take minutes (the --quick test).
     dtype = torch.float32 if device == "cpu" else torch.bfloat16

@@ -29,7 +29,7 @@ from harness.plan.vllm_args import check_with_vllm
 from harness.refcheck.compare import top_gap
 from harness.serve.launch import launch, plan_for
 from harness.serve.serverlog import parse_kv_capacity
-from harness.tinymodel.generate import PROBE_PROMPTS
+from harness.tinymodel.probe import PROBE_PROMPTS
 
 pytestmark = pytest.mark.e2e
 BF16_NOISE = 1e-2

@@ -10,7 +10,7 @@ import pytest
 from reportrun import ARMS, make_run
 
 from harness.config.thresholds import Gates
-from harness.judge.gates import SUITE_GATES
+from harness.judge.suite_gates import SUITE_GATES
 from harness.records.results import read_results
 from harness.report.render import render_run
 

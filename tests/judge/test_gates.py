@@ -1,7 +1,7 @@
 """Candidate-vs-reference gates computed from records alone; missing, failed or partial input reads FAIL."""
 
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
-from harness.judge import gates
+from harness.judge import gates, suite_gates
 from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 
 TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
@@ -113,10 +113,10 @@ def test_gsm8k_gate_missing_aborted_or_without_per_question_results_is_fail_no_d
 
 def test_evaluate_gates_only_for_the_suites_the_run_selected():
     records = [*VALID, lp("a", 1, 0.01), lp("b", 1, 0.01)]
-    assert [g.gate for g in gates.evaluate_gates(records, "a", "b", Gates(), ["long_prefix"])] == ["long_prefix_tpot_p50"]
-    both = gates.evaluate_gates(records, "a", "b", Gates(), ["gsm8k", "long_prefix", "kv_capacity"])
+    assert [g.gate for g in suite_gates.evaluate_gates(records, "a", "b", Gates(), ["long_prefix"])] == ["long_prefix_tpot_p50"]
+    both = suite_gates.evaluate_gates(records, "a", "b", Gates(), ["gsm8k", "long_prefix", "kv_capacity"])
     assert [(g.gate, g.passed) for g in both] == [("long_prefix_tpot_p50", True), ("gsm8k_paired_accuracy", False)]
-    assert gates.evaluate_gates(records, "a", None, Gates(), ["long_prefix"]) == []
+    assert suite_gates.evaluate_gates(records, "a", None, Gates(), ["long_prefix"]) == []
 
 
 def test_gsm8k_gate_states_the_smallest_drop_its_paired_questions_could_show():

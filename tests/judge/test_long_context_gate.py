@@ -4,8 +4,8 @@ failing length; missing, aborted or partial grids are FAIL (no data)."""
 from __future__ import annotations
 
 from harness.config.thresholds import Gates
-from harness.judge.gates import evaluate_gates, gated_suites
 from harness.judge.long_context import long_context_gate
+from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.records.schema import LongContextCell, LongContextRecord
 
 

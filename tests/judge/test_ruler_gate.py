@@ -2,8 +2,8 @@
 on either arm, or different samples, reads FAIL "no data"."""
 
 from harness.config.thresholds import Gates, RulerGates
-from harness.judge.gates import evaluate_gates, gated_suites
 from harness.judge.ruler import by_length, ruler_gate
+from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.records.schema import RulerCell, RulerRecord
 
 LIMITS = RulerGates()

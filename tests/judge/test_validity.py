@@ -5,7 +5,7 @@ Performance table's outputs cell, and the optional coverage gate."""
 from __future__ import annotations
 
 from harness.config.thresholds import CoverageGates, Gates, LongPrefixGates, load_gates
-from harness.judge import gates
+from harness.judge import gates, suite_gates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.schema import LongPrefixRecord, ReferenceCheckRecord, Summary
 from harness.report.headline import headline
@@ -156,5 +156,5 @@ def test_coverage_gate_only_where_gates_yaml_asks_and_fails_when_timed_past_the_
                                                  "100,368 tokens past the longest checked context")
     nothing = gates.coverage_gate(FASTER, "gpu-mla", "gpu-mla-ref", on.coverage)
     assert not nothing.passed and nothing.detail.startswith("no data: outputs not checked")
-    evaluated = gates.evaluate_gates(records, "gpu-mla", "gpu-mla-ref", on, ["long_prefix"])
+    evaluated = suite_gates.evaluate_gates(records, "gpu-mla", "gpu-mla-ref", on, ["long_prefix"])
     assert [g.gate for g in evaluated] == ["long_prefix_tpot_p50", "coverage_checked_to_timed"]
