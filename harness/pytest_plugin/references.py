@@ -100,9 +100,7 @@ class ReferenceOutputs:
         if stored is None and not capture_missing:
             return None
         if stored is None:
-            for other in list(self.session._servers):
-                if other != name:
-                    self.session.release(other)
+            self.session.release_all_but(name)
             outputs = capture(self.session.server(name), prompts.all(), sampling)
             if not keep_server:
                 self.session.release(name)

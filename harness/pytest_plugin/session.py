@@ -192,6 +192,11 @@ class HarnessSession:
         (a test run again in a resumed attempt counts once, with its latest records)."""
         return current_records(read_results(self.writer.path)[0])
 
+    def release_all_but(self, name: str) -> None:
+        """Stop every live server but arm `name`'s (one server at a time on a shared device)."""
+        for other in [o for o in self._servers if o != name]:
+            self.release(other)
+
     def release(self, name: str) -> None:
         """Stop arm `name`'s server once its tests are done; HarnessError if it was found dead first."""
         dead = self.found_dead(name)
