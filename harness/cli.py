@@ -47,6 +47,7 @@ from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR, gsm8k_dir, server_python
 from harness.config.thresholds import for_run, load_gates
 from harness.console import progress
+from harness.interrupts import InterruptRelay
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import Verdict, violations
 from harness.plan.redact import redact_argv, redact_arm_dump
@@ -183,10 +184,15 @@ TERMINATED: list[int] = []
 SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
 
+RELAY = InterruptRelay()
+
+
 def _raise_interrupt(signum, frame):
     # SIGINT (Ctrl-C) and SIGTERM both become KeyboardInterrupt, so pytest tears its fixtures down (servers stop);
-    # the signal is remembered for the exit code (130, 143): pytest's own code for an interrupt is 2.
+    # the signal is remembered for the exit code (130, 143): pytest's own code for an interrupt is 2. The relay
+    # raises it again should this KeyboardInterrupt be lost (harness/interrupts.py).
     TERMINATED.append(signum)
+    RELAY.noted(signum)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -237,7 +243,7 @@ def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
     if args.parallel:  # one xdist worker per arm of the run: candidates and references side by side
         pytest_args += ["-n", str(args.arm_count), "--parallel-arms"]
     pytest_args += args.pytest_args
-    return int(pytest.main(pytest_args))
+    return int(pytest.main(pytest_args, plugins=[RELAY]))
 
 
 def check_pytest_args(extra: list[str]) -> None:
@@ -342,6 +348,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
                 TERMINATED.append(signal.SIGINT)
             code = 128 + TERMINATED[0]
         finally:
+            RELAY.take()
             for sig, handler in noting.items():  # first: a second Ctrl-C must not cut the servers' stop short
                 signal.signal(sig, handler)
             stop_all()

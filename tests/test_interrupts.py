@@ -1,0 +1,56 @@
+"""A signal whose KeyboardInterrupt is lost (raised inside a finaliser, which Python reports as unraisable and
+ignores) still stops the run: the relay raises it again. Without the relay the same process runs on, which is what
+CI once saw (a SIGTERM mid long_prefix, the run went on measuring)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.config.paths import REPO_ROOT
+from harness.interrupts import InterruptRelay
+
+LOST_INTERRUPT = """
+import gc, os, signal, sys, time
+from harness import cli
+from harness.interrupts import InterruptRelay
+cli.RELAY = InterruptRelay(every_s=0.5, tries=int(sys.argv[1]))
+signal.signal(signal.SIGTERM, cli._raise_interrupt)
+
+class ClosedByTheCollector:
+    def __del__(self):  # the signal lands here: its KeyboardInterrupt is reported as unraisable and dropped
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+
+ClosedByTheCollector()
+gc.collect()
+assert cli.TERMINATED == [signal.SIGTERM], cli.TERMINATED  # the handler ran ...
+try:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # ... and its interrupt was lost: the "suites" go on
+        time.sleep(0.05)
+    print("ran on", cli.RELAY.resent)
+except KeyboardInterrupt:
+    print("interrupted", cli.RELAY.resent)
+"""
+
+
+@pytest.mark.parametrize(("tries", "expected"), [(30, "interrupted 1"), (0, "ran on 0")])
+def test_a_lost_interrupt_is_raised_again_until_taken(tries, expected):
+    proc = subprocess.run([sys.executable, "-c", LOST_INTERRUPT, str(tries)], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == expected, proc.stdout + proc.stderr
+    assert "Exception ignored" in proc.stderr and "KeyboardInterrupt" in proc.stderr  # the first one was lost
+
+
+def test_a_taken_interrupt_is_not_raised_again():
+    relay = InterruptRelay(every_s=0.05, tries=5)
+    relay.take()
+    relay.noted(15)
+    assert relay._thread is None and relay.resent == 0
+    relay = InterruptRelay(every_s=10, tries=5)
+    relay.noted(15)
+    relay.pytest_keyboard_interrupt(excinfo=None)  # pytest took it: the relay stops before its first resend
+    relay._thread.join(timeout=5)
+    assert not relay._thread.is_alive() and relay.resent == 0
