@@ -117,6 +117,11 @@ async def ramp(live: LiveServer, w: CapacityWorkload, prompts: list[list[int]], 
     levels: list[RampLevel] = []
     past = None
     try:
+        # One untimed request first: a server's first request pays one-off costs (CI saw a compiled cpu-smoke's take
+        # 3.0 s against 0.15 s for the next), which would sink c1's throughput and so fake a gain at c2 (the knee).
+        await run_level(base, model, level_prompts(w, prompts, 1)[:1], w.output_tokens, 1, 0,
+                        live.arm.timeouts.request_s, live.server.check_alive, out_dir / "capacity_warmup.jsonl",
+                        extra={"cache_salt": "harness-capacity-warmup"})
         for c in w.concurrency:
             todo = level_prompts(w, prompts, c)
             sink = out_dir / f"capacity_c{c}.jsonl"

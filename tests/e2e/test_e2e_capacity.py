@@ -54,6 +54,9 @@ def test_clean_pair_ramps_to_saturation_and_passes(clean):
     for arm in (CAND, REF):
         lv = levels(records, arm)
         assert [r.concurrency for r in lv][:3] == [1, 2, 4] and all(r.failed == 0 for r in lv), lv
+        # one untimed warm-up request first, so c1 (the knee's baseline) does not pay the server's first-request costs
+        warm = (run / arm / "capacity_warmup.jsonl").read_text().splitlines()
+        assert len(warm) == 1 and json.loads(warm[0])["error"] is None, warm
         # the ramp stopped at its first saturated level (levels_past_saturation 0), named by a server signal
         assert lv[-1].saturated and not any(r.saturated for r in lv[:-1]), [r.saturation for r in lv]
         assert lv[-1].saturation and ("preemption" in lv[-1].saturation or "waited" in lv[-1].saturation
