@@ -475,7 +475,8 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
     train = Path(args.gsm8k_train) if args.gsm8k_train else gsm8k_dir() / "train.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.call([server_python(), "-m", "harness.tinymodel", "--out", args.out,
-                            "--gsm8k-train", str(train), "--arch", args.arch, "--device", args.device], env=env)
+                            "--gsm8k-train", str(train), "--arch", args.arch, "--device", args.device,
+                            *(["--keep-weak-retrieval"] if args.keep_weak_retrieval else [])], env=env)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -553,6 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", choices=["llama", "deepseek_v3", "deepseek_v3_mtp"], default="llama",
                    help="llama: the CPU pair's model; deepseek_v3: the MLA model of the GPU arms (gpu-mla-ref.yaml)")
     p.add_argument("--device", default="cpu", help="where to train: cpu, or cuda on a GPU machine")
+    p.add_argument("--keep-weak-retrieval", action="store_true",
+                   help="deepseek_v3: save the model without a retrieval circuit that falls short, instead of refusing")
     p.set_defaults(func=cmd_make_tiny_model)
     return parser
 

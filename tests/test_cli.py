@@ -76,6 +76,16 @@ def test_make_tiny_model_takes_the_arch_and_device_the_gpu_arms_document():
     assert build_parser().parse_args(["make-tiny-model"]).arch == "llama"
 
 
+def test_make_tiny_model_forwards_keep_weak_retrieval_to_the_generator(monkeypatch):
+    from harness import cli
+
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda argv, env: calls.append(argv) or 0)
+    for extra in ([], ["--keep-weak-retrieval"]):
+        cli.cmd_make_tiny_model(cli.build_parser().parse_args(["make-tiny-model", "--arch", "deepseek_v3", *extra]))
+    assert ["--keep-weak-retrieval" in argv for argv in calls] == [False, True]
+
+
 def test_plan_prints_env_secrets_redacted():
     result = harness("plan", "--arm", "dcp8", "--no-vllm-check", "--set", "server.env.HF_TOKEN=s3cr3t-plan",
                      "--set=server.env.VLLM_API_KEY=s3cr3t-plan2")

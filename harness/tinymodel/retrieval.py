@@ -114,7 +114,7 @@ def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], dev
     if not quick:
         problems = circuit_problems(drift, accuracy)
         if problems and strict:
-            raise SystemExit("; ".join(problems))
+            raise SystemExit("; ".join(problems) + " (--keep-weak-retrieval saves the model without the circuit)")
         if problems:
             # --keep-weak-retrieval: the trained model without the circuit (a circuit that does not retrieve only
             # adds needle-scale weights that amplify bf16 noise: measured on one H200, a clean CUDA-graph control
