@@ -285,7 +285,7 @@ def test_slurm_up_fails_with_the_log_of_a_slurmd_that_cannot_start():
             started = time.monotonic()
             up = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=120)
         assert up.returncode == 1, up.stdout + up.stderr
-        assert time.monotonic() - started < 20
+        assert time.monotonic() - started < 60  # at once, not after the 120 s timeout (a loaded CI machine: 24 s)
         assert "slurm: slurmd-node2 exited" in up.stderr
         assert "--- /var/log/slurm/slurmd-node2.log (slurmd-node2 not running, the last lines of this start):" in up.stderr
         assert "Address already in use" in up.stderr.split("slurmd-node2.log")[-1], up.stderr
