@@ -3,7 +3,10 @@
 A speed figure counts only when the requests it timed produced the reference's outputs: the candidate's long_prefix
 test compares them (ReferenceCheckRecord check "long_prefix_outputs", harness/refcheck/timed_outputs.py). Invalid
 outputs, or outputs whose validity could not be established, make the performance gates and the headline read
-"FAIL (outputs invalid: ...)" -- a DCP build that corrupts tokens past some length can look faster there.
+"FAIL (outputs invalid: ...)" -- a DCP build that corrupts tokens past some length can look faster there. So does a
+long_context grid failing at a length the run timed: the timed prompts' own outputs may not show a fault that the
+needle cells do (ordinary text barely depends on keys 100k tokens back), and a build that breaks contexts of that
+length earns no speed-up at that length.
 
 Coverage: the longest context any output check of the candidate against its reference reached (checked_to_tokens)
 against the longest context the run timed (LongPrefixRecord.timed_to_tokens).
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.records.schema import LongPrefixRecord, Record, ReferenceCheckRecord
+from harness.records.schema import LongContextRecord, LongPrefixRecord, Record, ReferenceCheckRecord
 
 OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.timed_outputs.CHECK (judge may not import refcheck)
 
@@ -42,7 +45,25 @@ def outputs_invalid(records: list[Record], cand: str, ref: str) -> str | None:
         return reason if reason.startswith("no data") else f"no data: {reason}"
     if not r.passed:
         return first("; ".join([r.detail, *r.diverged[:1]]), 400)
-    return None
+    return long_context_failure_within_timed(records, cand, ref)
+
+
+def long_context_failure_within_timed(records: list[Record], cand: str, ref: str) -> str | None:
+    """Why the candidate's latest long_context grid against this reference leaves its timed context unproven, as a
+    sentence, else None. The grid proves outputs only up to the longest length below its first failing one; a run
+    timed past that (e.g. a fault from 100k: 98,304 passes, 122,000 fails, timed at 120,064) has no valid speed."""
+    grids = [r for r in records if isinstance(r, LongContextRecord) and r.arm == cand and r.reference == ref]
+    if not grids or grids[-1].passed or grids[-1].first_failing_length is None:
+        return None
+    grid = grids[-1]
+    failing = grid.first_failing_length
+    timed = max((r.timed_to_tokens for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand
+                 and r.timed_to_tokens is not None), default=None)
+    proven = max((n for n in grid.lengths if n < failing), default=0)
+    if timed is None or timed <= proven:
+        return None
+    below = f"passes to {proven:,}" if proven else "its shortest length"
+    return f"long_context fails from {failing:,} tokens ({below}); the run timed {timed:,}-token contexts"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from harness.config.thresholds import CoverageGates, Gates, LongPrefixGates, load_gates
 from harness.judge import gates, suite_gates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
-from harness.records.schema import LongPrefixRecord, ReferenceCheckRecord, Summary
+from harness.records.schema import LongContextRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 from harness.report.headline import headline
 from harness.report.tables import performance_table
 
@@ -79,6 +79,40 @@ def test_a_check_against_another_arm_does_not_validate_the_pair():
     assert outputs_invalid([other], "gpu-mla", "gpu-mla-ref").startswith("no data")
     # the latest check counts (a resumed run re-ran the test)
     assert outputs_invalid([check(passed=False), check()], "gpu-mla", "gpu-mla-ref") is None
+
+
+def grid(first_failing: int | None, arm: str = "gpu-mla", reference: str = "gpu-mla-ref",
+         lengths: tuple[int, ...] = (32_768, 98_304, 122_000)) -> LongContextRecord:
+    """A long_context grid of the candidate: passing (None) or failing from `first_failing` tokens."""
+    return LongContextRecord(run_id="r", arm=arm, suite="long_context", workload="long_context_gpu_120k",
+                             reference=reference, reference_key="k", prompts_sha="p", needle_source="x",
+                             prefix_caching="on", lengths=list(lengths), depths=[0.95], modes=["cold"],
+                             first_failing_length=first_failing, checked_to_tokens=122_032,
+                             passed=first_failing is None,
+                             failures=[] if first_failing is None else ["request L122000-d0.95-cold: token 1 differs"])
+
+
+def test_a_long_context_failure_within_the_timed_context_invalidates_the_speed_up():
+    """The timed prompts' outputs matched (ordinary text barely depends on far keys), but the needle grid failed at a
+    length the run timed, or between its last passing length and the timed one: no speed-up. A failure only beyond
+    a length proven at or past the timed context, or a passing grid, leaves the gate as it was."""
+    within = gates.tpot_gate([*FASTER, check(), grid(32_768)], "gpu-mla", "gpu-mla-ref", TOL)
+    assert not within.passed and within.numbers == {}
+    assert within.detail == ("outputs invalid: long_context fails from 32,768 tokens (its shortest length); the run "
+                             "timed 120,400-token contexts")
+    # a fault from 100k: 98,304 passes, 122,000 fails; the timed 120,400 lies between, so it is not proven valid
+    between = gates.tpot_gate([*FASTER, check(), grid(122_000)], "gpu-mla", "gpu-mla-ref", TOL)
+    assert between.detail == ("outputs invalid: long_context fails from 122,000 tokens (passes to 98,304); the run "
+                              "timed 120,400-token contexts")
+    proven = gates.tpot_gate([*FASTER, check(), grid(122_000, lengths=(98_304, 120_400, 122_000))], "gpu-mla",
+                             "gpu-mla-ref", TOL)
+    assert proven.passed and round(proven.numbers["c1_ratio"], 3) == 0.706
+    for fine in (grid(None), grid(32_768, reference="other-ref"), grid(32_768, arm="other")):
+        assert outputs_invalid([*FASTER, check(), fine], "gpu-mla", "gpu-mla-ref") is None
+    tpot = [line for line in headline([*FASTER, check(), grid(32_768)], [("gpu-mla", "gpu-mla-ref")], [])
+            if line.startswith("TPOT")]
+    assert tpot == ["TPOT p50 c1: FAIL (outputs invalid: long_context fails from 32,768 tokens (its shortest "
+                    "length); the run timed 120,400-token contexts)"]
 
 
 def test_headline_credits_a_speed_up_only_with_valid_outputs():
