@@ -5,6 +5,12 @@ A planted fault (previous-token head peaked at offset 2) must collapse the accur
 
     python3 benchmarks/mla_circuit_probe.py --device cuda --lengths 1000,8192,32768,65536,98304,122000 --out r.json
 
+--train-steps N trains the model on GSM8K text first (N text steps, as make-tiny-model does, room reserved), so the
+circuit meets a trained residual stream (it grows ~200x through the layers) instead of random init's:
+
+    python3 benchmarks/mla_circuit_probe.py --train-steps 100 --gsm8k-train ../shared/data/gsm8k/train.jsonl \
+        --dtype bfloat16 --lengths 1000 --kernel-len 8192
+
 Runs under the server environment or a GPU image's python3 (torch, transformers, numpy).
 """
 
@@ -21,7 +27,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.tinymodel.circuit import Faults  # noqa: E402
 from harness.tinymodel.circuit_mla import grow_vocab, install_mla_circuit, reserve_for_circuit  # noqa: E402
-from harness.tinymodel.generate import SEED, build_mla_model  # noqa: E402
+from harness.tinymodel.generate import (  # noqa: E402
+    SEED,
+    TrainPlan,
+    build_mla_model,
+    read_corpus,
+    sharpen_head,
+    special_ids,
+    train,
+    train_tokenizer,
+)
 from harness.tinymodel.probe import ordinary_drift, random_prompts, retrieval_accuracy  # noqa: E402
 
 
@@ -32,6 +47,19 @@ class StubTokenizer:
 
     def __len__(self) -> int:
         return 2048
+
+
+def trained_base(gsm8k_train: Path, steps: int, device: str):
+    """(model trained on GSM8K text with the circuit's room reserved, its ordinary token ids), float32 on CPU."""
+    texts = read_corpus(gsm8k_train)
+    tokenizer = train_tokenizer(texts)
+    model = build_mla_model(tokenizer)
+    model.config._attn_implementation = "eager"  # as make-tiny-model trains it
+    reserve_for_circuit(model)
+    train(model, tokenizer, texts, device, TrainPlan(steps=steps))
+    sharpen_head(model)
+    special = special_ids(tokenizer)
+    return model.float().eval(), [i for i in range(model.config.vocab_size) if i not in special]
 
 
 def main() -> int:
@@ -47,28 +75,37 @@ def main() -> int:
                    help="scale every layer's attention and MLP output weights by this: a trained model's residual "
                         "stream grows through its layers (the GSM8K-trained tiny MLA: ~200x by layer 1), random init's "
                         "does not")
+    p.add_argument("--train-steps", type=int, default=0,
+                   help="train on GSM8K text for this many steps first (needs --gsm8k-train); 0: random init")
+    p.add_argument("--gsm8k-train", type=Path)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     import torch
 
     torch.manual_seed(SEED)
-    base = build_mla_model(StubTokenizer()).eval()
-    reserve_for_circuit(base)
+    if args.train_steps:
+        base, ordinary = trained_base(args.gsm8k_train, args.train_steps, args.device)
+    else:
+        base = build_mla_model(StubTokenizer()).eval()
+        reserve_for_circuit(base)
+        ordinary = list(range(4, 2048))
+        with torch.no_grad():
+            base.lm_head.weight.mul_(40)  # trained-size logits, not near-uniform ones
     with torch.no_grad():
-        base.lm_head.weight.mul_(40)  # trained-size logits, not near-uniform ones
         for layer in base.model.layers:
             layer.self_attn.o_proj.weight.mul_(args.residual_growth)
             layer.mlp.down_proj.weight.mul_(args.residual_growth)
-    ordinary, needles = list(range(4, 2048)), list(range(2048, 2304))
+    trained_vocab = base.config.vocab_size
+    needles = list(range(trained_vocab, trained_vocab + 256))
     result = {}
     for name, fault, lengths in (("clean", Faults(), args.lengths), ("prev_offset_2", Faults(prev_offset=2),
                                                                       args.fault_lengths)):
         if not lengths:
             continue
         wide = copy.deepcopy(base)
-        grow_vocab(wide, 2304)
+        grow_vocab(wide, trained_vocab + 256)
         t0 = time.monotonic()
-        info = install_mla_circuit(wide, 2048, needles, fault, random_prompts(ordinary, 4, 256, seed=1),
+        info = install_mla_circuit(wide, trained_vocab, needles, fault, random_prompts(ordinary, 4, 256, seed=1),
                                    kernel_len=args.kernel_len)
         t1 = time.monotonic()
         dt = getattr(torch, args.dtype)

@@ -14,6 +14,18 @@ the optimizer cannot move, `reserve_for_circuit`): hidden dims [384, 512), heads
 At ordinary tokens the circuit's latent components are ~1e-3 of the trained latent RMS (RMSNorm weights restore
 them); at needle tokens they dominate the latent norms, which then divide by fixed values.
 
+Two choices make it hold on a *trained* model, whose residual stream grows ~200x through its layers (the
+GSM8K-trained tiny MLA) while the circuit's embedding-time features keep their size:
+- the ordinary/needle switch is its own hidden dim ORD, set on ordinary tokens only: at needle tokens it is exactly
+  zero in any precision, so the layer-1 sink and the lm_head's needle suppression (weights ~1/ORD's smallest share,
+  over 1e6 on the trained model) meet no cancellation for bf16 to spoil (an earlier form, CONST minus the needle
+  code, retrieved 0.0 on the trained model);
+- the needle scale is NEEDLE_SCALE x the largest trained residual RMS at any norm's input, not at the embedding:
+  at a needle token the trained heads still add their mean value (a zero query attends uniformly), and it must
+  stay small beside the codes.
+benchmarks/mla_circuit_probe.py --residual-growth G scales a random-init model's layer outputs by G, as training
+does, and --train-steps N trains it on GSM8K first.
+
 Measured on one H200 (benchmarks/mla_circuit_probe.py: a random-init model of this shape, room reserved, circuit
 installed; transformers 5.17, SDPA, bf16): greedy copy accuracy 1.0 at 1000, 8192, 32768, 65536, 98304 and 122000
 tokens (span 48, cue 16, depths 5/50/95 %); ordinary text identical (max |delta logprob| 0.0 on 8 prompts); the
@@ -150,6 +162,7 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
     n_hidden, eps = cfg.hidden_size, cfg.rms_norm_eps
     h0 = n_hidden - HIDDEN_RESERVED
     CONST, CUR, PREV, RET = h0, h0 + 1, h0 + 1 + CODE_DIMS, h0 + 1 + 2 * CODE_DIMS
+    ORD = RET + CODE_DIMS  # ordinary tokens only: exactly zero at needle tokens in any precision (nothing writes it)
     nh, nope, rope, vd = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
     qh, kvh = nope + rope, nope + vd
     head = nh - HEADS_RESERVED  # the circuit's head in both layers
@@ -162,9 +175,20 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
     with torch.no_grad():
         emb = model.model.embed_tokens.weight
         trained_emb = emb[:trained_vocab, :h0]
-        const = torch.sqrt((trained_emb.pow(2).sum(-1) / n_hidden + eps) / (1 / CONST_EPS ** 2 - 1 / n_hidden))
+        # Ordinary tokens: CONST = ORD = CONST_EPS x the row's RMS over the full width, so both normalise to exactly
+        # 1 at layer 0 whatever the token (norm weight 1/CONST_EPS).
+        const = torch.sqrt((trained_emb.pow(2).sum(-1) / n_hidden + eps) / (1 / CONST_EPS ** 2 - 2 / n_hidden))
         emb[:trained_vocab, CONST] = const
-        c = NEEDLE_SCALE * float(torch.sqrt(trained_emb.pow(2).sum(-1) / h0).max())
+        emb[:trained_vocab, ORD] = const
+        for norm in (layers[0].input_layernorm, layers[1].input_layernorm, model.model.norm):
+            norm.weight[CONST] = 1 / CONST_EPS
+            norm.weight[ORD] = 1 / CONST_EPS
+        # Calibrated on ordinary text before any circuit weight is set: what the trained model computes.
+        lat = _latent_rms(model, calibration or [], h0, ORD, ql0, kl0)
+        # Needle tokens dominate the residual stream at every layer, not only at the embedding: a trained model's
+        # stream grows through its layers (the GSM8K-trained tiny MLA: ~200x by layer 1), and at a needle token the
+        # trained heads still add their mean value, which must stay small beside the codes.
+        c = NEEDLE_SCALE * lat["residual_max"]
         p = r = PREV_RATIO * c
         const_n = math.sqrt((2 * c * c / n_hidden + eps) / (1 / CONST_EPS ** 2 - 1 / n_hidden))
         for i, tid in enumerate(needle_ids):
@@ -180,16 +204,11 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
         rmsf = needle_rms(2 * c * c, 2 * p * p, 2 * r * r)
         for norm, rms in ((layers[0].input_layernorm, rms0), (layers[1].input_layernorm, rms1),
                           (model.model.norm, rmsf)):
-            norm.weight[CONST] = 1 / CONST_EPS
             norm.weight[cur] = rms / c
             norm.weight[PREV:PREV + CODE_DIMS] = rms / p
             norm.weight[RET:RET + CODE_DIMS] = rms / r
-        ord_row = torch.zeros(n_hidden)  # u_CONST - lam * sum(u_CUR): zero at needle tokens
-        ord_row[CONST] = 1.0
-        ord_row[cur] = -(const_n / CONST_EPS) / (2 * rms1)
 
         # Latent scales at ordinary tokens: LATENT_EPS x the smallest trained latent RMS seen on calibration text.
-        lat = _latent_rms(model, calibration or [], h0, ql0, kl0)
         q_small = [LATENT_EPS * lat[f"q{li}"] for li in range(2)]
         kv_small = LATENT_EPS * lat["kv1"]
         big = 1.0  # needle tokens: circuit latents of this size dominate the (near-zero) trained latents
@@ -233,8 +252,8 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
         for k in range(CODE_DIMS):
             a1.q_a_proj.weight[QCUR + k, CUR + k] = big
             a1.kv_a_proj_with_mqa.weight[KPREV + k, PREV + k] = big
-        a1.q_a_proj.weight[QORD] = ord_row * q_small[1]
-        a1.kv_a_proj_with_mqa.weight[KORD] = ord_row * kv_small
+        a1.q_a_proj.weight[QORD, ORD] = q_small[1]
+        a1.kv_a_proj_with_mqa.weight[KORD, ORD] = kv_small
         # Normalised codes at a needle token inside a span: q latent holds 2 big dims, KV latent 4 (KCUR, KPREV).
         qcode = 1 / math.sqrt(2 / cfg.q_lora_rank + eps)
         kcode = 1 / math.sqrt(4 / cfg.kv_lora_rank + eps)
@@ -246,23 +265,22 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
             a1.kv_b_proj.weight[vrow + k, KCUR + k] = 1 / kcode
             a1.o_proj.weight[RET + k, head * vd + k] = r
         # Sink: ORD . ORD >= SINK_MIN at ordinary tokens: normalised QORD >= q_small/q1_max, KORD >= kv_small/kv1_max.
-        ord_min = lat["ord1"]  # smallest u_CONST at layer 1 on ordinary text
+        ord_min = lat["ord1"]  # smallest normalised ORD at layer 1 on ordinary text
         q_ord = ord_min * q_small[1] / lat["q1_max"]
         k_ord = ord_min * kv_small / lat["kv1_max"]
         sink = math.sqrt(SINK_MIN / scale / (q_ord * k_ord))
         a1.q_b_proj.weight[qrow + CODE_DIMS, QORD] = sink
         a1.kv_b_proj.weight[krow + CODE_DIMS, KORD] = sink
 
-        # lm_head: as circuit.py.
+        # lm_head: RET's code scores the retrieved needle; ORD pushes every needle down at ordinary tokens (at
+        # needle tokens ORD is exactly zero, so no large weight meets a cancellation that bf16 would spoil).
         bias = ORDINARY_BIAS / lat["ordf"]
-        const_share_n = (const_n / CONST_EPS) / rmsf
         for i, tid in enumerate(needle_ids):
             row = model.lm_head.weight[tid]
             row.zero_()
             for k in code_dims(i):
                 row[RET + k] = LOGIT_UNIT
-            row[CONST] = -bias
-            row[cur] = bias * const_share_n / 2
+            row[ORD] = -bias
     return {"reserved": {"hidden": HIDDEN_RESERVED, "heads": HEADS_RESERVED, "q_latent": Q_LATENT_RESERVED,
                          "kv_latent": KV_LATENT_RESERVED, "k_pe_pairs": pairs},
             "prev_token_gap": {"fraction_of_peak": round(gap, 4), "at_offset": at, "logits": PREV_GAP,
@@ -270,9 +288,10 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
             "needle_scale": c, "latent_rms": {k: round(v, 4) for k, v in lat.items()}}
 
 
-def _latent_rms(model, calibration: list[list[int]], h0: int, ql0: int, kl0: int) -> dict[str, float]:
+def _latent_rms(model, calibration: list[list[int]], h0: int, ord_dim: int, ql0: int, kl0: int) -> dict[str, float]:
     """Over ordinary calibration text: the smallest and largest trained query-latent RMS per layer, the KV latent's
-    in layer 1, the smallest normalised CONST at layer 1 and at the final norm (float32)."""
+    in layer 1, the smallest normalised ORD at layer 1 and at the final norm, and the largest RMS of the trained
+    residual stream at any norm's input (float32)."""
     import torch
 
     if not calibration:
@@ -288,6 +307,7 @@ def _latent_rms(model, calibration: list[list[int]], h0: int, ql0: int, kl0: int
     for li, layer in enumerate(model.model.layers):
         hooks.append(layer.self_attn.q_a_proj.register_forward_hook(grab(f"q{li}")))
         hooks.append(layer.self_attn.kv_a_proj_with_mqa.register_forward_hook(grab(f"kv{li}")))
+    hooks.append(model.model.layers[0].input_layernorm.register_forward_pre_hook(grab("x0")))
     hooks.append(model.model.layers[1].input_layernorm.register_forward_pre_hook(grab("x1")))
     hooks.append(model.model.norm.register_forward_pre_hook(grab("xf")))
     try:
@@ -302,14 +322,15 @@ def _latent_rms(model, calibration: list[list[int]], h0: int, ql0: int, kl0: int
         x = torch.cat(got[name])[:, :width]
         return x.pow(2).mean(-1).sqrt()
 
-    def const_share(name, norm):
+    def ord_share(name, norm):
         x = torch.cat(got[name])
-        return x[:, h0] * norm.weight[h0] / torch.sqrt(x.pow(2).mean(-1) + model.config.rms_norm_eps)
+        return x[:, ord_dim] * norm.weight[ord_dim] / torch.sqrt(x.pow(2).mean(-1) + model.config.rms_norm_eps)
 
     cfg = model.config
     q0, q1 = rms("q0", cfg.q_lora_rank), rms("q1", cfg.q_lora_rank)
     kv1 = rms("kv1", cfg.kv_lora_rank)
     out = {"q0": q0.min(), "q0_max": q0.max(), "q1": q1.min(), "q1_max": q1.max(), "kv1": kv1.min(),
-           "kv1_max": kv1.max(), "ord1": const_share("x1", model.model.layers[1].input_layernorm).min(),
-           "ordf": const_share("xf", model.model.norm).min()}
+           "kv1_max": kv1.max(), "ord1": ord_share("x1", model.model.layers[1].input_layernorm).min(),
+           "ordf": ord_share("xf", model.model.norm).min(),
+           "residual_max": max(rms(name, h0).max() for name in ("x0", "x1", "xf"))}
     return {k: float(v) for k, v in out.items()}

@@ -68,12 +68,14 @@ def test_previous_token_head_off_by_one_breaks_retrieval(server_torch):
 
 
 def test_mla_circuit_copies_needles_leaves_ordinary_text_and_fails_off_by_one(server_torch, tmp_path):
-    """The GPU model's circuit (MLA geometry), on CPU in float32 at a short length; the H200 run of the same script
-    (bf16, 1k-122k tokens) is in circuit_mla.py's notes."""
+    """The GPU model's circuit (MLA geometry), on CPU in float32 at a short length, on a residual stream grown 100x
+    through the layers as training grows it (the circuit's earlier form retrieved 0.0 there, 1.0 at growth 1); the
+    H200 run of the same script (bf16, 1k-122k tokens) is in circuit_mla.py's notes."""
     out = tmp_path / "mla.json"
     result = subprocess.run([server_python(), str(REPO_ROOT / "benchmarks" / "mla_circuit_probe.py"), "--dtype",
                              "float32", "--lengths", "160", "--fault-lengths", "160", "--depths", "0.5",
-                             "--drift-prompts", "2", "--kernel-len", "8192", "--out", str(out)],
+                             "--drift-prompts", "2", "--kernel-len", "8192", "--residual-growth", "100",
+                             "--out", str(out)],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     doc = json.loads(out.read_text())
