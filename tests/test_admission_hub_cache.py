@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission import all_suites, arm_verdicts, load_run_arms
+from harness.admission.arms import load_run_arms
+from harness.admission.verdicts import arm_verdicts
 from harness.config.paths import REPO_ROOT
+from harness.config.suites import all_suites
 from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.prompts import token_space
 

@@ -100,7 +100,7 @@ def test_resume_alone_takes_the_runs_own_candidates_from_run_json(tmp_path):
     import json
     from types import SimpleNamespace
 
-    from harness.cli import named_candidates
+    from harness.qualify.admitting import named_candidates
 
     def names(info: dict, **given):
         run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"

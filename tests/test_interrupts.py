@@ -8,14 +8,14 @@ import sys
 import pytest
 
 from harness.config.paths import REPO_ROOT
-from harness.interrupts import InterruptRelay
+from harness.qualify.interrupts import InterruptRelay
 
 LOST_INTERRUPT = """
 import gc, os, signal, sys, time
-from harness import cli
-from harness.interrupts import InterruptRelay
-cli.RELAY = InterruptRelay(every_s=0.5, tries=int(sys.argv[1]))
-signal.signal(signal.SIGTERM, cli._raise_interrupt)
+from harness.qualify import interrupts
+from harness.qualify.interrupts import InterruptRelay
+interrupts.RELAY = InterruptRelay(every_s=0.5, tries=int(sys.argv[1]))
+signal.signal(signal.SIGTERM, interrupts._raise_interrupt)
 
 class ClosedByTheCollector:
     def __del__(self):  # the signal lands here: its KeyboardInterrupt is reported as unraisable and dropped
@@ -24,14 +24,14 @@ class ClosedByTheCollector:
 
 ClosedByTheCollector()
 gc.collect()
-assert cli.TERMINATED == [signal.SIGTERM], cli.TERMINATED  # the handler ran ...
+assert interrupts.TERMINATED == [signal.SIGTERM], interrupts.TERMINATED  # the handler ran ...
 try:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # ... and its interrupt was lost: the "suites" go on
         time.sleep(0.05)
-    print("ran on", cli.RELAY.resent)
+    print("ran on", interrupts.RELAY.resent)
 except KeyboardInterrupt:
-    print("interrupted", cli.RELAY.resent)
+    print("interrupted", interrupts.RELAY.resent)
 """
 
 

@@ -1,6 +1,7 @@
 """The data flow is one-way: each stage imports only the stages its __init__.py's `Imports:` line names (nothing
 imports the pytest plugin or the CLI), and no module imports itself back through others, deferred imports included.
-Read from the source, so a new upward import or cycle fails here, not in review."""
+A stage that runs another as a subprocess (`"-m", "harness.X"` in an argv) depends on it as on an import; the bare
+`"-m", "harness"` is the CLI. Read from the source, so a new upward import or cycle fails here, not in review."""
 
 import ast
 import re
@@ -9,7 +10,11 @@ from harness.config.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "harness"
 STAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)", re.M)
+IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)|^\s*from harness import (\w+)", re.M)
+RUNS = re.compile(r"""["']-m["'],\s*["']harness(?:\.(\w+))?[\w.]*["']""")
+TOP_LEVEL = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+# Commands printed for a user to run, not run by the harness: they name the CLI without depending on it.
+PRINTED_COMMANDS = {"harness/serve/placing.py": 1}
 
 
 def declared_imports(stage: str) -> set[str]:
@@ -31,10 +36,20 @@ def test_each_stage_says_in_one_line_what_it_does_and_may_import():
         assert declared_imports(stage) <= set(STAGES), (stage, declared_imports(stage) - set(STAGES))
 
 
+def dependencies(path) -> list[str]:
+    """The top-level harness names (stage packages or modules like cli) a file imports or runs with `-m`; `from
+    harness import __version__` is the package root, no stage."""
+    text = path.read_text()
+    imported = [a or b for a, b in IMPORT.findall(text)]
+    ran = [m or "cli" for m in RUNS.findall(text)]  # `-m harness` runs harness/__main__.py: the CLI
+    return [d for d in imported + ran if d in set(STAGES) | set(TOP_LEVEL)]
+
+
 def test_every_stage_imports_only_what_its_init_allows():
-    upward = [f"{path.relative_to(REPO_ROOT)} imports harness.{dep}, not in its Imports: line"
+    upward = [f"{path.relative_to(REPO_ROOT)} imports or runs harness.{dep}, not in its Imports: line"
               for stage in STAGES for path in sorted((PACKAGE / stage).rglob("*.py"))
-              for dep in IMPORT.findall(path.read_text()) if dep not in declared_imports(stage) | {stage}]
+              for dep in dependencies(path) if dep not in declared_imports(stage) | {stage}
+              and not (dep == "cli" and str(path.relative_to(REPO_ROOT)) in PRINTED_COMMANDS)]
     assert upward == []
 
 
@@ -43,8 +58,23 @@ def test_no_stage_imports_the_plugin_or_the_cli():
         assert "pytest_plugin" not in declared_imports(stage) and "cli" not in declared_imports(stage), stage
 
 
-def module_name(path) -> str:
-    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+def test_only_the_entry_point_imports_or_runs_the_cli():
+    users = {str(p.relative_to(REPO_ROOT)): dependencies(p).count("cli") for p in sorted(PACKAGE.rglob("*.py"))}
+    users = {p: n for p, n in users.items() if n and p != "harness/__main__.py"}
+    assert users == PRINTED_COMMANDS
+
+
+def test_the_cli_and_top_level_modules_are_checked_too():
+    """cli.py may import any stage (it dispatches); the other top-level modules import none: a new top-level module
+    with imports of its own belongs in a stage."""
+    assert "cli" in TOP_LEVEL and "qualify" in STAGES and "admission" in STAGES
+    for name in set(TOP_LEVEL) - {"cli"}:
+        assert dependencies(PACKAGE / f"{name}.py") == [], name
+    assert set(dependencies(PACKAGE / "cli.py")) <= set(STAGES)
+
+
+def module_name(path, root=REPO_ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -66,10 +96,9 @@ def runtime_imports(path, modules: set[str]) -> set[str]:
     return out & modules
 
 
-def test_no_module_imports_itself_back():
-    """Cycles between modules (gates.py <-> spec_decode.py was one, hidden by a deferred import) make the import order
-    matter and the layering a lie; each is named with its path."""
-    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+def cycles_in(root) -> list[str]:
+    """Every import cycle between the modules of the `harness` package under `root`, each as `a -> b -> a`."""
+    files = {module_name(p, root): p for p in (root / "harness").rglob("*.py")}
     graph = {m: runtime_imports(p, set(files)) - {m} for m, p in files.items()}
     cycles, state = [], {}
 
@@ -85,4 +114,22 @@ def test_no_module_imports_itself_back():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert cycles == []
+    return cycles
+
+
+def test_no_module_imports_itself_back():
+    """Cycles between modules (gates.py <-> spec_decode.py was one, hidden by a deferred import) make the import order
+    matter and the layering a lie; each is named with its path. (A `-m` subprocess is a fresh interpreter: no
+    import order, so no edge here; the layering test above counts it.)"""
+    assert cycles_in(REPO_ROOT) == []
+
+
+def test_a_planted_cycle_fails(tmp_path):
+    """The check finds a cycle hidden by a deferred import, as gates.py <-> spec_decode.py was."""
+    pkg = tmp_path / "harness" / "judge"
+    pkg.mkdir(parents=True)
+    for path in (tmp_path / "harness" / "__init__.py", pkg / "__init__.py"):
+        path.write_text('"""x. Imports: nothing."""\n')
+    (pkg / "gates.py").write_text("from harness.judge.spec_decode import gate\n")
+    (pkg / "spec_decode.py").write_text("def gate():\n    from harness.judge import gates\n    return gates\n")
+    assert cycles_in(tmp_path) == ["harness.judge.gates -> harness.judge.spec_decode -> harness.judge.gates"]

@@ -1,4 +1,4 @@
-"""Workloads: one strict typed model per YAML file in configs/workloads/, and which workload each suite runs.
+"""Workloads: one strict typed model per YAML file in configs/workloads/, and each family's default.
 
 The prompts a workload describes are built in harness.measure.prompts (long prefix) and harness.refcheck.prompts."""
 
@@ -293,22 +293,23 @@ class CapacityWorkload(PrefixSuffix, StrictModel):
         return self
 
 
-DEFAULT_WORKLOADS = {"long_prefix": "long_prefix_120k", "gsm8k": "gsm8k_full",
-                     "reference_checks": "reference_checks_gpu", "spec_decode": "spec_decode_gpu",
-                     "long_context": "long_context_gpu", "ruler": "ruler_kimi", "capacity": "capacity_gpu"}
-# Which workload (the key under an arm's `workloads:`) each suite runs.
-SUITE_WORKLOADS = {"long_prefix": "long_prefix", "gsm8k": "gsm8k", "prefix_reuse": "reference_checks",
-                   "graph_replay": "reference_checks", "teacher_forcing": "reference_checks",
-                   "spec_decode": "spec_decode", "long_context": "long_context", "ruler": "ruler",
-                   "capacity": "capacity"}
-WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"long_prefix": LongPrefixWorkload, "gsm8k": Gsm8kWorkload,
-                                              "reference_checks": ReferenceChecksWorkload,
-                                              "spec_decode": SpecDecodeWorkload,
-                                              "long_context": LongContextWorkload,
-                                              "ruler": RulerWorkload,
-                                              "capacity": CapacityWorkload}
+# Each workload family (a key under an arm's `workloads:`; the suites that run it are in harness/config/suites.py):
+# its default configs/workloads/<name>.yaml and the model that file is read with.
+FAMILIES: dict[str, tuple[str, type[BaseModel]]] = {
+    "long_prefix": ("long_prefix_120k", LongPrefixWorkload),
+    "gsm8k": ("gsm8k_full", Gsm8kWorkload),
+    "reference_checks": ("reference_checks_gpu", ReferenceChecksWorkload),
+    "spec_decode": ("spec_decode_gpu", SpecDecodeWorkload),
+    "long_context": ("long_context_gpu", LongContextWorkload),
+    "ruler": ("ruler_kimi", RulerWorkload),
+    "capacity": ("capacity_gpu", CapacityWorkload),
+}
 
 
-def workload_for(arm: Arm, suite: str) -> str:
-    """The workload an arm's YAML chose for a suite, else the suite's default."""
-    return getattr(arm.workloads, suite) or DEFAULT_WORKLOADS[suite]
+def workload_for(arm: Arm, key: str) -> str:
+    """The workload an arm's YAML chose for a workload family, else the family's default."""
+    return getattr(arm.workloads, key) or FAMILIES[key][0]
+
+
+def workload_kind(key: str) -> type[BaseModel]:
+    return FAMILIES[key][1]

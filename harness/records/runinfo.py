@@ -14,7 +14,7 @@ from harness import __version__
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT
 from harness.config.thresholds import Gates, for_run, load_gates
-from harness.config.workloads import DEFAULT_WORKLOADS, WORKLOAD_KINDS, load_workload, workload_for
+from harness.config.workloads import FAMILIES, load_workload, workload_for, workload_kind
 
 
 def now() -> str:
@@ -61,9 +61,9 @@ def device_info() -> dict:
 def workload_dumps(arm) -> dict[str, dict]:
     """Each workload the arm's suites use (sizes, seeds), as resolved now; an unreadable one says why."""
     out = {}
-    for key in DEFAULT_WORKLOADS:
+    for key in FAMILIES:
         try:
-            out[key] = load_workload(workload_for(arm, key), kind=WORKLOAD_KINDS[key]).model_dump(mode="json")
+            out[key] = load_workload(workload_for(arm, key), kind=workload_kind(key)).model_dump(mode="json")
         except HarnessError as exc:
             out[key] = {"error": str(exc)}
     return out

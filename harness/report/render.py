@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.config.suites import BY_NAME
 from harness.config.thresholds import Gates, load_gates, load_thresholds
 from harness.judge.baseline import Delta, baseline_deltas, power_lines
 from harness.judge.gates import GateResult
 from harness.judge.suite_gates import evaluate_gates, gated_suites
+from harness.judge.verdict import run_exit_code, run_verdict
 from harness.records.results import locate_results
 from harness.records.runinfo import pairs_of
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
@@ -95,14 +97,6 @@ def make_plots(run: RunData) -> tuple[list[tuple[str, bytes | None, str]], list[
         p1 + p2
 
 
-def run_verdict(exit_code: int | None) -> str:
-    if exit_code is None:
-        return "INCOMPLETE"
-    if exit_code >= 128:
-        return "INTERRUPTED"
-    return "PASSED" if exit_code == 0 else "FAILED"
-
-
 def pairs_title(pairs: list[tuple[str, str | None]]) -> str:
     """'cpu-smoke vs cpu-ref, cpu-spec vs cpu-ref': every candidate of the run with its reference."""
     return ", ".join(f"{c} vs {r}" if r else c for c, r in pairs) or "no arm recorded"
@@ -118,13 +112,6 @@ def annotation(pairs: list[tuple[str, str | None]], exit_code: int | None, table
     if report_path is not None:
         lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
     return "\n".join(lines) + f"\n{tables}"
-
-
-def final_exit_code(pytest_code: int | None, regressions: list[str]) -> int | None:
-    """pytest's code (a failed gate is a failed test); a baseline regression turns a pass into 1."""
-    if pytest_code == 0 and regressions:
-        return 1
-    return pytest_code
 
 
 @dataclass
@@ -185,9 +172,9 @@ def run_gates(run: RunData) -> list[GateResult]:
         if not ref:
             continue
         thresholds = thresholds_of[cand]
-        suites = run.info.get("suites") or gated_suites(run.records)
-        if not (run.info.get("arms", {}).get(cand) or {}).get("speculative"):
-            suites = [s for s in suites if s != "spec_decode"]  # the suite is for draft arms; it skipped itself
+        speculative = bool((run.info.get("arms", {}).get(cand) or {}).get("speculative"))
+        suites = [s for s in run.info.get("suites") or gated_suites(run.records)
+                  if s not in BY_NAME or BY_NAME[s].runs_for(speculative)]  # a suite its skip rule left out has no gate
         out += evaluate_gates(run.records, cand, ref, thresholds, suites, pair.get("workloads"))
     return out
 
@@ -214,9 +201,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         tables = with_delta_columns(tables, deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
         lines += power_lines(deltas)  # what the diff could have caught at its n: a pass says nothing below it
-    code = final_exit_code(raw, regressions)
-    if code == 0 and any(not g.passed and g.enforced for g in gates):
-        code = 1  # the verdict agrees with the Gates table: an enforced gate that fails (no data included) fails
+    code = run_exit_code(raw, regressions, gates)
     missing = gaps(run.info, run.records, run.arm_order, [c for c, _ in pairs])
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems

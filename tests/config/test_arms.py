@@ -172,7 +172,7 @@ def test_gpu_dcp_arm_with_dcp_not_dividing_tp_fails_preflight(tmp_path):
 def test_set_scoped_to_an_arm_changes_that_arm_alone_and_unscoped_every_candidate(tmp_path):
     import pytest
 
-    from harness.admission import load_run_arms
+    from harness.admission.arms import load_run_arms
     from harness.config.errors import ConfigError
     from harness.pytest_plugin.options import Options
     from harness.pytest_plugin.session import HarnessSession

@@ -17,7 +17,7 @@ from harness.config.paths import REPO_ROOT
 def full_pair_run(tmp_path_factory):
     """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every default suite plus ruler (a named-only
     suite: riding this run saves its own two server starts in CI) and a fresh reference store."""
-    from harness.admission import default_suites
+    from harness.config.suites import default_suites
 
     work = tmp_path_factory.mktemp("full-pair")
     run = work / "run"

@@ -11,9 +11,11 @@ import pytest
 from reportrun import SUITES, make_run
 
 from harness import cli
-from harness.admission import RunArms
+from harness.admission.arms import RunArms
 from harness.config.arms import load_arm
 from harness.config.armset import ArmSet, Pair
+from harness.qualify import admitting, pipeline
+from harness.qualify.record import record_run_start
 
 
 def run_arms(name: str, sets, arms_dir) -> RunArms:
@@ -32,12 +34,12 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     d, write = arms_dir
     write("cpu-ref", "extends: base\n")
     write("cpu-smoke", "extends: base\nreference: cpu-ref\n")
-    monkeypatch.setattr(cli, "load_run_arms", lambda names, ref, sets: run_arms(names[0], sets, d))
-    monkeypatch.setattr(cli, "check_shared_workloads", lambda *a: None)
-    monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
+    monkeypatch.setattr(admitting, "load_run_arms", lambda names, ref, sets: run_arms(names[0], sets, d))
+    monkeypatch.setattr(admitting, "check_shared_workloads", lambda *a: None)
+    monkeypatch.setattr(admitting, "admit", lambda *a, **k: {})
     # Rendered in this process, so the tests' patches of the report stack apply (qualify renders in a fresh one:
     # test_qualify_renders_in_a_fresh_process below)
-    monkeypatch.setattr(cli, "render_in_fresh_process", render_here)
+    monkeypatch.setattr(pipeline, "render_in_fresh_process", render_here)
     calls = []
 
     def run(tpot_scale: float, pytest_code: int = 0, baseline: str | None = None):
@@ -49,7 +51,7 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
                     (shutil.copytree if item.is_dir() else shutil.copy)(item, run_dir / item.name)
             return pytest_code
 
-        monkeypatch.setattr(cli, "run_suites", fake_suites)
+        monkeypatch.setattr(pipeline, "run_suites", fake_suites)
         run_dir = tmp_path / f"run-{len(calls)}"
         argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), "--suites", ",".join(SUITES)] + (
             ["--baseline", baseline] if baseline else [])  # the suites make_run records
@@ -115,10 +117,10 @@ def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, ar
                        "extra: {hf_token: s3cr3t-five}}\n")
     sets = ["--set", "server.env.HF_TOKEN=s3cr3t-one", "--set=server.env.VLLM_API_KEY=s3cr3t-two",
             "--set", "server.env={HUB_TOKEN: s3cr3t-three}"]
-    monkeypatch.setattr(cli, "load_run_arms", lambda names, ref, s: run_arms(names[0], s, d))
-    monkeypatch.setattr(cli, "check_shared_workloads", lambda *a: None)
-    monkeypatch.setattr(cli, "admit", lambda *a, **k: {})
-    monkeypatch.setattr(cli, "run_suites", lambda run_dir, args: 0)
+    monkeypatch.setattr(admitting, "load_run_arms", lambda names, ref, s: run_arms(names[0], s, d))
+    monkeypatch.setattr(admitting, "check_shared_workloads", lambda *a: None)
+    monkeypatch.setattr(admitting, "admit", lambda *a, **k: {})
+    monkeypatch.setattr(pipeline, "run_suites", lambda run_dir, args: 0)
     run_dir = tmp_path / "run"
     argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), *sets]
     monkeypatch.setattr("sys.argv", ["python -m harness", *argv])
@@ -143,7 +145,7 @@ def test_qualify_renders_in_a_fresh_process_whatever_the_suites_left_half_import
     import sys
     import types
 
-    monkeypatch.setattr(cli, "render_in_fresh_process", REAL_RENDER)  # the fixture renders in this process
+    monkeypatch.setattr(pipeline, "render_in_fresh_process", REAL_RENDER)  # the fixture renders in this process
     monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))  # what the interrupted import left
     for name in [m for m in sys.modules if m.startswith("harness.report")]:
         monkeypatch.delitem(sys.modules, name)
@@ -161,20 +163,20 @@ def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fa
     import os
     import signal
 
-    real = cli.finish_run_info
+    real = pipeline.finish_run_info
 
     def interrupted_finish(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the run is being finished
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "finish_run_info", interrupted_finish)
+    monkeypatch.setattr(pipeline, "finish_run_info", interrupted_finish)
     code, run = fake_qualify(1.0)
     assert code == 130 and (run / "report.html").is_file() and (run / "annotation.md").is_file()
     assert "interrupted (SIGINT) while the report was written; it was finished" in capsys.readouterr().err
     assert json.loads((run / "run.json").read_text())["exit_code"] == 0  # the run itself had passed
 
 
-REAL_RENDER = cli.render_in_fresh_process
+REAL_RENDER = pipeline.render_in_fresh_process
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -188,7 +190,7 @@ def test_run_json_records_the_gates_resolved_for_a_strict_run(tmp_path, arms_dir
         run_dir = tmp_path / f"{cand}-{strict}"
         run_dir.mkdir()
         arms = [load_arm(cand, (), d), load_arm("cpu-ref", (), d)]
-        cli.record_run_start(run_dir, arms, ["qualify"], ["gsm8k"], ArmSet((Pair(cand, "cpu-ref"),)), strict)
+        record_run_start(run_dir, arms, ["qualify"], ["gsm8k"], ArmSet((Pair(cand, "cpu-ref"),)), strict)
         info = json.loads((run_dir / "run.json").read_text())
         expected = strict and cand != "cpu-smoke"  # gates.yaml: cpu-smoke gsm8k.require_signal: false
         assert info["strict"] is strict and info["pairs"][0]["gates"]["gsm8k"]["require_signal"] is expected

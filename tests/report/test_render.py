@@ -6,10 +6,9 @@ import json
 import re
 import shutil
 
-import pytest
 from reportrun import make_run
 
-from harness.report.render import annotation, final_exit_code, render_run
+from harness.report.render import annotation, render_run
 from harness.report.rundata import resolve_path
 
 TABLES = ["accuracy", "performance", "cold_start", "kv_capacity", "reference_checks", "gates", "checks", "servers"]
@@ -108,12 +107,6 @@ def test_resolve_path_prefers_recorded_then_run_relative(tmp_path):
     assert resolve_path(run, None) is None
 
 
-@pytest.mark.parametrize(("pytest_code", "regressions", "expected"),
-                         [(0, [], 0), (0, ["TPOT +30%"], 1), (1, [], 1), (130, ["x"], 130), (None, [], None)])
-def test_final_exit_code(pytest_code, regressions, expected):
-    assert final_exit_code(pytest_code, regressions) == expected
-
-
 def test_annotation_carries_regressions_and_the_report_path(tmp_path):
     text = annotation([("cpu-smoke", "cpu-ref")], 1, "### Accuracy\n", ["cpu-smoke c1: TPOT p50 +30%"],
                       tmp_path / "report.html")
@@ -161,8 +154,8 @@ def test_an_eager_variant_launched_only_for_outputs_is_not_expected_to_run_suite
     assert [g for g in gaps(info, got, ["gpu-mla", "gpu-mla-ref", "gpu-mla-eager"]) if "gpu-mla-eager" in g]
 
 
-def test_run_info_marks_per_arm_suites_from_the_suite_files():
-    from harness.cli import per_arm_suites
+def test_run_info_marks_per_arm_suites_from_the_catalogue():
+    from harness.config.suites import per_arm_suites
 
     assert per_arm_suites(["gsm8k", "kv_capacity", "long_prefix", "prefix_reuse", "graph_replay", "nope"]) == [
         "gsm8k", "kv_capacity", "long_prefix"]

@@ -39,7 +39,7 @@ def test_ctrl_c_while_rendering_finishes_the_report_and_exits_130(tmp_path):
 def test_a_press_after_the_report_is_written_is_noted_up_to_the_exit():
     """The race CI hit (exit -2): of three presses 50 ms apart, the last landed after rendering had restored the
     default handler. Once one press is noted, later ones stay noted until the process exits with 130."""
-    from harness.cli import interrupts_noted
+    from harness.qualify.interrupts import interrupts_noted
 
     try:
         with interrupts_noted() as noted:
@@ -54,7 +54,7 @@ def test_a_press_after_the_report_is_written_is_noted_up_to_the_exit():
 
 
 def test_without_a_press_the_handlers_are_given_back():
-    from harness.cli import interrupts_noted
+    from harness.qualify.interrupts import interrupts_noted
 
     before = signal.getsignal(signal.SIGINT)
     with interrupts_noted() as noted:
@@ -65,11 +65,11 @@ def test_without_a_press_the_handlers_are_given_back():
 def test_pytest_interrupted_without_a_signal_is_no_ctrl_c(monkeypatch):
     """pytest ends with 'interrupted' (2) when a suite module fails to import; with no signal received that is an
     error, not 130 and 'interrupted (SIGINT)' (what a broken import printed before)."""
-    from harness import cli
+    from harness.qualify import interrupts
 
-    monkeypatch.setattr(cli, "TERMINATED", [])
-    assert cli.interrupted_code(2) == 2 and cli.interrupted_code(1) == 1
-    monkeypatch.setattr(cli, "TERMINATED", [signal.SIGINT])
-    assert cli.interrupted_code(2) == 130
-    monkeypatch.setattr(cli, "TERMINATED", [signal.SIGTERM])
-    assert cli.interrupted_code(0) == 143
+    monkeypatch.setattr(interrupts, "TERMINATED", [])
+    assert interrupts.interrupted_code(2) == 2 and interrupts.interrupted_code(1) == 1
+    monkeypatch.setattr(interrupts, "TERMINATED", [signal.SIGINT])
+    assert interrupts.interrupted_code(2) == 130
+    monkeypatch.setattr(interrupts, "TERMINATED", [signal.SIGTERM])
+    assert interrupts.interrupted_code(0) == 143

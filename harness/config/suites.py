@@ -1,0 +1,100 @@
+"""The suite catalogue: every qualification suite in suites/ once, with what the rest of the harness needs to know
+about it. Every other list of suites (the workloads a run checks, the suites run per arm, the gates the report
+recomputes, the default selection) derives from SUITES; tests/config/test_suites.py fails when a file in suites/ has
+no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below (and, if it
+gates, its gate function in harness/judge/suite_gates.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.config.errors import ConfigError
+from harness.config.paths import REPO_ROOT
+
+SUITES_DIR = REPO_ROOT / "suites"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str  # suites/test_<name>.py
+    workload: str | None  # the key under an arm's `workloads:` it runs (harness/config/workloads.py); None: none
+    per_arm: bool  # its tests take the plugin's `served_arm`: once per arm of the run; else once per candidate
+    gate: str | None = None  # its candidate-vs-reference gate as the Gates table names it; None: not gated
+    records: tuple[str, ...] = ()  # the record kinds (records/schema.py `kind`) that gate reads
+    default: bool = True  # runs without --suites; False: only when named (cost, or an arm that can reach it)
+    needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
+
+    @property
+    def path(self):
+        return SUITES_DIR / f"test_{self.name}.py"
+
+    def runs_for(self, speculative: bool) -> bool:
+        """Whether a candidate with (or without) a speculative section runs it (its static skip rule)."""
+        return speculative or not self.needs_drafter
+
+
+# Gated suites first, in the order the Gates table lists their gates.
+SUITES = (
+    Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",)),
+    Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",)),
+    # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
+    # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
+    Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False),
+    Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
+          needs_drafter=True),
+    Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",)),
+    # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
+    # --num-gpu-blocks-override).
+    Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False),
+    Suite("kv_capacity", None, per_arm=True),
+    Suite("prefix_reuse", "reference_checks", per_arm=False),
+    Suite("graph_replay", "reference_checks", per_arm=False),
+    Suite("teacher_forcing", "reference_checks", per_arm=False),
+    Suite("dcp_ops", None, per_arm=False),
+)
+BY_NAME = {s.name: s for s in SUITES}
+
+
+def all_suites() -> list[str]:
+    return sorted(BY_NAME)
+
+
+def default_suites() -> list[str]:
+    """The suites of a run without --suites: every suite but those that run only when named."""
+    return [s for s in all_suites() if BY_NAME[s].default]
+
+
+def named_only() -> list[str]:
+    return [s for s in all_suites() if not BY_NAME[s].default]
+
+
+def per_arm_suites(suites: list[str]) -> list[str]:
+    """Those of `suites` whose tests run once per arm; the rest run for the candidate."""
+    return [s for s in suites if s in BY_NAME and BY_NAME[s].per_arm]
+
+
+def gated_suites() -> list[Suite]:
+    """The suites with a candidate-vs-reference gate, in the Gates table's order."""
+    return [s for s in SUITES if s.gate]
+
+
+def workload_keys(suites: list[str], speculative: bool = True) -> set[str]:
+    """The workloads (keys under `workloads:`) a run of these suites uses on a candidate, its skip rules applied."""
+    return {BY_NAME[s].workload for s in suites if s in BY_NAME and BY_NAME[s].workload
+            and BY_NAME[s].runs_for(speculative)}
+
+
+def parse_suites(text: str | None) -> list[str]:
+    """--suites a,b: every name a catalogued suite; None means the default suites. An empty name is an error, not
+    the default."""
+    known = all_suites()
+    if text is None:
+        return default_suites()
+    chosen = [s.strip() for s in text.split(",")]
+    if any(not s for s in chosen):
+        raise ConfigError(f"--suites {text!r}: empty suite name; choose from {', '.join(known)} "
+                          "(or leave --suites out to run them all)")
+    unknown = [s for s in chosen if s not in known]
+    if unknown:
+        raise ConfigError(f"--suites {text!r}: unknown suite(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(chosen))

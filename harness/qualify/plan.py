@@ -1,0 +1,77 @@
+"""`plan`: qualify's admission without a run: per-node argv, environment and every verdict of each arm, printed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.admission.arms import check_shared_workloads, load_run_arms
+from harness.admission.verdicts import (
+    arm_verdicts,
+    env_verdict,
+    machine_verdicts,
+    method_verdicts,
+    parser_verdict,
+    strict_run,
+)
+from harness.admission.workloads import LOCAL_FILE_RULES, workload_verdicts
+from harness.config.arms import Arm
+from harness.config.armset import parse_arm_names
+from harness.config.errors import ConfigError
+from harness.config.suites import default_suites
+from harness.plan.nodes import render_plan
+from harness.plan.preflight import Verdict, violations
+
+
+def plan_arms(args: argparse.Namespace) -> int:
+    """Per-node argv + environment + preflight verdicts of one arm or several (--arms; their references checked too,
+    a shared one once); this machine's resources are shown but do not decide the exit code: a GPU arm is planned on
+    a laptop. The arms that fail are listed in one message at the end."""
+    if bool(args.arm) == bool(args.arms):
+        raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
+                          "them")
+    arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
+    check_shared_workloads(arms, default_suites())  # as a run of the default suites would (`qualify` without --suites)
+    failed = {}
+    for i, candidate in enumerate(arms.candidates):
+        if len(arms.candidates) > 1:
+            print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(arms.candidates)}) ===")
+        failed[candidate.name] = plan_one(candidate, args)
+    others = [a for a in arms.all if a.name not in arms.arm_set.candidates]
+    named = [f"{a.name} ({'reference' if a.name in arms.arm_set.arms else 'eager variant'})" for a in others]
+    for arm in others:  # they run the candidate's workloads: each must fit them, as `qualify` checks
+        failed[arm.name] = violations(plan_workloads(arms.owner(arm), arm)[0])
+    if named:
+        print(f"\nnamed arms: {', '.join(named)}: " + ("valid" if not any(failed[a.name] for a in others)
+                                                       else "see the error below"))
+    lines = [line for name, bad in failed.items() if bad
+             for line in (f"arm {name!r} fails preflight (nothing would be started):",
+                          *(f"  {v.rule}: {v.detail}" for v in bad))]
+    if lines:
+        print("error: " + "\n".join(lines), file=sys.stderr)
+    return 2 if lines else 0
+
+
+def plan_workloads(candidate: Arm, arm: Arm) -> tuple[list[Verdict], list[Verdict]]:
+    """The workloads of a run of qualify's default suites on this arm (named-only suites such as ruler are checked
+    when a qualify names them): (whether each fits the arm, which decides; what this machine's files say, which is
+    shown with this machine)."""
+    verdicts = workload_verdicts(candidate, arm, default_suites())
+    local = [v for v in verdicts if v.rule in LOCAL_FILE_RULES]
+    return [v for v in verdicts if v not in local], local
+
+
+def plan_one(candidate: Arm, args: argparse.Namespace) -> list[Verdict]:
+    """Print one candidate's plan; its failed verdicts."""
+    strict = strict_run(args.strict)
+    arm_plan, verdicts = arm_verdicts(candidate, candidate, None, resources=False)
+    fits, local_files = plan_workloads(candidate, candidate)
+    verdicts += fits
+    verdicts.append(env_verdict(candidate, arm_plan))
+    verdicts += method_verdicts(candidate, strict)
+    verdicts.append(parser_verdict(candidate, arm_plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
+    print(render_plan(arm_plan, verdicts[len(arm_plan.verdicts):]))
+    print("\nthis machine (checked again by `qualify` before anything starts):")
+    for v in [*local_files, *machine_verdicts(candidate)]:
+        print(f"  [{v.label}] {v.rule}: {v.detail}")
+    return violations(verdicts)

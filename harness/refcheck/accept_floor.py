@@ -1,0 +1,32 @@
+"""`accept-floor`: a passing run's reference checks of one arm become that pair's known-good floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.config.errors import ConfigError
+from harness.records.results import read_results
+from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.floor_store import save_floor
+
+
+def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
+    """Mark a run's reference checks of one arm as that pair's known-good floor; refused unless every one passed
+    complete (a floor taken from a faulty run would hide the fault in every later run). Prints each floor saved."""
+    checks = [r for r in read_results(run_dir / "results.jsonl")[0] if isinstance(r, ReferenceCheckRecord)]
+    arms = sorted({r.arm for r in checks if arm is None or r.arm == arm})
+    if len(arms) != 1:
+        raise ConfigError(f"accept-floor --run {run!r}: needs the reference checks of exactly one arm "
+                          f"{'(' + repr(arm) + ')' if arm else '(name it with --arm)'}; "
+                          f"found: {', '.join(arms) or 'none'}")
+    mine = [r for r in checks if r.arm == arms[0]]
+    bad = [f"{r.check}: {r.detail or r.reason}" for r in mine
+           if not r.passed or r.status != "complete" or not r.floor_path or not r.comparisons_path]
+    if bad:
+        raise ConfigError(f"accept-floor: {arms[0]}'s reference checks in {run_dir.name} did not all pass complete "
+                          f"({'; '.join(bad)}); a failing run cannot be the known-good floor")
+    for r in mine:
+        path = save_floor(Path(r.floor_path), r.check, Path(r.comparisons_path),
+                          {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
+                           "reference_key": r.reference_key, "requests": r.requests})
+        print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")

@@ -1,0 +1,48 @@
+"""The suite catalogue (harness/config/suites.py) is the one list of suites: every file in suites/ has an entry and
+every entry a file, and what the other stages key by suite or workload agrees with it."""
+
+from harness.config.suites import BY_NAME, SUITES, SUITES_DIR, all_suites, default_suites, per_arm_suites, workload_keys
+
+
+def test_every_suite_file_has_a_catalogue_entry_and_every_entry_a_file():
+    files = {p.stem.removeprefix("test_") for p in SUITES_DIR.glob("test_*.py")}
+    assert files - set(BY_NAME) == set(), "suites/ files without an entry in harness/config/suites.py SUITES"
+    assert set(BY_NAME) - files == set(), "catalogue entries without a suites/test_<name>.py"
+    assert len(BY_NAME) == len(SUITES), "a suite catalogued twice"
+
+
+def test_per_arm_is_what_the_suite_file_asks_for():
+    """A suite runs once per arm exactly when its tests take the plugin's `served_arm` fixture."""
+    for suite in SUITES:
+        assert suite.per_arm == ("served_arm" in suite.path.read_text()), suite.name
+
+
+def test_workloads_and_record_kinds_name_real_ones():
+    from harness.config.arms import WorkloadChoice
+    from harness.config.workloads import FAMILIES
+    assert set(FAMILIES) == set(WorkloadChoice.model_fields)  # the keys an arm's `workloads:` may set
+    assert workload_keys(all_suites()) <= set(FAMILIES)
+    kinds = {m.model_fields["kind"].default for m in record_models()}
+    assert {k for s in SUITES for k in s.records} <= kinds
+
+
+def record_models():
+    from typing import get_args
+
+    from harness.records.schema import Record
+
+    return get_args(get_args(Record)[0])
+
+
+def test_each_gated_suite_has_its_gate_function_in_the_catalogues_order():
+    from harness.judge.suite_gates import GATE_FUNCTIONS, SUITE_GATES
+
+    gated = [s.name for s in SUITES if s.gate]
+    assert set(GATE_FUNCTIONS) == set(gated) and list(SUITE_GATES) == gated
+
+
+def test_derived_lists():
+    assert per_arm_suites(["gsm8k", "kv_capacity", "prefix_reuse", "nope"]) == ["gsm8k", "kv_capacity"]
+    assert "ruler" not in default_suites() and "capacity" not in default_suites() and "gsm8k" in default_suites()
+    assert "spec_decode" not in workload_keys(["spec_decode", "gsm8k"], speculative=False)
+    assert workload_keys(["spec_decode", "gsm8k"]) == {"spec_decode", "gsm8k"}
