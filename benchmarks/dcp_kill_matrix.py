@@ -187,7 +187,10 @@ def run_checks(records: list[dict], cand: str) -> dict[str, dict]:
     for check in ("long_prefix_outputs", "prefix_reuse", "graph_replay", "teacher_forcing"):
         out[check] = _state([r for r in recs if r.get("kind") == "reference_check" and r.get("check") == check],
                             lambda r: r.get("passed"))
-    gate = [r for r in recs if r.get("kind") == "gate" and r.get("gate") == TPOT_GATE]
+    # A gate that had no timing to judge ("no data: no long_prefix record": the faulted server never started) did
+    # not run: it must read "not run", not "missed".
+    gate = [r for r in recs if r.get("kind") == "gate" and r.get("gate") == TPOT_GATE
+            and not (r.get("detail") or "").startswith("no data")]
     out["tpot_gate"] = _state(gate, lambda r: "outputs invalid" not in (r.get("detail") or ""))
     out["tpot_timing"] = tpot_timing(records, cand)
     return out
@@ -236,7 +239,9 @@ def build_length(clean: dict[str, dict], faults: list[dict]) -> dict:
         rows.append({"fault": f["fault"], "length": f["length"], "exit_code": f.get("exit_code"),
                      "verdict": f.get("verdict"), "cells": cells,
                      "caught_by": [c for c, v in cells.items() if v["status"] == "caught"],
-                     "today_missed": all(cells[c]["status"] != "caught" for c in TODAY)})
+                     "not_run": all(v["status"] == "not run" for v in cells.values()),
+                     "today_missed": all(cells[c]["status"] != "caught" for c in TODAY)
+                     and not all(v["status"] == "not run" for v in cells.values())})
     return {"checks": list(LENGTH_CHECKS), "today": list(TODAY), "clean": clean, "rows": rows}
 
 
@@ -267,6 +272,9 @@ def length_markdown(m: dict) -> str:
         lines.append(f"| {r['fault']} | {r['length']:,} | {cells} | {verdict} |")
     missed = [f"{r['fault']}@{r['length']}" for r in m["rows"] if r["today_missed"]]
     lines += ["", f"Missed by every check of today ({', '.join(m['today'])}): {', '.join(missed) or 'none'}."]
+    not_run = [f"{r['fault']}@{r['length']}" for r in m["rows"] if r.get("not_run")]
+    if not_run:
+        lines.append(f"Not run (no check recorded anything: see the run's report): {', '.join(not_run)}.")
     return "\n".join(lines) + "\n"
 
 

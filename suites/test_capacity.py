@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission import strict_run
+from harness.admission.verdicts import strict_run
 from harness.config.workloads import CapacityWorkload, load_workload, workload_for
 from harness.judge.capacity import capacity_gate, check_name, verdicts
 from harness.judge.gates import latest

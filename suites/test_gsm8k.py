@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission import strict_run
+from harness.admission.verdicts import strict_run
 from harness.config.thresholds import load_gates
 from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, text_units

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from harness.admission import strict_run
+from harness.admission.verdicts import strict_run
 from harness.config.thresholds import load_gates
 from harness.config.workloads import RulerWorkload, load_workload, workload_for
 from harness.judge.ruler import ruler_gate

@@ -159,11 +159,16 @@ def test_length_kill_matrix_from_run_records(tmp_path):
             {"fault": "keys_past_L_ignored", "length": 2048, "arm": "f2", "exit_code": 1,
              "run_dir": run("f2", _records("f2", lc=False, outputs=False, reuse=False, lc_first=2048))},
             {"fault": "precision_loss_past_L", "length": 3600, "arm": "f3", "exit_code": 0,
-             "run_dir": run("f3", _records("f3", lc=True, outputs=True))}]
+             "run_dir": run("f3", _records("f3", lc=True, outputs=True))},
+            # its server never started: the gate read "no data", nothing else was recorded
+            {"fault": "rope_offset_past_L", "length": 3600, "arm": "f4", "exit_code": 1,
+             "run_dir": run("f4", [{"kind": "gate", "arm": "f4", "reference": "cpu-ref", "gate": km.TPOT_GATE,
+                                    "passed": False, "detail": "no data: no long_prefix record for f4"}])}]
     (tmp_path / "length_runs.json").write_text(json.dumps({"runs": runs}))
     assert km.main([str(tmp_path), "--length"]) == 0
     m = json.loads((tmp_path / "length_kill_matrix.json").read_text())
-    r1, r2, r3 = m["rows"]
+    r1, r2, r3, r4 = m["rows"]
+    assert {c: v["status"] for c, v in r4["cells"].items()} == {c: "not run" for c in r4["cells"]}
     assert r1["caught_by"] == ["long_context", "long_prefix_outputs", "tpot_gate"] and r1["today_missed"]
     assert r1["cells"]["long_context"]["first_failing_length"] == 4000
     assert r1["cells"]["tpot_timing"]["status"] == "missed"  # x0.70: the speed-only gate credited the fault
@@ -174,6 +179,7 @@ def test_length_kill_matrix_from_run_records(tmp_path):
            "missed | missed x0.70/x0.70 | exit 1 |" in md
     assert "Missed by every check of today (prefix_reuse, graph_replay, teacher_forcing, tpot_timing): " \
            "keys_past_L_ignored@3600, precision_loss_past_L@3600." in md
+    assert "Not run (no check recorded anything: see the run's report): rope_offset_past_L@3600." in md
     assert (tmp_path / "length_kill_matrix.csv").read_text().splitlines()[0].startswith("fault,L,long_context,")
 
 
