@@ -44,7 +44,7 @@ fresh=0
 if [ "${E2E_MODEL:-1}" = 1 ] && [ ! -f "$KEEP/tiny-mla/config.json" ]; then
   say "generating the tiny MLA model (deterministic, copy task)"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" --keep-weak-retrieval > "$KEEP/tiny-mla.log" 2>&1 \
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 \
     || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }
   fresh=1
 fi
@@ -57,7 +57,7 @@ fi
 if [ "${E2E_CHECK_DETERMINISM:-$fresh}" = 1 ] && [ -f "$KEEP/tiny-mla/config.json" ]; then
   rm -rf "$KEEP/tiny-mla-again"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla-again" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" --keep-weak-retrieval > "$KEEP/tiny-mla-again.log" 2>&1
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla-again.log" 2>&1
   python3 - "$KEEP" > "$OUT/determinism.json" <<'PY'
 import hashlib, json, sys
 from pathlib import Path

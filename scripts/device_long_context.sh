@@ -22,7 +22,7 @@
 # $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
 # verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
 # timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX,
-# LF_REQUIRE_RETRIEVAL=1 (stop when the model's circuit does not retrieve); LF_CONTROL=0
+# LF_REQUIRE_RETRIEVAL=0 (keep a model whose circuit does not retrieve, without it); LF_CONTROL=0
 # keeps the control of an earlier call on the same warm machine (control in one call, faults in the next).
 # LF_CONTROL_SUITES=long_context,long_prefix,prefix_reuse,teacher_forcing also runs today's checks on the control
 # (~+60 s): the kill matrix then reads their reach (checked_to_tokens) and marks them "missed (checks to N < L)"
@@ -73,10 +73,10 @@ if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>
 fi
 if [ "${LF_MODEL:-1}" = 1 ]; then
   if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
-    # When its retrieval circuit falls short, saved without it (--keep-weak-retrieval): the run is then judged on
-    # exact match, drift and teacher forcing alone, and tiny_model.json's retrieval_problems says why (printed below).
-    # LF_REQUIRE_RETRIEVAL=1 stops the call there instead (no device time spent on a model that cannot retrieve).
-    keep_weak=(--keep-weak-retrieval); [ "${LF_REQUIRE_RETRIEVAL:-0}" = 1 ] && keep_weak=()
+    # A model whose retrieval circuit falls short stops the call (no device time spent on it); LF_REQUIRE_RETRIEVAL=0
+    # saves it without the circuit instead (--keep-weak-retrieval), judged on exact match, drift and teacher forcing
+    # alone, and tiny_model.json's retrieval_problems says why (printed below).
+    keep_weak=(); [ "${LF_REQUIRE_RETRIEVAL:-1}" = 0 ] && keep_weak=(--keep-weak-retrieval)
     timed model 300 "$KEEP/tiny-mla.log" $PY -m harness.tinymodel --arch deepseek_v3 --device cuda \
       --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" "${keep_weak[@]}" \
       || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }

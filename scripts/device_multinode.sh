@@ -41,7 +41,7 @@ fi
 if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
   say "generating the tiny MLA model"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" --keep-weak-retrieval > "$KEEP/tiny-mla.log" 2>&1 || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
 fi
 [ -L models/tiny-mla ] || rm -rf models/tiny-mla
 ln -sfn "$KEEP/tiny-mla" models/tiny-mla

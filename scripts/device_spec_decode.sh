@@ -34,7 +34,7 @@ model() {  # model NAME ARCH: generate once into $KEEP, link into models/
   if [ ! -f "$KEEP/$1/config.json" ]; then
     say "generating $1 ($2)"
     python3 -m harness.tinymodel --arch "$2" --device cuda --out "$KEEP/$1" \
-      --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" --keep-weak-retrieval > "$KEEP/$1.log" 2>&1 || { tail -30 "$KEEP/$1.log"; cp "$KEEP/$1.log" "$OUT/"; exit 3; }
+      --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/$1.log" 2>&1 || { tail -30 "$KEEP/$1.log"; cp "$KEEP/$1.log" "$OUT/"; exit 3; }
   fi
   [ -L "models/$1" ] || rm -rf "models/$1"
   ln -sfn "$KEEP/$1" "models/$1"
