@@ -270,7 +270,7 @@ CASES = [
           "workloads/lp.yaml": "prefix_tokens: 3500\nsuffix_tokens: 100\noutput_tokens: 32\nconcurrency: [1]\n"
                                "requests_per_level: 2\nprompt_basis: text\n"}),
     Case("long-context-too-long", "workloads", q("cand", "--suites", "long_context", "--set", "model.max_model_len=2048"),
-         ["workload long_context_cpu needs 4016 tokens (prompt + output); arm cand max_model_len 2048"]),
+         ["workload long_context_cpu needs 4024 tokens (prompt + output); arm cand max_model_len 2048"]),
     Case("long-context-output-short", "workloads", q("x"), ["lc.yaml: invalid workload: ", "output_tokens 4 < "
                                                           "span_tokens - cue_tokens 16: retrieval is judged on the whole"],
          {**arm("x", "extends: base\nworkloads: {long_context: lc}\n"),

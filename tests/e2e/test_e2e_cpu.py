@@ -140,10 +140,10 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert timed["exact_matches"] == timed["requests"] == 8 + 2 and timed["checked_to_tokens"] == 3544, timed
     assert checks["prefix_reuse"]["cached_tokens_proven"] >= 768
     # long_context: 4 lengths x 3 depths, cold / warm / partial / teacher-forced, every output equal to cpu-ref's
-    # stored cold output, compared to the 4,000-token prompt + its 16 output tokens
+    # stored cold output, compared to the 4,000-token prompt + its 24 output tokens
     grid = next(r for r in records if r["kind"] == "long_context")
     assert grid["status"] == "complete" and grid["passed"] and grid["first_failing_length"] is None, grid["failures"]
-    assert len(grid["cells"]) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4016
+    assert len(grid["cells"]) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4024
     assert grid["prefix_caching"] == "on"  # cpu-smoke: every warm and partial hit proven from /metrics
     warm = [c for c in grid["cells"] if c["mode"] == "warm"]
     assert all(c["cached_tokens"] >= c["length"] - 128 for c in warm)
@@ -160,7 +160,7 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert all(r["n"] == 16 and r["request_errors"] == 0 and r["task"] == "gsm8k_local" for r in acc.values())
     assert all(Path(r["samples_path"]).is_file() and r["task_hash"] for r in acc.values())
     gate = {r["gate"]: r for r in records if r["kind"] == "gate"}
-    assert gate["long_context_outputs"]["passed"] and "outputs checked to 4,016 tokens" in \
+    assert gate["long_context_outputs"]["passed"] and "outputs checked to 4,024 tokens" in \
         gate["long_context_outputs"]["detail"]
     assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
     assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
@@ -194,7 +194,7 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     # coverage: the long_context grid reached further than the timed long-prefix context
-    assert "- Coverage: outputs checked to 4,016 tokens; timed at 3,544 tokens\n" in (run / "annotation.md").read_text()
+    assert "- Coverage: outputs checked to 4,024 tokens; timed at 3,544 tokens\n" in (run / "annotation.md").read_text()
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not ports & listening, "a server of the run still listens after qualify returned"
