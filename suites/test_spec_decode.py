@@ -2,7 +2,8 @@
 one at a time, on the candidate and on its reference (the same server without a drafter). From the candidate's
 /metrics deltas: drafts, draft tokens, accepted tokens, mean acceptance length 1 + accepted/drafts and per-position
 acceptance; TPOT and tokens/s on both arms (the speed-up); every output compared with the reference's; the
-degeneration detector on both arms' text; the gates of harness/judge/spec_decode.py, computed from results.jsonl."""
+degeneration detector on both arms' text; the gates of harness/judge/spec_decode_gates.py, computed from
+results.jsonl."""
 
 import asyncio
 from pathlib import Path
@@ -14,9 +15,9 @@ from harness.config.thresholds import load_gates
 from harness.config.workloads import SpecDecodeWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
 from harness.judge.ngram_replay import lookup_bounds, replay
-from harness.judge.spec_decode import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
+from harness.judge.spec_decode_gates import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
 from harness.measure.metrics import fetch_metrics
-from harness.measure.spec_decode import (
+from harness.measure.spec_decode_metrics import (
     load_spec_prompts,
     prompts_sha,
     read_samples,
@@ -26,7 +27,7 @@ from harness.measure.spec_decode import (
 )
 from harness.records.schema import DegenerationRecord, GateRecord, ReferenceCheckRecord, SpecDecodeRecord
 from harness.refcheck.batches import record_fields
-from harness.refcheck.spec_decode import compare_samples
+from harness.refcheck.spec_decode_equality import compare_samples
 from harness.serve.serverlog import parse_draft_kv, parse_kv_capacity, tail
 
 

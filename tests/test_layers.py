@@ -14,7 +14,7 @@ IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)|^\s*from harness import
 RUNS = re.compile(r"""["']-m["'],\s*["']harness(?:\.(\w+))?[\w.]*["']""")
 TOP_LEVEL = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
 # Commands printed for a user to run, not run by the harness: they name the CLI without depending on it.
-PRINTED_COMMANDS = {"harness/serve/placing.py": 1}
+PRINTED_COMMANDS = {"harness/serve/slurm_allocation.py": 1}
 
 
 def declared_imports(stage: str) -> set[str]:
@@ -118,18 +118,18 @@ def cycles_in(root) -> list[str]:
 
 
 def test_no_module_imports_itself_back():
-    """Cycles between modules (gates.py <-> spec_decode.py was one, hidden by a deferred import) make the import order
-    matter and the layering a lie; each is named with its path. (A `-m` subprocess is a fresh interpreter: no
+    """Cycles between modules (gates.py <-> spec_decode_gates.py was one, hidden by a deferred import) make the import
+    order matter and the layering a lie; each is named with its path. (A `-m` subprocess is a fresh interpreter: no
     import order, so no edge here; the layering test above counts it.)"""
     assert cycles_in(REPO_ROOT) == []
 
 
 def test_a_planted_cycle_fails(tmp_path):
-    """The check finds a cycle hidden by a deferred import, as gates.py <-> spec_decode.py was."""
+    """The check finds a cycle hidden by a deferred import, as gates.py <-> spec_decode_gates.py was."""
     pkg = tmp_path / "harness" / "judge"
     pkg.mkdir(parents=True)
     for path in (tmp_path / "harness" / "__init__.py", pkg / "__init__.py"):
         path.write_text('"""x. Imports: nothing."""\n')
-    (pkg / "gates.py").write_text("from harness.judge.spec_decode import gate\n")
-    (pkg / "spec_decode.py").write_text("def gate():\n    from harness.judge import gates\n    return gates\n")
-    assert cycles_in(tmp_path) == ["harness.judge.gates -> harness.judge.spec_decode -> harness.judge.gates"]
+    (pkg / "gates.py").write_text("from harness.judge.spec_decode_gates import gate\n")
+    (pkg / "spec_decode_gates.py").write_text("def gate():\n    from harness.judge import gates\n    return gates\n")
+    assert cycles_in(tmp_path) == ["harness.judge.gates -> harness.judge.spec_decode_gates -> harness.judge.gates"]

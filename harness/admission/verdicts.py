@@ -18,7 +18,7 @@ from harness.plan.resources import check_parallel_gpus, check_resources, lease_p
 from harness.plan.spec_methods import check_method, read_methods
 from harness.plan.vllm_args import check_with_vllm
 from harness.serve.launch import plan_for
-from harness.serve.placing import preview, slurm_verdicts
+from harness.serve.slurm_allocation import preview, slurm_verdicts
 
 
 def strict_run(flag: bool = False) -> bool:

@@ -96,7 +96,7 @@ class DegenerationGates(StrictModel):
 
 
 class SpecDecodeGates(StrictModel):
-    """Speculative decoding (suites/test_spec_decode.py, harness/judge/spec_decode.py)."""
+    """Speculative decoding (suites/test_spec_decode.py, harness/judge/spec_decode_gates.py)."""
 
     min_acceptance_length: Float = Field(1.5, ge=1)  # mean 1 + accepted / drafts over the prompt set
     curve_noise_z: Float = Field(3.0, ge=0)  # a later position may exceed an earlier one by z binomial sd

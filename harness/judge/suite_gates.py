@@ -1,7 +1,7 @@
-"""Each gated suite's gate function, and all of a pair's gates at once: the dispatcher over the per-suite gate modules
-(gates.py for long_prefix and GSM8K, spec_decode.py, long_context.py, ruler.py, capacity.py); which suites gate, on
-which records and in which order, is the suite catalogue's (harness/config/suites.py). It sits above them, so
-none of them imports it and gates.py imports none of them: no cycle."""
+"""Each gated suite's gate function, and all of a pair's gates at once: the dispatcher over the per-suite gate
+modules (gates.py for long_prefix and GSM8K, spec_decode_gates.py, long_context.py, ruler.py, capacity.py); which
+suites gate, on which records and in which order, is the suite catalogue's (harness/config/suites.py). It sits above
+them, so none of them imports it and gates.py imports none of them: no cycle."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from harness.judge.capacity import capacity_gate
 from harness.judge.gates import GateResult, gsm8k_gate, long_prefix_gates
 from harness.judge.long_context import long_context_gate
 from harness.judge.ruler import ruler_gate
-from harness.judge.spec_decode import spec_decode_gates, suite_skipped
+from harness.judge.spec_decode_gates import spec_decode_gates, suite_skipped
 from harness.records.schema import GateRecord, Record
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from harness.config.arms import Arm, Switch
 from harness.config.paths import REPO_ROOT
-from harness.plan.placement import Placement, connect_host, default_placement, statement
+from harness.plan.node_placement import Placement, connect_host, default_placement, statement
 from harness.plan.preflight import Verdict, check_no_secret_in_argv, preflight, violations
 from harness.plan.redact import redact_argv, redact_env
 
@@ -47,7 +47,7 @@ class Plan:
 
     @property
     def base_url(self) -> str:
-        """What the harness connects to: the very address node 0's server binds (placement.py's rule)."""
+        """What the harness connects to: the very address node 0's server binds (node_placement.py's rule)."""
         return f"http://{connect_host(self.placement.node0_addr)}:{self.port}"
 
     @property

@@ -9,14 +9,14 @@ from harness.config.arms import Arm
 from harness.config.errors import LaunchError, PreflightError
 from harness.config.paths import server_python
 from harness.plan.env_policy import log_env_problem
+from harness.plan.node_placement import Placement
 from harness.plan.nodes import Plan, build_plan
-from harness.plan.placement import Placement
 from harness.plan.preflight import violations
 from harness.serve import orphans, slurm
-from harness.serve.placing import check_reach, obtain, place
 from harness.serve.process import Server, free_port
 from harness.serve.serverlog import parse_backends, spec_refusal
-from harness.serve.steps import Allocation, SlurmServer
+from harness.serve.slurm_allocation import check_reach, obtain, place
+from harness.serve.slurm_steps import Allocation, SlurmServer
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pytest
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT, server_python
 from harness.config.thresholds import load_gates
-from harness.judge.spec_decode import spec_decode_gates
+from harness.judge.spec_decode_gates import spec_decode_gates
 from harness.records.schema import SpecDecodeRecord
 from harness.serve.launch import launch
 

@@ -10,7 +10,7 @@ from reportrun import SPEC_REF as REF
 from reportrun import check, degeneration, healthy, spec
 
 from harness.config.thresholds import Gates, SpecDecodeGates
-from harness.judge.spec_decode import acceptance_length, curve_violations, position_rates, spec_decode_gates
+from harness.judge.spec_decode_gates import acceptance_length, curve_violations, position_rates, spec_decode_gates
 from harness.judge.suite_gates import evaluate_gates
 from harness.records.schema import OutcomeRecord
 

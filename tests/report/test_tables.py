@@ -218,7 +218,7 @@ def test_spec_decode_table_shows_acceptance_speedup_and_the_gates_verdict():
     from reportrun import healthy, spec
 
     from harness.config.thresholds import SpecDecodeGates
-    from harness.judge.spec_decode import spec_decode_gates
+    from harness.judge.spec_decode_gates import spec_decode_gates
     from harness.report.tables import spec_decode_table
 
     records = healthy()

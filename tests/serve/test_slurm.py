@@ -4,8 +4,8 @@ import pytest
 
 from harness.config.arms import load_arm
 from harness.config.errors import LaunchError
-from harness.serve.placing import allocation_verdict
 from harness.serve.slurm import granted, salloc_argv
+from harness.serve.slurm_allocation import allocation_verdict
 
 
 def test_salloc_asks_for_the_arms_nodes_and_its_slurm_args():
@@ -38,7 +38,7 @@ def test_allocation_verdict(monkeypatch):
 def test_admission_asks_slurm_for_the_nodes_once_per_process_failure_included(monkeypatch):
     # plan of a two-node arm asked twice (verdicts, placement preview): with slurmctld down that was 2 x ~10 s
     from harness.config.errors import LaunchError
-    from harness.serve import placing, slurm
+    from harness.serve import slurm, slurm_allocation
 
     asked = []
 
@@ -46,11 +46,11 @@ def test_admission_asks_slurm_for_the_nodes_once_per_process_failure_included(mo
         asked.append(1)
         raise LaunchError("`scontrol -o show node` failed (exit 1): Unable to contact slurm controller")
 
-    monkeypatch.setattr(placing, "_ADMISSION_NODES", [])
+    monkeypatch.setattr(slurm_allocation, "_ADMISSION_NODES", [])
     monkeypatch.setattr(slurm, "cluster_nodes", down)
     for _ in range(2):
         try:
-            placing.admission_nodes()
+            slurm_allocation.admission_nodes()
         except LaunchError as exc:
             assert "Unable to contact" in str(exc)
         else:

@@ -7,8 +7,8 @@ import shlex
 import pytest
 
 from harness.config.arms import load_arm
+from harness.plan.node_placement import Placement, default_placement, reach_problem, slurm_placement
 from harness.plan.nodes import build_plan
-from harness.plan.placement import Placement, default_placement, reach_problem, slurm_placement
 
 
 def flag(argv, name):

@@ -11,7 +11,7 @@ import socket
 
 from harness.config.arms import Arm, defining_file
 from harness.config.errors import LaunchError
-from harness.plan.placement import Placement, reach_problem, slurm_placement
+from harness.plan.node_placement import Placement, reach_problem, slurm_placement
 from harness.plan.preflight import Verdict
 from harness.plan.redact import redact_argv
 from harness.plan.slurm_nodes import allocation_blocker, describe_all
@@ -41,7 +41,7 @@ def place(arm: Arm, allocation: str) -> Placement:
 
 
 def check_reach(placement: Placement, node0_host: str) -> None:
-    """Launch-time check of placement.py's rule: the harness reaches node 0's bind address from here."""
+    """Launch-time check of node_placement.py's rule: the harness reaches node 0's bind address from here."""
     addr = placement.node0_addr
     problem = reach_problem(addr, ipaddress.ip_address(addr).is_loopback, placement.nodes[0], node0_host,
                             socket.gethostname())

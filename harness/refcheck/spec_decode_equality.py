@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.measure.spec_decode import SpecSample
+from harness.measure.spec_decode_metrics import SpecSample
 from harness.refcheck.batches import BatchRun
 from harness.refcheck.compare import compare_outputs
 

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.config.workloads import SpecDecodeWorkload
-from harness.measure.spec_decode import (
+from harness.measure.spec_decode_metrics import (
     SpecSample,
     build_spec_prompts,
     prompts_sha,
