@@ -230,6 +230,12 @@ def length_cell(clean: dict, got: dict, length: int | None = None) -> dict:
             **({"aborted": True} if got["state"] == "aborted" else {})}
 
 
+def not_run(cells: dict[str, dict]) -> bool:
+    """No check ran under the fault (its server never started): nothing caught or missed it."""
+    states = {v["status"] for v in cells.values()}
+    return "not run" in states and states <= {"not run", "n/a"}
+
+
 def build_length(clean: dict[str, dict], faults: list[dict]) -> dict:
     """faults: [{"fault", "length", "checks" (run_checks), "exit_code"}] -> the fault x L x check matrix."""
     rows = []
@@ -239,9 +245,8 @@ def build_length(clean: dict[str, dict], faults: list[dict]) -> dict:
         rows.append({"fault": f["fault"], "length": f["length"], "exit_code": f.get("exit_code"),
                      "verdict": f.get("verdict"), "cells": cells,
                      "caught_by": [c for c, v in cells.items() if v["status"] == "caught"],
-                     "not_run": all(v["status"] == "not run" for v in cells.values()),
-                     "today_missed": all(cells[c]["status"] != "caught" for c in TODAY)
-                     and not all(v["status"] == "not run" for v in cells.values())})
+                     "not_run": not_run(cells),
+                     "today_missed": all(cells[c]["status"] != "caught" for c in TODAY) and not not_run(cells)})
     return {"checks": list(LENGTH_CHECKS), "today": list(TODAY), "clean": clean, "rows": rows}
 
 
