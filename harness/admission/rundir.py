@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR, run_id_now
+from harness.records.manifest import RunManifest
 from harness.records.results import locate_results, read_results
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -48,11 +49,11 @@ def resume_run_dir(arg: str, run_id: str | None, run_dir: str | None) -> Path:
     return path
 
 
-def check_resume(run_dir: Path, info: dict, arms: dict[str, dict], suites: list[str] | None) -> list[str]:
+def check_resume(run_dir: Path, manifest: RunManifest, arms: dict[str, dict], suites: list[str] | None) -> list[str]:
     """The resumed run's arms (resolved fields, redacted) and suites must be the ones run.json recorded: records of
     two configurations must not mix. Returns the suites to run (run.json's when --suites is left out)."""
-    recorded = info.get("arms")
-    if not isinstance(recorded, dict):
+    recorded = manifest.arms
+    if recorded is None:
         raise ConfigError(f"--resume: {run_dir / 'run.json'} names no arms (field 'arms'); it cannot be resumed")
     if list(recorded) != list(arms):
         raise ConfigError(f"--resume: {run_dir / 'run.json'} field 'arms' names {', '.join(recorded)}; this command "
@@ -61,8 +62,8 @@ def check_resume(run_dir: Path, info: dict, arms: dict[str, dict], suites: list[
     if changed:
         raise ConfigError(f"--resume: arm(s) {', '.join(changed)} differ from {run_dir / 'run.json'} field 'arms' "
                           "(an edited YAML or another --set); resume with the run's own configuration")
-    before = info.get("suites")
-    if not isinstance(before, list):
+    before = manifest.suites
+    if before is None:
         raise ConfigError(f"--resume: {run_dir / 'run.json'} has no field 'suites'; it cannot be resumed")
     if suites is not None and sorted(suites) != sorted(before):
         raise ConfigError(f"--resume: --suites {','.join(suites)} differs from the run's suites "

@@ -14,7 +14,7 @@ from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
 from harness.plan.redact import redact_arm_dump
 from harness.qualify.suites import check_pytest_args
-from harness.records.runinfo import pairs_of, read_run_info
+from harness.records.manifest import load_manifest
 
 
 def named_candidates(args: argparse.Namespace) -> tuple[list[str], str | None]:
@@ -34,25 +34,25 @@ def named_candidates(args: argparse.Namespace) -> tuple[list[str], str | None]:
     if not args.resume:
         raise ConfigError("qualify: name the candidate arm (--arm NAME) or several (--arms a,b); "
                           "`python -m harness arms` lists them")
-    info, problems = read_run_info(resume_run_dir(args.resume, args.run_id, args.run_dir))
-    pairs = pairs_of(info)
+    manifest, problems = load_manifest(resume_run_dir(args.resume, args.run_id, args.run_dir))
+    pairs = manifest.pairs if manifest else []
     if problems or not pairs:
         raise ConfigError(f"--resume {args.resume}: " + (problems[0] if problems else "its run.json names no arms")
                           + "; name the run's arms with --arm or --arms")
     if len(pairs) == 1:
-        return [pairs[0]["candidate"]], pairs[0]["reference"]
-    return [p["candidate"] for p in pairs], None
+        return [pairs[0].candidate], pairs[0].reference
+    return [p.candidate for p in pairs], None
 
 
 def resume_run(args: argparse.Namespace, arms: RunArms) -> Path:
     """--resume: the earlier run's directory, its configuration checked against this command's. The suites default
     to the run's own."""
     run_dir = resume_run_dir(args.resume, args.run_id, args.run_dir)
-    info, problems = read_run_info(run_dir)
-    if problems:
+    manifest, problems = load_manifest(run_dir)
+    if manifest is None:
         raise ConfigError(f"--resume: {problems[0]}")
     dumps = {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms.run_arms}
-    args.suite_list = check_resume(run_dir, info, dumps, args.suite_list if args.suites else None)
+    args.suite_list = check_resume(run_dir, manifest, dumps, args.suite_list if args.suites else None)
     args.suites = ",".join(args.suite_list)
     return run_dir
 

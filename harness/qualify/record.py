@@ -10,10 +10,12 @@ from harness.admission.arms import RunArms
 from harness.admission.verdicts import strict_run
 from harness.config.arms import Arm
 from harness.config.armset import ArmSet, Pair
+from harness.config.errors import ConfigError
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.records.runinfo import now, read_run_info, start_info, workload_dumps, write_run_info
+from harness.records.manifest import Resume, RunPair, load_manifest, write_manifest
+from harness.records.runinfo import now, start_manifest, workload_dumps
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
@@ -23,28 +25,29 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
     the first arm is the candidate of the second."""
     suites = suites if suites is not None else default_suites()
-    info = start_info({a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms}, redact_argv(argv), suites,
-                      workload_dumps(arms[0]) if arms else {})
-    info["per_arm_suites"] = per_arm_suites(suites)
+    manifest = start_manifest(run_dir.name, {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms},
+                              redact_argv(argv), suites, workload_dumps(arms[0]) if arms else {})
+    manifest.per_arm_suites = per_arm_suites(suites)
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
-        info["strict"] = strict  # the gates below are resolved for it (thresholds.for_run)
-        info["gates"] = for_run(load_gates(arm_set.candidates[0]), strict).model_dump(mode="json")
+        manifest.strict = strict  # the gates below are resolved for it (thresholds.for_run)
+        manifest.gates = for_run(load_gates(arm_set.candidates[0]), strict).model_dump(mode="json")
         by_name = {a.name: a for a in arms}
-        info["pairs"] = [{"candidate": p.candidate, "reference": p.reference,
-                          "gates": for_run(load_gates(p.candidate), strict).model_dump(mode="json"),
-                          "workloads": workload_dumps(by_name[p.candidate]) if p.candidate in by_name else None}
-                         for p in arm_set.pairs]
-    write_run_info(run_dir, info)
+        manifest.pairs = [RunPair(candidate=p.candidate, reference=p.reference,
+                                  gates=for_run(load_gates(p.candidate), strict).model_dump(mode="json"),
+                                  workloads=workload_dumps(by_name[p.candidate]) if p.candidate in by_name else None)
+                          for p in arm_set.pairs]
+    write_manifest(run_dir, manifest)
 
 
 def note_resume(run_dir: Path, argv: list[str]) -> None:
     """run.json keeps its first start; each resume adds when and how (the end time and exit code are the last)."""
-    info, _ = read_run_info(run_dir)
-    info.setdefault("resumed", []).append({"started": now(), "argv": redact_argv(argv),
-                                           "exit_code_before": info.get("exit_code")})
-    write_run_info(run_dir, info)
+    manifest, problems = load_manifest(run_dir)
+    if manifest is None:  # admission read it a moment ago; a file gone since is this run's to report
+        raise ConfigError(f"--resume: {problems[0]}")
+    resume = Resume(started=now(), argv=redact_argv(argv), exit_code_before=manifest.exit_code)
+    write_manifest(run_dir, manifest.model_copy(update={"resumed": [*(manifest.resumed or []), resume]}))
 
 
 def record_run(run_dir: Path, arms: RunArms, args: argparse.Namespace) -> None:

@@ -13,8 +13,9 @@ from harness.admission.rundir import check_baseline
 from harness.config.errors import ConfigError
 from harness.config.paths import REPO_ROOT, REPORTS_DIR
 from harness.qualify.interrupts import SIGNAL_NAMES, interrupts_noted
+from harness.records.manifest import RunManifest, load_manifest
 from harness.records.results import read_results
-from harness.records.runinfo import finish_run_info, pairs_of, read_run_info
+from harness.records.runinfo import finish_run_info
 
 if TYPE_CHECKING:
     from harness.report.render import Rendered
@@ -46,23 +47,24 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     return render(run_dir, baseline, exit_code)
 
 
-def write_annotation(run_dir: Path, info: dict, rendered: Rendered) -> Path:
+def write_annotation(run_dir: Path, manifest: RunManifest | None, rendered: Rendered) -> Path:
     from harness.report.render import annotation
 
     path = run_dir / "annotation.md"
-    pairs = [(p["candidate"], p["reference"]) for p in pairs_of(info)] or [("unknown arm", None)]
+    pairs = [(p.candidate, p.reference) for p in (manifest.pairs if manifest else [])] or [("unknown arm", None)]
     path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path))
     return path
 
 
-def record_verdict(run_dir: Path, pytest_code: int, verdict: int | None, baseline: str | None) -> dict:
+def record_verdict(run_dir: Path, pytest_code: int, verdict: int | None,
+                   baseline: str | None) -> RunManifest | None:
     """run.json's exit code becomes the run's verdict where the gates or a baseline regression changed pytest's
     (kept as pytest_exit_code). The end was recorded before rendering (the report shows it); the verdict is known
     only once the report has recomputed the gates."""
-    info, _ = read_run_info(run_dir)
+    manifest, _ = load_manifest(run_dir)
     if verdict != pytest_code:
-        info = finish_run_info(run_dir, verdict, baseline, pytest_exit_code=pytest_code)
-    return info
+        manifest = finish_run_info(run_dir, verdict, baseline, pytest_exit_code=pytest_code)
+    return manifest
 
 
 def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bool = False) -> int:
@@ -78,10 +80,10 @@ def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bo
         code = 1 if rendered.regressions else 0
         if exit_code is not None:
             code = rendered.exit_code
-            info = record_verdict(run_dir, exit_code, code, baseline)
+            manifest = record_verdict(run_dir, exit_code, code, baseline)
         else:
-            info, _ = read_run_info(run_dir)
-        note = write_annotation(run_dir, info, rendered)
+            manifest, _ = load_manifest(run_dir)
+        note = write_annotation(run_dir, manifest, rendered)
         print(("\n" if exit_code is not None else "") + rendered.markdown)
         print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")
     if noted:

@@ -1,9 +1,9 @@
-"""run.json: what a qualification records at its start (harness version, commit, host, argv, suites, workloads,
-arms, gate thresholds) and its end (time, exit code, device). I/O: git, NVML, /proc/cpuinfo, the file itself."""
+"""run.json's contents at a qualification's start (harness version, commit, host, argv, suites, workloads, arms,
+gate thresholds) and its end (time, exit code, device); the model is manifest.py's. I/O: git, NVML, /proc/cpuinfo,
+the file itself."""
 
 from __future__ import annotations
 
-import json
 import platform
 import socket
 import subprocess
@@ -15,6 +15,7 @@ from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT
 from harness.config.thresholds import Gates, for_run, load_gates
 from harness.config.workloads import FAMILIES, load_workload, workload_for, workload_kind
+from harness.records.manifest import SCHEMA_VERSION, RunManifest, load_manifest, write_manifest
 
 
 def now() -> str:
@@ -69,10 +70,12 @@ def workload_dumps(arm) -> dict[str, dict]:
     return out
 
 
-def start_info(arms: dict[str, dict], argv: list[str], suites: list[str], workloads: dict[str, dict]) -> dict:
+def start_manifest(run_id: str, arms: dict[str, dict], argv: list[str], suites: list[str],
+                   workloads: dict[str, dict]) -> RunManifest:
     """run.json's opening fields; `arms` and `argv` arrive redacted."""
-    return {"harness_version": __version__, "git_commit": git_commit(), "host": socket.gethostname(),
-            "started": now(), "argv": argv, "suites": suites, "workloads": workloads, "arms": arms}
+    return RunManifest(schema_version=SCHEMA_VERSION, run_id=run_id, harness_version=__version__,
+                       git_commit=git_commit(), host=socket.gethostname(), started=now(), argv=argv, suites=suites,
+                       workloads=workloads, arms=arms)
 
 
 def concurrency_levels(workloads: dict | None) -> list[int]:
@@ -81,53 +84,27 @@ def concurrency_levels(workloads: dict | None) -> list[int]:
     return [c for c in levels if isinstance(c, int)]
 
 
-def pairs_of(info: dict) -> list[dict]:
-    """run.json's candidate/reference pairs, in the order named (pure): `pairs` where recorded, else (runs of one
-    candidate written before it) the first arm against the second. Each: {"candidate", "reference", "gates",
-    "workloads"}; gates None where the run did not record them, workloads the run's top-level ones where the pair has
-    none of its own (runs written before pairs recorded theirs)."""
-    if isinstance(info.get("pairs"), list):
-        return [{"candidate": p.get("candidate"), "reference": p.get("reference"), "gates": p.get("gates"),
-                 "workloads": p.get("workloads") or info.get("workloads")}
-                for p in info["pairs"] if isinstance(p, dict) and p.get("candidate")]
-    arms = list(info.get("arms") or {})
-    if not arms:
-        return []
-    return [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None, "gates": info.get("gates"),
-             "workloads": info.get("workloads")}]
-
-
-def read_run_info(run_dir: Path) -> tuple[dict, list[str]]:
-    path = run_dir / "run.json"
-    if not path.is_file():
-        return {}, [f"{path}: missing: no provenance (harness version, host, arms) for this run"]
-    try:
-        return json.loads(path.read_text()), []
-    except json.JSONDecodeError as exc:
-        return {}, [f"{path}: not JSON ({exc.msg} at line {exc.lineno}); provenance unknown"]
-
-
-def write_run_info(run_dir: Path, info: dict) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "run.json").write_text(json.dumps(info, indent=2) + "\n")
-
-
 def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
-                    pytest_exit_code: int | None = None) -> dict:
+                    pytest_exit_code: int | None = None) -> RunManifest:
     """Add the end time, exit code (and pytest's, where a baseline regression changed it) and device to run.json."""
-    info, _ = read_run_info(run_dir)
-    info.update(finished=now(), exit_code=exit_code, device=device_info(),
-                pytest_exit_code=exit_code if pytest_exit_code is None else pytest_exit_code)
+    manifest, problems = load_manifest(run_dir)
+    end = dict(finished=now(), exit_code=exit_code, device=device_info(),
+               pytest_exit_code=exit_code if pytest_exit_code is None else pytest_exit_code)
     if baseline:
-        info["baseline"] = baseline
-    write_run_info(run_dir, info)
-    return info
+        end["baseline"] = baseline
+    if manifest is None and problems and "not a run manifest" in problems[0]:
+        return RunManifest(run_id=run_dir.name, **end)  # never overwrite a run.json this harness cannot read
+    # a missing (or not JSON) run.json still gets the end: the report names what is missing
+    manifest = (manifest or RunManifest(schema_version=SCHEMA_VERSION, run_id=run_dir.name)).model_copy(update=end)
+    write_manifest(run_dir, manifest)
+    return manifest
 
 
 def run_thresholds(run_dir: Path, cand: str, strict: bool) -> Gates:
     """The thresholds a suite judges its candidate with at the end of a run: the ones run.json recorded at the start
     (resolved for a strict run then), so the suite's gate and the report's agree; without a run.json (pytest run by
     hand) the arm's gates.yaml sections, resolved for `strict`."""
-    info, _ = read_run_info(run_dir)
-    recorded = next((p["gates"] for p in pairs_of(info) if p["candidate"] == cand and p.get("gates")), None)
+    manifest, _ = load_manifest(run_dir)
+    pairs = manifest.pairs if manifest else []
+    recorded = next((p.gates for p in pairs if p.candidate == cand and p.gates), None)
     return Gates.model_validate(recorded) if recorded else for_run(load_gates(cand), strict)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.records.runinfo import concurrency_levels, pairs_of
+from harness.records.manifest import RunManifest
+from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
     DcpOpsRecord,
     Gsm8kRecord,
@@ -18,9 +19,9 @@ from harness.report.tables import first_line, skip_why
 SIGNALS = {130: "SIGINT", 143: "SIGTERM"}
 
 
-def interruption(info: dict) -> list[str]:
-    code = info.get("exit_code")
-    if info and "finished" not in info:
+def interruption(manifest: RunManifest | None) -> list[str]:
+    code = manifest.exit_code if manifest else None
+    if manifest is not None and manifest.finished is None:
         return ["run.json has no end time: the run was interrupted (or is still running); "
                 "everything recorded before that is shown"]
     if isinstance(code, int) and code >= 128:
@@ -58,12 +59,14 @@ def missing_levels(records: list[Record], arms: list[str], concurrency: dict[str
             for arm in arms if arm in got for c in concurrency.get(arm, []) if c not in got[arm]]
 
 
-def levels_per_arm(info: dict, arms: list[str]) -> dict[str, list[int]]:
+def levels_per_arm(manifest: RunManifest | None, arms: list[str]) -> dict[str, list[int]]:
     """Each arm's long-prefix levels: its pair's recorded workloads (a reference runs its candidate's), else the
     run's top-level workloads."""
-    default = concurrency_levels(info.get("workloads"))
-    own = {arm: concurrency_levels(p.get("workloads")) for p in pairs_of(info)
-           for arm in (p["candidate"], p["reference"]) if arm}
+    if manifest is None:
+        return {arm: [] for arm in arms}
+    default = concurrency_levels(manifest.workloads)
+    own = {arm: concurrency_levels(manifest.workloads_of(p)) for p in manifest.pairs
+           for arm in (p.candidate, p.reference) if arm}
     return {arm: own.get(arm) or default for arm in arms}
 
 
@@ -103,11 +106,13 @@ def aborted(records: list[Record]) -> list[str]:
     return out + unfinished_outcomes(records)
 
 
-def gaps(info: dict, records: list[Record], arms: list[str], candidates: list[str] | None = None) -> list[str]:
+def gaps(manifest: RunManifest | None, records: list[Record], arms: list[str],
+         candidates: list[str] | None = None) -> list[str]:
     """Everything missing from a run, each with its reason; empty for a complete run. `candidates`: the run's
     (default: the first arm)."""
-    suites = info.get("suites") or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
+    m = manifest or RunManifest()
+    suites = m.suites or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
     # Suites are expected of the run's arms only: an eager variant launched to capture outputs runs none.
-    arms = [a for a in arms if a in info["arms"]] if info.get("arms") else arms
-    return [*interruption(info), *missing_outcomes(records, arms, suites, info.get("per_arm_suites"), candidates),
-            *missing_levels(records, arms, levels_per_arm(info, arms)), *aborted(records)]
+    arms = [a for a in arms if a in m.arms] if m.arms else arms
+    return [*interruption(manifest), *missing_outcomes(records, arms, suites, m.per_arm_suites, candidates),
+            *missing_levels(records, arms, levels_per_arm(manifest, arms)), *aborted(records)]

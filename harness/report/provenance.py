@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.plan.redact import redact_argv, redact_env
+from harness.records.manifest import RunManifest
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, ServerRecord
 
 
@@ -14,25 +15,26 @@ def describe_device(device: dict | None) -> str:
     return f"CPU: {device.get('cpu')} (no GPU)"
 
 
-def summarize_provenance(info: dict, records: list[Record]) -> dict:
+def summarize_provenance(manifest: RunManifest | None, records: list[Record], exit_code: int | None) -> dict:
     """Everything the sign-off needs to say what ran where (pure). Secrets are redacted again on the way out."""
+    m = manifest or RunManifest()
     servers = [r for r in records if isinstance(r, ServerRecord)]
     versions = sorted({r.vllm_version for r in servers if r.vllm_version})
     data = {f"{r.arm}: {name}": (sha if sha.startswith("sha256:") else f"not hashed (recorded as {sha})")
             for r in records if isinstance(r, Gsm8kRecord) for name, sha in (r.data_files or {}).items()}
     workloads = {f"{r.arm}: {r.workload}": f"prompts {r.prompts_sha}" for r in records
                  if isinstance(r, LongPrefixRecord)}
-    seeds = {name: w.get("seed") for name, w in (info.get("workloads") or {}).items() if "seed" in w}
+    seeds = {name: w.get("seed") for name, w in (m.workloads or {}).items() if isinstance(w, dict) and "seed" in w}
     return {
         "summary": {
-            "Harness": f"{info.get('harness_version', '?')} (git {info.get('git_commit') or 'unknown'})",
+            "Harness": f"{m.harness_version or '?'} (git {m.git_commit or 'unknown'})",
             "vLLM": ", ".join(versions) or "unknown (no server came up)",
-            "Device": describe_device(info.get("device")),
-            "Host": info.get("host", "unknown"),
-            "Started": info.get("started", "unknown"),
-            "Finished": info.get("finished", "not recorded (interrupted or still running)"),
-            "Exit code": str(info.get("exit_code", "n/a")),
-            "Command": " ".join(redact_argv(info.get("argv", []))) or "unknown",
+            "Device": describe_device(m.device),
+            "Host": m.host or "unknown",
+            "Started": m.started or "unknown",
+            "Finished": m.finished or "not recorded (interrupted or still running)",
+            "Exit code": str(exit_code),  # the rendered verdict; None: never recorded
+            "Command": " ".join(redact_argv(m.argv or [])) or "unknown",
             "Workload seeds": ", ".join(f"{k}: {v}" for k, v in seeds.items()) or "n/a",
         },
         "launches": [{"arm": r.arm, "status": r.status, "argv": redact_argv(r.argv), "env": redact_env(r.env)}

@@ -18,8 +18,8 @@ from harness.judge.baseline import Delta, baseline_deltas, power_lines
 from harness.judge.gates import GateResult
 from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.judge.verdict import run_exit_code, run_verdict
+from harness.records.manifest import RunManifest, RunPair
 from harness.records.results import locate_results
-from harness.records.runinfo import pairs_of
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
 from harness.report.capacity import pareto_points
@@ -147,19 +147,30 @@ def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], lis
     return str(path), baseline_deltas(run.records, base.records, load_thresholds()), base.problems
 
 
+def recorded(run: RunData) -> list[RunPair]:
+    return run.manifest.pairs if run.manifest else []
+
+
+def recorded_exit_code(manifest: RunManifest | None) -> int | None:
+    """pytest's exit code where recorded (the run's verdict may differ from it), else the run's."""
+    if manifest is None:
+        return None
+    return manifest.pytest_exit_code if manifest.pytest_exit_code is not None else manifest.exit_code
+
+
 def run_pairs(run: RunData) -> list[tuple[str, str | None]]:
-    return [(p["candidate"], p["reference"]) for p in pairs_of(run.info)] or \
+    return [(p.candidate, p.reference) for p in recorded(run)] or \
         ([(run.arm_order[0], run.arm_order[1] if len(run.arm_order) > 1 else None)] if run.arm_order else [])
 
 
-def recorded_pairs(run: RunData) -> list[dict]:
-    return pairs_of(run.info) or [{"candidate": c, "reference": r, "gates": None} for c, r in run_pairs(run)]
+def recorded_pairs(run: RunData) -> list[RunPair]:
+    return recorded(run) or [RunPair(candidate=c, reference=r) for c, r in run_pairs(run)]
 
 
 def recorded_thresholds(run: RunData) -> dict[str, Gates]:
     """Each candidate's gate thresholds as run.json recorded them (its current configs/gates.yaml section for runs
     that did not record them): a re-rendered report judges with what the run was judged with."""
-    return {p["candidate"]: Gates.model_validate(p["gates"]) if p.get("gates") else load_gates(p["candidate"])
+    return {p.candidate: Gates.model_validate(p.gates) if p.gates else load_gates(p.candidate)
             for p in recorded_pairs(run)}
 
 
@@ -168,20 +179,22 @@ def run_gates(run: RunData) -> list[GateResult]:
     thresholds_of = recorded_thresholds(run)
     out = []
     for pair in recorded_pairs(run):
-        cand, ref = pair["candidate"], pair["reference"]
+        cand, ref = pair.candidate, pair.reference
         if not ref:
             continue
         thresholds = thresholds_of[cand]
-        speculative = bool((run.info.get("arms", {}).get(cand) or {}).get("speculative"))
-        suites = [s for s in run.info.get("suites") or gated_suites(run.records)
+        arms = (run.manifest.arms if run.manifest else None) or {}
+        speculative = bool((arms.get(cand) or {}).get("speculative"))
+        suites = [s for s in (run.manifest.suites if run.manifest else None) or gated_suites(run.records)
                   if s not in BY_NAME or BY_NAME[s].runs_for(speculative)]  # a suite its skip rule left out has no gate
-        out += evaluate_gates(run.records, cand, ref, thresholds, suites, pair.get("workloads"))
+        out += evaluate_gates(run.records, cand, ref, thresholds, suites,
+                              run.manifest.workloads_of(pair) if run.manifest else pair.workloads)
     return out
 
 
 def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
     run = load_run(run_dir)
-    raw = exit_code if exit_code is not None else run.info.get("pytest_exit_code", run.info.get("exit_code"))
+    raw = exit_code if exit_code is not None else recorded_exit_code(run.manifest)
     gates = run_gates(run)
     pairs = run_pairs(run)
     tables = build_tables(run.records, run.arm_order, gates, dict(pairs),
@@ -202,7 +215,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         tables_for_files = [*tables, ("Baseline diff", base[1])]
         lines += power_lines(deltas)  # what the diff could have caught at its n: a pass says nothing below it
     code = run_exit_code(raw, regressions, gates)
-    missing = gaps(run.info, run.records, run.arm_order, [c for c, _ in pairs])
+    missing = gaps(run.manifest, run.records, run.arm_order, [c for c, _ in pairs])
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems
     md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
@@ -216,7 +229,7 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
     title = f"DCP qualification {run_dir.name}: {pairs_title(pairs)}"
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
-    provenance = summarize_provenance({**run.info, "exit_code": code}, run.records)
+    provenance = summarize_provenance(run.manifest, run.records, code)
     content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,
                             figures, base, lines)
     html_path = run_dir / "report.html"

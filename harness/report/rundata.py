@@ -11,15 +11,15 @@ from pathlib import Path
 
 from harness.records.attempts import current_records
 from harness.records.jsonl import read_jsonl
+from harness.records.manifest import RunManifest, load_manifest
 from harness.records.results import read_results
-from harness.records.runinfo import read_run_info
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, per_question_of
 
 
 @dataclass
 class RunData:
     run_dir: Path
-    info: dict
+    manifest: RunManifest | None  # None: run.json missing or unreadable (a problem says which)
     records: list[Record]
     problems: list[str]  # the reader's messages and every referenced file that could not be read
 
@@ -27,22 +27,22 @@ class RunData:
     def arm_order(self) -> list[str]:
         """run.json's arms (candidate first), then any other arm with a measurement. An arm that only has a server
         record (an eager variant launched to capture outputs) gets no table rows of its own."""
-        order = list(self.info.get("arms", {}))
+        order = list(self.manifest.arms or {}) if self.manifest else []
         measured = dict.fromkeys(r.arm for r in self.records if r.kind != "server")
         return order + [a for a in measured if a not in order]
 
 
 def load_run(run_dir: Path) -> RunData:
-    info, info_problems = read_run_info(run_dir)
+    manifest, info_problems = load_manifest(run_dir)
     records, problems = read_results(run_dir / "results.jsonl")
     records = current_records(records)  # a resumed run: each test's latest attempt only
-    return with_tpot_samples(with_per_question(RunData(run_dir, info, records, info_problems + problems)))
+    return with_tpot_samples(with_per_question(RunData(run_dir, manifest, records, info_problems + problems)))
 
 
 def load_results(results: Path) -> RunData:
     """A baseline run, known by its results file alone (no run.json needed); its problems say "baseline"."""
     records, problems = read_results(results)
-    run = with_tpot_samples(with_per_question(RunData(results.parent, {}, current_records(records), problems)))
+    run = with_tpot_samples(with_per_question(RunData(results.parent, None, current_records(records), problems)))
     run.problems = [f"baseline {p}" for p in run.problems]
     return run
 

@@ -1,5 +1,6 @@
 """The report's "Missing or incomplete" list: one line per suite x arm, with its reason."""
 
+from harness.records.manifest import parse_manifest
 from harness.records.schema import OutcomeRecord
 from harness.report.completeness import gaps
 
@@ -8,8 +9,8 @@ REF_SKIP = ("Skipped: arm 'cpu-ref' is the reference: spec_decode runs it only a
             "candidate with a speculative section, and candidate 'cpu-smoke' has none")
 # A `make qualify` run (cpu-smoke vs cpu-ref) as results.jsonl records its spec_decode suite: the per-arm test skips
 # on each arm, and the comparison test, which has no arm of its own, is recorded for the candidate.
-INFO = {"arms": {"cpu-smoke": {}, "cpu-ref": {}}, "suites": ["spec_decode"], "per_arm_suites": ["spec_decode"],
-        "finished": 1, "exit_code": 0}
+INFO = parse_manifest({"arms": {"cpu-smoke": {}, "cpu-ref": {}}, "suites": ["spec_decode"],
+                       "per_arm_suites": ["spec_decode"], "finished": "1", "exit_code": 0})
 
 
 def outcome(arm: str, test: str, message: str, kind: str = "skipped") -> OutcomeRecord:

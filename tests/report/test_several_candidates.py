@@ -88,7 +88,10 @@ def test_one_candidates_failing_gate_fails_the_run_and_keeps_the_others_rows(tmp
 
 
 def test_a_run_json_without_pairs_reads_as_its_first_arm_against_the_second(tmp_path):
-    from harness.records.runinfo import pairs_of
+    from harness.records.manifest import parse_manifest
+
+    def pairs_of(raw: dict) -> list[dict]:  # the pairs run.json's migration gives an unversioned file
+        return [p.model_dump() for p in parse_manifest(raw).pairs]
 
     w = {"long_prefix": {"concurrency": [1, 2]}}
     assert pairs_of({"arms": {"cpu-smoke": {}, "cpu-ref": {}}, "gates": {"x": 1}, "workloads": w}) == [
@@ -100,13 +103,14 @@ def test_a_run_json_without_pairs_reads_as_its_first_arm_against_the_second(tmp_
 
 def test_each_pair_is_held_to_its_own_long_prefix_levels():
     # two candidates with other references and other workloads: the second's c4 was only asked of its own pair
+    from harness.records.manifest import parse_manifest
     from harness.records.schema import LongPrefixRecord
     from harness.report.completeness import levels_per_arm, missing_levels
 
     info = {"arms": {"a": {}, "b": {}, "ra": {}, "rb": {}}, "workloads": {"long_prefix": {"concurrency": [1, 2]}},
             "pairs": [{"candidate": "a", "reference": "ra"},
                       {"candidate": "b", "reference": "rb", "workloads": {"long_prefix": {"concurrency": [1, 4]}}}]}
-    levels = levels_per_arm(info, ["a", "ra", "b", "rb"])
+    levels = levels_per_arm(parse_manifest(info), ["a", "ra", "b", "rb"])
     assert levels == {"a": [1, 2], "ra": [1, 2], "b": [1, 4], "rb": [1, 4]}
     recs = [LongPrefixRecord.model_construct(arm=arm, concurrency=c) for arm, c in
             [("a", 1), ("a", 2), ("ra", 1), ("ra", 2), ("b", 1), ("b", 2), ("rb", 1), ("rb", 4)]]

@@ -204,10 +204,12 @@ def test_dcp_op_conformance_table_renders_from_results_jsonl(tmp_path):
 
 def test_completeness_lists_a_missing_or_dataless_op_suite():
     from harness.judge.dcp_ops import judge_dcp_ops
+    from harness.records.manifest import parse_manifest
     from harness.records.schema import DcpOpsRecord
     from harness.report.completeness import gaps
 
-    info = {"arms": {"gpu-dcp2": {}, "gpu-tp2": {}}, "suites": ["dcp_ops"], "per_arm_suites": [], "finished": 1}
+    info = parse_manifest({"arms": {"gpu-dcp2": {}, "gpu-tp2": {}}, "suites": ["dcp_ops"], "per_arm_suites": [],
+                           "finished": "1"})
     assert gaps(info, [], ["gpu-dcp2", "gpu-tp2"]) == [
         "dcp_ops x gpu-dcp2: no record: not run (the run stopped before it, or the suite was not selected)"]
     rec = DcpOpsRecord(run_id="r", arm="gpu-dcp2", suite="dcp_ops", **judge_dcp_ops(None, 2, "cuda", "killed"))

@@ -1,0 +1,125 @@
+"""run.json as one typed, versioned model: what a qualification records at its start and end, and the one loader
+that reads every shape ever written (through `migrate`) and refuses a version it does not know.
+
+The JSON keys are the ones run.json always had (the Buildkite step, docs and scripts read them); `schema_version` and
+`run_id` were added. Arms, workloads, gates and device stay plain JSON values: each has its own model that moves on
+(an arm's YAML schema, gates.yaml), and a run recorded under an older one must still load; judges validate `gates`
+as thresholds.Gates where they use it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SCHEMA_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunPair(Strict):
+    """A candidate with its reference (None: a candidate alone), its gate thresholds as resolved at the start (None:
+    not recorded, the report then reads the candidate's current gates.yaml section) and its workloads."""
+    candidate: str
+    reference: str | None = None
+    gates: dict[str, Any] | None = None
+    workloads: dict[str, Any] | None = None
+
+
+class Resume(Strict):
+    started: str
+    argv: list[str]
+    exit_code_before: int | None = None
+
+
+class RunManifest(Strict):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    harness_version: str | None = None
+    git_commit: str | None = None
+    host: str | None = None
+    started: str | None = None
+    argv: list[str] | None = None  # redacted
+    suites: list[str] | None = None
+    workloads: dict[str, Any] | None = None  # the first candidate's; each pair has its own
+    arms: dict[str, dict[str, Any]] | None = None  # name -> resolved fields, redacted; candidates first
+    per_arm_suites: list[str] | None = None  # None (older runs): every suite ran for every arm
+    strict: bool | None = None
+    gates: dict[str, Any] | None = None  # the first candidate's
+    pairs: list[RunPair] = []
+    resumed: list[Resume] | None = None
+    finished: str | None = None  # None: the run was interrupted or is still running
+    exit_code: int | None = None  # the run's verdict
+    device: dict[str, Any] | None = None
+    pytest_exit_code: int | None = None
+    baseline: str | None = None
+
+    def workloads_of(self, pair: RunPair) -> dict[str, Any] | None:
+        """A pair's workloads; the run's where it has none of its own (runs written before pairs recorded theirs)."""
+        return pair.workloads or self.workloads
+
+    def to_json(self) -> str:
+        """The keys that were set, in the order above: a field never recorded stays absent, not null."""
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), indent=2) + "\n"
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def migrate(raw: dict, run_id: str) -> dict:
+    """Any run.json ever written -> the current schema's fields (pure). Unversioned files come in two shapes: the
+    oldest (no `pairs`: one candidate, the first arm against the second, gates not recorded) and the richer ones
+    (`pairs`). Both get the pairs the report judged them by, the version and the run id (the run directory's
+    name)."""
+    version = raw.get("schema_version")
+    if version is not None and version != SCHEMA_VERSION:
+        raise ManifestError(f"schema_version {version!r}: this harness reads run.json version {SCHEMA_VERSION} and "
+                            "older; render it with the harness that wrote it (its harness_version, git_commit)")
+    if version == SCHEMA_VERSION:
+        return raw
+    out = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **raw}
+    if isinstance(raw.get("pairs"), list):
+        out["pairs"] = [p for p in raw["pairs"] if isinstance(p, dict) and p.get("candidate")]
+    elif raw.get("arms"):
+        arms = list(raw["arms"])
+        out["pairs"] = [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None,
+                         "gates": raw.get("gates"), "workloads": raw.get("workloads")}]
+    return out
+
+
+def parse_manifest(raw: dict, run_id: str = "") -> RunManifest:
+    """A run.json document (any version this harness knows) as the current model; ManifestError says why not."""
+    try:
+        return RunManifest.model_validate(migrate(raw, run_id))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ManifestError(f"field {where}: {first['msg']}") from None
+
+
+def load_manifest(run_dir: Path) -> tuple[RunManifest | None, list[str]]:
+    """<run_dir>/run.json, migrated; None and why when it is missing, not JSON or not a run manifest."""
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return None, [f"{path}: missing: no provenance (harness version, host, arms) for this run"]
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        return None, [f"{path}: not JSON ({exc.msg} at line {exc.lineno}); provenance unknown"]
+    if not isinstance(raw, dict):
+        return None, [f"{path}: not a JSON object; provenance unknown"]
+    try:
+        return parse_manifest(raw, run_dir.name), []
+    except ManifestError as exc:
+        return None, [f"{path}: not a run manifest ({exc}); provenance unknown"]
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(manifest.to_json())
