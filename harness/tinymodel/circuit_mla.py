@@ -188,8 +188,9 @@ def install_mla_circuit(model, trained_vocab: int, needle_ids: list[int], faults
         # Calibrated on ordinary text before any circuit weight is set: what the trained model computes.
         lat = _latent_rms(model, calibration or [], h0, ORD, ql0, kl0)
         # Needle tokens dominate the residual stream at every layer, not only at the embedding: a trained model's
-        # stream grows through its layers (the GSM8K-trained tiny MLA: ~200x by layer 1), and at a needle token the
-        # trained heads still add their mean value, which must stay small beside the codes.
+        # stream grows through its layers (the GSM8K-trained tiny MLA: ~200x by layer 1, largest RMS 7,958 on an
+        # H200), and at a needle token the trained heads still add their mean value, which must stay small beside the
+        # codes.
         c = NEEDLE_SCALE * lat["residual_max"]
         p = r = PREV_RATIO * c
         const_n = math.sqrt((2 * c * c / n_hidden + eps) / (1 / CONST_EPS ** 2 - 1 / n_hidden))
