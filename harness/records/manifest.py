@@ -109,7 +109,9 @@ def load_manifest(run_dir: Path) -> tuple[RunManifest | None, list[str]]:
     if not path.is_file():
         return None, [f"{path}: missing: no provenance (harness version, host, arms) for this run"]
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, [f"{path}: not UTF-8 text (byte {exc.start}); provenance unknown"]
     except json.JSONDecodeError as exc:
         return None, [f"{path}: not JSON ({exc.msg} at line {exc.lineno}); provenance unknown"]
     if not isinstance(raw, dict):

@@ -70,3 +70,9 @@ def test_a_newer_version_or_an_unknown_key_is_refused(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"arms": {"a": {}}, "argvv": []}))
     manifest, problems = load_manifest(tmp_path)
     assert manifest is None and "argvv" in problems[0] and "not a run manifest" in problems[0]
+
+
+def test_a_run_json_that_is_not_utf8_is_a_problem_not_a_traceback(tmp_path):
+    (tmp_path / "run.json").write_bytes(b'\xff\xfe{"arms"')
+    manifest, problems = load_manifest(tmp_path)
+    assert manifest is None and problems == [f"{tmp_path / 'run.json'}: not UTF-8 text (byte 0); provenance unknown"]
