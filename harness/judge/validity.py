@@ -57,8 +57,7 @@ def long_context_failure_within_timed(records: list[Record], cand: str, ref: str
         return None
     grid = grids[-1]
     failing = grid.first_failing_length
-    timed = max((r.timed_to_tokens for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand
-                 and r.timed_to_tokens is not None), default=None)
+    timed = coverage(records, cand, ref).timed_to
     proven = max((n for n in grid.lengths if n < failing), default=0)
     if timed is None or timed <= proven:
         return None
