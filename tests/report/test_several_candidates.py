@@ -68,7 +68,8 @@ def test_each_arm_once_per_table_and_each_candidate_against_its_reference(tmp_pa
                           for c in ("cpu-smoke", "cpu-fast")}
     headline = (run / "tables" / "headline.md").read_text().splitlines()
     assert headline[:2] == ["- cpu-smoke vs cpu-ref: PASSED", "- cpu-fast vs cpu-ref: PASSED"]
-    assert "- TPOT p50 c1: cpu-fast 2.675 ms vs cpu-ref 5.350 ms (-50.0%)" in headline
+    assert ("- TPOT p50 c1: cpu-fast 2.675 ms vs cpu-ref 5.350 ms (-50.0%) [timing not enforced for this arm: "
+            "gates.yaml enforce_timing false]") in headline
     assert "- Check prefix_reuse cpu-fast vs cpu-ref: PASS (8/8 exact)" in headline
     assert "DCP qualification several: cpu-smoke vs cpu-ref, cpu-fast vs cpu-ref" in (run / "report.html").read_text()
     assert "Missing or incomplete" not in rendered.markdown
