@@ -39,6 +39,7 @@ class BenchResult:
     tpot_p50_s: float
     cpu_s: float  # the bench process's own CPU time (user + system), start-up included
     completed: int
+    raw: dict  # the whole --save-result JSON (output_throughput, request_throughput, p99_tpot_ms, ...)
 
 
 def supports_custom_buckets() -> bool:
@@ -53,11 +54,11 @@ def write_dataset(path: Path, texts: list[str]) -> Path:
 
 
 def bench_argv(base_url: str, model_dir: Path, served: str, dataset: Path, n: int, out: int, result: Path,
-               extra_body: dict) -> list[str]:
+               extra_body: dict, concurrency: int = 1) -> list[str]:
     return ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
             "--model", str(model_dir), "--served-model-name", served, "--tokenizer", str(model_dir),
             "--dataset-name", "custom", "--dataset-path", str(dataset), "--skip-chat-template", "--disable-shuffle",
-            "--custom-output-len", str(out), "--num-prompts", str(n), "--max-concurrency", "1",
+            "--custom-output-len", str(out), "--num-prompts", str(n), "--max-concurrency", str(concurrency),
             "--request-rate", "inf", "--ignore-eos", "--temperature", "0", "--ready-check-timeout-sec", "0",
             "--extra-body", json.dumps(extra_body), "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", "50,90,99", "--save-result", "--result-dir", str(result.parent),
@@ -79,4 +80,4 @@ def bench_run(argv: list[str], result: Path) -> BenchResult:
     if proc.returncode != 0:
         raise SystemExit(f"vllm bench serve failed:\n{output[-3000:]}")
     data = json.loads(result.read_text())
-    return BenchResult(data["median_ttft_ms"] / 1e3, data["median_tpot_ms"] / 1e3, cpu, data["completed"])
+    return BenchResult(data["median_ttft_ms"] / 1e3, data["median_tpot_ms"] / 1e3, cpu, data["completed"], data)

@@ -1,0 +1,192 @@
+"""Measurement truth for the capacity suite: the harness's level measurement against `vllm bench serve
+--max-concurrency N` at the same levels, on the same prompts, on the same running server, for each arm named.
+
+    .venv/bin/python benchmarks/capacity_vs_vllm_bench.py --arms cpu-smoke-kvcap,cpu-ref-kvcap [--rounds 4]
+    python3 benchmarks/capacity_vs_vllm_bench.py --arms gpu-mla-kvcap,gpu-mla-ref-kvcap   (scripts/device_capacity.sh)
+
+Per arm: one server, its capacity workload's prompts (harness/measure/capacity.py) made canonical through the
+server's tokenizer (ids -> text -> ids', so the ids the harness sends are what the server makes of the text the bench
+sends), one untimed warm-up request, then the workload's levels in order. At each level both clients send the same
+rounds x level prompts with at most `level` in flight, greedy, ignore_eos, each with a cache_salt of its own (no
+client reuses the other's KV), in an order that alternates by level. The harness side is the capacity suite's own
+code (`run_level` + `level_fields`: output tokens/s, requests/s, TPOT/TTFT p50); the bench side is its saved result
+(output_throughput, request_throughput, median_tpot_ms, median_ttft_ms). /metrics is sampled beside both, so each
+client's KV-usage peak shows they loaded the server alike. The ramp stops as the suite's does: the harness's level
+saturated (the suite's own rule) + the workload's levels_past_saturation.
+
+Prints per level the harness/bench ratios of throughput and TPOT p50, and with two arms each client's
+first/second-arm ratio (the comparison the capacity table makes). Writes --out JSON. Not part of `make test`: it
+measures, it does not assert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from vllm_bench_client import bench_argv, bench_run, write_dataset  # benchmarks/
+
+from harness.config.arms import load_arm
+from harness.config.workloads import CapacityWorkload, load_workload, workload_for
+from harness.measure.capacity import build_capacity_prompts, level_fields, level_prompts, prompts_sha, served_gpus
+from harness.measure.loadgen import run_level
+from harness.measure.prompts import token_space
+from harness.measure.telemetry import MetricsSampler, usage_between
+from harness.measure.textbasis import canonical
+from harness.serve.launch import LiveServer, launch
+
+CLIENTS = ("harness", "bench")
+FIGURES = (("tok_s", "out tok/s"), ("tpot_p50", "TPOT p50 ms"), ("ttft_p50", "TTFT p50 ms"), ("req_s", "req/s"))
+
+
+async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, ids: list, sampler: MetricsSampler,
+                        sink: Path) -> dict:
+    """The suite's own measurement of one level (run_level + level_fields, as harness.measure.capacity.ramp)."""
+    before = await sampler.scrape_once()
+    run = await run_level(live.info.base_url, live.arm.model.served_name, ids, w.output_tokens, c, c,
+                          live.arm.timeouts.request_s, live.server.check_alive, sink,
+                          extra={"cache_salt": f"vs-bench-harness-c{c}"})
+    after = await sampler.scrape_once()
+    f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(ids), sink)
+    return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
+            "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "failed": f["failed"], "requests": f["requests"],
+            "kv_peak": f["kv_usage"].peak if f["kv_usage"] else None, "preemptions": f["preemptions"],
+            "saturated": f["saturated"], "saturation": f["saturation"]}
+
+
+async def bench_level(live: LiveServer, w: CapacityWorkload, c: int, texts: list[str], sampler: MetricsSampler,
+                      tmp: Path) -> dict:
+    """`vllm bench serve --max-concurrency c` over the same prompts as text; its own figures, our KV-usage view."""
+    result = tmp / f"bench_c{c}.json"
+    argv = bench_argv(live.info.base_url, live.arm.model.local_dir(), live.arm.model.served_name,
+                      write_dataset(tmp / f"prompts_c{c}.jsonl", texts), len(texts), w.output_tokens, result,
+                      {"cache_salt": f"vs-bench-bench-c{c}"}, concurrency=c)
+    t0 = time.perf_counter_ns()
+    b = await asyncio.to_thread(bench_run, argv, result)
+    kv = usage_between(sampler.points, "kv_usage", t0, time.perf_counter_ns())
+    d = b.raw
+    return {"tok_s": d["output_throughput"], "req_s": d["request_throughput"], "tpot_p50": d["median_tpot_ms"] / 1e3,
+            "tpot_p99": d["p99_tpot_ms"] / 1e3, "ttft_p50": d["median_ttft_ms"] / 1e3,
+            "failed": len(texts) - b.completed, "requests": len(texts), "kv_peak": kv.peak if kv else None}
+
+
+async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
+    prompts = build_capacity_prompts(w, token_space(live.arm, w))
+    same = await canonical(live.info.base_url, live.arm.model.served_name, prompts)
+    longest = max(map(len, same.ids))
+    if longest + w.output_tokens > live.arm.model.max_model_len:
+        raise SystemExit(f"arm {live.arm.name}: a canonical prompt has {longest} tokens + {w.output_tokens} out > "
+                         f"max_model_len {live.arm.model.max_model_len}; lower the workload's suffix_tokens")
+    sampler = MetricsSampler(live.info.base_url, w.metrics_interval_s)
+    task = asyncio.ensure_future(sampler.run())
+    levels, past = [], None
+    try:
+        await run_level(live.info.base_url, live.arm.model.served_name, same.ids[:1], w.output_tokens, 1, 0,
+                        live.arm.timeouts.request_s, live.server.check_alive,
+                        extra={"cache_salt": "vs-bench-warm-up"})
+        for i, c in enumerate(w.concurrency):
+            ids, texts = level_prompts(w, same.ids, c), level_prompts(w, same.texts, c)
+            got = {}
+            for client in (CLIENTS if i % 2 == 0 else CLIENTS[::-1]):
+                got[client] = (await harness_level(live, w, c, ids, sampler, tmp / f"harness_c{c}.jsonl")
+                               if client == "harness" else await bench_level(live, w, c, texts, sampler, tmp))
+            levels.append({"concurrency": c, "first": "harness" if i % 2 == 0 else "bench", **got})
+            print(f"  {live.arm.name} c{c}: " + "; ".join(
+                f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
+                  flush=True)
+            past = 0 if got["harness"]["saturated"] and past is None else past + 1 if past is not None else None
+            if past is not None and past >= w.levels_past_saturation:
+                break
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return {"arm": live.arm.name, "workload": w.name, "prompt_tokens": [min(map(len, same.ids)), longest],
+            "round_trip": same.original.describe(), "canonical": same.canonical.describe(),
+            "vllm_version": live.info.vllm_version, "levels": levels}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def scaled(figures: dict, key: str) -> float | None:
+    """Times in ms, rates as they are."""
+    x = figures[key]
+    return x * 1e3 if x is not None and key.startswith(("tpot", "ttft")) else x
+
+
+def fmt(x: float | None, spec: str = ".3f") -> str:
+    return format(x, spec) if x is not None else "n/a"
+
+
+def report(arms: list[dict]) -> list[str]:
+    """Pure: the per-level table of each arm, the worst ratio per figure, and the arms' ratio per client."""
+    lines = []
+    for a in arms:
+        lines.append(f"arm {a['arm']} (workload {a['workload']}, prompts {a['prompt_tokens'][0]}-"
+                     f"{a['prompt_tokens'][1]} tokens after the round trip: {a['round_trip']}; vLLM "
+                     f"{a['vllm_version']})")
+        lines.append(f"{'level':>6} {'first':>8}" + "".join(f" {label + ' h':>15} {'b':>9} {'h/b':>6}"
+                                                           for _, label in FIGURES)
+                     + f" {'KV peak h/b':>11} {'failed h/b':>10}  saturation (harness)")
+        for lv in a["levels"]:
+            h, b = lv["harness"], lv["bench"]
+            lines.append(f"{'c' + str(lv['concurrency']):>6} {lv['first']:>8}"
+                         + "".join(f" {fmt(scaled(h, k)):>15} {fmt(scaled(b, k)):>9} {fmt(ratio(h[k], b[k])):>6}"
+                                   for k, _ in FIGURES)
+                         + f" {fmt(h['kv_peak'], '.2f') + '/' + fmt(b['kv_peak'], '.2f'):>11}"
+                         + f" {str(h['failed']) + '/' + str(b['failed']):>10}  {h['saturation'] or 'not saturated'}")
+        for k, label in FIGURES:
+            rs = [r for lv in a["levels"] if (r := ratio(lv["harness"][k], lv["bench"][k])) is not None]
+            if rs:
+                worst = max(rs, key=lambda r: abs(r - 1))
+                lines.append(f"  {label} harness/bench: worst {worst:.3f} ({100 * (worst - 1):+.1f} %) over "
+                             f"{len(rs)} levels; within 5 % at {sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
+    if len(arms) == 2:
+        first, second = arms
+        theirs = {lv["concurrency"]: lv for lv in second["levels"]}
+        lines.append(f"{first['arm']} / {second['arm']} at the same level, each client's own figures:")
+        for lv in first["levels"]:
+            other = theirs.get(lv["concurrency"])
+            if other is None:
+                continue
+            lines.append(f"  c{lv['concurrency']}: " + "; ".join(
+                f"{label}: harness {fmt(ratio(lv['harness'][k], other['harness'][k]))}, bench "
+                f"{fmt(ratio(lv['bench'][k], other['bench'][k]))}" for k, label in FIGURES[:2]))
+    return lines
+
+
+async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp: Path) -> dict:
+    arm = load_arm(arm_name)
+    w = load_workload(workload_for(arm, "capacity"), kind=CapacityWorkload)
+    update = {"rounds": rounds} if rounds else {}
+    if max_level:
+        update["concurrency"] = [c for c in w.concurrency if c <= max_level]
+    w = w.model_copy(update=update)
+    live = await asyncio.to_thread(launch, arm, tmp / arm.name)
+    try:
+        return await arm_levels(live, w, tmp / arm.name)
+    finally:
+        live.server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arms", default="cpu-smoke-kvcap,cpu-ref-kvcap", help="comma-separated; each on its own")
+    parser.add_argument("--rounds", type=int, help="requests per level = rounds x level (default: the workload's)")
+    parser.add_argument("--max-level", type=int, help="leave out the workload's levels above this")
+    parser.add_argument("--out", type=Path, help="write every figure here as JSON")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
+    arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp)) for name in args.arms.split(",")]
+    print("\n".join(report(arms)))
+    if args.out:
+        args.out.write_text(json.dumps({"arms": arms}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# ON one GPU (nvidia-h200 / nvidia-h100-x1), after ../shared/gpu's device_install.sh and a call that made
+# models/tiny-mla (scripts/device_qualify.sh or device_long_context.sh, on the same warm machine): the capacity
+# suite's level measurement against `vllm bench serve --max-concurrency N` at the same levels on the same prompts,
+# candidate then reference (benchmarks/capacity_vs_vllm_bench.py; KV capped so the ramp saturates within the call).
+#
+#   bash scripts/device_capacity_vs_bench.sh        (ARMS=gpu-mla-kvcap,gpu-mla-ref-kvcap ROUNDS=4)
+#
+# $OUT/capacity_vs_bench.{txt,json}: per arm and level both clients' throughput, TPOT/TTFT p50, KV-usage peak and
+# their ratios; the candidate/reference ratio as each client measured it.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD HARNESS_SERVER_PYTHON=python3
+[ -f models/tiny-mla/config.json ] || { echo "models/tiny-mla missing: run scripts/device_qualify.sh first"; exit 3; }
+timeout --signal=TERM "${TIMEOUT_S:-560}" python3 benchmarks/capacity_vs_vllm_bench.py \
+  --arms "${ARMS:-gpu-mla-kvcap,gpu-mla-ref-kvcap}" --rounds "${ROUNDS:-4}" --out "$OUT/capacity_vs_bench.json" \
+  2>&1 | tee "$OUT/capacity_vs_bench.txt"
+exit "${PIPESTATUS[0]}"
