@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.admission.verdicts import strict_run
-from harness.config.workloads import CapacityWorkload, load_workload, workload_for
+from harness.config.workloads import CapacityWorkload
 from harness.judge.capacity import capacity_gate, check_name, verdicts
 from harness.judge.gates import latest
 from harness.measure.capacity import build_capacity_prompts, ramp
@@ -26,7 +26,7 @@ from harness.refcheck.timed_outputs import generation_of, request_id
 
 def workload_of(session) -> CapacityWorkload:
     """The candidate's choice, run on both arms: the same prompts at the same levels."""
-    return load_workload(workload_for(session.arm(session.candidate_name), "capacity"), kind=CapacityWorkload)
+    return session.workload("capacity")
 
 
 def test_capacity(served_arm, harness_session, record):

@@ -7,7 +7,6 @@ import pytest
 
 from harness.admission.verdicts import strict_run
 from harness.config.thresholds import load_gates
-from harness.config.workloads import Gsm8kWorkload, load_workload, workload_for
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
@@ -19,7 +18,7 @@ from harness.serve.serverlog import tail
 
 def test_gsm8k(served_arm, harness_session, record):
     arm = served_arm.arm
-    w = load_workload(workload_for(harness_session.arm(harness_session.candidate_name), "gsm8k"), kind=Gsm8kWorkload)
+    w = harness_session.workload("gsm8k")
     source = select_task(harness_session.run_dir / "gsm8k_task")  # data validated before any request
     lm = make_model(served_arm.info.base_url, arm.model.served_name, w.num_concurrent, w.max_retries,
                     arm.timeouts.request_s, w.max_gen_toks, served_arm.server.check_alive)

@@ -10,7 +10,6 @@ import warnings
 import pytest
 
 from harness.config.thresholds import load_gates
-from harness.config.workloads import load_workload, workload_for
 from harness.judge.checks import long_prefix_failures
 from harness.judge.degeneration import degeneration_fields
 from harness.judge.gates import long_prefix_gates
@@ -49,7 +48,7 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
 def test_long_prefix(served_arm, harness_session, record, request):
     arm = served_arm.arm
     # The candidate's choice runs on both arms, so the two are measured on the same prompts.
-    workload = load_workload(workload_for(harness_session.arm(harness_session.candidate_name), "long_prefix"))
+    workload = harness_session.workload("long_prefix")
     fits = check_workload_fits(workload.name, workload.prompt_tokens, workload.output_tokens, arm.name,
                                arm.model.max_model_len, workload.prompt_basis)
     assert fits.ok, fits.detail
@@ -81,7 +80,7 @@ def test_long_prefix(served_arm, harness_session, record, request):
 
 def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    levels = load_workload(workload_for(harness_session.arm(cand), "long_prefix")).concurrency
+    levels = harness_session.workload("long_prefix", cand).concurrency
     gates = long_prefix_gates(harness_session.records(), cand, ref, load_gates(cand),
                               {"long_prefix": {"concurrency": levels}})
     for gate in gates:

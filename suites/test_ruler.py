@@ -8,7 +8,6 @@ import pytest
 
 from harness.admission.verdicts import strict_run
 from harness.config.thresholds import load_gates
-from harness.config.workloads import RulerWorkload, load_workload, workload_for
 from harness.judge.ruler import ruler_gate
 from harness.measure.gsm8k import make_model
 from harness.measure.ruler import evaluate, prepare_data, ruler_fields, tokenizer_dir
@@ -22,7 +21,7 @@ MAX_GEN_TOKS = 128  # lm-eval's default for a request; each RULER task sets its 
 def test_ruler(served_arm, harness_session, record):
     arm = served_arm.arm
     owner = harness_session.arm(harness_session.candidate_name)
-    w = load_workload(workload_for(owner, "ruler"), kind=RulerWorkload)
+    w = harness_session.workload("ruler")
     tokenizer = tokenizer_dir(owner, w)
     where = harness_session.run_dir / "ruler_data" / (
         f"{w.name}-{hashlib.sha256(str(tokenizer).encode()).hexdigest()[:8]}")

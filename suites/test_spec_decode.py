@@ -12,7 +12,7 @@ import pytest
 
 from harness.config.paths import gsm8k_dir
 from harness.config.thresholds import load_gates
-from harness.config.workloads import SpecDecodeWorkload, load_workload, workload_for
+from harness.config.workloads import SpecDecodeWorkload
 from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
 from harness.judge.ngram_replay import lookup_bounds, replay
 from harness.judge.spec_decode_gates import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
@@ -82,10 +82,9 @@ def replay_fields(arm, samples: list) -> dict:
     return {"replay_drafts": r.drafts, "replay_accepted": [r.accepted_min, r.accepted_max]}
 
 
-def measure_arm(live, cand, run_dir: Path) -> dict:
+def measure_arm(live, w: SpecDecodeWorkload, run_dir: Path) -> dict:
     """One arm through the candidate's prompt set: the SpecDecodeRecord's fields (counter deltas on a drafter)."""
     arm = live.arm
-    w = load_workload(workload_for(cand, "spec_decode"), kind=SpecDecodeWorkload)
     prompts = load_spec_prompts(w, gsm8k_dir())
     base = live.info.base_url
     sink = run_dir / arm.name / "spec_decode_samples.jsonl"
@@ -122,7 +121,7 @@ def test_spec_decode(served_arm, harness_session, record):
     arm = served_arm.arm
     # the prompt set of the candidate this run serves (a reference's: its first candidate with a drafter)
     cand = (drafters_for(harness_session, arm.name) or [harness_session.candidate_name])[0]
-    fields = measure_arm(served_arm, harness_session.arm(cand), harness_session.run_dir)
+    fields = measure_arm(served_arm, harness_session.workload("spec_decode", cand), harness_session.run_dir)
     counters_seen = fields.pop("has_counters")
     rec = record(SpecDecodeRecord, **fields)
     if rec.status == "aborted":

@@ -257,8 +257,12 @@ def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Every suite test's outcome (and a failed or skipped setup, a failed teardown) becomes an OutcomeRecord."""
+    """Every suite test's outcome (and a failed or skipped setup, a failed teardown) becomes an OutcomeRecord; a
+    HarnessError fails it with its message alone."""
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(HarnessError) and item.path.parent.name == "suites":
+        # a HarnessError says what is wrong and what to do: its message alone, not a traceback through the harness
+        report.longrepr = f"{call.excinfo.typename}: {call.excinfo.value}"
     if report.when == "call" or (report.when == "setup" and not report.passed) or \
             (report.when == "teardown" and report.failed):
         session: HarnessSession | None = item.config.stash.get(SESSION_KEY, None)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
-from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload, load_workload, workload_for
+from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload
 from harness.measure.generation import Sampling
 from harness.measure.prompts import token_space
 from harness.pytest_plugin.parallel import markers_dir
@@ -57,15 +57,16 @@ class ReferenceOutputs:
         return self._identity[name]
 
     def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
-        """The candidate's reference-check workload (both arms get the same prompts)."""
+        """The candidate's reference-check workload, as the run started with it (both arms get the same prompts)."""
         cand = self.session.arm(self.session.candidate_name)
-        w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
+        w = self.session.workload(CHECKS)
         return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
 
     def long_context_prompts(self) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
-        """The candidate's long_context grid (both arms get the same prompts; needles from its model dir)."""
+        """The candidate's long_context grid, as the run started with it (both arms get the same prompts; needles
+        from its model dir)."""
         cand = self.session.arm(self.session.candidate_name)
-        w = load_workload(workload_for(cand, LONG_CONTEXT), kind=LongContextWorkload)
+        w = self.session.workload(LONG_CONTEXT)
         published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
         return (w, build_long_context_prompts(w, token_space(cand, w), published),
                 Sampling(w.output_tokens, w.top_logprobs))

@@ -9,15 +9,19 @@ import pytest
 
 from harness.config.arms import Arm, load_arm, overrides_for
 from harness.config.armset import ArmSet, Pair, expand_arm_set
-from harness.config.errors import HarnessError
+from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPORTS_DIR, run_id_now
+from harness.config.workloads import load_workload, workload_for, workload_kind
+from harness.plan.redact import redact_arm_dump
 from harness.pytest_plugin.options import Options
 from harness.pytest_plugin.parallel import arm_of, leased, wait_until
 from harness.pytest_plugin.recording import server_failed, server_up
 from harness.pytest_plugin.references import CHECKS, ReferenceOutputs
 from harness.records.attempts import current_records, done_tests, next_attempt
+from harness.records.manifest import ManifestMissing, ManifestProblem, RunManifest, read_manifest
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
+from harness.records.started import arm_change, recorded_arm_set, recorded_workload
 from harness.serve.launch import LiveServer, launch
 
 log = logging.getLogger(__name__)
@@ -45,11 +49,34 @@ class HarnessSession:
         # arm -> the prompt sets (references.CHECKS, LONG_CONTEXT) whose stored outputs a collected test needs
         self.outputs_needed: dict[str, set[str]] = {}
         self.references = ReferenceOutputs(self)
+        self._started: tuple[RunManifest | None, str | None] | None = None  # run.json, or why it is unreadable
+
+    def started(self) -> RunManifest | None:
+        """run.json, what the run started with (read once); None where there is none (pytest run by hand). One that
+        cannot be read is a ConfigError: the run's workloads and arms are then unknown."""
+        if self._started is None:
+            try:
+                self._started = (read_manifest(self.run_dir), None)
+            except ManifestMissing:
+                self._started = (None, None)
+            except ManifestProblem as exc:
+                self._started = (None, str(exc))
+        manifest, problem = self._started
+        if problem:
+            raise ConfigError(f"{problem}: what this run started with is not known; restore it, or start a new run")
+        return manifest
 
     @property
     def arm_set(self) -> ArmSet:
-        """The run's candidate/reference pairs (harness.config.armset), from the named arms' `reference:` fields. A
-        broken YAML makes that arm a candidate without a reference here: its own tests report the error."""
+        """The run's candidate/reference pairs (harness.config.armset): run.json's, where they are the run these options
+        name; else from the named arms' `reference:` fields, where a broken YAML makes that arm a candidate without a
+        reference (its own tests report the error)."""
+        if self._arm_set is None:
+            try:
+                started = self.started()
+            except ConfigError:
+                started = None  # each test that needs run.json reports it
+            self._arm_set = started and recorded_arm_set(started, self.options.named, self.options.reference)
         if self._arm_set is None:
             named, refs = self.options.named, {}
             for name in named:
@@ -73,9 +100,27 @@ class HarnessSession:
         return self.arm_set.arms
 
     def arm(self, name: str) -> Arm:
+        """The arm as its YAML reads now, refused (ConfigError) where it is not the arm run.json recorded at the start:
+        a run must not change midway. Launched from the YAML: the recorded dump has its secrets redacted."""
         if name not in self._arms:
-            self._arms[name] = load_arm(name, overrides_for(name, self.options.overrides, name in self.candidates))
+            arm = load_arm(name, overrides_for(name, self.options.overrides, name in self.candidates))
+            started = self.started()
+            recorded = ((started.arms if started else None) or {}).get(name)
+            change = recorded is not None and arm_change(arm, recorded, redact_arm_dump(arm.model_dump(mode="json")))
+            if change:
+                raise ConfigError(change)
+            self._arms[name] = arm
         return self._arms[name]
+
+    def workload(self, family: str, candidate: str | None = None):
+        """The `family` workload (harness.config.workloads.FAMILIES) of the candidate in focus, or of `candidate`;
+        its reference is measured with the same. The one run.json recorded at the run's start (a resumed run: at its
+        first start); the YAML only where there is no run.json (pytest run by hand)."""
+        name = candidate or self.candidate_name
+        started = self.started()
+        if started is None:
+            return load_workload(workload_for(self.arm(name), family), kind=workload_kind(family))
+        return recorded_workload(started, name, family, self.run_dir / "run.json")
 
     def arm_of(self, nodeid: str) -> str:
         """The arm a test belongs to (parallel.arm_of: its node id's arm, else the first candidate)."""
