@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from harness.config.arms import Arm, defining_file
 from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
-from harness.config.files import field_errors
+from harness.config.files import field_errors, read_yaml
 from harness.config.workloads import workload_kind
 from harness.records.manifest import RunManifest
 
@@ -70,6 +70,22 @@ def shown(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
+def setting_file(arm: Arm, field: str) -> str:
+    """The file of the arm's `extends:` chain (child first) that sets the dotted field; else the one that sets its
+    top-level key (harness.config.arms.defining_file)."""
+    keys = field.split("[", 1)[0].split(".")
+    for path in arm.source_files:
+        try:
+            node = read_yaml(Path(path))
+        except ConfigError:
+            continue
+        for key in keys:
+            node = node.get(key, ABSENT) if isinstance(node, dict) else ABSENT
+        if node is not ABSENT:
+            return path
+    return defining_file(arm, keys[0])
+
+
 def arm_change(arm: Arm, recorded: dict, current: dict) -> str | None:
     """Why arm `arm` (its redacted dump `current`) is not the one run.json recorded (`recorded`), naming its YAML file
     and the first differing field; None when it is."""
@@ -77,8 +93,7 @@ def arm_change(arm: Arm, recorded: dict, current: dict) -> str | None:
     if found is None:
         return None
     field, before, now = found
-    top = field.split(".", 1)[0].split("[", 1)[0]
-    source = "the model's config.json" if field.startswith("model.geometry") else defining_file(arm, top)
+    source = "the model's config.json" if field.startswith("model.geometry") else setting_file(arm, field)
     return (f"arm {arm.name!r}: {source} changed since the run started: field {field} is now {shown(now)}, the run "
             f"started with {shown(before)} (run.json). Restart the run, or restore the file")
 

@@ -113,6 +113,19 @@ def test_a_field_set_in_the_extended_file_is_named_with_that_file(arms_dir):
     assert f"arm 'cand': {base} changed since the run started: field model.max_model_len is now 2048" in message
 
 
+def test_the_file_named_is_the_one_that_sets_the_changed_field_not_only_its_section(arms_dir):
+    d, write = arms_dir
+    cand = write("cand", "extends: base\nmodel: {served_name: other}\n")  # a `model:` section of its own
+    recorded = as_json(load_arm("cand", (), d).model_dump(mode="json"))
+    base = d / "base.yaml"
+    base.write_text(base.read_text().replace("max_model_len: 4096", "max_model_len: 2048"))
+    now = load_arm("cand", (), d)
+    assert arm_change(now, recorded, now.model_dump(mode="json")).startswith(f"arm 'cand': {base} changed")
+    cand.write_text("extends: base\nmodel: {served_name: third}\n")
+    now = load_arm("cand", (), d)
+    assert arm_change(now, recorded, now.model_dump(mode="json")).startswith(f"arm 'cand': {cand} changed")
+
+
 def test_the_recorded_pairs_are_the_runs_only_for_the_arms_it_names():
     manifest = RunManifest(pairs=[RunPair(candidate="a", reference="r"), RunPair(candidate="b", reference="r")])
     recorded = ArmSet((Pair("a", "r"), Pair("b", "r")))
