@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl) to diff against; "
                    "exit code 1 on a regression")
     p.add_argument("--screenshot", action="store_true", help="also write <run-dir>/report.png (headless Chromium)")
-    p.add_argument("--exit-code", type=int, help="the run's exit code before rendering (qualify renders its run this "
-                   "way, in a fresh process); the exit code is then the run's verdict")
+    p.add_argument("--exit-code", type=int, help="pytest's exit code of the run: qualify's own finishing step (run in "
+                   "a fresh process): the run is judged, run.json's end (time, device, verdict) written, then "
+                   "rendered; the exit code is then the run's verdict")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("accept-floor", help="store a passing run's teacher-forced drift as its pair's known-good "

@@ -1,5 +1,5 @@
-"""`python -m harness.qualify --run DIR --exit-code CODE [--baseline RUN]`: qualify's judge-and-render step in a fresh
-interpreter (render.render_in_fresh_process); the same as `harness report` with those options."""
+"""`python -m harness.qualify --run DIR --exit-code CODE [--baseline RUN]`: qualify's judge, record-the-end and render
+step in a fresh interpreter (render.render_in_fresh_process); the same as `harness report` with those options."""
 
 import argparse
 import sys

@@ -1,5 +1,6 @@
 """`qualify`: one run as a chain of named steps, each the previous one's output in:
-admit_run -> record_run -> run_suites (interrupts raised) -> record_end -> judge and render (a fresh interpreter).
+admit_run -> record_run -> run_suites (interrupts raised) -> suites_code -> judge, record the end in run.json (once)
+and render (a fresh interpreter: harness/qualify/render.py).
 Interrupts: during the suites SIGINT/SIGTERM stop them (servers torn down, exit 128 + signal); after them a signal is
 only noted and the run is finished and rendered all the same (harness/qualify/interrupts.py)."""
 
@@ -22,7 +23,6 @@ from harness.qualify.render import render_in_fresh_process
 from harness.qualify.suites import run_suites
 from harness.records.attempts import resumed_exit_code
 from harness.records.results import read_results
-from harness.records.runinfo import finish_run_info
 from harness.serve.process import stop_all
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def qualify(args: argparse.Namespace) -> int:
     log_file = announce(run_dir, arms, args)
     with interrupts_noted() as late:  # once the suites end, a signal no longer cuts anything short
         code = run_suites_interruptibly(run_dir, args)
-        code = record_end(run_dir, code, args)
+        code = suites_code(run_dir, code, args)
         code = render_in_fresh_process(run_dir, args.baseline, code)
     if late and code < 128:  # the report was finished all the same
         code = 128 + late[0]
@@ -70,14 +70,13 @@ def run_suites_interruptibly(run_dir: Path, args: argparse.Namespace) -> int:
     return interrupts.interrupted_code(code)
 
 
-def record_end(run_dir: Path, code: int, args: argparse.Namespace) -> int:
-    """run.json's end: time, device and the suites' exit code (for a resumed run the verdict of every attempt, not
-    only of the tests this one ran), which the judge step turns into the run's verdict."""
+def suites_code(run_dir: Path, code: int, args: argparse.Namespace) -> int:
+    """The suites' exit code (for a resumed run the verdict of every attempt, not only of the tests this one ran),
+    which the judge step turns into the run's verdict and records, with the end, in run.json."""
     if args.resume:
         code = resumed_exit_code(code, read_results(run_dir / "results.jsonl")[0])
     if code >= 128:
         print(f"\ninterrupted ({SIGNAL_NAMES.get(code - 128, code - 128)}): servers stopped; every record is "
               "kept and the report is rendered", file=sys.stderr)
     log.info("suites finished: exit code %s", code)
-    finish_run_info(run_dir, code, args.baseline)
     return code

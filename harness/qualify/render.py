@@ -1,5 +1,6 @@
-"""The judge-and-render step, also `harness report`: a stored run's tables, report.html and annotation.md, its exit
-code the run's verdict (harness.judge.verdict). qualify runs it in a fresh interpreter."""
+"""The judge-record-render step, also `harness report`: a stored run judged (its gates, baseline diff and verdict,
+harness.judge.verdict), then -- when qualify passes pytest's exit code -- run.json's end written once with that
+verdict, then its tables, report.html and annotation.md rendered. qualify runs it in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from harness.records.results import read_results
 from harness.records.runinfo import finish_run_info
 
 if TYPE_CHECKING:
+    from harness.report.judging import Judgement
     from harness.report.render import Rendered
 
 
@@ -39,12 +41,18 @@ def find_run_dir(arg: str, command: str = "report") -> Path:
     return path
 
 
-def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+def judge_run(run_dir: Path, baseline: str | None, exit_code: int | None) -> Judgement:
     # Imported here: the report stack (pandas, scipy, matplotlib) takes seconds to import, and a refused command
     # should answer at once.
+    from harness.report.judging import judge_run as judge
+
+    return judge(run_dir, baseline, exit_code)
+
+
+def render_run(run_dir: Path, judged: Judgement) -> Rendered:
     from harness.report.render import render_run as render
 
-    return render(run_dir, baseline, exit_code)
+    return render(run_dir, judged=judged)
 
 
 def write_annotation(run_dir: Path, manifest: RunManifest | None, rendered: Rendered) -> Path:
@@ -56,33 +64,41 @@ def write_annotation(run_dir: Path, manifest: RunManifest | None, rendered: Rend
     return path
 
 
-def record_verdict(run_dir: Path, pytest_code: int, verdict: int | None,
-                   baseline: str | None) -> RunManifest | None:
-    """run.json's exit code becomes the run's verdict where the gates or a baseline regression changed pytest's
-    (kept as pytest_exit_code). The end was recorded before rendering (the report shows it); the verdict is known
-    only once the report has recomputed the gates."""
-    manifest, _ = load_manifest(run_dir)
-    if verdict != pytest_code:
-        manifest = finish_run_info(run_dir, verdict, baseline, pytest_exit_code=pytest_code)
-    return manifest
+def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[Path, Judgement]:
+    """qualify's end of a run: judged first (gates, baseline diff: the verdict may differ from pytest's code), then
+    run.json's end (time, device, verdict, pytest's code) written once, before anything is rendered. Should judging
+    fail, the end is written all the same, with pytest's code, and the error goes on."""
+    run_dir = Path(run)  # qualify passes its run directory
+    try:
+        run_dir = find_run_dir(run)
+        if baseline:
+            check_baseline(baseline)
+        judged = judge_run(run_dir, baseline, pytest_code)
+    except Exception:
+        if run_dir.is_dir():
+            finish_run_info(run_dir, pytest_code, baseline)
+        raise
+    finish_run_info(run_dir, judged.exit_code, baseline, pytest_exit_code=pytest_code)
+    return run_dir, judged
 
 
 def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bool = False) -> int:
     """Render a stored run. A Ctrl-C while it renders is noted, the report finished, and the exit code is 130.
-    `exit_code` is qualify's own rendering (in a fresh process): pytest's code, and the run's verdict is the exit
-    code; otherwise 1 on a baseline regression."""
+    `exit_code` is qualify's own finishing step (in a fresh process): pytest's code; the run is judged, its end
+    recorded in run.json, and the run's verdict is the exit code. Otherwise run.json is only read, and the exit code
+    is 1 on a baseline regression."""
     with interrupts_noted() as noted:
-        run_dir = find_run_dir(run)
-        if baseline:
-            check_baseline(baseline)
-        # a missing or broken run.json is listed among the report's problems
-        rendered = render_run(run_dir, baseline, exit_code)
-        code = 1 if rendered.regressions else 0
         if exit_code is not None:
-            code = rendered.exit_code
-            manifest = record_verdict(run_dir, exit_code, code, baseline)
+            run_dir, judged = judge_and_record(run, baseline, exit_code)
         else:
-            manifest, _ = load_manifest(run_dir)
+            run_dir = find_run_dir(run)
+            if baseline:
+                check_baseline(baseline)
+            judged = judge_run(run_dir, baseline, None)
+        # a missing or broken run.json is listed among the report's problems
+        rendered = render_run(run_dir, judged)
+        code = rendered.exit_code if exit_code is not None else (1 if rendered.regressions else 0)
+        manifest, _ = load_manifest(run_dir)
         note = write_annotation(run_dir, manifest, rendered)
         print(("\n" if exit_code is not None else "") + rendered.markdown)
         print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")

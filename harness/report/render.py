@@ -1,8 +1,8 @@
 """Render a run directory: tables (Markdown/CSV/JSON), baseline diff, annotation.md and report.html.
 
 Reads only <run-dir>/results.jsonl, run.json and the raw files the records reference, so a report can be
-re-rendered later or on another machine. Steps: load_run -> build_tables / gaps / baseline deltas / plots ->
-write_tables + report.html.
+re-rendered later or on another machine. Steps: load_run -> judge (judging.py: gates, baseline deltas, exit code)
+-> build_tables / gaps / plots -> write_tables + report.html.
 """
 
 from __future__ import annotations
@@ -12,23 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.config.suites import BY_NAME
-from harness.config.thresholds import Gates, load_gates, load_thresholds
-from harness.judge.baseline import Delta, baseline_deltas, power_lines
-from harness.judge.gates import GateResult
-from harness.judge.suite_gates import evaluate_gates, gated_suites
-from harness.judge.verdict import run_exit_code, run_verdict
-from harness.records.manifest import RunManifest, RunPair
-from harness.records.results import locate_results
+from harness.judge.baseline import Delta, power_lines
+from harness.judge.verdict import run_verdict
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
 from harness.report.capacity import pareto_points
 from harness.report.completeness import gaps
 from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
+from harness.report.judging import Judgement, judge, recorded_thresholds, run_pairs
 from harness.report.long_context import heatmaps
 from harness.report.provenance import summarize_provenance
-from harness.report.rundata import RunData, kv_series, load_results, load_run, tpot_samples
+from harness.report.rundata import RunData, kv_series, load_run, tpot_samples
 from harness.report.tables import build_tables, deltas_table, flag_of, to_markdown
 
 
@@ -141,80 +136,28 @@ def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delt
     return out
 
 
-def baseline_section(run: RunData, baseline: str) -> tuple[str, list[Delta], list[str]]:
-    path = locate_results(baseline)
-    base = load_results(path)
-    return str(path), baseline_deltas(run.records, base.records, load_thresholds()), base.problems
-
-
-def recorded(run: RunData) -> list[RunPair]:
-    return run.manifest.pairs if run.manifest else []
-
-
-def recorded_exit_code(manifest: RunManifest | None) -> int | None:
-    """pytest's exit code where recorded (the run's verdict may differ from it), else the run's."""
-    if manifest is None:
-        return None
-    return manifest.pytest_exit_code if manifest.pytest_exit_code is not None else manifest.exit_code
-
-
-def run_pairs(run: RunData) -> list[tuple[str, str | None]]:
-    return [(p.candidate, p.reference) for p in recorded(run)] or \
-        ([(run.arm_order[0], run.arm_order[1] if len(run.arm_order) > 1 else None)] if run.arm_order else [])
-
-
-def recorded_pairs(run: RunData) -> list[RunPair]:
-    return recorded(run) or [RunPair(candidate=c, reference=r) for c, r in run_pairs(run)]
-
-
-def recorded_thresholds(run: RunData) -> dict[str, Gates]:
-    """Each candidate's gate thresholds as run.json recorded them (its current configs/gates.yaml section for runs
-    that did not record them): a re-rendered report judges with what the run was judged with."""
-    return {p.candidate: Gates.model_validate(p.gates) if p.gates else load_gates(p.candidate)
-            for p in recorded_pairs(run)}
-
-
-def run_gates(run: RunData) -> list[GateResult]:
-    """Each candidate-vs-reference pair's gates recomputed from the run's records, with recorded_thresholds."""
-    thresholds_of = recorded_thresholds(run)
-    out = []
-    for pair in recorded_pairs(run):
-        cand, ref = pair.candidate, pair.reference
-        if not ref:
-            continue
-        thresholds = thresholds_of[cand]
-        arms = (run.manifest.arms if run.manifest else None) or {}
-        speculative = bool((arms.get(cand) or {}).get("speculative"))
-        suites = [s for s in (run.manifest.suites if run.manifest else None) or gated_suites(run.records)
-                  if s not in BY_NAME or BY_NAME[s].runs_for(speculative)]  # a suite its skip rule left out has no gate
-        out += evaluate_gates(run.records, cand, ref, thresholds, suites,
-                              run.manifest.workloads_of(pair) if run.manifest else pair.workloads)
-    return out
-
-
-def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None,
+               judged: Judgement | None = None) -> Rendered:
+    """Render the run directory; `judged`: its judgement made already (qualify judges before it records the end),
+    else judged here with `baseline` and `exit_code` (judging.judge)."""
     run = load_run(run_dir)
-    raw = exit_code if exit_code is not None else recorded_exit_code(run.manifest)
-    gates = run_gates(run)
+    judged = judged or judge(run, baseline, exit_code)
+    gates = judged.gates
     pairs = run_pairs(run)
     tables = build_tables(run.records, run.arm_order, gates, dict(pairs),
                           {c: t.capacity for c, t in recorded_thresholds(run).items()})
     lines = [*(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
              *headline(run.records, pairs, gates)]
     base = None
-    regressions: list[str] = []  # enforced: they fail the run
-    shown_only: list[str] = []  # flagged for arms whose timing is not enforced
+    regressions, shown_only = judged.regressions, judged.shown_only
     tables_for_files = tables
-    if baseline:
-        label, deltas, more = baseline_section(run, baseline)
-        regressions = [d.regression for d in deltas if d.fails]
-        shown_only = [d.regression for d in deltas if d.regression and not d.enforced]
-        base = (label, deltas_table(deltas), regressions, shown_only)
-        run.problems += more
-        tables = with_delta_columns(tables, deltas)
+    if judged.baseline:
+        base = (judged.baseline, deltas_table(judged.deltas), regressions, shown_only)
+        run.problems += judged.problems
+        tables = with_delta_columns(tables, judged.deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
-        lines += power_lines(deltas)  # what the diff could have caught at its n: a pass says nothing below it
-    code = run_exit_code(raw, regressions, gates)
+        lines += power_lines(judged.deltas)  # what the diff could have caught at its n: a pass says nothing below it
+    code = judged.exit_code
     missing = gaps(run.manifest, run.records, run.arm_order, [c for c, _ in pairs])
     figures, plot_problems = make_plots(run)
     run.problems += plot_problems

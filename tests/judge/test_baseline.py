@@ -140,10 +140,10 @@ def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path
 
 def enforce_every_arm(monkeypatch):
     """The shipped thresholds with every arm's TPOT flags enforced (the CPU pair's are not: tpot_not_enforced)."""
-    from harness.report import render
+    from harness.report import judging
 
     shipped = load_thresholds()
-    monkeypatch.setattr(render, "load_thresholds", lambda: shipped.model_copy(update={"tpot_not_enforced": []}))
+    monkeypatch.setattr(judging, "load_thresholds", lambda: shipped.model_copy(update={"tpot_not_enforced": []}))
 
 
 def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys, monkeypatch):

@@ -163,13 +163,15 @@ def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fa
     import os
     import signal
 
-    real = pipeline.finish_run_info
+    from harness.qualify import render
+
+    real = render.finish_run_info
 
     def interrupted_finish(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the run is being finished
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "finish_run_info", interrupted_finish)
+    monkeypatch.setattr(render, "finish_run_info", interrupted_finish)
     code, run = fake_qualify(1.0)
     assert code == 130 and (run / "report.html").is_file() and (run / "annotation.md").is_file()
     assert "interrupted (SIGINT) while the report was written; it was finished" in capsys.readouterr().err
@@ -194,3 +196,71 @@ def test_run_json_records_the_gates_resolved_for_a_strict_run(tmp_path, arms_dir
         info = json.loads((run_dir / "run.json").read_text())
         expected = strict and cand != "cpu-smoke"  # gates.yaml: cpu-smoke gsm8k.require_signal: false
         assert info["strict"] is strict and info["pairs"][0]["gates"]["gsm8k"]["require_signal"] is expected
+
+
+def test_run_json_end_is_written_once_with_the_verdict_before_anything_is_rendered(fake_qualify, monkeypatch, capsys):
+    """Judge, then record, then render: a baseline regression turns pytest's 0 into 1, and run.json's end is written
+    once, already with that verdict, while no report exists yet. (Before, the end was written with pytest's code, the
+    report rendered, and run.json written again with the verdict.)"""
+    from test_baseline import enforce_every_arm
+
+    from harness.records import runinfo
+
+    _, base = fake_qualify(1.0)
+    enforce_every_arm(monkeypatch)
+    writes = []
+    real = runinfo.write_manifest
+
+    def noting(run_dir, manifest):
+        writes.append((manifest.exit_code, manifest.pytest_exit_code, (run_dir / "report.html").exists()))
+        real(run_dir, manifest)
+
+    monkeypatch.setattr(runinfo, "write_manifest", noting)
+    code, slow = fake_qualify(2.5, baseline=str(base))
+    assert code == 1 and writes == [(1, 0, False)]
+    assert json.loads((slow / "run.json").read_text())["exit_code"] == 1
+    capsys.readouterr()
+
+
+def test_a_judge_step_that_fails_still_records_the_end_with_pytests_code(fake_qualify, monkeypatch, capsys):
+    from harness.qualify import render
+
+    def broken(*args):
+        raise RuntimeError("planted: the judge step broke")
+
+    monkeypatch.setattr(render, "judge_run", broken)
+    with pytest.raises(RuntimeError, match="planted"):
+        fake_qualify(1.0, pytest_code=1)
+    (run,) = fake_qualify.calls
+    info = json.loads((run / "run.json").read_text())
+    assert (info["exit_code"], info["pytest_exit_code"]) == (1, 1) and info["finished"] and info["suites"]
+    assert not (run / "report.html").exists()
+    capsys.readouterr()
+
+
+def test_harness_report_without_an_exit_code_leaves_run_json_alone(fake_qualify, capsys):
+    from harness import cli
+
+    _, run = fake_qualify(1.0)
+    before = (run / "run.json").read_text()
+    assert cli.main(["report", "--run", str(run)]) == 0
+    assert (run / "run.json").read_text() == before
+    capsys.readouterr()
+
+
+def test_a_baseline_gone_by_the_end_still_leaves_the_runs_end_recorded(fake_qualify, monkeypatch, capsys):
+    """Admission found the baseline; it is unreadable when the run is judged: exit 2 naming it, and run.json has the
+    end with pytest's code (no verdict could be made)."""
+    from harness.config.errors import ConfigError
+    from harness.qualify import render
+
+    _, base = fake_qualify(1.0)
+
+    def gone(arg):
+        raise ConfigError(f"--baseline {arg}: no readable record (planted: removed during the run)")
+
+    monkeypatch.setattr(render, "check_baseline", gone)
+    code, run = fake_qualify(1.0, baseline=str(base))
+    assert code == 2 and "removed during the run" in capsys.readouterr().err
+    info = json.loads((run / "run.json").read_text())
+    assert (info["exit_code"], info["pytest_exit_code"], info["baseline"]) == (0, 0, str(base)) and info["finished"]
