@@ -69,7 +69,24 @@ class RunManifest(Strict):
 
 
 class ManifestError(ValueError):
+    """A document that is JSON but no run manifest this harness reads (a field, an unknown version)."""
+
+
+class ManifestProblem(Exception):
+    """Why <run_dir>/run.json gives no manifest; the message is the sentence a report lists. A subclass says which
+    kind, so callers decide by type, not by matching the text."""
+
+
+class ManifestMissing(ManifestProblem):
     pass
+
+
+class ManifestUnreadable(ManifestProblem):
+    """Not UTF-8, not JSON or not a JSON object."""
+
+
+class NotAManifest(ManifestProblem):
+    """JSON this harness cannot read as a run manifest: another program's file, or a newer harness's."""
 
 
 def migrate(raw: dict, run_id: str) -> dict:
@@ -103,23 +120,31 @@ def parse_manifest(raw: dict, run_id: str = "") -> RunManifest:
         raise ManifestError(f"field {where}: {first['msg']}") from None
 
 
-def load_manifest(run_dir: Path) -> tuple[RunManifest | None, list[str]]:
-    """<run_dir>/run.json, migrated; None and why when it is missing, not JSON or not a run manifest."""
+def read_manifest(run_dir: Path) -> RunManifest:
+    """<run_dir>/run.json, migrated; a ManifestProblem of the kind that says why not."""
     path = run_dir / "run.json"
     if not path.is_file():
-        return None, [f"{path}: missing: no provenance (harness version, host, arms) for this run"]
+        raise ManifestMissing(f"{path}: missing: no provenance (harness version, host, arms) for this run")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        return None, [f"{path}: not UTF-8 text (byte {exc.start}); provenance unknown"]
+        raise ManifestUnreadable(f"{path}: not UTF-8 text (byte {exc.start}); provenance unknown") from None
     except json.JSONDecodeError as exc:
-        return None, [f"{path}: not JSON ({exc.msg} at line {exc.lineno}); provenance unknown"]
+        raise ManifestUnreadable(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); provenance unknown") from None
     if not isinstance(raw, dict):
-        return None, [f"{path}: not a JSON object; provenance unknown"]
+        raise ManifestUnreadable(f"{path}: not a JSON object; provenance unknown")
     try:
-        return parse_manifest(raw, run_dir.name), []
+        return parse_manifest(raw, run_dir.name)
     except ManifestError as exc:
-        return None, [f"{path}: not a run manifest ({exc}); provenance unknown"]
+        raise NotAManifest(f"{path}: not a run manifest ({exc}); provenance unknown") from None
+
+
+def load_manifest(run_dir: Path) -> tuple[RunManifest | None, list[str]]:
+    """<run_dir>/run.json, migrated; None and why when it is missing, not JSON or not a run manifest."""
+    try:
+        return read_manifest(run_dir), []
+    except ManifestProblem as exc:
+        return None, [str(exc)]
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:

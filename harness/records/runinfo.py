@@ -15,7 +15,15 @@ from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT
 from harness.config.thresholds import Gates, for_run, load_gates
 from harness.config.workloads import FAMILIES, load_workload, workload_for, workload_kind
-from harness.records.manifest import SCHEMA_VERSION, RunManifest, load_manifest, write_manifest
+from harness.records.manifest import (
+    SCHEMA_VERSION,
+    ManifestProblem,
+    NotAManifest,
+    RunManifest,
+    load_manifest,
+    read_manifest,
+    write_manifest,
+)
 
 
 def now() -> str:
@@ -87,14 +95,16 @@ def concurrency_levels(workloads: dict | None) -> list[int]:
 def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
                     pytest_exit_code: int | None = None) -> RunManifest:
     """Add the end time, exit code (and pytest's, where a baseline regression changed it) and device to run.json."""
-    manifest, problems = load_manifest(run_dir)
     end = dict(finished=now(), exit_code=exit_code, device=device_info(),
                pytest_exit_code=exit_code if pytest_exit_code is None else pytest_exit_code)
     if baseline:
         end["baseline"] = baseline
-    if manifest is None and problems and "not a run manifest" in problems[0]:
+    try:
+        manifest = read_manifest(run_dir)
+    except NotAManifest:
         return RunManifest(run_id=run_dir.name, **end)  # never overwrite a run.json this harness cannot read
-    # a missing (or not JSON) run.json still gets the end: the report names what is missing
+    except ManifestProblem:
+        manifest = None  # a missing (or not JSON) run.json still gets the end: the report names what is missing
     manifest = (manifest or RunManifest(schema_version=SCHEMA_VERSION, run_id=run_dir.name)).model_copy(update=end)
     write_manifest(run_dir, manifest)
     return manifest

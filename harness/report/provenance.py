@@ -6,6 +6,8 @@ from harness.plan.redact import redact_argv, redact_env
 from harness.records.manifest import RunManifest
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, ServerRecord
 
+NO_EXIT_CODE = "not recorded (run interrupted or still running)"
+
 
 def describe_device(device: dict | None) -> str:
     if not device:
@@ -33,7 +35,7 @@ def summarize_provenance(manifest: RunManifest | None, records: list[Record], ex
             "Host": m.host or "unknown",
             "Started": m.started or "unknown",
             "Finished": m.finished or "not recorded (interrupted or still running)",
-            "Exit code": str(exit_code),  # the rendered verdict; None: never recorded
+            "Exit code": NO_EXIT_CODE if exit_code is None else str(exit_code),  # the rendered verdict
             "Command": " ".join(redact_argv(m.argv or [])) or "unknown",
             "Workload seeds": ", ".join(f"{k}: {v}" for k, v in seeds.items()) or "n/a",
         },

@@ -76,3 +76,38 @@ def test_a_run_json_that_is_not_utf8_is_a_problem_not_a_traceback(tmp_path):
     (tmp_path / "run.json").write_bytes(b'\xff\xfe{"arms"')
     manifest, problems = load_manifest(tmp_path)
     assert manifest is None and problems == [f"{tmp_path / 'run.json'}: not UTF-8 text (byte 0); provenance unknown"]
+
+
+def test_read_manifest_says_by_type_why_there_is_none(tmp_path):
+    from harness.records.manifest import ManifestMissing, ManifestUnreadable, NotAManifest, read_manifest
+
+    with pytest.raises(ManifestMissing, match="missing"):
+        read_manifest(tmp_path)
+    (tmp_path / "run.json").write_text("{")
+    with pytest.raises(ManifestUnreadable, match="not JSON"):
+        read_manifest(tmp_path)
+    (tmp_path / "run.json").write_text("[]")
+    with pytest.raises(ManifestUnreadable, match="not a JSON object"):
+        read_manifest(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": 2}))
+    with pytest.raises(NotAManifest, match="schema_version 2"):
+        read_manifest(tmp_path)
+
+
+def test_finish_run_info_keeps_a_file_that_is_no_manifest_and_completes_a_missing_one(tmp_path):
+    """Decided by the problem's kind, not its text: a run directory whose very name reads 'not a run manifest' and
+    has no run.json still gets its end written (matching the message text would have left it without one)."""
+    from harness.records.runinfo import finish_run_info
+
+    other = tmp_path / "other"
+    other.mkdir()
+    foreign = json.dumps({"schema_version": 7, "arms": {}})
+    (other / "run.json").write_text(foreign)
+    kept = finish_run_info(other, 0)
+    assert (other / "run.json").read_text() == foreign and kept.exit_code == 0
+
+    misleading = tmp_path / "not a run manifest"
+    misleading.mkdir()
+    finish_run_info(misleading, 1)
+    manifest, problems = load_manifest(misleading)
+    assert problems == [] and manifest.exit_code == 1 and manifest.finished

@@ -84,7 +84,16 @@ def test_run_without_end_time_is_incomplete(tmp_path):
     rendered = render_run(make_run(tmp_path, exit_code=None))
     assert rendered.exit_code is None
     assert "run.json has no end time" in rendered.markdown
-    assert "INCOMPLETE" in rendered.html_path.read_text()
+    html = rendered.html_path.read_text()
+    assert "INCOMPLETE" in html
+    assert "<th>Exit code</th><td>not recorded (run interrupted or still running)</td>" in html
+
+
+def test_provenance_states_an_exit_code_that_was_never_recorded():
+    from harness.report.provenance import summarize_provenance
+
+    assert summarize_provenance(None, [], None)["summary"]["Exit code"] == "not recorded (run interrupted or still running)"
+    assert summarize_provenance(None, [], 0)["summary"]["Exit code"] == "0"
 
 
 def test_failing_gate_shows_fail_in_gates_table_and_verdict(tmp_path):
