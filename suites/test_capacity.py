@@ -20,7 +20,7 @@ from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import read_jsonl
 from harness.records.runinfo import run_thresholds
 from harness.records.schema import CapacityRecord, GateRecord, ReferenceCheckRecord
-from harness.refcheck.compare import compare_outputs, judge_comparisons, summary_fields
+from harness.refcheck.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
 from harness.refcheck.timed_outputs import generation_of, request_id
 
 
@@ -82,7 +82,7 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
             "detail": detail, "drift_limit": limits.drift_limit, "diverged": failures,
             "status": "aborted" if no_data else "complete",
             "reason": "no data: no request of this level was compared" if no_data else None,
-            **summary_fields(comparisons, limits.tie_gap)}
+            "checked_to_tokens": checked_to(comparisons), **summary_fields(comparisons, limits.tie_gap)}
 
 
 def test_capacity_vs_reference(harness_session, record):
