@@ -39,19 +39,25 @@ from harness.measure.telemetry import MetricsSampler, usage_between
 from harness.measure.textbasis import canonical
 from harness.serve.launch import LiveServer, launch
 
-CLIENTS = ("harness", "bench")
+# harness: the suite's requests (token ids, top-2 logprobs as token ids: the outputs it checks); bare: the same client
+# sending the bench's request shape (the text, no logprobs), which separates the client's measurement from what the
+# suite asks the server to do; bench: vllm bench serve.
+CLIENTS = ("harness", "bare", "bench")
+BARE = {"logprobs": None, "return_tokens_as_token_ids": False}
 FIGURES = (("tok_s", "out tok/s"), ("tpot_p50", "TPOT p50 ms"), ("ttft_p50", "TTFT p50 ms"), ("req_s", "req/s"))
 
 
-async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, ids: list, sampler: MetricsSampler,
-                        sink: Path) -> dict:
-    """The suite's own measurement of one level (run_level + level_fields, as harness.measure.capacity.ramp)."""
+async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: list, sampler: MetricsSampler,
+                        sink: Path, client: str = "harness") -> dict:
+    """The suite's own measurement of one level (run_level + level_fields, as harness.measure.capacity.ramp); `bare`
+    sends the bench's request shape through the same code."""
     before = await sampler.scrape_once()
-    run = await run_level(live.info.base_url, live.arm.model.served_name, ids, w.output_tokens, c, c,
+    shape = BARE if client == "bare" else {}
+    run = await run_level(live.info.base_url, live.arm.model.served_name, prompts, w.output_tokens, c, c,
                           live.arm.timeouts.request_s, live.server.check_alive, sink,
-                          extra={"cache_salt": f"vs-bench-harness-c{c}"})
+                          extra={"cache_salt": f"vs-bench-{client}-c{c}", **shape})
     after = await sampler.scrape_once()
-    f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(ids), sink)
+    f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(prompts), sink)
     return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
             "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "failed": f["failed"], "requests": f["requests"],
             "kv_peak": f["kv_usage"].peak if f["kv_usage"] else None, "preemptions": f["preemptions"],
@@ -91,10 +97,12 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
         for i, c in enumerate(w.concurrency):
             ids, texts = level_prompts(w, same.ids, c), level_prompts(w, same.texts, c)
             got = {}
-            for client in (CLIENTS if i % 2 == 0 else CLIENTS[::-1]):
-                got[client] = (await harness_level(live, w, c, ids, sampler, tmp / f"harness_c{c}.jsonl")
-                               if client == "harness" else await bench_level(live, w, c, texts, sampler, tmp))
-            levels.append({"concurrency": c, "first": "harness" if i % 2 == 0 else "bench", **got})
+            order = CLIENTS[i % 3:] + CLIENTS[:i % 3]  # rotates every level
+            for client in order:
+                got[client] = (await bench_level(live, w, c, texts, sampler, tmp) if client == "bench" else
+                               await harness_level(live, w, c, ids if client == "harness" else texts, sampler,
+                                                   tmp / f"{client}_c{c}.jsonl", client))
+            levels.append({"concurrency": c, "first": order[0], **got})
             print(f"  {live.arm.name} c{c}: " + "; ".join(
                 f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
                   flush=True)
@@ -124,39 +132,55 @@ def fmt(x: float | None, spec: str = ".3f") -> str:
 
 
 def report(arms: list[dict]) -> list[str]:
-    """Pure: the per-level table of each arm, the worst ratio per figure, and the arms' ratio per client."""
+    """Pure: per arm, the harness/bench and bare/bench tables (the suite's requests, then the bench's request shape
+    through the harness's client), the worst ratio per figure; with two arms, each client's first/second ratio."""
     lines = []
     for a in arms:
-        lines.append(f"arm {a['arm']} (workload {a['workload']}, prompts {a['prompt_tokens'][0]}-"
-                     f"{a['prompt_tokens'][1]} tokens after the round trip: {a['round_trip']}; vLLM "
-                     f"{a['vllm_version']})")
-        lines.append(f"{'level':>6} {'first':>8}" + "".join(f" {label + ' h':>15} {'b':>9} {'h/b':>6}"
-                                                           for _, label in FIGURES)
-                     + f" {'KV peak h/b':>11} {'failed h/b':>10}  saturation (harness)")
-        for lv in a["levels"]:
-            h, b = lv["harness"], lv["bench"]
-            lines.append(f"{'c' + str(lv['concurrency']):>6} {lv['first']:>8}"
-                         + "".join(f" {fmt(scaled(h, k)):>15} {fmt(scaled(b, k)):>9} {fmt(ratio(h[k], b[k])):>6}"
-                                   for k, _ in FIGURES)
-                         + f" {fmt(h['kv_peak'], '.2f') + '/' + fmt(b['kv_peak'], '.2f'):>11}"
-                         + f" {str(h['failed']) + '/' + str(b['failed']):>10}  {h['saturation'] or 'not saturated'}")
-        for k, label in FIGURES:
-            rs = [r for lv in a["levels"] if (r := ratio(lv["harness"][k], lv["bench"][k])) is not None]
-            if rs:
-                worst = max(rs, key=lambda r: abs(r - 1))
-                lines.append(f"  {label} harness/bench: worst {worst:.3f} ({100 * (worst - 1):+.1f} %) over "
-                             f"{len(rs)} levels; within 5 % at {sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
+        for mine in ("harness", "bare"):
+            if all(mine in lv for lv in a["levels"]):
+                lines += client_table(a, mine)
     if len(arms) == 2:
-        first, second = arms
-        theirs = {lv["concurrency"]: lv for lv in second["levels"]}
-        lines.append(f"{first['arm']} / {second['arm']} at the same level, each client's own figures:")
-        for lv in first["levels"]:
-            other = theirs.get(lv["concurrency"])
-            if other is None:
-                continue
-            lines.append(f"  c{lv['concurrency']}: " + "; ".join(
-                f"{label}: harness {fmt(ratio(lv['harness'][k], other['harness'][k]))}, bench "
-                f"{fmt(ratio(lv['bench'][k], other['bench'][k]))}" for k, label in FIGURES[:2]))
+        lines += arm_ratios(*arms)
+    return lines
+
+
+def client_table(a: dict, mine: str) -> list[str]:
+    """One client against the bench, level by level (h: `mine`, b: the bench)."""
+    lines = []
+    lines.append(f"arm {a['arm']} (workload {a['workload']}, prompts {a['prompt_tokens'][0]}-"
+                 f"{a['prompt_tokens'][1]} tokens after the round trip: {a['round_trip']}; vLLM "
+                 f"{a['vllm_version']})")
+    lines.append(f"{'level':>6} {'first':>8}" + "".join(f" {label + ' h':>15} {'b':>9} {'h/b':>6}"
+                                                       for _, label in FIGURES)
+                 + f" {'KV peak h/b':>11} {'failed h/b':>10}  saturation (" + mine + ")")
+    for lv in a["levels"]:
+        h, b = lv[mine], lv["bench"]
+        lines.append(f"{'c' + str(lv['concurrency']):>6} {lv['first']:>8}"
+                     + "".join(f" {fmt(scaled(h, k)):>15} {fmt(scaled(b, k)):>9} {fmt(ratio(h[k], b[k])):>6}"
+                               for k, _ in FIGURES)
+                     + f" {fmt(h['kv_peak'], '.2f') + '/' + fmt(b['kv_peak'], '.2f'):>11}"
+                     + f" {str(h['failed']) + '/' + str(b['failed']):>10}  {h['saturation'] or 'not saturated'}")
+    for k, label in FIGURES:
+        rs = [r for lv in a["levels"] if (r := ratio(lv[mine][k], lv["bench"][k])) is not None]
+        if rs:
+            worst = max(rs, key=lambda r: abs(r - 1))
+            lines.append(f"  {label} {mine}/bench: worst {worst:.3f} ({100 * (worst - 1):+.1f} %) over "
+                         f"{len(rs)} levels; within 5 % at {sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
+    return lines
+
+
+def arm_ratios(first: dict, second: dict) -> list[str]:
+    """The comparison the capacity table makes (first arm / second at each level), as each client measured it."""
+    theirs = {lv["concurrency"]: lv for lv in second["levels"]}
+    lines = [f"{first['arm']} / {second['arm']} at the same level, each client's own figures:"]
+    for lv in first["levels"]:
+        other = theirs.get(lv["concurrency"])
+        if other is None:
+            continue
+        lines.append(f"  c{lv['concurrency']}: " + "; ".join(
+            f"{label}: " + ", ".join(f"{client} {fmt(ratio(lv[client][k], other[client][k]))}"
+                                      for client in CLIENTS if client in lv and client in other)
+            for k, label in FIGURES[:2]))
     return lines
 
 
