@@ -15,6 +15,7 @@ import pytest
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT, server_python
 from harness.config.thresholds import load_gates
+from harness.config.workloads import SpecDecodeWorkload, load_workload, workload_for
 from harness.judge.spec_decode_gates import spec_decode_gates
 from harness.records.schema import SpecDecodeRecord
 from harness.serve.launch import launch
@@ -110,7 +111,7 @@ def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list
     arm = load_arm("cpu-spec", overrides)
     live = launch(arm, tmp_path / arm.name)
     try:
-        fields = measure_arm(live, arm, tmp_path)
+        fields = measure_arm(live, load_workload(workload_for(arm, "spec_decode"), kind=SpecDecodeWorkload), tmp_path)
     finally:
         live.server.stop()
     fields.pop("has_counters")
