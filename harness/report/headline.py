@@ -19,7 +19,6 @@ from harness.records.schema import (
     ReferenceCheckRecord,
 )
 
-
 NOT_ENFORCED = " [timing not enforced for this arm: gates.yaml enforce_timing false]"
 
 
