@@ -64,16 +64,20 @@ def write_annotation(run_dir: Path, manifest: RunManifest | None, rendered: Rend
     return path
 
 
+def locate_and_judge(run: str, baseline: str | None, exit_code: int | None) -> tuple[Path, Judgement]:
+    run_dir = find_run_dir(run)
+    if baseline:
+        check_baseline(baseline)
+    return run_dir, judge_run(run_dir, baseline, exit_code)
+
+
 def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[Path, Judgement]:
     """qualify's end of a run: judged first (gates, baseline diff: the verdict may differ from pytest's code), then
     run.json's end (time, device, verdict, pytest's code) written once, before anything is rendered. Should judging
     fail, the end is written all the same, with pytest's code, and the error goes on."""
     run_dir = Path(run)  # qualify passes its run directory
     try:
-        run_dir = find_run_dir(run)
-        if baseline:
-            check_baseline(baseline)
-        judged = judge_run(run_dir, baseline, pytest_code)
+        run_dir, judged = locate_and_judge(run, baseline, pytest_code)
     except Exception:
         if run_dir.is_dir():
             finish_run_info(run_dir, pytest_code, baseline)
@@ -91,10 +95,7 @@ def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bo
         if exit_code is not None:
             run_dir, judged = judge_and_record(run, baseline, exit_code)
         else:
-            run_dir = find_run_dir(run)
-            if baseline:
-                check_baseline(baseline)
-            judged = judge_run(run_dir, baseline, None)
+            run_dir, judged = locate_and_judge(run, baseline, None)
         # a missing or broken run.json is listed among the report's problems
         rendered = render_run(run_dir, judged)
         code = rendered.exit_code if exit_code is not None else (1 if rendered.regressions else 0)

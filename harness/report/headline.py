@@ -7,7 +7,7 @@ its outputs were checked against how far it was timed (coverage)."""
 
 from __future__ import annotations
 
-from harness.judge.gates import GateResult, latest, paired_accuracy
+from harness.judge.gates import TIMING_NOT_ENFORCED, GateResult, latest, paired_accuracy
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.schema import (
@@ -18,8 +18,6 @@ from harness.records.schema import (
     Record,
     ReferenceCheckRecord,
 )
-
-NOT_ENFORCED = " [timing not enforced for this arm: gates.yaml enforce_timing false]"
 
 
 def tpot_lines(records: list[Record], cand: str, ref: str, gates: list[GateResult] = ()) -> list[str]:
@@ -35,7 +33,7 @@ def tpot_lines(records: list[Record], cand: str, ref: str, gates: list[GateResul
         levels = ", ".join(f"c{c}" for c in sorted(mine.keys() | theirs.keys()))
         return [f"TPOT p50 {levels}: FAIL (outputs invalid: {invalid})"]
     gate = next((g for g in gates if g.arm == cand and g.gate == "long_prefix_tpot_p50"), None)
-    note = NOT_ENFORCED if gate is not None and not gate.enforced else ""
+    note = f" [timing {TIMING_NOT_ENFORCED}]" if gate is not None and not gate.enforced else ""
     out = []
     for c in sorted(mine.keys() | theirs.keys()):
         a, b = mine.get(c), theirs.get(c)
