@@ -144,8 +144,9 @@ CPU_FAULTS: tuple[Fault, ...] = (
 )
 
 # Not a length fault: a load-dependent slowdown for the capacity suite (tests/e2e/test_e2e_capacity.py). Every model
-# step sleeps STEP_S x the requests in its batch, so a step of n requests costs n x STEP_S more: throughput saturates
-# at 1/STEP_S steps per second and the knee moves left, as a DCP build whose per-step cost grows with the batch would.
+# step sleeps STEP_S x the requests in its batch, so a step of n requests costs n x STEP_S more: throughput can never
+# pass 1/STEP_S tokens per second and TPOT grows with the load, as a DCP build whose per-step cost grows with the batch
+# would.
 _CPU_REQS = "        num_reqs = common_attn_metadata.num_reqs\n"
 LOAD_FAULTS: tuple[Fault, ...] = (
     Fault("step_delay_per_request", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",

@@ -180,9 +180,15 @@ def per_request(comparisons: Sequence[RequestComparison], field: str = "max_drif
     return {c.request: getattr(c, field, None) for c in comparisons}
 
 
+def pair_key(c: RequestComparison) -> str:
+    """What pairs a comparison with the floor's: its request within its group (a check may compare one request twice,
+    as long_prefix_outputs does: its free generation, group "c1", and its teacher-forced score, "c1 forced")."""
+    return f"{c.group}|{c.request}" if c.group else c.request
+
+
 def per_position(comparisons: Sequence[RequestComparison]) -> dict[str, float | None]:
     """{"request/position": |delta|} over every scored position of every request."""
-    return {f"{c.request}/{i}": d for c in comparisons for i, d in enumerate(c.deltas)}
+    return {f"{pair_key(c)}/{i}": d for c in comparisons for i, d in enumerate(c.deltas)}
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ def common_means(candidate: Sequence[RequestComparison], floor: Sequence[Request
                  ) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """Per-request mean |delta| over the positions both runs scored (a generation check stops at its first
     divergence, which may differ between the runs): equal footing for the paired test."""
-    mine, theirs = {c.request: c.deltas for c in candidate}, {c.request: c.deltas for c in floor}
+    mine, theirs = {pair_key(c): c.deltas for c in candidate}, {pair_key(c): c.deltas for c in floor}
     a, b = {}, {}
     for key in mine.keys() & theirs.keys():
         pairs = [(x, y) for x, y in zip(mine[key], theirs[key], strict=False) if x is not None and y is not None]

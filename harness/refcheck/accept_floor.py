@@ -20,12 +20,16 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
                           f"{'(' + repr(arm) + ')' if arm else '(name it with --arm)'}; "
                           f"found: {', '.join(arms) or 'none'}")
     mine = [r for r in checks if r.arm == arms[0]]
-    bad = [f"{r.check}: {r.detail or r.reason}" for r in mine
-           if not r.passed or r.status != "complete" or not r.floor_path or not r.comparisons_path]
+    bad = [f"{r.check}: {r.detail or r.reason}" for r in mine if not r.passed or r.status != "complete"]
     if bad:
         raise ConfigError(f"accept-floor: {arms[0]}'s reference checks in {run_dir.name} did not all pass complete "
                           f"({'; '.join(bad)}); a failing run cannot be the known-good floor")
-    for r in mine:
+    # Checks judged on the fixed limit only (the capacity levels' outputs) have no floor to store.
+    floored = [r for r in mine if r.floor_path and r.comparisons_path]
+    if not floored:
+        raise ConfigError(f"accept-floor: none of {arms[0]}'s reference checks in {run_dir.name} is judged against a "
+                          f"floor ({', '.join(sorted({r.check for r in mine}))})")
+    for r in floored:
         path = save_floor(Path(r.floor_path), r.check, Path(r.comparisons_path),
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
                            "reference_key": r.reference_key, "requests": r.requests})

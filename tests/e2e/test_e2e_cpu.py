@@ -24,9 +24,13 @@ from processes import wait_gone
 from harness.config.arms import load_arm
 from harness.config.errors import LaunchError
 from harness.config.paths import REPO_ROOT, server_python
+from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Sampling, generate_batch
+from harness.measure.prompts import token_space
 from harness.plan.vllm_args import check_with_vllm
+from harness.refcheck.batches import capture, compare_batches
 from harness.refcheck.compare import top_gap
+from harness.refcheck.prompts import build_check_prompts
 from harness.report.tables import first_line
 from harness.serve.launch import launch, plan_for
 from harness.serve.serverlog import parse_kv_capacity
@@ -42,9 +46,37 @@ def needs_server_env():
         pytest.fail("the tiny model is missing: run `make model` (make test does it)")
 
 
-def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):
-    arm = load_arm("cpu-smoke")
-    live = launch(arm, tmp_path / "cpu-smoke")
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One cpu-smoke server (compiled, prefix caching on) for this module's tests that only send it requests; the
+    last of them stops it and checks the stop."""
+    live = launch(load_arm("cpu-smoke"), tmp_path_factory.mktemp("smoke") / "cpu-smoke")
+    yield live
+    live.server.stop()
+
+
+def test_capture_computes_from_scratch_even_with_prefix_caching_on(smoke, tmp_path):
+    from harness.measure.metrics import counter_total, fetch_metrics
+
+    def hits(live) -> float:
+        return counter_total(fetch_metrics(live.info.base_url), "vllm:prefix_cache_hits_total")
+
+    live, arm = smoke, smoke.arm  # prefix caching on
+    w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
+    prompts = build_check_prompts(w, token_space(arm, w))
+    probe = next(p for p in prompts.probes if p.shared_tokens == 256)
+    before = hits(live)
+    reference = capture(live, [prompts.warm, probe], Sampling(4, 5))  # each under its own salt
+    salted = hits(live) - before
+    middle = hits(live)
+    compare_batches(live, [[prompts.warm], [probe]], Sampling(4, 5), reference, tmp_path / "c.jsonl")
+    unsalted = hits(live) - middle
+    assert salted == 0, f"the capture reused {salted} cached tokens"
+    assert unsalted >= 256  # the candidate's way (no salt): the probe reuses the warm prompt's first 256 tokens
+
+
+def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(smoke):
+    live, arm = smoke, smoke.arm
     try:
         pids = live.server.pids()
         assert len(pids) >= 2, "expected the API server and its engine core"
@@ -63,7 +95,7 @@ def test_cpu_smoke_serves_greedy_logprobs_and_stops_clean(tmp_path):
     finally:
         live.server.stop()
     assert wait_gone(pids) == [], "server processes outlived stop()"
-    assert "KV cache size" in (tmp_path / "cpu-smoke" / "server.log").read_text()
+    assert "KV cache size" in Path(live.server.log_path).read_text()
 
 
 def test_startup_failure_fails_fast_with_vllm_message(tmp_path):

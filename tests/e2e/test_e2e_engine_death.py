@@ -1,7 +1,8 @@
 """The engine core of a real cpu-ref server killed (SIGKILL) mid-work, once: what each consumer of the server had
-finished is kept, and the death is reported with the server's last log lines. One launch serves what were three
+finished is kept, and the death is reported with the server's last log lines. One kill serves what were three
 tests (engine death reported, long-prefix requests kept, reference-check comparisons kept): the death lands inside
-the long-prefix workload, which runs between the two rounds of a reference check."""
+the long-prefix workload, which runs between the two rounds of a reference check. The server is the session's
+shared cpu-ref (tests/e2e/conftest.py), once its other users are done: the kill ends it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import time
 import pytest
 from processes import wait_gone
 
-from harness.config.arms import load_arm
 from harness.config.errors import ConfigError, LaunchError
 from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Sampling
@@ -23,13 +23,14 @@ from harness.measure.long_prefix import level_fields, level_records, measure
 from harness.measure.prompts import build_prompts, token_space
 from harness.refcheck.batches import capture, compare_batches
 from harness.refcheck.prompts import build_check_prompts
-from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
 
 
-def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_path):
-    arm = load_arm("cpu-ref")
+@pytest.mark.stops_shared_server
+def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_path, cpu_ref_server):
+    live = cpu_ref_server
+    arm = live.arm
     check_w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
     rounds = build_check_prompts(check_w, token_space(arm, check_w)).rounds
     # The text basis rides along (the default token-id basis runs in every qualify e2e): the server's own text for
@@ -39,7 +40,6 @@ def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_
     prompts = build_prompts(w, token_space(arm, w))
     sink = tmp_path / "out" / "long_prefix_c1.jsonl"
     sampling = Sampling(8, 5)
-    live = launch(arm, tmp_path / "cpu-ref")
     pids = live.server.pids()
     engine = [p for p in pids if p != live.server.proc.pid]
     assert engine, "no engine-core child found"

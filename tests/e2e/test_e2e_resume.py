@@ -22,9 +22,10 @@ SUITES = "kv_capacity,long_prefix"
 ARGS = ["--arm", "cpu-smoke", "--no-vllm-check"]
 
 
-def harness(*argv: str) -> subprocess.Popen:
+def harness(*argv: str, refs: Path | None = None) -> subprocess.Popen:
+    env = {**os.environ, **({"HARNESS_REFERENCE_DIR": str(refs)} if refs else {})}
     return subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+                            stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def is_server(p: psutil.Process) -> bool:
@@ -60,9 +61,11 @@ def keyed(run: Path, table: str, keys: list[str], where=lambda row: True) -> lis
     return sorted(tuple(row[k] for k in keys) for row in rows if where(row))
 
 
-def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_pair_run):
+def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_pair_run, full_pair_floor):
+    """...and the resumed candidate's long-prefix outputs pass the paired test against the full-pair run's accepted
+    floor (the same pair, prompts and vLLM): a known-good build passing against its floor through the CLI."""
     run = tmp_path / "run"
-    proc = harness("qualify", "--run-dir", str(run), "--suites", SUITES, *ARGS)
+    proc = harness("qualify", "--run-dir", str(run), "--suites", SUITES, *ARGS, refs=full_pair_floor)
     # The reference (cpu-ref) runs first; kill once the candidate's long-prefix level has begun. Its levels last ~2 s
     # here, so a bare SIGTERM could land after c2 (CI saw that race): the candidate's API server is stopped first and
     # holds the suite's requests until the harness has begun stopping it (its engine core gone), as the faults test does.
@@ -80,7 +83,7 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
     assert not any(r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r["status"] == "complete"
                    and r["concurrency"] == 2 for r in before), "the kill came too late"
 
-    resumed = harness("qualify", "--resume", str(run), "--no-vllm-check")  # the arms: run.json's
+    resumed = harness("qualify", "--resume", str(run), "--no-vllm-check", refs=full_pair_floor)  # arms: run.json's
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     records = lines(run / "results.jsonl")
@@ -90,6 +93,11 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
     assert "suites/test_long_prefix.py::test_long_prefix[cpu-smoke]" in rerun
     assert not any("cpu-ref" in t for t in rerun), rerun  # the reference's tests were done
     assert json.loads((run / "run.json").read_text())["resumed"][0]["exit_code_before"] == 143
+    (outputs,) = [r for r in records if r["kind"] == "reference_check" and r["check"] == "long_prefix_outputs"]
+    assert outputs["passed"] and outputs["attempt"] == 1, outputs
+    assert "PASS" in outputs["floor"] and "FAIL" not in outputs["floor"], outputs["floor"]
+    assert "the accepted run run" in outputs["floor"], outputs["floor"]  # the full-pair run's directory is "run"
+    assert outputs["detectable"].startswith("smallest detectable"), outputs["detectable"]
 
     full, code, full_out = full_pair_run
     assert code == 0, full_out

@@ -139,3 +139,62 @@ def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted
     assert with_floor(fields, arm, stored, "0.32.0", clean, require_floor=True)["passed"]
     aborted = with_floor(fields, arm, stored, "0.32.0", BatchRun(comparisons(seed=1)[:3], "round 1: died"), True)
     assert not aborted["passed"] and aborted["floor"].startswith("FAIL (no data: the check was aborted")
+
+
+def test_a_request_compared_twice_pairs_by_its_group():
+    # long_prefix_outputs compares a request's free generation (group "c1") and scores it teacher-forced ("c1
+    # forced") under one request id: both pair with the floor's, neither overwrites the other.
+    def both(shift: float, seed: int) -> list[TeacherForcedComparison]:
+        free = [c.model_copy(update={"group": "c1"}) for c in comparisons(n=12, seed=seed)]
+        forced = [c.model_copy(update={"group": "c1 forced"}) for c in comparisons(shift=shift, n=12, seed=seed + 7)]
+        return [*free, *forced]
+
+    clean = judge_against_floor(both(0.0, 1), both(0.0, 0), "n1")
+    assert clean.passed and "24 pairs" in clean.sentence, clean.sentence
+    shifted = judge_against_floor(both(0.002, 1), both(0.0, 0), "n1")  # only the forced half moved
+    assert not shifted.passed, shifted.sentence
+
+
+def test_accept_floor_stores_the_floored_checks_beside_a_capacity_check_without_one(tmp_path, capsys):
+    write_run(tmp_path / "good", True, tmp_path)
+    capacity = ReferenceCheckRecord(run_id="good", arm="cpu-smoke", suite="capacity", check="capacity_outputs_c1",
+                                    reference="cpu-ref", reference_key="run cpu-ref", passed=True, detail="d",
+                                    requests=2, exact_matches=2, first_divergence_min=None, max_drift=0.0,
+                                    nonfinite=0, drift_limit=0.25)
+    with (tmp_path / "good" / "results.jsonl").open("a") as f:
+        f.write(capacity.model_dump_json() + "\n")
+    assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("accepted from good") == 1
+    assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing") is not None
+    capacity.passed = False  # a failed check without a floor still refuses the run
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.jsonl").write_text(
+        (tmp_path / "good" / "results.jsonl").read_text().splitlines()[0] + "\n" + capacity.model_dump_json() + "\n")
+    assert main(["accept-floor", "--run", str(tmp_path / "bad")]) == 2
+    assert "capacity_outputs_c1: d" in capsys.readouterr().err
+
+
+def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(tmp_path, monkeypatch):
+    from harness.pytest_plugin.floors import with_floor_of
+
+    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
+    arm = load_arm("cpu-smoke")
+    fields = {"check": "long_prefix_outputs", "passed": True, "diverged": []}
+
+    def lines(shift: float, seed: int) -> list:
+        free = [c.model_copy(update={"group": "c1"}) for c in comparisons(shift=shift, n=12, seed=seed)]
+        return [*free, *(c.model_copy(update={"group": "c1 forced"}) for c in comparisons(shift=shift, n=4, seed=seed))]
+
+    key = "long_prefix samples of cpu-ref in this run (prompts abc), reference config 123"
+    first = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.0, 0), False, require_floor=False)
+    assert first["floor"].startswith("no accepted floor for long_prefix_outputs of cpu-smoke vs cpu-ref")
+    src = tmp_path / "lp.jsonl"
+    src.write_text("".join(c.model_dump_json() + "\n" for c in lines(0.0, 0)))
+    save_floor(Path(first["floor_path"]), "long_prefix_outputs", src, {"run": "n1"})
+    assert len(load_floor(Path(first["floor_path"]), "long_prefix_outputs").comparisons) == 16
+    clean = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.0, 1), False, require_floor=True)
+    assert clean["passed"] and clean["floor"].startswith("PASS"), clean["floor"]
+    shifted = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.003, 1), False, require_floor=True)
+    assert not shifted["passed"] and "FAIL: sign test" in shifted["floor"], shifted["floor"]
+    other = with_floor_of(fields, arm, "cpu-ref", key.replace("123", "456"), "0.32.0", lines(0.0, 1), False, True)
+    assert other["floor"].startswith("FAIL (no data: no accepted floor"), other["floor"]  # another reference config
