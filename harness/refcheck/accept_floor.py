@@ -8,6 +8,7 @@ from harness.config.errors import ConfigError
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.floor_store import save_floor
+from harness.refcheck.store import reference_dir
 
 
 def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
@@ -30,7 +31,20 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
         raise ConfigError(f"accept-floor: none of {arms[0]}'s reference checks in {run_dir.name} is judged against a "
                           f"floor ({', '.join(sorted({r.check for r in mine}))})")
     for r in floored:
-        path = save_floor(Path(r.floor_path), r.check, Path(r.comparisons_path),
+        path = save_floor(floor_here(r.floor_path), r.check, comparisons_file(run_dir, r.arm, r.comparisons_path),
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
                            "reference_key": r.reference_key, "requests": r.requests})
         print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")
+
+
+def floor_here(recorded: str) -> Path:
+    """The floor's directory in this machine's reference store: the run recorded an absolute path of the store it
+    ran against, which a run directory copied from a CI machine does not have; the key (the directory's name) is
+    what later runs look for, under their own store."""
+    return reference_dir() / "floors" / Path(recorded).name
+
+
+def comparisons_file(run_dir: Path, arm: str, recorded: str) -> Path:
+    """The comparisons file at its recorded path, or in the run directory where the run was copied or moved."""
+    path = Path(recorded)
+    return path if path.is_file() else run_dir / arm / path.name

@@ -5,6 +5,8 @@ refusing a failed run."""
 import random
 from pathlib import Path
 
+import pytest
+
 from harness.cli import main
 from harness.config.arms import load_arm
 from harness.judge.drift_floor import judge_against_floor
@@ -103,6 +105,11 @@ def write_run(run, passed: bool, tmp_path, status="complete"):
     return rec
 
 
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
+
+
 def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, capsys):
     rec = write_run(tmp_path / "good", True, tmp_path)
     assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 0
@@ -198,3 +205,15 @@ def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(
     assert not shifted["passed"] and "FAIL: sign test" in shifted["floor"], shifted["floor"]
     other = with_floor_of(fields, arm, "cpu-ref", key.replace("123", "456"), "0.32.0", lines(0.0, 1), False, True)
     assert other["floor"].startswith("FAIL (no data: no accepted floor"), other["floor"]  # another reference config
+
+
+def test_accept_floor_of_a_run_copied_from_another_machine_stores_in_this_store(tmp_path, capsys):
+    # Recorded on a CI machine: its store's absolute path and its run directory's path, neither of which is here.
+    write_run(tmp_path / "ci", True, tmp_path)
+    rows = (tmp_path / "ci" / "results.jsonl").read_text()
+    moved = rows.replace(str(tmp_path / "refs"), "/buildkite/refs").replace(str(tmp_path / "ci"), "/buildkite/run")
+    (tmp_path / "ci" / "results.jsonl").write_text(moved)
+    assert main(["accept-floor", "--run", str(tmp_path / "ci")]) == 0, capsys.readouterr().err
+    floor = load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing")
+    assert floor is not None and len(floor.comparisons) == 40
+    assert not Path("/buildkite").exists()
