@@ -11,6 +11,13 @@ circuit meets a trained residual stream (it grows ~200x through the layers) inst
     python3 benchmarks/mla_circuit_probe.py --train-steps 100 --gsm8k-train ../shared/data/gsm8k/train.jsonl \
         --dtype bfloat16 --lengths 1000 --kernel-len 8192
 
+--precision-noise adds, for the model with and without the circuit, the largest |delta logprob| of the chosen tokens
+between one prefill over prompt + continuation and incremental decode with a KV cache, in --dtype: the rounding
+noise a CUDA-graph vs eager reference check meets (the H200 control of 2026-12-02d failed prefix_reuse and
+teacher_forcing on the circuit model; is the circuit's large ORD logit what amplifies bf16 rounding?):
+
+    python3 benchmarks/mla_circuit_probe.py --residual-growth 100 --lengths 160 --precision-noise
+
 Runs under the server environment or a GPU image's python3 (torch, transformers, numpy).
 """
 
@@ -49,6 +56,34 @@ class StubTokenizer:
         return 2048
 
 
+def precision_noise(model, prompts: list[list[int]], new_tokens: int = 16) -> dict:
+    """Chosen-token logprobs of each prompt's greedy continuation, by one prefill over prompt + continuation and by
+    incremental decode (KV cache): max |delta|, median |delta|, and the positions whose argmax differs."""
+    import torch
+
+    deltas, flips = [], 0
+    with torch.no_grad():
+        for ids in prompts:
+            x = torch.tensor([ids], device=model.device)
+            out = model(input_ids=x, use_cache=True)
+            past, logits, cont, step = out.past_key_values, out.logits[0, -1], [], []
+            for _ in range(new_tokens):
+                lp = torch.log_softmax(logits.double(), -1)
+                tok = int(lp.argmax())
+                cont.append(tok)
+                step.append(lp)
+                out = model(input_ids=torch.tensor([[tok]], device=model.device), past_key_values=past, use_cache=True)
+                past, logits = out.past_key_values, out.logits[0, -1]
+            whole = model(input_ids=torch.tensor([ids + cont], device=model.device)).logits[0].double()
+            full = torch.log_softmax(whole, -1)[len(ids) - 1:len(ids) - 1 + new_tokens]
+            for i, tok in enumerate(cont):
+                deltas.append(abs(float(full[i, tok] - step[i][tok])))
+                flips += int(full[i].argmax()) != tok
+    deltas.sort()
+    return {"positions": len(deltas), "max_abs_delta_logprob": deltas[-1], "median_abs_delta_logprob":
+            deltas[len(deltas) // 2], "argmax_flips": flips}
+
+
 def trained_base(gsm8k_train: Path, steps: int, device: str):
     """(model trained on GSM8K text with the circuit's room reserved, its ordinary token ids), float32 on CPU."""
     texts = read_corpus(gsm8k_train)
@@ -78,6 +113,8 @@ def main() -> int:
     p.add_argument("--train-steps", type=int, default=0,
                    help="train on GSM8K text for this many steps first (needs --gsm8k-train); 0: random init")
     p.add_argument("--gsm8k-train", type=Path)
+    p.add_argument("--precision-noise", action="store_true",
+                   help="prefill vs incremental-decode logprob noise in --dtype, with and without the circuit")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     import torch
@@ -115,6 +152,11 @@ def main() -> int:
         drift = ordinary_drift(base, wide, random_prompts(ordinary, args.drift_prompts, 64))
         acc = retrieval_accuracy(wide, ordinary, needles, tuple(int(x) for x in lengths.split(",")),
                                  tuple(float(x) for x in args.depths.split(",")), span=48, cue=16)
+        if args.precision_noise:
+            noise_prompts = random_prompts(ordinary, args.drift_prompts, 128, seed=2)
+            noise = {"without_circuit": precision_noise(base, noise_prompts),
+                     "with_circuit": precision_noise(wide, noise_prompts)}
+            drift["precision_noise"] = noise
         result[name] = {"retrieval": acc, "drift": drift, "circuit": info,
                         "seconds": {"install": round(t1 - t0, 1), "probe": round(time.monotonic() - t1, 1)}}
         print(json.dumps({name: result[name]}), flush=True)
