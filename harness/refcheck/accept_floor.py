@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.errors import ConfigError
+from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.floor_store import save_floor
@@ -31,7 +32,7 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
         raise ConfigError(f"accept-floor: none of {arms[0]}'s reference checks in {run_dir.name} is judged against a "
                           f"floor ({', '.join(sorted({r.check for r in mine}))})")
     for r in floored:
-        path = save_floor(floor_here(r.floor_path), r.check, comparisons_file(run_dir, r.arm, r.comparisons_path),
+        path = save_floor(floor_here(r.floor_path), r.check, comparisons_file(run_dir, r.check, r.comparisons_path),
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,
                            "reference_key": r.reference_key, "requests": r.requests})
         print(f"floor for {r.check} of {r.arm} vs {r.reference} accepted from {run_dir.name}: {path}")
@@ -44,7 +45,10 @@ def floor_here(recorded: str) -> Path:
     return reference_dir() / "floors" / Path(recorded).name
 
 
-def comparisons_file(run_dir: Path, arm: str, recorded: str) -> Path:
+def comparisons_file(run_dir: Path, check: str, recorded: str) -> Path:
     """The comparisons file at its recorded path, or in the run directory where the run was copied or moved."""
-    path = Path(recorded)
-    return path if path.is_file() else run_dir / arm / path.name
+    path = resolve_path(run_dir, recorded)
+    if path is None:
+        raise ConfigError(f"accept-floor: the {check} comparisons file {recorded!r} is missing (nor under {run_dir}); "
+                          "nothing was accepted for it")
+    return path

@@ -19,6 +19,7 @@ from harness.measure.generation import score_forced
 from harness.measure.prompts import Prompts
 from harness.measure.textbasis import to_ids, to_text
 from harness.records.jsonl import read_jsonl
+from harness.records.paths import resolve_path
 from harness.refcheck.teacher_forcing import compare_forced
 from harness.refcheck.timed_outputs import (
     by_request,
@@ -46,10 +47,8 @@ def read_rows(paths: dict[int, str], run_dir: Path, arm: str) -> tuple[dict, lis
     """Every sample of the given levels; a file not at its recorded path is looked for under the run directory."""
     rows, problems = [], []
     for c, recorded in paths.items():
-        path = Path(recorded)
-        if not path.is_file():
-            path = run_dir / arm / path.name
-        if not path.is_file():
+        path = resolve_path(run_dir, recorded)
+        if path is None or not path.is_file():
             problems.append(f"{arm} c{c}: samples file {recorded} not found")
             continue
         got, bad = read_jsonl(path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.records.attempts import current_records
 from harness.records.jsonl import read_jsonl
 from harness.records.manifest import RunManifest, load_manifest
+from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, per_question_of
 
@@ -85,27 +86,6 @@ def with_tpot_samples(run: RunData) -> RunData:
 def ok_tpots(rows: list[dict]) -> list[float]:
     """TPOT (s) of every successful request of a samples file, in file order (pure)."""
     return [s["tpot_s"] for s in rows if not s.get("error") and s.get("tpot_s") is not None]
-
-
-def resolve_path(run_dir: Path, recorded: str | None) -> Path | None:
-    """The recorded path if it exists; else the same path relative to this run directory (a copied run)."""
-    if not recorded:
-        return None
-    path = Path(recorded)
-    if path.exists():
-        return path
-    parts = path.parts
-    if run_dir.name in parts:  # /old/host/reports/<run-id>/<arm>/x.jsonl -> <run_dir>/<arm>/x.jsonl
-        i = len(parts) - 1 - parts[::-1].index(run_dir.name)
-        moved = run_dir.joinpath(*parts[i + 1:])
-        if moved.exists():
-            return moved
-    for depth in (2, 1):  # a run renamed when copied: <arm>/x.jsonl or x.jsonl under the new run directory
-        moved = run_dir.joinpath(*parts[-depth:])
-        if path.is_absolute() and len(parts) > depth and moved.exists():
-            return moved
-    relative = run_dir / path if not path.is_absolute() else None
-    return relative if relative is not None and relative.exists() else None
 
 
 def missing(run: RunData, what: str, recorded: str | None) -> str:

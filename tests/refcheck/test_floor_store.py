@@ -217,3 +217,11 @@ def test_accept_floor_of_a_run_copied_from_another_machine_stores_in_this_store(
     floor = load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing")
     assert floor is not None and len(floor.comparisons) == 40
     assert not Path("/buildkite").exists()
+
+
+def test_accept_floor_names_a_missing_comparisons_file(tmp_path, capsys):
+    write_run(tmp_path / "good", True, tmp_path)
+    (tmp_path / "good" / "cpu-smoke" / "tf.jsonl").unlink()
+    assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 2
+    err = capsys.readouterr().err
+    assert "the teacher_forcing comparisons file" in err and "is missing" in err and "Traceback" not in err
