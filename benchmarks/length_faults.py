@@ -17,6 +17,9 @@ attention backend and the Llama layer) and for vLLM 0.25.0 (table gpu: FLASH_ATT
 - precision_loss_past_L: the attention output of a token at position p > L is scaled by 1 + EPS (p - L) / L, a
   relative error that grows with the length.
 
+Two tables beside them are not length faults: cpu_load (step_delay_per_request, the capacity e2e's slowdown) and
+cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift floor's e2e).
+
 Nothing is patched in place on CPU: `scratch` builds DIR/vllm as links to the installed package with the edited
 files as real copies (dcp_mutations.apply refuses to write through a link), and an arm selects it with
 server.env PYTHONPATH=DIR (`arm` writes such an arm). The server reads, at import of the patched module:

@@ -6,6 +6,7 @@ Formats seen in vLLM's own sources:
   CPU backend:             "CPU KV cache size: 1,908,608 tokens, ..."
   GPU memory:              "Available KV cache memory: 68.39 GiB"
   CPU memory:              "Auto set (1.82/8.34) GiB for KV cache on node 0, ..."
+  CPU memory (explicit):   "Explicitly set (2.0/22.71) GiB for KV cache on node 0." (VLLM_CPU_KVCACHE_SPACE)
   backend (auto):          "Using FLASH_ATTN_MLA attention backend out of potential backends: [...]"
   backend (forced):        "Using FLASHMLA backend." / "Using AttentionBackendEnum.FLASHMLA backend."
 """
@@ -19,7 +20,7 @@ KV_TOKENS = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*
 KV_TOKENS_SPLIT = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*$")
 TOKENS_ALONE = re.compile(r"(?P<tokens>\d[\d,]*)\s+tokens")
 AVAILABLE_GIB = re.compile(r"Available KV cache memory:\s*(?P<gib>[\d.]+)\s*GiB")
-CPU_AUTO_GIB = re.compile(r"Auto set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache")
+CPU_AUTO_GIB = re.compile(r"(?:Auto|Explicitly) set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache")
 BACKEND = re.compile(r"\bUsing (?:AttentionBackendEnum\.)?(?P<name>[A-Z][A-Z0-9_]+) (?:attention )?backend\b")
 FATAL_MARKERS = (
     "EngineDeadError",

@@ -23,6 +23,14 @@ def test_cpu_one_line_form_and_auto_set_gib():
     assert (kv.device, kv.tokens, kv.gib) == ("CPU", 1_908_608, 1.82)
 
 
+def test_cpu_explicit_kv_space_gib():
+    log = ("(Worker pid=5866) INFO 12-03 11:52:27 [cpu_worker.py:260] Explicitly set (2.0/22.71) GiB for KV cache on "
+           "node 0.\n(EngineCore pid=5854) INFO 12-03 11:52:27 [kv_cache_utils.py:2327] CPU KV cache size: 174,720 "
+           "tokens, Maximum concurrency for 4,096 tokens per request: 42.66x\n")
+    kv = parse_kv_capacity(log)
+    assert (kv.device, kv.tokens, kv.gib) == ("CPU", 174_720, 2.0)
+
+
 def test_gpu_two_line_form_and_available_gib():
     kv = parse_kv_capacity(GPU_025_TWO_LINES)
     assert (kv.device, kv.tokens, kv.gib) == ("GPU", 31_871_376, 68.39)
