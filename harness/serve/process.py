@@ -137,12 +137,13 @@ class Server:
                            f"{tail(self.log_tail(), 30)}")
 
     def death(self) -> str | None:
-        """How the server died ("exit -9", "engine died (...)"), or None while it lives."""
+        """How the server died ("exit -9", "engine died: ...", "exit 0 after its engine died: ..."), or None while
+        it lives."""
         assert self.proc is not None, "server not started"
         code = self.proc.poll()
-        if code is not None:
-            return f"exit {code}"
         fatal = self._watch.poll()
+        if code is not None:
+            return f"exit {code}" + (f" after its engine died: {fatal}" if fatal and code == 0 else "")
         return f"engine died: {fatal}" if fatal else None
 
     def check_alive(self) -> None:
@@ -152,7 +153,8 @@ class Server:
         fatal = self._watch.poll()  # only the bytes appended since the last poll are read
         if code is not None:
             # an API server whose engine core died shuts down cleanly (exit 0): the engine's death is the cause
-            raise self._failure(f"exited with code {code}" + (f" after its engine died ({fatal})" if fatal else ""))
+            cause = f" after its engine died ({fatal})" if fatal and code == 0 else ""
+            raise self._failure(f"exited with code {code}{cause}")
         if fatal:
             raise self._failure(f"engine died ({fatal})")
 

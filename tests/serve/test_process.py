@@ -92,10 +92,12 @@ def test_a_server_that_exits_cleanly_after_its_engine_died_is_reported_with_the_
     server.start()
     try:
         server.proc.wait(timeout=10)
+        death = server.death()
         with pytest.raises(LaunchError) as exc:
             server.check_alive()
     finally:
         server.stop()
+    assert death.startswith("exit 0 after its engine died: (APIServer pid=7) ERROR EngineDeadError"), death
     message = str(exc.value)
     assert message.startswith("arm 'cpu-smoke': server exited with code 0 after its engine died "
                               "((APIServer pid=7) ERROR EngineDeadError")
