@@ -83,8 +83,9 @@ NANOBIND_LEAK = re.compile(r"^(?:nanobind: (?:leaked \d+ \w+!|this is likely cau
 
 def tail(log: str, n: int = 40) -> str:
     """The last n lines that say something: nanobind's exit-time leak report is counted in one line, not shown."""
-    kept = [line for line in log.splitlines() if not NANOBIND_LEAK.match(line)]
-    dropped = len(log.splitlines()) - len(kept)
+    lines = log.splitlines()
+    kept = [line for line in lines if not NANOBIND_LEAK.match(line)]
+    dropped = len(lines) - len(kept)
     note = [f"[{dropped} lines of nanobind's exit-time leak report omitted]"] if dropped else []
     return "\n".join(kept[-n:] + note)
 

@@ -10,7 +10,6 @@ timing alone would have credited the build. The clean control is the full-pair r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -19,19 +18,13 @@ import subprocess
 import sys
 
 import pytest
+from planted import length_faults
 
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 
 pytestmark = pytest.mark.e2e
 L = 2048
 FAULT = "rope_offset_past_L"
-
-
-def _length_faults():
-    spec = importlib.util.spec_from_file_location("length_faults", REPO_ROOT / "benchmarks" / "length_faults.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _records(run) -> list[dict]:
@@ -54,7 +47,7 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     gate_clean = _one(clean, "cpu-smoke", "gate", gate="long_prefix_tpot_p50")
     assert "outputs invalid" not in gate_clean["detail"], gate_clean["detail"]
 
-    lf = _length_faults()
+    lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch(FAULT, scratch, lf.installed_site())
     arms = tmp_path / "arms"

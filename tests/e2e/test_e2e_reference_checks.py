@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from planted import length_faults
 
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT
@@ -141,11 +142,7 @@ def test_a_noisy_build_passes_against_its_noisy_floor_and_a_shift_inside_the_noi
     clean runs' own drift, and fails the paired tests. The seed and the fault reach the server through the
     environment, not the arm: one arm config, one floor key, as for three builds of one vLLM version. cpu-ref's
     outputs come from the module's store (captured by the first test; a lone run of this test captures them)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("length_faults", REPO_ROOT / "benchmarks" / "length_faults.py")
-    lf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lf)
+    lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch("logit_jitter", scratch, lf.installed_site(), "cpu_noise")
     arms = tmp_path / "arms"
