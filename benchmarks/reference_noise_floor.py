@@ -34,6 +34,19 @@ def describe(cs: list[RequestComparison]) -> str:
     return f"{len(cs)} requests, {sum(c.exact for c in cs)} exact; divergences at reference gaps {gaps}; {quant}"
 
 
+def positions_over(cs: list[RequestComparison], limit: float, top: int = 5) -> str:
+    """Per-position deltas: how many scored positions drift past `limit`, and the largest, by request and position
+    (a few large positions point at ties or rounding of large logits; many small ones at a shift)."""
+    scored = [(d, c.request, i) for c in cs for i, d in enumerate(c.deltas) if d is not None]
+    if not scored:
+        return "no per-position deltas recorded"
+    over = sorted((x for x in scored if x[0] > limit), reverse=True)
+    nonzero = sum(d > 0 for d, _, _ in scored)
+    worst = ", ".join(f"{d:.3f} ({r} @ {i})" for d, r, i in over[:top])
+    return (f"{len(scored)} positions, {nonzero} nonzero, {len(over)} over {limit:g}"
+            + (f": {worst}" if over else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
@@ -48,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         cs = load(f)
         v = judge_comparisons(f.stem, cs, args.drift_limit, args.tie_gap)
         print(f"{f.parent.name}/{f.name}: {describe(cs)}")
+        print(f"  positions: {positions_over(cs, args.drift_limit)}")
         print(f"  under drift_limit {args.drift_limit:g}, tie_gap {args.tie_gap:g}: "
               f"{'PASS' if v.passed else 'FAIL'} ({v.detail})")
     return 0

@@ -22,7 +22,8 @@
 # $OUT: length_kill_matrix.{md,json,csv}, length_runs.json, runs.tar.gz (results, tables, logs cut to their tails),
 # verify.txt (each snippet found once in /tmp/site), markers.txt (the patched copies' import lines, per server),
 # timings.tsv, tiny_model.json. Knobs: LF_FAULTS, LF_LENGTHS, LF_SUITES, LF_ARM, LF_REF, LF_LONG_PREFIX,
-# LF_REQUIRE_RETRIEVAL=0 (keep a model whose circuit does not retrieve, without it); LF_CONTROL=0
+# LF_REQUIRE_RETRIEVAL=0 (keep a model whose circuit does not retrieve, without it), LF_CIRCUIT=0 (the trained model
+# without the circuit at all: a control of the circuit's bf16 noise, scripts/device_circuit_control.sh); LF_CONTROL=0
 # keeps the control of an earlier call on the same warm machine (control in one call, faults in the next).
 # LF_CONTROL_SUITES=long_context,long_prefix,prefix_reuse,teacher_forcing also runs today's checks on the control
 # (~+60 s): the kill matrix then reads their reach (checked_to_tokens) and marks them "missed (checks to N < L)"
@@ -77,6 +78,7 @@ if [ "${LF_MODEL:-1}" = 1 ]; then
     # saves it without the circuit instead (--keep-weak-retrieval), judged on exact match, drift and teacher forcing
     # alone, and tiny_model.json's retrieval_problems says why (printed below).
     keep_weak=(); [ "${LF_REQUIRE_RETRIEVAL:-1}" = 0 ] && keep_weak=(--keep-weak-retrieval)
+    [ "${LF_CIRCUIT:-1}" = 0 ] && keep_weak=(--without-retrieval-circuit)  # the circuit's control (no needles)
     timed model 300 "$KEEP/tiny-mla.log" $PY -m harness.tinymodel --arch deepseek_v3 --device cuda \
       --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" "${keep_weak[@]}" \
       || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }

@@ -310,7 +310,7 @@ def fresh_and_trained(tokenizer, texts: list[str], arch: str, device: str, plan:
 
 
 def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: str = "cpu",
-                    plan: TrainPlan | None = None, strict_retrieval: bool = True) -> dict:
+                    plan: TrainPlan | None = None, strict_retrieval: bool = True, circuit: bool = True) -> dict:
     import torch
 
     plan = plan or PLANS[arch]
@@ -348,6 +348,10 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
 
         model, tokenizer, retrieval = add_llama_retrieval(model, tokenizer, texts, special_ids(tokenizer),
                                                           quick=plan.steps < 100)
+    elif arch == "deepseek_v3" and not circuit:  # a control: the same trained weights, the circuit left out
+        retrieval = {"retrieval": {"installed": False, "why": "built with --without-retrieval-circuit (a control of "
+                                                              "the circuit: the same trained weights without it)"}}
+        model.to(torch.bfloat16)
     elif arch == "deepseek_v3":  # the GPU model: the same circuit in MLA's geometry, served in bf16
         from harness.tinymodel.retrieval import add_mla_retrieval
 
@@ -406,13 +410,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="deepseek_v3: when its retrieval circuit falls short (moved ordinary text, or accuracy "
                              "< 0.9 at some length), save the trained model without the circuit and without needle "
                              "tokens instead of refusing; tiny_model.json's retrieval_problems says why")
+    parser.add_argument("--without-retrieval-circuit", action="store_true",
+                        help="deepseek_v3: save the trained model without the retrieval circuit (a control: does "
+                             "the circuit change the model's bf16 noise?); tiny_model.json says it is not installed")
     args = parser.parse_args(argv)
+    if args.without_retrieval_circuit and args.arch != "deepseek_v3":
+        print(f"error: --without-retrieval-circuit is for --arch deepseek_v3, not {args.arch}", file=sys.stderr)
+        return 2
     if not args.gsm8k_train.is_file():
         print(f"error: GSM8K train file not found: {args.gsm8k_train} "
               "(set HARNESS_GSM8K_DIR to the folder holding train.jsonl)", file=sys.stderr)
         return 2
     summary = make_tiny_model(args.out, args.gsm8k_train, args.arch, args.device, QUICK if args.quick else None,
-                              strict_retrieval=not args.keep_weak_retrieval)
+                              strict_retrieval=not args.keep_weak_retrieval,
+                              circuit=not args.without_retrieval_circuit)
     print(json.dumps(summary))
     return 0
 

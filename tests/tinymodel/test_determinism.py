@@ -19,21 +19,49 @@ def test_plans_train_the_gpu_model_on_copying_and_leave_the_cpu_model_as_it_was(
     assert QUICK.copy_steps and QUICK.corpus_rows
 
 
-def generate(out):
+def generate(out, *extra):
     result = subprocess.run([server_python(), "-m", "harness.tinymodel", "--arch", "deepseek_v3", "--quick",
-                             "--out", str(out), "--gsm8k-train", str(GSM8K_TRAIN)], cwd=REPO_ROOT,
+                             "--out", str(out), "--gsm8k-train", str(GSM8K_TRAIN), *extra], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads((out / "tiny_model.json").read_text())
 
 
-def test_two_generations_give_the_same_weights_hash(tmp_path):
+def needs_server_torch():
     probe = subprocess.run([server_python(), "-c", "import torch, transformers, tokenizers"], capture_output=True)
     if probe.returncode != 0 or not GSM8K_TRAIN.is_file():
         pytest.skip(f"needs torch/transformers in the server environment ({server_python()}) and {GSM8K_TRAIN}")
-    a, b = generate(tmp_path / "a"), generate(tmp_path / "b")
+
+
+@pytest.fixture(scope="module")
+def first_model(tmp_path_factory):
+    """One quick generation (with the circuit), shared by the tests that compare another one with it."""
+    needs_server_torch()
+    out = tmp_path_factory.mktemp("a")
+    return out, generate(out)
+
+
+def test_two_generations_give_the_same_weights_hash(first_model, tmp_path):
+    (dir_a, a), b = first_model, generate(tmp_path / "b")
     assert a["deterministic"] == "strict" and a["weights_sha256"] == b["weights_sha256"]
     assert a["tokenizer_sha256"] == b["tokenizer_sha256"]
     assert a["copy_steps"] == 3 and "96" in a["copy_accuracy_bf16"]
-    files = [hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest() for d in (tmp_path / "a", tmp_path / "b")]
+    files = [hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest() for d in (dir_a, tmp_path / "b")]
     assert files[0] == files[1]
+
+
+def test_the_circuit_control_is_the_trained_model_without_needles_or_circuit(first_model, tmp_path):
+    """--without-retrieval-circuit (the device control of the circuit's bf16 noise): the same training, saved
+    without the needle vocabulary or the circuit, and tiny_model.json says so."""
+    (dir_with, with_circuit), without = first_model, generate(tmp_path / "without", "--without-retrieval-circuit")
+    assert without["retrieval"]["installed"] is False and "needle_tokens" not in without
+    assert "needle_tokens" in with_circuit and without["weights_sha256"] != with_circuit["weights_sha256"]
+    assert without["final_loss"] == with_circuit["final_loss"]  # the same training run
+    vocab = [json.loads((d / "config.json").read_text())["vocab_size"] for d in (tmp_path / "without", dir_with)]
+    assert vocab[0] < vocab[1]
+
+
+def test_the_circuit_control_is_refused_for_the_cpu_llama():
+    from harness.tinymodel.generate import main
+
+    assert main(["--arch", "llama", "--without-retrieval-circuit", "--out", "x", "--gsm8k-train", "x"]) == 2
