@@ -72,14 +72,15 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
         else:
             comparisons.append(compare_outputs(request_id(cand.concurrency, i), int(row.get("prompt_tokens") or 0),
                                                c_gen, r_gen, group=f"c{cand.concurrency}"))
-    judged = judge_comparisons(check_name(cand.concurrency), comparisons, limits.drift_limit, limits.tie_gap)
+    limit = limits.limit_for(check_name(cand.concurrency))
+    judged = judge_comparisons(check_name(cand.concurrency), comparisons, limit, limits.tie_gap)
     uncovered = len(mine) - len(comparisons) - len(gaps)
     failures = [*gaps, *judged.failures]
     detail = judged.detail + (f"; {uncovered} of {len(mine)} request(s) beyond the reference's ramp, not compared"
                               if uncovered else "")
     no_data = not comparisons
     return {"check": check_name(cand.concurrency), "reference": ref, "passed": not failures and not no_data,
-            "detail": detail, "drift_limit": limits.drift_limit, "diverged": failures,
+            "detail": detail, "drift_limit": limit, "diverged": failures,
             "status": "aborted" if no_data else "complete",
             "reason": "no data: no request of this level was compared" if no_data else None,
             "checked_to_tokens": checked_to(comparisons), **summary_fields(comparisons, limits.tie_gap)}

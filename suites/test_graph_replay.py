@@ -22,7 +22,7 @@ def check_against(stored, candidate, harness_session, record, check: str):
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
         degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration))
-    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
+    fields = record_fields(check, stored.arm, stored.key, run, limits.limit_for(check), sink, loops.flagged,
                            limits.tie_gap)
     fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
     return record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields), run

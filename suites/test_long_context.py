@@ -81,6 +81,7 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
     w, prompts, sampling = harness_session.references.long_context_prompts()
     gates = load_gates(arm.name)
     limits, margin = gates.reference_checks, gates.long_context.retrieval_margin
+    limit = limits.limit_for("long_context")
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -115,15 +116,15 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
                 c = compare_outputs(f"{cell.id}-{mode}", cell.length, out, ref, cell.group)
                 run.comparisons.append(c)
                 grid.write(c)
-                judged = judge_generation(cell, mode, c, out.token_ids, ref.token_ids, limits.drift_limit,
+                judged = judge_generation(cell, mode, c, out.token_ids, ref.token_ids, limit,
                                           limits.tie_gap, margin, hit, want)
                 cells.append(judged)
-                extra += [f for f in judged.failures if f != failure_line(c, limits.drift_limit, limits.tie_gap)]
+                extra += [f for f in judged.failures if f != failure_line(c, limit, limits.tie_gap)]
             forced = compare_forced(f"{cell.id}-forced", cell.length, grid.forced(cell, ref.token_ids), ref,
                                     cell.group, budget)
             run.comparisons.append(forced)
             grid.write(forced)
-            cells.append(judge_forced(cell, forced, limits.drift_limit, limits.tie_gap))
+            cells.append(judge_forced(cell, forced, limit, limits.tie_gap))
         except LaunchError as exc:  # the server died: its message carries the log tail
             run.aborted = f"{cell.group}: {exc}"
             break
@@ -134,7 +135,7 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
     cell_failures = [f for c in cells for f in c.failures]
     first = first_failing_length(cells)
     to = checked_to_tokens(cells)
-    fields = record_fields("long_context", stored.arm, stored.key, run, limits.drift_limit, sink, extra,
+    fields = record_fields("long_context", stored.arm, stored.key, run, limit, sink, extra,
                            limits.tie_gap)
     fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
     floor_failure = [fields["floor"]] if fields.get("floor", "").startswith("FAIL") else []

@@ -27,7 +27,7 @@ from harness.records.schema import (
 )
 from harness.refcheck.store import arm_config_sha
 from harness.refcheck.timed_check import compare_timed_outputs
-from harness.refcheck.timed_outputs import checked_fields
+from harness.refcheck.timed_outputs import CHECK, checked_fields
 from harness.serve.serverlog import tail
 
 
@@ -41,7 +41,7 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
                                 gates.long_prefix.teacher_forced_requests)
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(run.outputs, ref, gates.degeneration))
     limits = gates.reference_checks
-    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
+    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.limit_for(CHECK), limits.tie_gap,
                             loops.flagged, run.aborted)
     # The floor pairs this run with an accepted one of the same candidate config, reference config, prompts and
     # vLLM: the reference's outputs are this run's, so its config stands in for a store key.

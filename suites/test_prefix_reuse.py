@@ -43,7 +43,8 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
         hits = after - before if before is not None and after is not None else None
     proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
-    fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
+    fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
+                           limits.limit_for("prefix_reuse"),
                            sink, [proof] if proof else [], limits.tie_gap)
     fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
     rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,

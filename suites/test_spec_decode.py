@@ -146,7 +146,7 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
     limits = gates_cfg.reference_checks
     base = {"run_id": run_dir.name, "arm": cand, "suite": "spec_decode"}
     check = ReferenceCheckRecord(**base, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
-                                                         limits.drift_limit, sink, [], limits.tie_gap))
+                                                         limits.limit_for(EQUALITY_CHECK), sink, [], limits.tie_gap))
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]

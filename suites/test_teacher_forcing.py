@@ -41,7 +41,8 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
             f.flush()
     decode = sum(c.decode_path_positions for c in run.comparisons)
     scored_n = sum(c.reference_tokens for c in run.comparisons)
-    fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run, limits.drift_limit,
+    fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
+                           limits.limit_for("teacher_forcing"),
                            sink, [], limits.tie_gap)
     fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
     rec = record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields)

@@ -52,3 +52,21 @@ def test_an_arm_is_judged_with_the_limits_of_the_arms_it_extends(tmp_path):
     assert thresholds.load_gates("no-such-arm", gates, arms).reference_checks.drift_limit == 0.01  # defaults
     # shipped: cpu-slurm extends cpu-smoke, so the CPU pair's timing is recorded, not enforced, on SLURM as well
     assert thresholds.load_gates("cpu-slurm").long_prefix.enforce_timing is False
+
+
+def test_a_check_named_in_drift_limits_gets_its_own_limit_and_every_other_the_arms():
+    # The tiny MLA on one H200: GSM8K-text checks drift to 1.57 clean, the long prompts stay within 0.04.
+    limits = thresholds.load_gates("gpu-mla-120k").reference_checks
+    assert [limits.limit_for(c) for c in ("teacher_forcing", "prefix_reuse", "graph_replay_eager")] == [2.0] * 3
+    assert [limits.limit_for(c) for c in ("long_context", "long_prefix_outputs", "capacity_outputs_c8")] == [0.25] * 3
+    assert thresholds.load_gates("cpu-smoke").reference_checks.limit_for("teacher_forcing") == 0.01
+
+
+def test_drift_limits_refuses_a_misspelt_check_naming_the_ones_it_takes(tmp_path):
+    path = tmp_path / "gates.yaml"
+    path.write_text("defaults:\n  reference_checks:\n    drift_limits: {teacher_forcng: 2.0}\n")
+    with pytest.raises(ConfigError, match="teacher_forcng.*long_prefix_outputs"):
+        thresholds.load_gates("x", path)
+    path.write_text("defaults:\n  reference_checks:\n    drift_limits: {teacher_forcing: 0}\n")
+    with pytest.raises(ConfigError, match="drift_limits.teacher_forcing"):
+        thresholds.load_gates("x", path)
