@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.errors import ConfigError
+from harness.records.manifest import load_manifest
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
@@ -14,7 +15,15 @@ from harness.refcheck.store import reference_dir
 
 def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
     """Mark a run's reference checks of one arm as that pair's known-good floor; refused unless every one passed
-    complete (a floor taken from a faulty run would hide the fault in every later run). Prints each floor saved."""
+    complete in a run that ran to its end (a floor taken from a faulty run would hide the fault in every later run;
+    one from an interrupted run would stand for checks that never ran). Prints each floor saved."""
+    from harness.report.completeness import interruption  # the report stack: imported when a floor is accepted only
+
+    manifest, unreadable = load_manifest(run_dir)
+    stopped = unreadable or interruption(manifest)
+    if stopped:
+        raise ConfigError(f"accept-floor: {run_dir.name} is not a finished run ({'; '.join(stopped)}); a known-good "
+                          "floor comes from a run that ran to its end")
     checks = [r for r in read_results(run_dir / "results.jsonl")[0] if isinstance(r, ReferenceCheckRecord)]
     arms = sorted({r.arm for r in checks if arm is None or r.arm == arm})
     if len(arms) != 1:

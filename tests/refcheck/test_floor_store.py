@@ -10,6 +10,7 @@ import pytest
 from harness.cli import main
 from harness.config.arms import load_arm
 from harness.judge.drift_floor import judge_against_floor
+from harness.records.manifest import RunManifest, write_manifest
 from harness.records.schema import ReferenceCheckRecord, TeacherForcedComparison
 from harness.refcheck.floor_store import floor_dir, floor_key, load_floor, save_floor
 
@@ -91,8 +92,15 @@ def test_a_check_with_few_requests_rests_on_its_positions():
     assert not shifted.passed and "FAIL: sign test" in shifted.sentence
 
 
+def finished(run, exit_code=0):
+    """run.json of a qualify that ran to its end."""
+    run.mkdir(parents=True, exist_ok=True)
+    write_manifest(run, RunManifest(run_id=run.name, started="2026-12-03T14:47:44+0000",
+                                    finished="2026-12-03T14:52:00+0000", exit_code=exit_code))
+
+
 def write_run(run, passed: bool, tmp_path, status="complete"):
-    run.mkdir(parents=True)
+    finished(run, 0 if passed else 1)
     tf = run / "cpu-smoke" / "tf.jsonl"
     tf.parent.mkdir()
     tf.write_text("".join(c.model_dump_json() + "\n" for c in comparisons()))
@@ -174,7 +182,7 @@ def test_accept_floor_stores_the_floored_checks_beside_a_capacity_check_without_
     assert capsys.readouterr().out.count("accepted from good") == 1
     assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing") is not None
     capacity.passed = False  # a failed check without a floor still refuses the run
-    (tmp_path / "bad").mkdir()
+    finished(tmp_path / "bad", 1)
     (tmp_path / "bad" / "results.jsonl").write_text(
         (tmp_path / "good" / "results.jsonl").read_text().splitlines()[0] + "\n" + capacity.model_dump_json() + "\n")
     assert main(["accept-floor", "--run", str(tmp_path / "bad")]) == 2
@@ -225,3 +233,17 @@ def test_accept_floor_names_a_missing_comparisons_file(tmp_path, capsys):
     assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 2
     err = capsys.readouterr().err
     assert "the teacher_forcing comparisons file" in err and "is missing" in err and "Traceback" not in err
+
+
+def test_accept_floor_refuses_an_interrupted_run_or_one_without_run_json(tmp_path, capsys):
+    # On one H200 (2026-12-03) a control killed at its deadline (exit 143) after prefix_reuse passed, before
+    # teacher_forcing ran, was accepted: its floor stood for a run whose other checks never ran.
+    write_run(tmp_path / "cut", True, tmp_path)
+    finished(tmp_path / "cut", 143)
+    assert main(["accept-floor", "--run", str(tmp_path / "cut")]) == 2
+    err = capsys.readouterr().err
+    assert "cut is not a finished run (the run was interrupted (exit code 143, SIGTERM)" in err
+    (tmp_path / "cut" / "run.json").unlink()
+    assert main(["accept-floor", "--run", str(tmp_path / "cut")]) == 2
+    assert "is not a finished run" in capsys.readouterr().err
+    assert load_floor(tmp_path / "refs" / "floors" / "cpu-smoke-k", "teacher_forcing") is None
