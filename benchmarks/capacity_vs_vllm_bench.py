@@ -28,12 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_bench_client import bench_argv, bench_run, write_dataset  # benchmarks/
+from histograms import FINE_BUCKETS, server_p50  # benchmarks/
+from vllm_bench_client import bench_argv, bench_run, supports_custom_buckets, write_dataset
 
 from harness.config.arms import load_arm
 from harness.config.workloads import CapacityWorkload, load_workload, workload_for
 from harness.measure.capacity import build_capacity_prompts, level_fields, level_prompts, prompts_sha, served_gpus
 from harness.measure.loadgen import run_level
+from harness.measure.metrics import fetch_metrics
 from harness.measure.prompts import token_space
 from harness.measure.telemetry import MetricsSampler, usage_between
 from harness.measure.textbasis import canonical
@@ -99,9 +101,13 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
             got = {}
             order = CLIENTS[i % 3:] + CLIENTS[:i % 3]  # rotates every level
             for client in order:
+                m0 = await asyncio.to_thread(fetch_metrics, live.info.base_url)
                 got[client] = (await bench_level(live, w, c, texts, sampler, tmp) if client == "bench" else
                                await harness_level(live, w, c, ids if client == "harness" else texts, sampler,
                                                    tmp / f"{client}_c{c}.jsonl", client))
+                # The server's own medians over this client's requests: the arbiter when the clients disagree.
+                srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
+                got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"])
             levels.append({"concurrency": c, "first": order[0], **got})
             print(f"  {live.arm.name} c{c}: " + "; ".join(
                 f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
@@ -124,7 +130,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def scaled(figures: dict, key: str) -> float | None:
     """Times in ms, rates as they are."""
     x = figures[key]
-    return x * 1e3 if x is not None and key.startswith(("tpot", "ttft")) else x
+    return x * 1e3 if x is not None and key.removeprefix("srv_").startswith(("tpot", "ttft")) else x
 
 
 def fmt(x: float | None, spec: str = ".3f") -> str:
@@ -139,8 +145,34 @@ def report(arms: list[dict]) -> list[str]:
         for mine in ("harness", "bare"):
             if all(mine in lv for lv in a["levels"]):
                 lines += client_table(a, mine)
+        lines += server_table(a)
     if len(arms) == 2:
         lines += arm_ratios(*arms)
+    return lines
+
+
+def server_table(a: dict) -> list[str]:
+    """Each client's TPOT/TTFT p50 beside the server's own median over the same requests (vLLM's histograms): a
+    client that agrees with the server but not with another client measured the same work differently; clients whose
+    server-side medians differ asked the server for different work."""
+    levels = [lv for lv in a["levels"] if all("srv_tpot_p50" in lv.get(c, {}) for c in CLIENTS)]
+    if not levels:
+        return []
+    lines = [f"arm {a['arm']}: client p50 / the server's own p50 over the same requests (ms)",
+             f"{'level':>6}" + "".join(f" {c + ' TPOT':>22}" for c in CLIENTS) + "".join(f" {c + ' TTFT':>24}"
+                                                                                  for c in CLIENTS)]
+    for lv in levels:
+        cells = [f"{fmt(scaled(lv[c], k))}/{fmt(scaled(lv[c], 'srv_' + k))}" for k in ("tpot_p50", "ttft_p50")
+                 for c in CLIENTS]
+        lines.append(f"{'c' + str(lv['concurrency']):>6}" + "".join(f" {x:>22}" for x in cells[:3])
+                     + "".join(f" {x:>24}" for x in cells[3:]))
+    for k, label in (("tpot_p50", "TPOT p50"), ("ttft_p50", "TTFT p50")):
+        for c in CLIENTS:
+            rs = [r for lv in levels if (r := ratio(lv[c][k], lv[c]["srv_" + k])) is not None]
+            if rs:
+                worst = max(rs, key=lambda r: abs(r - 1))
+                lines.append(f"  {label} {c}/server: worst {worst:.3f} ({100 * (worst - 1):+.1f} %); within 5 % at "
+                             f"{sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
     return lines
 
 
@@ -184,13 +216,20 @@ def arm_ratios(first: dict, second: dict) -> list[str]:
     return lines
 
 
-async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp: Path) -> dict:
+async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp: Path,
+                  metrics_interval: float | None = None) -> dict:
     arm = load_arm(arm_name)
     w = load_workload(workload_for(arm, "capacity"), kind=CapacityWorkload)
     update = {"rounds": rounds} if rounds else {}
+    if metrics_interval:
+        update["metrics_interval_s"] = metrics_interval
     if max_level:
         update["concurrency"] = [c for c in w.concurrency if c <= max_level]
     w = w.model_copy(update=update)
+    if supports_custom_buckets():  # 1 % buckets: the server's medians to within 1 % (benchmarks/histograms.py)
+        server = arm.server.model_copy(update={"args": [*arm.server.args, "--custom-histogram-buckets",
+                                                        json.dumps(FINE_BUCKETS, separators=(",", ":"))]})
+        arm = arm.model_copy(update={"server": server})
     live = await asyncio.to_thread(launch, arm, tmp / arm.name)
     try:
         return await arm_levels(live, w, tmp / arm.name)
@@ -203,10 +242,14 @@ def main() -> None:
     parser.add_argument("--arms", default="cpu-smoke-kvcap,cpu-ref-kvcap", help="comma-separated; each on its own")
     parser.add_argument("--rounds", type=int, help="requests per level = rounds x level (default: the workload's)")
     parser.add_argument("--max-level", type=int, help="leave out the workload's levels above this")
+    parser.add_argument("--metrics-interval", type=float,
+                        help="seconds between /metrics scrapes (default: the workload's), scraped on the harness "
+                             "clients' event loop: what the suite's own sampling costs its measurement")
     parser.add_argument("--out", type=Path, help="write every figure here as JSON")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-    arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp)) for name in args.arms.split(",")]
+    arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval))
+            for name in args.arms.split(",")]
     print("\n".join(report(arms)))
     if args.out:
         args.out.write_text(json.dumps({"arms": arms}, indent=1))

@@ -9,6 +9,9 @@ import math
 
 from harness.measure.metrics import samples
 
+TPOT_HIST = "vllm:request_time_per_output_token_seconds"
+TTFT_HIST = "vllm:time_to_first_token_seconds"
+
 
 def histogram_buckets(text: str, name: str) -> list[tuple[float, float]]:
     """Cumulative (upper bound, count) buckets of a histogram, summed over label sets other than `le`."""
@@ -64,3 +67,14 @@ def geometric_bounds(lo: float, hi: float, step: float) -> list[float]:
 # vLLM has it): 1 % buckets for the request TPOT histogram (family inter_token_latency, shared with ITL) and TTFT.
 FINE_BUCKETS = {"inter_token_latency": geometric_bounds(0.0005, 2.0, 0.01),
                 "time_to_first_token": geometric_bounds(0.005, 60.0, 0.01)}
+
+
+def server_p50(before: str, after: str) -> dict:
+    """The server's own TTFT and TPOT medians over the requests that finished between two /metrics scrapes, and the
+    bucket each median fell in (its resolution)."""
+    out = {}
+    for key, name in (("ttft", TTFT_HIST), ("tpot", TPOT_HIST)):
+        delta = bucket_delta(histogram_buckets(before, name), histogram_buckets(after, name))
+        out[key] = histogram_quantile(0.5, delta)
+        out[key + "_bucket"] = p50_bucket(delta)
+    return out

@@ -24,13 +24,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from histograms import (  # benchmarks/
-    FINE_BUCKETS,
-    bucket_delta,
-    histogram_buckets,
-    histogram_quantile,
-    p50_bucket,
-)
+from histograms import FINE_BUCKETS, server_p50  # benchmarks/
 from vllm_bench_client import bench_argv, bench_run, supports_custom_buckets, write_dataset
 
 from harness.config.arms import load_arm
@@ -42,8 +36,6 @@ from harness.measure.textbasis import canonical
 from harness.records.schema import Summary
 from harness.serve.launch import LiveServer, launch
 
-TPOT_HIST = "vllm:request_time_per_output_token_seconds"
-TTFT_HIST = "vllm:time_to_first_token_seconds"
 CLIENTS = ("ids", "text", "bench")
 
 
@@ -72,15 +64,6 @@ def client_run(client: str, live: LiveServer, ids: list, texts: list, out: int, 
     b = bench_run(argv, result)
     assert b.completed == len(texts), f"bench completed {b.completed} of {len(texts)}"
     return {"ttft": b.ttft_p50_s, "tpot": b.tpot_p50_s, "cpu": b.cpu_s}
-
-
-def server_p50(before: str, after: str) -> dict:
-    out = {}
-    for key, name in (("ttft", TTFT_HIST), ("tpot", TPOT_HIST)):
-        delta = bucket_delta(histogram_buckets(before, name), histogram_buckets(after, name))
-        out[key] = histogram_quantile(0.5, delta)
-        out[key + "_bucket"] = p50_bucket(delta)
-    return out
 
 
 def main() -> None:

@@ -10,9 +10,9 @@
 #
 #   bash scripts/device_circuit_control.sh          (CC_SUITES=prefix_reuse,teacher_forcing CC_HALF_S=280)
 #
-# $OUT/<variant>/: what device_long_context.sh leaves (runs.tar.gz with both arms' comparisons, timings.tsv,
-# tiny_model.json) and noise.txt: benchmarks/reference_noise_floor.py on the control (per request and per position,
-# at the arm's limit 0.25 / tie gap 0.5).
+# $OUT/circuit-control.tar.gz: per variant, what device_long_context.sh leaves (runs.tar.gz with both arms'
+# comparisons, timings.tsv, tiny_model.json) and noise.txt: benchmarks/reference_noise_floor.py on the control (per
+# request and per position, at limit 0.25 / tie gap 0.5). One file: a device call brings back only a few files.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 SUITES=${CC_SUITES:-prefix_reuse,teacher_forcing}
@@ -28,3 +28,4 @@ for variant in without with; do
   ${PY:-python3} benchmarks/reference_noise_floor.py "$keep/runs/control" --drift-limit 0.25 --tie-gap 0.5 \
     | tee "$OUT/$variant/noise.txt"
 done
+tar czf "$OUT/circuit-control.tar.gz" -C "$OUT" without with && rm -rf "$OUT/without" "$OUT/with"

@@ -42,3 +42,20 @@ def test_geometric_bounds_are_fine_and_cover_the_range():
     assert all(1.0099 < y / x < 1.0101 for x, y in zip(b, b[1:], strict=False))
     tpot = FINE_BUCKETS["inter_token_latency"]
     assert tpot[0] <= 0.0005 and tpot[-1] >= 2.0 and all(x < y for x, y in zip(tpot, tpot[1:], strict=False))
+
+
+def test_server_p50_reads_the_medians_of_the_requests_between_two_scrapes():
+    from benchmarks.histograms import server_p50
+
+    def scrape(tpot_counts, ttft_counts):
+        lines = []
+        for name, counts in (("request_time_per_output_token_seconds", tpot_counts),
+                             ("time_to_first_token_seconds", ttft_counts)):
+            for le, n in zip(("0.001", "0.002", "+Inf"), counts, strict=True):
+                lines.append(f'vllm:{name}_bucket{{engine="0",le="{le}",model_name="m"}} {n}')
+        return "\n".join(lines) + "\n"
+
+    # Before: 4 requests at <= 1 ms; between the scrapes, 4 more requests, all in (1, 2] ms.
+    got = server_p50(scrape((4, 4, 4), (0, 4, 4)), scrape((4, 8, 8), (0, 8, 8)))
+    assert got["tpot_bucket"] == (0.001, 0.002) and 0.001 < got["tpot"] <= 0.002
+    assert got["ttft_bucket"] == (0.001, 0.002)

@@ -1,0 +1,28 @@
+"""benchmarks/capacity_vs_vllm_bench.py's report: each client beside the server's own medians (pure)."""
+
+import sys
+
+from harness.config.paths import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # the benchmark imports its siblings as a script does
+
+from benchmarks.capacity_vs_vllm_bench import server_table  # noqa: E402
+
+
+def client(tpot_ms, srv_tpot_ms, ttft_ms=100.0, srv_ttft_ms=100.0):
+    return {"tpot_p50": tpot_ms / 1e3, "srv_tpot_p50": srv_tpot_ms / 1e3, "ttft_p50": ttft_ms / 1e3,
+            "srv_ttft_p50": srv_ttft_ms / 1e3}
+
+
+def test_server_table_puts_each_client_beside_the_servers_median_and_names_the_worst_ratio():
+    arm = {"arm": "a", "levels": [{"concurrency": 1, "harness": client(2.46, 2.40), "bare": client(1.48, 1.47),
+                                   "bench": client(1.94, 1.50)}]}
+    lines = server_table(arm)
+    assert "2.460/2.400" in lines[2] and "1.940/1.500" in lines[2]
+    assert "  TPOT p50 bench/server: worst 1.293 (+29.3 %); within 5 % at 0/1" in lines
+    assert "  TPOT p50 bare/server: worst 1.007 (+0.7 %); within 5 % at 1/1" in lines
+
+
+def test_server_table_is_empty_for_levels_measured_without_the_servers_histograms():
+    old = {"arm": "a", "levels": [{"concurrency": 1, "harness": {"tpot_p50": 0.002}, "bare": {}, "bench": {}}]}
+    assert server_table(old) == []
