@@ -77,10 +77,10 @@ if [ "${LF_MODEL:-1}" = 1 ]; then
     # A model whose retrieval circuit falls short stops the call (no device time spent on it); LF_REQUIRE_RETRIEVAL=0
     # saves it without the circuit instead (--keep-weak-retrieval), judged on exact match, drift and teacher forcing
     # alone, and tiny_model.json's retrieval_problems says why (printed below).
-    keep_weak=(); [ "${LF_REQUIRE_RETRIEVAL:-1}" = 0 ] && keep_weak=(--keep-weak-retrieval)
-    [ "${LF_CIRCUIT:-1}" = 0 ] && keep_weak=(--without-retrieval-circuit)  # the circuit's control (no needles)
+    model_flags=(); [ "${LF_REQUIRE_RETRIEVAL:-1}" = 0 ] && model_flags=(--keep-weak-retrieval)
+    [ "${LF_CIRCUIT:-1}" = 0 ] && model_flags=(--without-retrieval-circuit)  # the circuit's control (no needles)
     timed model 300 "$KEEP/tiny-mla.log" $PY -m harness.tinymodel --arch deepseek_v3 --device cuda \
-      --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" "${keep_weak[@]}" \
+      --out "$KEEP/tiny-mla" --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" "${model_flags[@]}" \
       || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }
     cp "$KEEP/tiny-mla.log" "$OUT/"
     $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print('tiny-mla retrieval', d.get('retrieval_accuracy', d.get('retrieval_accuracy_of_circuit')), \

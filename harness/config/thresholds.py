@@ -82,8 +82,9 @@ class ReferenceCheckGates(StrictModel):
 
 
 class LongContextGates(StrictModel):
-    """The long_context suite: outputs are judged with reference_checks' drift_limit and tie_gap; this adds how much
-    less of each needle span the candidate may copy than the reference did (copy accuracy, 0-1, per cell)."""
+    """The long_context suite: outputs are judged with reference_checks' limit_for("long_context") and tie_gap; this
+    adds how much less of each needle span the candidate may copy than the reference did (copy accuracy, 0-1, per
+    cell)."""
 
     retrieval_margin: Float = Field(0.1, ge=0, le=1)
 
