@@ -139,6 +139,21 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise NotAManifest(f"{path}: not a run manifest ({exc}); provenance unknown") from None
 
 
+SIGNALS = {130: "SIGINT", 143: "SIGTERM"}
+
+
+def interruption(manifest: RunManifest | None) -> list[str]:
+    """Why a run did not run to its end, from its run.json (no end time, or an exit on a signal); [] when it did."""
+    code = manifest.exit_code if manifest else None
+    if manifest is not None and manifest.finished is None:
+        return ["run.json has no end time: the run was interrupted (or is still running); "
+                "everything recorded before that is shown"]
+    if isinstance(code, int) and code >= 128:
+        return [f"the run was interrupted (exit code {code}, {SIGNALS.get(code, f'signal {code - 128}')}); "
+                "suites after that point did not run"]
+    return []
+
+
 def load_manifest(run_dir: Path) -> tuple[RunManifest | None, list[str]]:
     """<run_dir>/run.json, migrated; None and why when it is missing, not JSON or not a run manifest."""
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.config.errors import ConfigError
-from harness.records.manifest import load_manifest
+from harness.records.manifest import interruption, load_manifest
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
@@ -17,8 +17,6 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
     """Mark a run's reference checks of one arm as that pair's known-good floor; refused unless every one passed
     complete in a run that ran to its end (a floor taken from a faulty run would hide the fault in every later run;
     one from an interrupted run would stand for checks that never ran). Prints each floor saved."""
-    from harness.report.completeness import interruption  # the report stack: imported when a floor is accepted only
-
     manifest, unreadable = load_manifest(run_dir)
     stopped = unreadable or interruption(manifest)
     if stopped:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.records.manifest import RunManifest
+from harness.records.manifest import RunManifest, interruption
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import (
     DcpOpsRecord,
@@ -15,19 +15,6 @@ from harness.records.schema import (
     ServerRecord,
 )
 from harness.report.tables import first_line, skip_why
-
-SIGNALS = {130: "SIGINT", 143: "SIGTERM"}
-
-
-def interruption(manifest: RunManifest | None) -> list[str]:
-    code = manifest.exit_code if manifest else None
-    if manifest is not None and manifest.finished is None:
-        return ["run.json has no end time: the run was interrupted (or is still running); "
-                "everything recorded before that is shown"]
-    if isinstance(code, int) and code >= 128:
-        return [f"the run was interrupted (exit code {code}, {SIGNALS.get(code, f'signal {code - 128}')}); "
-                "suites after that point did not run"]
-    return []
 
 
 def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
