@@ -133,6 +133,16 @@ def scaled(figures: dict, key: str) -> float | None:
     return x * 1e3 if x is not None and key.removeprefix("srv_").startswith(("tpot", "ttft")) else x
 
 
+def worst_of(ratios: list[float]) -> str:
+    """The ratio farthest from 1, and how far."""
+    worst = max(ratios, key=lambda r: abs(r - 1))
+    return f"worst {worst:.3f} ({100 * (worst - 1):+.1f} %)"
+
+
+def within_5(ratios: list[float]) -> str:
+    return f"{sum(abs(r - 1) <= 0.05 for r in ratios)}/{len(ratios)}"
+
+
 def fmt(x: float | None, spec: str = ".3f") -> str:
     return format(x, spec) if x is not None else "n/a"
 
@@ -170,9 +180,7 @@ def server_table(a: dict) -> list[str]:
         for c in CLIENTS:
             rs = [r for lv in levels if (r := ratio(lv[c][k], lv[c]["srv_" + k])) is not None]
             if rs:
-                worst = max(rs, key=lambda r: abs(r - 1))
-                lines.append(f"  {label} {c}/server: worst {worst:.3f} ({100 * (worst - 1):+.1f} %); within 5 % at "
-                             f"{sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
+                lines.append(f"  {label} {c}/server: {worst_of(rs)}; within 5 % at {within_5(rs)}")
     return lines
 
 
@@ -195,9 +203,7 @@ def client_table(a: dict, mine: str) -> list[str]:
     for k, label in FIGURES:
         rs = [r for lv in a["levels"] if (r := ratio(lv[mine][k], lv["bench"][k])) is not None]
         if rs:
-            worst = max(rs, key=lambda r: abs(r - 1))
-            lines.append(f"  {label} {mine}/bench: worst {worst:.3f} ({100 * (worst - 1):+.1f} %) over "
-                         f"{len(rs)} levels; within 5 % at {sum(abs(r - 1) <= 0.05 for r in rs)}/{len(rs)}")
+            lines.append(f"  {label} {mine}/bench: {worst_of(rs)} over {len(rs)} levels; within 5 % at {within_5(rs)}")
     return lines
 
 

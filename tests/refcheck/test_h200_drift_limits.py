@@ -8,13 +8,14 @@ from pathlib import Path
 from harness.config.thresholds import load_gates
 from harness.records.schema import RequestComparison, TeacherForcedComparison
 from harness.refcheck.compare import judge_comparisons
+from harness.report.e2e_summary import read_lines
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "h200_drift_2026_12_03"
 LIMITS = load_gates("gpu-mla-120k").reference_checks
 
 
 def recorded(name: str, model=RequestComparison) -> list:
-    return [model.model_validate_json(line) for line in (RECORDED / name).read_text().splitlines() if line.strip()]
+    return read_lines(RECORDED / name, model)
 
 
 def judged(check: str, comparisons: list, limit: float | None = None):
