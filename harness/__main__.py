@@ -1,5 +1,4 @@
-import sys
-
 from harness.cli import main
+from harness.qualify.interrupts import exit_with
 
-sys.exit(main())
+exit_with(main())

@@ -2,6 +2,8 @@
 ignores) still stops the run: the relay raises it again. Without the relay the same process runs on, which is what
 CI once saw (a SIGTERM mid long_prefix, the run went on measuring)."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -54,3 +56,26 @@ def test_a_taken_interrupt_is_not_raised_again():
     relay.pytest_keyboard_interrupt(excinfo=None)  # pytest took it: the relay stops before its first resend
     relay._thread.join(timeout=5)
     assert not relay._thread.is_alive() and relay.resent == 0
+
+
+HANDLED_INSIDE_EXEC = """
+import os, signal, sys, threading
+from harness.qualify.interrupts import exit_with
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    exec("while True:\\n    pass\\n")  # where a dataclass or namedtuple is built, e.g. during an import
+except KeyboardInterrupt:
+    pass  # handled, as qualify handles it: servers stopped, report rendered
+{exit}(130)
+"""
+
+
+@pytest.mark.parametrize(("exit_call", "returncode"), [("exit_with", 130), ("sys.exit", -signal.SIGINT)])
+def test_an_interrupt_handled_after_crossing_exec_exits_130_not_by_sigint(tmp_path, exit_call, returncode):
+    """CI saw qualify print its interrupted report and still die by SIGINT (-2): the KeyboardInterrupt had crossed an
+    exec() of a string. exit_with keeps 130; a plain sys.exit shows the CPython behaviour it guards against. Run as
+    `python -m`, as the harness is."""
+    (tmp_path / "handled_inside_exec.py").write_text(HANDLED_INSIDE_EXEC.format(exit=exit_call))
+    proc = subprocess.run([sys.executable, "-m", "handled_inside_exec"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == returncode, proc.stderr
