@@ -14,7 +14,7 @@ import httpx
 
 from harness.config.errors import WorkloadError
 from harness.measure.http import aget_metrics
-from harness.measure.metrics import samples
+from harness.measure.metrics import samples_of
 from harness.records.schema import Usage
 
 SCRAPED = {
@@ -29,7 +29,8 @@ SCRAPED = {
 
 def scrape_values(text: str) -> dict[str, float]:
     """One point: each scraped metric summed over engines (a single engine in our arms)."""
-    return {key: sum(v for _, v in samples(text, name)) for key, name in SCRAPED.items()}
+    found = samples_of(text, SCRAPED.values())
+    return {key: sum(v for _, v in found[name]) for key, name in SCRAPED.items()}
 
 
 @dataclass
