@@ -24,7 +24,7 @@ def samples_of(text: str, names: Iterable[str]) -> dict[str, list[tuple[dict[str
     ('vllm:prefix_cache_hits_total', 'vllm:e2e_request_latency_seconds_bucket')."""
     wanted = set(names)
     lines = [line for line in text.splitlines()
-             if line and not line.startswith("#") and SAMPLE_NAME.match(line).group() in wanted]
+             if (name := SAMPLE_NAME.match(line)) and not line.startswith("#") and name.group() in wanted]
     out: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in wanted}
     for family in text_string_to_metric_families("\n".join(lines) + "\n"):
         for sample in family.samples:

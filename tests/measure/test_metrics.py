@@ -60,6 +60,7 @@ def test_a_name_is_matched_whole_not_as_a_prefix():
     text = METRICS + 'vllm:kv_cache_usage_perc_other{engine="0"} 0.75\n'
     assert samples(text, "vllm:kv_cache_usage_perc") == [({"engine": "0", "model_name": "tiny"}, 0.25)]
     assert samples(text, "vllm:kv_cache_usage") == []
+    assert samples("\n  \n" + text, "vllm:kv_cache_usage_perc")[0][1] == 0.25  # blank lines are no sample
 
 
 def test_the_samplers_point_is_the_full_parses_sum_over_engines():
