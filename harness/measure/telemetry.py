@@ -25,11 +25,16 @@ SCRAPED = {
     "prefix_queries": "vllm:prefix_cache_queries_total",
     "preemptions": "vllm:num_preemptions_total",
 }
+REQUIRED = ("kv_usage", "running", "waiting")  # the gauges every vLLM server exports
 
 
 def scrape_values(text: str) -> dict[str, float]:
-    """One point: each scraped metric summed over engines (a single engine in our arms)."""
+    """One point: each scraped metric summed over engines (a single engine in our arms). A page without vLLM's
+    scheduler gauges (an error page, another server) is no point: ValueError, counted by the sampler, never zeros."""
     found = samples_of(text, SCRAPED.values())
+    missing = [SCRAPED[key] for key in REQUIRED if not found[SCRAPED[key]]]
+    if missing:
+        raise ValueError(f"/metrics carries no {', '.join(missing)}: not a vLLM server's metrics page")
     return {key: sum(v for _, v in found[name]) for key, name in SCRAPED.items()}
 
 

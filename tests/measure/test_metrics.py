@@ -1,3 +1,4 @@
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.config.paths import REPO_ROOT
@@ -68,3 +69,10 @@ def test_the_samplers_point_is_the_full_parses_sum_over_engines():
     expected = {key: sum(v for _, v in full.get(name, [])) for key, name in SCRAPED.items()}
     assert scrape_values(REAL) == expected
     assert expected["prefix_queries"] > 0  # a page taken after requests: not all zeros
+
+
+@pytest.mark.parametrize("page", ["<html><body>502 Bad Gateway</body></html>", "", METRICS])
+def test_a_page_without_vllms_scheduler_gauges_is_no_point_not_zeros(page):
+    # METRICS has the KV gauge but not running/waiting: partial, so no point either
+    with pytest.raises(ValueError, match="not a vLLM server's metrics page"):
+        scrape_values(page)
