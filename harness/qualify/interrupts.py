@@ -119,6 +119,9 @@ def exit_with(code: int) -> NoReturn:
     string (dataclasses and namedtuple build their methods that way, so a Ctrl-C during an import can) sets CPython's
     "unhandled Ctrl-C" flag even when the harness then handles it, and the interpreter exits by SIGINT (returncode -2)
     instead of 130: CI saw it once. Any exec of a string starts by clearing that flag (run_eval_code_obj in
-    Python/pythonrun.c)."""
+    Python/pythonrun.c). The exit code is decided: a further press (a user's third Ctrl-C) is ignored from here, else it
+    lands during finalisation, which puts Python-level handlers back to the default, and kills the process (-2)."""
+    for sig in SIGNAL_NAMES:
+        signal.signal(sig, signal.SIG_IGN)
     exec("")  # noqa: S102
     sys.exit(code)
