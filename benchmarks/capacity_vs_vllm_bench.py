@@ -252,10 +252,16 @@ def main() -> None:
                         help="seconds between /metrics scrapes (default: the workload's), scraped on the harness "
                              "clients' event loop: what the suite's own sampling costs its measurement")
     parser.add_argument("--out", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--report-from", type=Path, nargs="+", metavar="JSON",
+                        help="measure nothing: report the arms of earlier --out files (e.g. one device call per arm, "
+                             "candidate's file first)")
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-    arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval))
-            for name in args.arms.split(",")]
+    if args.report_from:
+        arms = [a for f in args.report_from for a in json.loads(f.read_text())["arms"]]
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
+        arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval))
+                for name in args.arms.split(",")]
     print("\n".join(report(arms)))
     if args.out:
         args.out.write_text(json.dumps({"arms": arms}, indent=1))

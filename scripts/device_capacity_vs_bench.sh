@@ -6,6 +6,9 @@
 #
 #   bash scripts/device_capacity_vs_bench.sh        (ARMS=gpu-mla-kvcap,gpu-mla-ref-kvcap ROUNDS=4)
 #
+# One arm per call when both do not fit in one (ARMS=gpu-mla-kvcap, then ARMS=gpu-mla-ref-kvcap); the two files then
+# give the candidate/reference ratios here: benchmarks/capacity_vs_vllm_bench.py --report-from CAND.json REF.json
+#
 # $OUT/capacity_vs_bench.{txt,json}: per arm and level both clients' throughput, TPOT/TTFT p50, KV-usage peak and
 # their ratios; the candidate/reference ratio as each client measured it.
 set -uo pipefail
