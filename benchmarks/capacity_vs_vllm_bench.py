@@ -107,7 +107,8 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
                                                    tmp / f"{client}_c{c}.jsonl", client))
                 # The server's own medians over this client's requests: the arbiter when the clients disagree.
                 srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
-                got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"])
+                got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
+                                   srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"])
             levels.append({"concurrency": c, "first": order[0], **got})
             print(f"  {live.arm.name} c{c}: " + "; ".join(
                 f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
@@ -161,26 +162,52 @@ def report(arms: list[dict]) -> list[str]:
     return lines
 
 
+def resolved(figures: dict, key: str) -> bool:
+    """Whether the server's median of `key` is known to within 5 %: its histogram bucket is at most 5 % of it wide.
+    vLLM's default TPOT buckets start at (0, 10 ms], so without --custom-histogram-buckets (vLLM 0.25.0 has none) a
+    2-3 ms median is interpolated to 5 ms whatever it is; such a median arbitrates nothing. A file written before
+    the buckets were kept reads unresolved too."""
+    value, bucket = figures.get("srv_" + key), figures.get(f"srv_{key}_bucket")
+    return value is not None and bucket is not None and bucket[1] - bucket[0] <= 0.05 * value
+
+
+def server_cell(figures: dict, key: str) -> str:
+    """client/server; where the server's median is unresolved, its bucket in brackets instead."""
+    bucket = figures.get(f"srv_{key}_bucket")
+    if resolved(figures, key):
+        server = fmt(scaled(figures, "srv_" + key))
+    elif bucket is not None:
+        server = f"({bucket[0] * 1e3:g},{bucket[1] * 1e3:g}]"
+    else:
+        server = "?"
+    return f"{fmt(scaled(figures, key))}/{server}"
+
+
 def server_table(a: dict) -> list[str]:
     """Each client's TPOT/TTFT p50 beside the server's own median over the same requests (vLLM's histograms): a
     client that agrees with the server but not with another client measured the same work differently; clients whose
-    server-side medians differ asked the server for different work."""
+    server-side medians differ asked the server for different work. Only medians the server resolves to 5 % are
+    compared; the others show the bucket they fell in."""
     levels = [lv for lv in a["levels"] if all("srv_tpot_p50" in lv.get(c, {}) for c in CLIENTS)]
     if not levels:
         return []
-    lines = [f"arm {a['arm']}: client p50 / the server's own p50 over the same requests (ms)",
+    lines = [f"arm {a['arm']}: client p50 / the server's own p50 over the same requests (ms; (lo,hi]: the server's "
+             "bucket where it is wider than 5 %, ?: bucket not recorded)",
              f"{'level':>6}" + "".join(f" {c + ' TPOT':>22}" for c in CLIENTS) + "".join(f" {c + ' TTFT':>24}"
                                                                                   for c in CLIENTS)]
     for lv in levels:
-        cells = [f"{fmt(scaled(lv[c], k))}/{fmt(scaled(lv[c], 'srv_' + k))}" for k in ("tpot_p50", "ttft_p50")
-                 for c in CLIENTS]
+        cells = [server_cell(lv[c], k) for k in ("tpot_p50", "ttft_p50") for c in CLIENTS]
         lines.append(f"{'c' + str(lv['concurrency']):>6}" + "".join(f" {x:>22}" for x in cells[:3])
                      + "".join(f" {x:>24}" for x in cells[3:]))
     for k, label in (("tpot_p50", "TPOT p50"), ("ttft_p50", "TTFT p50")):
         for c in CLIENTS:
-            rs = [r for lv in levels if (r := ratio(lv[c][k], lv[c]["srv_" + k])) is not None]
+            rs = [r for lv in levels if resolved(lv[c], k) and (r := ratio(lv[c][k], lv[c]["srv_" + k])) is not None]
+            unresolved = sum(not resolved(lv[c], k) for lv in levels)
             if rs:
-                lines.append(f"  {label} {c}/server: {worst_of(rs)}; within 5 % at {within_5(rs)}")
+                lines.append(f"  {label} {c}/server: {worst_of(rs)}; within 5 % at {within_5(rs)}"
+                             + (f"; {unresolved} more levels unresolved" if unresolved else ""))
+            else:
+                lines.append(f"  {label} {c}/server: no level's server median resolved to 5 % (no arbiter)")
     return lines
 
 
@@ -260,8 +287,11 @@ def main() -> None:
         arms = [a for f in args.report_from for a in json.loads(f.read_text())["arms"]]
     else:
         tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
-        arms = [asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval))
-                for name in args.arms.split(",")]
+        arms = []
+        for name in args.arms.split(","):
+            arms.append(asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval)))
+            if args.out:  # arm by arm: a call cut short by its time limit keeps the arms it finished
+                args.out.write_text(json.dumps({"arms": arms}, indent=1))
     print("\n".join(report(arms)))
     if args.out:
         args.out.write_text(json.dumps({"arms": arms}, indent=1))

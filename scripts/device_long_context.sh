@@ -107,14 +107,23 @@ for f in $FAULTS; do
   done
 done
 
-COMMON=(--no-vllm-check --set "workloads.long_prefix=$LP" --set eager_variant=null
+COMMON=(--no-vllm-check --set "workloads.long_prefix=$LP"
         --set "server.gpu_memory_utilization=$UTIL" --set "$REF:server.gpu_memory_utilization=$UTIL")
 [ "${LF_EAGER:-1}" = 1 ] && COMMON+=(--set server.enforce_eager=true)
+CONTROL_SUITES=${LF_CONTROL_SUITES:-$SUITES}
+# graph_replay compares the arm with its eager variant, so a control that runs it keeps that arm (at the same
+# utilization); everywhere else the variant is left out (one server less per run).
+if [[ ",$CONTROL_SUITES," == *,graph_replay,* ]]; then
+  CONTROL_ARGS=("${COMMON[@]}" --set "${LF_EAGER_ARM:-$ARM-eager}:server.gpu_memory_utilization=$UTIL")
+else
+  CONTROL_ARGS=("${COMMON[@]}" --set eager_variant=null)
+fi
+COMMON+=(--set eager_variant=null)
 if [ "${LF_CONTROL:-1}" = 1 ]; then
   rm -rf "$KEEP/runs"/*
-  say "clean control: $ARM vs $REF (${LF_CONTROL_SUITES:-$SUITES})"
+  say "clean control: $ARM vs $REF ($CONTROL_SUITES)"
   timed control "${LF_CONTROL_S:-300}" "$KEEP/runs/control.log" $PY -m harness qualify --arm "$ARM" \
-    --run-dir "$KEEP/runs/control" --suites "${LF_CONTROL_SUITES:-$SUITES}" "${COMMON[@]}"
+    --run-dir "$KEEP/runs/control" --suites "$CONTROL_SUITES" "${CONTROL_ARGS[@]}"
   control_rc=$?
   echo "$control_rc" > "$KEEP/control_rc"
   tail -8 "$KEEP/runs/control.log"

@@ -9,9 +9,15 @@ sys.path.insert(0, str(REPO_ROOT / "benchmarks"))  # the benchmark imports its s
 from benchmarks.capacity_vs_vllm_bench import server_table  # noqa: E402
 
 
-def client(tpot_ms, srv_tpot_ms, ttft_ms=100.0, srv_ttft_ms=100.0):
+def fine(ms):
+    """The 1 % bucket holding `ms` (as --custom-histogram-buckets gives), in seconds."""
+    return [ms / 1.01 / 1e3, ms / 1e3]
+
+
+def client(tpot_ms, srv_tpot_ms, ttft_ms=100.0, srv_ttft_ms=100.0, tpot_bucket=None):
     return {"tpot_p50": tpot_ms / 1e3, "srv_tpot_p50": srv_tpot_ms / 1e3, "ttft_p50": ttft_ms / 1e3,
-            "srv_ttft_p50": srv_ttft_ms / 1e3}
+            "srv_ttft_p50": srv_ttft_ms / 1e3, "srv_tpot_p50_bucket": tpot_bucket or fine(srv_tpot_ms),
+            "srv_ttft_p50_bucket": fine(srv_ttft_ms)}
 
 
 def test_server_table_puts_each_client_beside_the_servers_median_and_names_the_worst_ratio():
@@ -26,3 +32,24 @@ def test_server_table_puts_each_client_beside_the_servers_median_and_names_the_w
 def test_server_table_is_empty_for_levels_measured_without_the_servers_histograms():
     old = {"arm": "a", "levels": [{"concurrency": 1, "harness": {"tpot_p50": 0.002}, "bare": {}, "bench": {}}]}
     assert server_table(old) == []
+
+
+def test_a_server_median_in_a_wide_default_bucket_is_shown_as_its_bucket_and_compared_with_nothing():
+    # vLLM 0.25.0 (no --custom-histogram-buckets): TPOT buckets start at (0, 10 ms], every 2-3 ms median reads 5 ms.
+    default = [0.0, 0.01]
+    arm = {"arm": "a", "levels": [{"concurrency": 1, "harness": client(3.10, 5.0, tpot_bucket=default),
+                                   "bare": client(2.23, 5.0, tpot_bucket=default),
+                                   "bench": client(2.08, 5.0, tpot_bucket=default)}]}
+    lines = server_table(arm)
+    assert "3.100/(0,10]" in lines[2]
+    assert "  TPOT p50 bench/server: no level's server median resolved to 5 % (no arbiter)" in lines
+    assert "  TTFT p50 bench/server: worst 1.000 (+0.0 %); within 5 % at 1/1" in lines
+
+
+def test_a_file_without_the_buckets_reads_unresolved_not_compared():
+    old = client(2.0, 5.0)
+    del old["srv_tpot_p50_bucket"]
+    arm = {"arm": "a", "levels": [{"concurrency": 1, "harness": old, "bare": old, "bench": old}]}
+    lines = server_table(arm)
+    assert "2.000/?" in lines[2]
+    assert "  TPOT p50 harness/server: no level's server median resolved to 5 % (no arbiter)" in lines
