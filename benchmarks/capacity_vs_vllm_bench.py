@@ -61,7 +61,8 @@ async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: 
     after = await sampler.scrape_once()
     f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(prompts), sink)
     return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
-            "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "failed": f["failed"], "requests": f["requests"],
+            "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "tpot_mean": f["tpot"].mean,
+            "ttft_mean": f["ttft"].mean, "failed": f["failed"], "requests": f["requests"],
             "kv_peak": f["kv_usage"].peak if f["kv_usage"] else None, "preemptions": f["preemptions"],
             "saturated": f["saturated"], "saturation": f["saturation"]}
 
@@ -79,6 +80,7 @@ async def bench_level(live: LiveServer, w: CapacityWorkload, c: int, texts: list
     d = b.raw
     return {"tok_s": d["output_throughput"], "req_s": d["request_throughput"], "tpot_p50": d["median_tpot_ms"] / 1e3,
             "tpot_p99": d["p99_tpot_ms"] / 1e3, "ttft_p50": d["median_ttft_ms"] / 1e3,
+            "tpot_mean": d["mean_tpot_ms"] / 1e3, "ttft_mean": d["mean_ttft_ms"] / 1e3,
             "failed": len(texts) - b.completed, "requests": len(texts), "kv_peak": kv.peak if kv else None}
 
 
@@ -108,7 +110,8 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
                 # The server's own medians over this client's requests: the arbiter when the clients disagree.
                 srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
                 got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
-                                   srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"])
+                                   srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"],
+                                   srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"])
             levels.append({"concurrency": c, "first": order[0], **got})
             print(f"  {live.arm.name} c{c}: " + "; ".join(
                 f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
@@ -130,7 +133,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 def scaled(figures: dict, key: str) -> float | None:
     """Times in ms, rates as they are."""
-    x = figures[key]
+    x = figures.get(key)
     return x * 1e3 if x is not None and key.removeprefix("srv_").startswith(("tpot", "ttft")) else x
 
 
@@ -208,6 +211,11 @@ def server_table(a: dict) -> list[str]:
                              + (f"; {unresolved} more levels unresolved" if unresolved else ""))
             else:
                 lines.append(f"  {label} {c}/server: no level's server median resolved to 5 % (no arbiter)")
+    for k, label in (("tpot_mean", "TPOT mean"), ("ttft_mean", "TTFT mean")):  # _sum/_count: exact at any bucket
+        for c in CLIENTS:
+            rs = [r for lv in levels if (r := ratio(lv[c].get(k), lv[c].get("srv_" + k))) is not None]
+            if rs:
+                lines.append(f"  {label} {c}/server: {worst_of(rs)}; within 5 % at {within_5(rs)}")
     return lines
 
 

@@ -69,12 +69,21 @@ FINE_BUCKETS = {"inter_token_latency": geometric_bounds(0.0005, 2.0, 0.01),
                 "time_to_first_token": geometric_bounds(0.005, 60.0, 0.01)}
 
 
+def histogram_sum_count(text: str, name: str) -> tuple[float, float]:
+    """A histogram's _sum and _count, summed over label sets."""
+    return (sum(v for _, v in samples(text, f"{name}_sum")), sum(v for _, v in samples(text, f"{name}_count")))
+
+
 def server_p50(before: str, after: str) -> dict:
-    """The server's own TTFT and TPOT medians over the requests that finished between two /metrics scrapes, and the
-    bucket each median fell in (its resolution)."""
+    """The server's own TTFT and TPOT medians over the requests that finished between two /metrics scrapes, the
+    bucket each median fell in (its resolution), and their means from the histograms' _sum/_count, which no bucket
+    rounds: vLLM's per-request TPOT is decode time / (output tokens - 1), the clients' definition, so a client's mean
+    TPOT over the same requests should equal the server's whatever the buckets."""
     out = {}
     for key, name in (("ttft", TTFT_HIST), ("tpot", TPOT_HIST)):
         delta = bucket_delta(histogram_buckets(before, name), histogram_buckets(after, name))
         out[key] = histogram_quantile(0.5, delta)
         out[key + "_bucket"] = p50_bucket(delta)
+        (s0, n0), (s1, n1) = histogram_sum_count(before, name), histogram_sum_count(after, name)
+        out[key + "_mean"] = (s1 - s0) / (n1 - n0) if n1 > n0 else None
     return out

@@ -53,3 +53,13 @@ def test_a_file_without_the_buckets_reads_unresolved_not_compared():
     lines = server_table(arm)
     assert "2.000/?" in lines[2]
     assert "  TPOT p50 harness/server: no level's server median resolved to 5 % (no arbiter)" in lines
+
+
+def test_the_servers_mean_from_sum_and_count_arbitrates_where_its_median_bucket_cannot():
+    default = [0.0, 0.01]
+    harness = {**client(3.10, 5.0, tpot_bucket=default), "tpot_mean": 3.10e-3, "srv_tpot_mean": 3.00e-3}
+    bench = {**client(2.08, 5.0, tpot_bucket=default), "tpot_mean": 2.08e-3, "srv_tpot_mean": 2.60e-3}
+    arm = {"arm": "a", "levels": [{"concurrency": 1, "harness": harness, "bare": harness, "bench": bench}]}
+    lines = server_table(arm)
+    assert "  TPOT mean harness/server: worst 1.033 (+3.3 %); within 5 % at 1/1" in lines
+    assert "  TPOT mean bench/server: worst 0.800 (-20.0 %); within 5 % at 0/1" in lines

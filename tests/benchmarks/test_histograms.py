@@ -59,3 +59,17 @@ def test_server_p50_reads_the_medians_of_the_requests_between_two_scrapes():
     got = server_p50(scrape((4, 4, 4), (0, 4, 4)), scrape((4, 8, 8), (0, 8, 8)))
     assert got["tpot_bucket"] == (0.001, 0.002) and 0.001 < got["tpot"] <= 0.002
     assert got["ttft_bucket"] == (0.001, 0.002)
+    assert got["tpot_mean"] is None  # these pages have no _sum/_count: no mean, never a made-up one
+
+
+def test_server_mean_is_the_sum_over_the_count_of_the_requests_between_two_scrapes():
+    from benchmarks.histograms import server_p50
+
+    def scrape(n, total_s):
+        return HIST.replace("_count{engine=\"0\",model_name=\"m\"} 8.0", f"_count{{engine=\"0\",model_name=\"m\"}} {n}") \
+                   .replace("_sum{engine=\"0\",model_name=\"m\"} 0.1", f"_sum{{engine=\"0\",model_name=\"m\"}} {total_s}")
+
+    # 8 requests then 12: the 4 between the scrapes took 0.0124 s of per-request TPOT in all, 3.1 ms each on average
+    # (the whole page's sum over its count would read 9.4 ms).
+    got = server_p50(scrape(8, 0.1), scrape(12, 0.1124))
+    assert math.isclose(got["tpot_mean"], 0.0031)
