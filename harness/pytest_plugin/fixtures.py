@@ -92,16 +92,26 @@ def _stored(session: HarnessSession, name: str | None, serving: bool = False, wh
 @pytest.fixture
 def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
     stored = _stored(harness_session, harness_session.reference_name)
-    variant = harness_session.arm(harness_session.candidate_name).eager_variant
-    if variant:
-        _stored(harness_session, variant)
+    capture_eager_variant(harness_session)
     return stored
 
 
 @pytest.fixture
 def long_context_outputs(harness_session: HarnessSession) -> StoredOutputs:
     """The reference arm's cold outputs for the candidate's long_context grid (captured like reference_outputs)."""
-    return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT)
+    stored = _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT)
+    capture_eager_variant(harness_session)
+    return stored
+
+
+def capture_eager_variant(session: HarnessSession) -> None:
+    """The candidate's eager variant's outputs, with the reference's: whichever of these fixtures comes first (the
+    long_context grid's, on the 120k arms) captures them before the candidate starts, so graph_replay never stops the
+    candidate to capture them (on one H200 that cost a second start, 43 s). Only where a collected test compares with
+    the variant: a run without graph_replay starts no eager server."""
+    variant = session.arm(session.candidate_name).eager_variant
+    if variant and session.candidate_name in session.eager_needed:
+        _stored(session, variant)
 
 
 @pytest.fixture

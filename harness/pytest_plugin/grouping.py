@@ -81,3 +81,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             ref = session.arm_set.reference_of(arm)
             if ref:
                 session.outputs_needed.setdefault(ref, set()).update(prompt_sets(item))
+        if "eager_outputs" in getattr(item, "fixturenames", ()):
+            session.eager_needed.add(arm)

@@ -48,6 +48,8 @@ class HarnessSession:
         self.collected: dict[str, dict[str, list[str]]] = {}
         # arm -> the prompt sets (references.CHECKS, LONG_CONTEXT) whose stored outputs a collected test needs
         self.outputs_needed: dict[str, set[str]] = {}
+        # candidates with a collected test that compares with their eager variant (graph_replay's eager_outputs)
+        self.eager_needed: set[str] = set()
         self.references = ReferenceOutputs(self)
         self._started: tuple[RunManifest | None, str | None] | None = None  # run.json, or why it is unreadable
 
