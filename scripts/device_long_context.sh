@@ -27,7 +27,9 @@
 # keeps the control of an earlier call on the same warm machine (control in one call, faults in the next).
 # LF_CONTROL_SUITES=long_context,long_prefix,prefix_reuse,teacher_forcing also runs today's checks on the control
 # (~+60 s): the kill matrix then reads their reach (checked_to_tokens) and marks them "missed (checks to N < L)"
-# under each fault they cannot reach (every fault is the identity below L).
+# under each fault they cannot reach (every fault is the identity below L). With graph_replay among them the control
+# keeps the arm's eager variant (LF_EAGER_ARM, default $LF_ARM-eager, at $LF_UTIL); with LF_EAGER=0 (CUDA graphs) the
+# control is every check of the arm: docs/evidence/h200-2026-12-03b.md ran it, exit 0 in 416 s.
 # CPU dry run of this script (here, one fault, one L, serial): PY=.venv/bin/python LF_TABLE=cpu LF_MODEL=0
 #   LF_SITE=$(ls -d .venv-server/lib/python3*/site-packages) HARNESS_SERVER_PYTHON=.venv-server/bin/python
 #   LF_ARM=cpu-smoke LF_REF=cpu-ref LF_LONG_PREFIX=long_prefix_cpu LF_UTIL=0.3 LF_LENGTHS=2048 LF_PARALLEL=0
