@@ -12,6 +12,7 @@ CONFIG_DIR = REPO_ROOT / "configs"
 ARMS_DIR = Path(os.environ.get("HARNESS_ARMS_DIR", CONFIG_DIR / "arms"))
 REPORTS_DIR = Path(os.environ.get("HARNESS_REPORTS_DIR", REPO_ROOT / "reports"))
 WORKLOADS_DIR = Path(os.environ.get("HARNESS_WORKLOADS_DIR", CONFIG_DIR / "workloads"))
+GATES_FILE = Path(os.environ.get("HARNESS_GATES_FILE", CONFIG_DIR / "gates.yaml"))
 
 
 def run_id_now() -> str:

@@ -11,9 +11,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from harness.config.errors import ConfigError
 from harness.config.files import Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
-from harness.config.paths import CONFIG_DIR
-
-GATES_FILE = CONFIG_DIR / "gates.yaml"
+from harness.config.paths import GATES_FILE
 
 
 class LongPrefixGates(StrictModel):
