@@ -19,7 +19,7 @@ from harness.measure.ruler import score
 
 pytestmark = pytest.mark.e2e
 W = load_workload("ruler_cpu", kind=RulerWorkload)
-SAMPLES = len(W.tasks) * len(W.max_seq_lengths) * W.limit  # 6 x 2 x 4 = 48 per arm
+SAMPLES = len(W.tasks) * len(W.max_seq_lengths) * W.limit  # 6 x 2 x 2 = 24 per arm
 
 
 def harness(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
