@@ -46,7 +46,8 @@ from harness.serve.launch import LiveServer, launch
 # suite asks the server to do; bench: vllm bench serve.
 CLIENTS = ("harness", "bare", "bench")
 BARE = {"logprobs": None, "return_tokens_as_token_ids": False}
-FIGURES = (("tok_s", "out tok/s"), ("tpot_p50", "TPOT p50 ms"), ("ttft_p50", "TTFT p50 ms"), ("req_s", "req/s"))
+FIGURES = (("tok_s", "out tok/s"), ("tpot_p50", "TPOT p50 ms"), ("ttft_p50", "TTFT p50 ms"), ("req_s", "req/s"),
+           ("tpot_mean", "TPOT mean ms"), ("e2e_mean", "E2E mean ms"))
 
 
 async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: list, sampler: MetricsSampler,
@@ -62,7 +63,7 @@ async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: 
     f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(prompts), sink)
     return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
             "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "tpot_mean": f["tpot"].mean,
-            "ttft_mean": f["ttft"].mean, "failed": f["failed"], "requests": f["requests"],
+            "ttft_mean": f["ttft"].mean, "e2e_mean": e2e_mean(run), "failed": f["failed"], "requests": f["requests"],
             "kv_peak": f["kv_usage"].peak if f["kv_usage"] else None, "preemptions": f["preemptions"],
             "saturated": f["saturated"], "saturation": f["saturation"]}
 
@@ -81,10 +82,12 @@ async def bench_level(live: LiveServer, w: CapacityWorkload, c: int, texts: list
     return {"tok_s": d["output_throughput"], "req_s": d["request_throughput"], "tpot_p50": d["median_tpot_ms"] / 1e3,
             "tpot_p99": d["p99_tpot_ms"] / 1e3, "ttft_p50": d["median_ttft_ms"] / 1e3,
             "tpot_mean": d["mean_tpot_ms"] / 1e3, "ttft_mean": d["mean_ttft_ms"] / 1e3,
+            "e2e_mean": d["mean_e2el_ms"] / 1e3,
             "failed": len(texts) - b.completed, "requests": len(texts), "kv_peak": kv.peak if kv else None}
 
 
-async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
+async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=lambda arm: None) -> dict:
+    """The arm's levels; `on_level` gets the arm's record so far after each level (a call cut short keeps them)."""
     prompts = build_capacity_prompts(w, token_space(live.arm, w))
     same = await canonical(live.info.base_url, live.arm.model.served_name, prompts)
     longest = max(map(len, same.ids))
@@ -93,7 +96,7 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
                          f"max_model_len {live.arm.model.max_model_len}; lower the workload's suffix_tokens")
     sampler = MetricsSampler(live.info.base_url, w.metrics_interval_s)
     task = asyncio.ensure_future(sampler.run())
-    levels, past = [], None
+    levels, past, t0 = [], None, time.monotonic()
     try:
         await run_level(live.info.base_url, live.arm.model.served_name, same.ids[:1], w.output_tokens, 1, 0,
                         live.arm.timeouts.request_s, live.server.check_alive,
@@ -111,9 +114,11 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
                 srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
                 got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
                                    srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"],
-                                   srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"])
+                                   srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"],
+                                   srv_e2e_mean=srv["e2e_mean"])
             levels.append({"concurrency": c, "first": order[0], **got})
-            print(f"  {live.arm.name} c{c}: " + "; ".join(
+            on_level(record(live, w, same, levels))
+            print(f"  {live.arm.name} c{c} ({time.monotonic() - t0:.0f} s): " + "; ".join(
                 f"{k} {v['tok_s']:.1f} tok/s TPOT p50 {v['tpot_p50'] * 1e3:.3f} ms" for k, v in got.items()),
                   flush=True)
             past = 0 if got["harness"]["saturated"] and past is None else past + 1 if past is not None else None
@@ -122,9 +127,20 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path) -> dict:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    return {"arm": live.arm.name, "workload": w.name, "prompt_tokens": [min(map(len, same.ids)), longest],
+    return record(live, w, same, levels)
+
+
+def record(live: LiveServer, w: CapacityWorkload, same, levels: list[dict]) -> dict:
+    lengths = [len(ids) for ids in same.ids]
+    return {"arm": live.arm.name, "workload": w.name, "prompt_tokens": [min(lengths), max(lengths)],
             "round_trip": same.original.describe(), "canonical": same.canonical.describe(),
             "vllm_version": live.info.vllm_version, "levels": levels}
+
+
+def e2e_mean(run) -> float | None:
+    """Mean end-to-end latency (send to last byte) of the level's completed requests, in seconds."""
+    done = [s.latency_ns for s in run.samples if s.ok]
+    return sum(done) / len(done) * 1e-9 if done else None
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -134,7 +150,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def scaled(figures: dict, key: str) -> float | None:
     """Times in ms, rates as they are."""
     x = figures.get(key)
-    return x * 1e3 if x is not None and key.removeprefix("srv_").startswith(("tpot", "ttft")) else x
+    return x * 1e3 if x is not None and key.removeprefix("srv_").startswith(("tpot", "ttft", "e2e")) else x
 
 
 def worst_of(ratios: list[float]) -> str:
@@ -211,7 +227,9 @@ def server_table(a: dict) -> list[str]:
                              + (f"; {unresolved} more levels unresolved" if unresolved else ""))
             else:
                 lines.append(f"  {label} {c}/server: no level's server median resolved to 5 % (no arbiter)")
-    for k, label in (("tpot_mean", "TPOT mean"), ("ttft_mean", "TTFT mean")):  # _sum/_count: exact at any bucket
+    # _sum/_count: exact at any bucket. E2E does not depend on the client's TTFT/TPOT split; it includes what the
+    # server does before the request reaches its engine (HTTP, and tokenizing a text prompt), so it reads a little high.
+    for k, label in (("tpot_mean", "TPOT mean"), ("ttft_mean", "TTFT mean"), ("e2e_mean", "E2E mean")):
         for c in CLIENTS:
             rs = [r for lv in levels if (r := ratio(lv[c].get(k), lv[c].get("srv_" + k))) is not None]
             if rs:
@@ -231,12 +249,12 @@ def client_table(a: dict, mine: str) -> list[str]:
     for lv in a["levels"]:
         h, b = lv[mine], lv["bench"]
         lines.append(f"{'c' + str(lv['concurrency']):>6} {lv['first']:>8}"
-                     + "".join(f" {fmt(scaled(h, k)):>15} {fmt(scaled(b, k)):>9} {fmt(ratio(h[k], b[k])):>6}"
+                     + "".join(f" {fmt(scaled(h, k)):>15} {fmt(scaled(b, k)):>9} {fmt(ratio(h.get(k), b.get(k))):>6}"
                                for k, _ in FIGURES)
                      + f" {fmt(h['kv_peak'], '.2f') + '/' + fmt(b['kv_peak'], '.2f'):>11}"
                      + f" {str(h['failed']) + '/' + str(b['failed']):>10}  {h['saturation'] or 'not saturated'}")
     for k, label in FIGURES:
-        rs = [r for lv in a["levels"] if (r := ratio(lv[mine][k], lv["bench"][k])) is not None]
+        rs = [r for lv in a["levels"] if (r := ratio(lv[mine].get(k), lv["bench"].get(k))) is not None]
         if rs:
             lines.append(f"  {label} {mine}/bench: {worst_of(rs)} over {len(rs)} levels; within 5 % at {within_5(rs)}")
     return lines
@@ -258,7 +276,7 @@ def arm_ratios(first: dict, second: dict) -> list[str]:
 
 
 async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp: Path,
-                  metrics_interval: float | None = None) -> dict:
+                  metrics_interval: float | None = None, on_level=lambda arm: None) -> dict:
     arm = load_arm(arm_name)
     w = load_workload(workload_for(arm, "capacity"), kind=CapacityWorkload)
     update = {"rounds": rounds} if rounds else {}
@@ -273,7 +291,7 @@ async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp:
         arm = arm.model_copy(update={"server": server})
     live = await asyncio.to_thread(launch, arm, tmp / arm.name)
     try:
-        return await arm_levels(live, w, tmp / arm.name)
+        return await arm_levels(live, w, tmp / arm.name, on_level)
     finally:
         live.server.stop()
 
@@ -296,10 +314,13 @@ def main() -> None:
     else:
         tmp = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
         arms = []
+
+        def keep(arm: dict) -> None:  # level by level (the arm is not in `arms` yet): a call cut short keeps them
+            if args.out:
+                args.out.write_text(json.dumps({"arms": [*arms, arm]}, indent=1))
+
         for name in args.arms.split(","):
-            arms.append(asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval)))
-            if args.out:  # arm by arm: a call cut short by its time limit keeps the arms it finished
-                args.out.write_text(json.dumps({"arms": arms}, indent=1))
+            arms.append(asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval, keep)))
     print("\n".join(report(arms)))
     if args.out:
         args.out.write_text(json.dumps({"arms": arms}, indent=1))

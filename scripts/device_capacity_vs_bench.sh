@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ON one GPU (nvidia-h200 / nvidia-h100-x1), after ../shared/gpu's device_install.sh and a call that made
-# models/tiny-mla (scripts/device_qualify.sh or device_long_context.sh, on the same warm machine): the capacity
+# ON one GPU (nvidia-h200 / nvidia-h100-x1), after ../shared/gpu's device_install.sh (it makes models/tiny-mla in
+# /tmp/keep when no earlier call on the warm machine did, as scripts/device_qualify.sh does): the capacity
 # suite's level measurement against `vllm bench serve --max-concurrency N` at the same levels on the same prompts,
 # candidate then reference (benchmarks/capacity_vs_vllm_bench.py; KV capped so the ramp saturates within the call).
 #
@@ -17,7 +17,18 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
 export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD HARNESS_SERVER_PYTHON=python3
-[ -f models/tiny-mla/config.json ] || { echo "models/tiny-mla missing: run scripts/device_qualify.sh first"; exit 3; }
+if [ ! -f /tmp/hsite/.installed ]; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
+fi
+# The model lives outside the repository copy, so the next call on the same machine finds it (and the same weights).
+if [ ! -f models/tiny-mla/config.json ]; then
+  mkdir -p /tmp/keep models
+  [ -f /tmp/keep/tiny-mla/config.json ] || python3 -m harness.tinymodel --arch deepseek_v3 --device cuda \
+    --out /tmp/keep/tiny-mla --gsm8k-train .gpu-payload/gsm8k/train.jsonl > "$OUT/tiny-mla.log" 2>&1 \
+    || { tail -30 "$OUT/tiny-mla.log"; exit 3; }
+  ln -sfn /tmp/keep/tiny-mla models/tiny-mla
+fi
+cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
 timeout --signal=TERM "${TIMEOUT_S:-560}" python3 benchmarks/capacity_vs_vllm_bench.py \
   --arms "${ARMS:-gpu-mla-kvcap,gpu-mla-ref-kvcap}" --rounds "${ROUNDS:-4}" --out "$OUT/capacity_vs_bench.json" \
   2>&1 | tee "$OUT/capacity_vs_bench.txt"

@@ -73,3 +73,15 @@ def test_server_mean_is_the_sum_over_the_count_of_the_requests_between_two_scrap
     # (the whole page's sum over its count would read 9.4 ms).
     got = server_p50(scrape(8, 0.1), scrape(12, 0.1124))
     assert math.isclose(got["tpot_mean"], 0.0031)
+
+
+def test_server_e2e_mean_counts_only_the_requests_between_two_scrapes():
+    from benchmarks.histograms import server_p50
+
+    def scrape(n, total_s):
+        return (f'vllm:e2e_request_latency_seconds_sum{{engine="0",model_name="m"}} {total_s}\n'
+                f'vllm:e2e_request_latency_seconds_count{{engine="0",model_name="m"}} {n}\n')
+
+    # 2 requests took 1.0 s in all; the 3 after them 0.9 s: 0.3 s each, not the page's 0.38.
+    assert math.isclose(server_p50(scrape(2, 1.0), scrape(5, 1.9))["e2e_mean"], 0.3)
+    assert server_p50(scrape(5, 1.9), scrape(5, 1.9))["e2e_mean"] is None  # no request between: no mean
