@@ -51,30 +51,31 @@ FIGURES = (("tok_s", "out tok/s"), ("tpot_p50", "TPOT p50 ms"), ("ttft_p50", "TT
 
 
 async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: list, sampler: MetricsSampler,
-                        sink: Path, client: str = "harness") -> dict:
+                        sink: Path, client: str = "harness", label: str | None = None) -> dict:
     """The suite's own measurement of one level (run_level + level_fields, as harness.measure.capacity.ramp); `bare`
     sends the bench's request shape through the same code."""
     before = await sampler.scrape_once()
     shape = BARE if client == "bare" else {}
     run = await run_level(live.info.base_url, live.arm.model.served_name, prompts, w.output_tokens, c, c,
                           live.arm.timeouts.request_s, live.server.check_alive, sink,
-                          extra={"cache_salt": f"vs-bench-{client}-c{c}", **shape})
+                          extra={"cache_salt": f"vs-bench-{label or client}-c{c}", **shape})
     after = await sampler.scrape_once()
     f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(prompts), sink)
     return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
             "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "tpot_mean": f["tpot"].mean,
             "ttft_mean": f["ttft"].mean, "e2e_mean": e2e_mean(run), "failed": f["failed"], "requests": f["requests"],
+            "errors": f["errors"][:5],
             "kv_peak": f["kv_usage"].peak if f["kv_usage"] else None, "preemptions": f["preemptions"],
             "saturated": f["saturated"], "saturation": f["saturation"]}
 
 
 async def bench_level(live: LiveServer, w: CapacityWorkload, c: int, texts: list[str], sampler: MetricsSampler,
-                      tmp: Path) -> dict:
+                      tmp: Path, label: str = "bench") -> dict:
     """`vllm bench serve --max-concurrency c` over the same prompts as text; its own figures, our KV-usage view."""
-    result = tmp / f"bench_c{c}.json"
+    result = tmp / f"{label}_c{c}.json"
     argv = bench_argv(live.info.base_url, live.arm.model.local_dir(), live.arm.model.served_name,
                       write_dataset(tmp / f"prompts_c{c}.jsonl", texts), len(texts), w.output_tokens, result,
-                      {"cache_salt": f"vs-bench-bench-c{c}"}, concurrency=c)
+                      {"cache_salt": f"vs-bench-{label}-c{c}"}, concurrency=c)
     t0 = time.perf_counter_ns()
     b = await asyncio.to_thread(bench_run, argv, result)
     kv = usage_between(sampler.points, "kv_usage", t0, time.perf_counter_ns())
@@ -86,8 +87,12 @@ async def bench_level(live: LiveServer, w: CapacityWorkload, c: int, texts: list
             "failed": len(texts) - b.completed, "requests": len(texts), "kv_peak": kv.peak if kv else None}
 
 
-async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=lambda arm: None) -> dict:
-    """The arm's levels; `on_level` gets the arm's record so far after each level (a call cut short keeps them)."""
+async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=lambda arm: None,
+                     repeat: int = 1) -> dict:
+    """The arm's levels; `on_level` gets the arm's record so far after each level (a call cut short keeps them).
+    With `repeat` > 1 every client measures each level that many times (keys `bench#2`, ...; every other pass in
+    reverse order, each with its own cache_salt): how far one client's figures move between two runs of the same
+    requests on the same server, the floor under any agreement between two clients."""
     prompts = build_capacity_prompts(w, token_space(live.arm, w))
     same = await canonical(live.info.base_url, live.arm.model.served_name, prompts)
     longest = max(map(len, same.ids))
@@ -105,14 +110,16 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=
             ids, texts = level_prompts(w, same.ids, c), level_prompts(w, same.texts, c)
             got = {}
             order = CLIENTS[i % 3:] + CLIENTS[:i % 3]  # rotates every level
-            for client in order:
+            runs = [(client, client + (f"#{p + 1}" if p else ""))
+                    for p in range(repeat) for client in (order if p % 2 == 0 else order[::-1])]
+            for client, key in runs:
                 m0 = await asyncio.to_thread(fetch_metrics, live.info.base_url)
-                got[client] = (await bench_level(live, w, c, texts, sampler, tmp) if client == "bench" else
-                               await harness_level(live, w, c, ids if client == "harness" else texts, sampler,
-                                                   tmp / f"{client}_c{c}.jsonl", client))
+                got[key] = (await bench_level(live, w, c, texts, sampler, tmp, key) if client == "bench" else
+                            await harness_level(live, w, c, ids if client == "harness" else texts, sampler,
+                                                tmp / f"{key}_c{c}.jsonl", client, key))
                 # The server's own medians over this client's requests: the arbiter when the clients disagree.
                 srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
-                got[client].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
+                got[key].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
                                    srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"],
                                    srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"],
                                    srv_e2e_mean=srv["e2e_mean"])
@@ -176,6 +183,8 @@ def report(arms: list[dict]) -> list[str]:
             if all(mine in lv for lv in a["levels"]):
                 lines += client_table(a, mine)
         lines += server_table(a)
+        lines += server_normalized(a)
+        lines += repeatability(a)
     if len(arms) == 2:
         lines += arm_ratios(*arms)
     return lines
@@ -237,6 +246,63 @@ def server_table(a: dict) -> list[str]:
     return lines
 
 
+MEANS = (("tpot_mean", "TPOT mean"), ("e2e_mean", "E2E mean"))
+
+
+# Figure -> (the server's figure over the same requests, whether it moves inversely). Throughput has no server-side
+# counterpart of its own; at a fixed number in flight, Little's law makes it the inverse of the mean E2E latency.
+SERVER_COUNTERPART = {"tok_s": ("srv_e2e_mean", True), "tpot_mean": ("srv_tpot_mean", False),
+                      "e2e_mean": ("srv_e2e_mean", False)}
+
+
+def server_ratio(mine: dict, bench: dict, key: str) -> float | None:
+    srv, inverse = SERVER_COUNTERPART[key]
+    return ratio(bench.get(srv), mine.get(srv)) if inverse else ratio(mine.get(srv), bench.get(srv))
+
+
+def server_normalized(a: dict) -> list[str]:
+    """Two clients' ratio of a figure beside the server's own ratio over each client's requests. Two runs of the same
+    prompts load the server differently (at 2 ms steps, where prefills fall among the decodes moves TPOT by tens of
+    percent between runs); the server records that difference too, so client ratio / server ratio is what the
+    clients themselves disagree by."""
+    lines = []
+    for mine in ("harness", "bare"):
+        rows = [lv for lv in a["levels"] if mine in lv and "bench" in lv]
+        for k, label in (("tok_s", "out tok/s"), *MEANS):
+            triples = [(lv["concurrency"], ratio(lv[mine].get(k), lv["bench"].get(k)),
+                        server_ratio(lv[mine], lv["bench"], k)) for lv in rows]
+            triples = [(c, x, y) for c, x, y in triples if x is not None and y is not None]
+            if not triples:
+                continue
+            residual = [x / y for _, x, y in triples]
+            lines.append(f"arm {a['arm']}: {label} {mine}/bench, client ratio / the server's ratio over the same "
+                         "requests = what the clients disagree by: " + "; ".join(
+                             f"c{c} {x:.3f}/{y:.3f} = {x / y:.3f}" for c, x, y in triples))
+            lines.append(f"  {label} {mine}/bench after the server's own difference: {worst_of(residual)}; "
+                         f"within 5 % at {within_5(residual)}")
+    return lines
+
+
+def repeatability(a: dict) -> list[str]:
+    """Each client's second measurement of a level against its first (--repeat): the run-to-run spread of the same
+    requests on the same server, as the client and as the server saw it."""
+    lines = []
+    for client in CLIENTS:
+        rows = [lv for lv in a["levels"] if client in lv and client + "#2" in lv]
+        if not rows:
+            continue
+        lines.append(f"arm {a['arm']}: {client}#2 / {client} (the same client and requests, measured again):")
+        for k, label in (*FIGURES[:2], *MEANS):
+            rs = [(lv["concurrency"], ratio(lv[client + "#2"].get(k), lv[client].get(k))) for lv in rows]
+            srv = [(lv["concurrency"], ratio(lv[client + "#2"].get("srv_" + k), lv[client].get("srv_" + k)))
+                   for lv in rows] if k in dict(MEANS) else []
+            cells = [f"c{c} {fmt(r)}" + (f" (server {fmt(dict(srv)[c])})" if srv else "") for c, r in rs]
+            known = [r for _, r in rs if r is not None]
+            lines.append(f"  {label}: " + "; ".join(cells)
+                         + (f"; {worst_of(known)}, within 5 % at {within_5(known)}" if known else ""))
+    return lines
+
+
 def client_table(a: dict, mine: str) -> list[str]:
     """One client against the bench, level by level (h: `mine`, b: the bench)."""
     lines = []
@@ -276,7 +342,7 @@ def arm_ratios(first: dict, second: dict) -> list[str]:
 
 
 async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp: Path,
-                  metrics_interval: float | None = None, on_level=lambda arm: None) -> dict:
+                  metrics_interval: float | None = None, on_level=lambda arm: None, repeat: int = 1) -> dict:
     arm = load_arm(arm_name)
     w = load_workload(workload_for(arm, "capacity"), kind=CapacityWorkload)
     update = {"rounds": rounds} if rounds else {}
@@ -291,7 +357,7 @@ async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp:
         arm = arm.model_copy(update={"server": server})
     live = await asyncio.to_thread(launch, arm, tmp / arm.name)
     try:
-        return await arm_levels(live, w, tmp / arm.name, on_level)
+        return await arm_levels(live, w, tmp / arm.name, on_level, repeat)
     finally:
         live.server.stop()
 
@@ -304,6 +370,9 @@ def main() -> None:
     parser.add_argument("--metrics-interval", type=float,
                         help="seconds between /metrics scrapes (default: the workload's), scraped on the harness "
                              "clients' event loop: what the suite's own sampling costs its measurement")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure each level this many times with every client (the same requests on the same "
+                             "server): each client's repeatability, the floor under agreement between clients")
     parser.add_argument("--out", type=Path, help="write every figure here as JSON")
     parser.add_argument("--report-from", type=Path, nargs="+", metavar="JSON",
                         help="measure nothing: report the arms of earlier --out files (e.g. one device call per arm, "
@@ -320,7 +389,8 @@ def main() -> None:
                 args.out.write_text(json.dumps({"arms": [*arms, arm]}, indent=1))
 
         for name in args.arms.split(","):
-            arms.append(asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval, keep)))
+            arms.append(asyncio.run(measure(name, args.rounds, args.max_level, tmp, args.metrics_interval, keep,
+                                            args.repeat)))
     print("\n".join(report(arms)))
     if args.out:
         args.out.write_text(json.dumps({"arms": arms}, indent=1))

@@ -4,7 +4,7 @@
 # suite's level measurement against `vllm bench serve --max-concurrency N` at the same levels on the same prompts,
 # candidate then reference (benchmarks/capacity_vs_vllm_bench.py; KV capped so the ramp saturates within the call).
 #
-#   bash scripts/device_capacity_vs_bench.sh        (ARMS=gpu-mla-kvcap,gpu-mla-ref-kvcap ROUNDS=4)
+#   bash scripts/device_capacity_vs_bench.sh        (ARMS=gpu-mla-kvcap,gpu-mla-ref-kvcap ROUNDS=4 REPEAT=1 MAX_LEVEL=)
 #
 # One arm per call when both do not fit in one (ARMS=gpu-mla-kvcap, then ARMS=gpu-mla-ref-kvcap); the two files then
 # give the candidate/reference ratios here: benchmarks/capacity_vs_vllm_bench.py --report-from CAND.json REF.json
@@ -30,6 +30,7 @@ if [ ! -f models/tiny-mla/config.json ]; then
 fi
 cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
 timeout --signal=TERM "${TIMEOUT_S:-560}" python3 benchmarks/capacity_vs_vllm_bench.py \
-  --arms "${ARMS:-gpu-mla-kvcap,gpu-mla-ref-kvcap}" --rounds "${ROUNDS:-4}" --out "$OUT/capacity_vs_bench.json" \
+  --arms "${ARMS:-gpu-mla-kvcap,gpu-mla-ref-kvcap}" --rounds "${ROUNDS:-4}" --repeat "${REPEAT:-1}" \
+  ${MAX_LEVEL:+--max-level "$MAX_LEVEL"} --out "$OUT/capacity_vs_bench.json" \
   2>&1 | tee "$OUT/capacity_vs_bench.txt"
 exit "${PIPESTATUS[0]}"

@@ -63,3 +63,48 @@ def test_the_servers_mean_from_sum_and_count_arbitrates_where_its_median_bucket_
     lines = server_table(arm)
     assert "  TPOT mean harness/server: worst 1.033 (+3.3 %); within 5 % at 1/1" in lines
     assert "  TPOT mean bench/server: worst 0.800 (-20.0 %); within 5 % at 0/1" in lines
+
+
+def means(tok_s, tpot_ms, e2e_ms, srv_tpot_ms, srv_e2e_ms):
+    return {"tok_s": tok_s, "tpot_mean": tpot_ms / 1e3, "e2e_mean": e2e_ms / 1e3,
+            "srv_tpot_mean": srv_tpot_ms / 1e3, "srv_e2e_mean": srv_e2e_ms / 1e3}
+
+
+def test_clients_apart_because_the_server_ran_their_requests_apart_agree_after_the_servers_own_ratio():
+    from benchmarks.capacity_vs_vllm_bench import server_normalized
+
+    # The server itself ran the harness's requests 20 % slower than the bench's (H200 2026-12-04, c2): the clients
+    # say so too, and agree once the server's ratio is taken out; throughput follows the inverse E2E ratio.
+    lv = {"concurrency": 2, "harness": means(500.0, 2.4, 360.0, 2.38, 352.0),
+          "bench": means(600.0, 2.0, 300.0, 2.0, 293.3)}
+    lines = server_normalized({"arm": "a", "levels": [lv]})
+    assert "  TPOT mean harness/bench after the server's own difference: worst 1.008 (+0.8 %); within 5 % at 1/1" \
+        in lines
+    assert "  out tok/s harness/bench after the server's own difference: worst 1.000 (+0.0 %); within 5 % at 1/1" \
+        in lines
+    assert any("c2 1.200/1.190 = 1.008" in line for line in lines)
+
+
+def test_a_client_that_misreads_tpot_is_caught_after_the_servers_own_ratio():
+    from benchmarks.capacity_vs_vllm_bench import server_normalized
+
+    # Planted: the server ran both clients' requests alike, but the harness's client reads TPOT 10 % low (tokens
+    # that reached it late in a burst) and its E2E right.
+    lv = {"concurrency": 1, "harness": means(300.0, 1.8, 300.0, 2.0, 300.0),
+          "bench": means(300.0, 2.0, 300.0, 2.0, 300.0)}
+    lines = server_normalized({"arm": "a", "levels": [lv]})
+    assert "  TPOT mean harness/bench after the server's own difference: worst 0.900 (-10.0 %); within 5 % at 0/1" \
+        in lines
+    assert "  E2E mean harness/bench after the server's own difference: worst 1.000 (+0.0 %); within 5 % at 1/1" \
+        in lines
+
+
+def test_repeatability_reads_each_clients_second_run_against_its_first_beside_the_servers():
+    from benchmarks.capacity_vs_vllm_bench import repeatability
+
+    first, again = means(300.0, 2.0, 300.0, 2.0, 300.0), means(240.0, 2.6, 390.0, 2.6, 385.0)
+    lines = repeatability({"arm": "a", "levels": [{"concurrency": 1, "bench": first, "bench#2": again}]})
+    assert lines[0] == "arm a: bench#2 / bench (the same client and requests, measured again):"
+    assert "  TPOT mean: c1 1.300 (server 1.300); worst 1.300 (+30.0 %), within 5 % at 0/1" in lines
+    assert "  out tok/s: c1 0.800; worst 0.800 (-20.0 %), within 5 % at 0/1" in lines
+    assert repeatability({"arm": "a", "levels": [{"concurrency": 1, "bench": first}]}) == []  # no repeat, no lines
