@@ -28,6 +28,14 @@ def server_python() -> str:
     return str(local) if local.exists() else "python3"
 
 
+def cache_dir() -> Path:
+    """Answers worth keeping between runs (harness/plan/server_env.py); $HARNESS_CACHE_DIR, else ~/.cache."""
+    explicit = os.environ.get("HARNESS_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dcp-harness"
+
+
 def gsm8k_dir() -> Path:
     """Offline GSM8K files (never copied into the repo)."""
     return Path(os.environ.get("HARNESS_GSM8K_DIR", REPO_ROOT.parent / "shared" / "data" / "gsm8k"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.plan.nodes import NodeCommand
 from harness.plan.preflight import Verdict
-from harness.plan.server_env import ScriptFailed, run_json_script
+from harness.plan.server_env import ScriptFailed, run_cached_json_script
 
 RULE = "vllm_reads_env"
 # vllm/envs.py validate_environ (0.25.0 and 0.32.0): logger.warning("Unknown vLLM environment variable detected: %s")
@@ -85,7 +85,7 @@ def log_env_problem(log_text: str, planned_env: Mapping[str, str], version: str 
 def read_listing(python: str, timeout_s: float = 120) -> EnvListing:
     """I/O edge: ask the server environment's vLLM which variables it reads."""
     try:
-        result = run_json_script(python, LIST_SCRIPT, timeout_s)
+        result = run_cached_json_script(python, LIST_SCRIPT, timeout_s)
     except ScriptFailed as exc:
         return EnvListing(None, None, f"could not list vLLM's variables with {python} ({exc})")
     if not result["importable"]:

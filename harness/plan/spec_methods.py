@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from harness.config.arms import Arm, defining_file
 from harness.plan.preflight import Verdict, not_checked
-from harness.plan.server_env import ScriptFailed, run_json_script
+from harness.plan.server_env import ScriptFailed, run_cached_json_script
 
 RULE = "speculative_method_known"
 LIST_SCRIPT = r"""
@@ -68,7 +68,7 @@ def read_methods(python: str, timeout_s: float = 300) -> MethodListing:
     """I/O edge: the installed vLLM's accepted speculative methods (it imports vLLM's config, torch included: ~15 s
     on an idle 2-core machine, minutes on a loaded one)."""
     try:
-        result = run_json_script(python, LIST_SCRIPT, timeout_s)
+        result = run_cached_json_script(python, LIST_SCRIPT, timeout_s)
     except ScriptFailed as exc:
         return MethodListing(None, None, f"could not list vLLM's speculative methods with {python} ({exc})")
     if not result["importable"]:

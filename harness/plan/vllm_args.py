@@ -12,7 +12,7 @@ import json
 
 from harness.plan.nodes import ENTRYPOINT_MODULES, NodeCommand
 from harness.plan.preflight import Verdict, not_checked
-from harness.plan.server_env import ScriptFailed, run_json_script
+from harness.plan.server_env import ScriptFailed, run_cached_json_script
 
 PARSE_SCRIPT = r"""
 import contextlib, io, json, sys
@@ -59,7 +59,7 @@ def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: floa
     rule = "vllm_parses_argv"
     payload = json.dumps([cli_part(n.argv) for n in nodes])
     try:
-        result = run_json_script(python, PARSE_SCRIPT, timeout_s, stdin=payload)
+        result = run_cached_json_script(python, PARSE_SCRIPT, timeout_s, stdin=payload)
     except ScriptFailed as exc:
         return not_checked(rule, f"could not run vLLM's parser with {python} ({exc})", strict)
     if not result["importable"]:

@@ -66,6 +66,7 @@ class TrainPlan:
     corpus_rows: int | None = None  # None: every GSM8K train row (tokenizer and text)
     probe_lengths: tuple[int, ...] = ()  # copy accuracy measured at these prompt lengths after training
     min_median_gap: float = MIN_MEDIAN_GAP
+    gap_tokens: int = 32  # greedy tokens per probe prompt for the median top-1/top-2 gap (no KV cache: quadratic)
 
 
 PLANS = {
@@ -78,7 +79,7 @@ PLANS = {
 PLANS["deepseek_v3_mtp"] = PLANS["deepseek_v3"]  # the same target, plus a trained MTP layer (harness/tinymodel/mtp.py)
 # Determinism check on CPU (tests): the same code path at toy sizes.
 QUICK = TrainPlan(steps=3, seq_len=32, batch=2, copy_steps=3, copy_len=96, copy_batch=2, copy_span=16,
-                  corpus_rows=200, probe_lengths=(96,), min_median_gap=0.0)
+                  corpus_rows=200, probe_lengths=(96,), min_median_gap=0.0, gap_tokens=4)
 
 def read_corpus(train_jsonl: Path, rows: int | None = None) -> list[str]:
     texts = []
@@ -336,7 +337,7 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
         model, final_loss = fresh_and_trained(tokenizer, texts, arch, device, plan)
     t2 = time.monotonic()
     sharpen_head(model)
-    gap = median_top_gap(model, tokenizer)
+    gap = median_top_gap(model, tokenizer, plan.gap_tokens)
     if gap < plan.min_median_gap:
         raise SystemExit(
             f"tiny model is not peaked enough: median top-1/top-2 gap {gap:.3f} < {plan.min_median_gap}"

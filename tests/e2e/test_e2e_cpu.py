@@ -114,7 +114,8 @@ def test_startup_failure_fails_fast_with_vllm_message(tmp_path):
     assert "exited with code" in str(exc.value) and "max_model_len" in str(exc.value).lower().replace("-", "_")
 
 
-def test_vllm_parser_accepts_plan_and_rejects_misspelt_flag():
+def test_vllm_parser_accepts_plan_and_rejects_misspelt_flag(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))  # empty: the first answers are vLLM's own
     good = plan_for(load_arm("dcp8")).nodes
     bad = plan_for(load_arm("dcp8", ['server.args=["--enable-prefx-caching"]'])).nodes
     verdict = check_with_vllm(good + bad, server_python())
@@ -122,6 +123,10 @@ def test_vllm_parser_accepts_plan_and_rejects_misspelt_flag():
     assert "node 0: " in verdict.detail and "unrecognized arguments: --enable-prefx-caching" in verdict.detail
     assert verdict.detail.count("node 0") == 1, "the valid argv was rejected too"
     assert check_with_vllm(good, server_python()).ok
+    # Asked again, the same vLLM answers from the disk cache: the same rejection, in a fraction of the import.
+    t0 = time.monotonic()
+    assert check_with_vllm(good + bad, server_python()) == verdict
+    assert time.monotonic() - t0 < 5 and len(list(tmp_path.glob("vllm-answers/*.json"))) == 2
 
 
 def qualify(run_dir, *extra, env: dict | None = None) -> subprocess.Popen:
