@@ -120,9 +120,9 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=
                 # The server's own medians over this client's requests: the arbiter when the clients disagree.
                 srv = server_p50(m0, await asyncio.to_thread(fetch_metrics, live.info.base_url))
                 got[key].update(srv_tpot_p50=srv["tpot"], srv_ttft_p50=srv["ttft"],
-                                   srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"],
-                                   srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"],
-                                   srv_e2e_mean=srv["e2e_mean"])
+                                srv_tpot_p50_bucket=srv["tpot_bucket"], srv_ttft_p50_bucket=srv["ttft_bucket"],
+                                srv_tpot_mean=srv["tpot_mean"], srv_ttft_mean=srv["ttft_mean"],
+                                srv_e2e_mean=srv["e2e_mean"])
             levels.append({"concurrency": c, "first": order[0], **got})
             on_level(record(live, w, same, levels))
             print(f"  {live.arm.name} c{c} ({time.monotonic() - t0:.0f} s): " + "; ".join(
