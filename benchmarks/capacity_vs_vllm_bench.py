@@ -362,6 +362,13 @@ async def measure(arm_name: str, rounds: int | None, max_level: int | None, tmp:
         live.server.stop()
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a count of at least 1 (checked before any server starts)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default="cpu-smoke-kvcap,cpu-ref-kvcap", help="comma-separated; each on its own")
@@ -370,7 +377,7 @@ def main() -> None:
     parser.add_argument("--metrics-interval", type=float,
                         help="seconds between /metrics scrapes (default: the workload's), scraped on the harness "
                              "clients' event loop: what the suite's own sampling costs its measurement")
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--repeat", type=positive_int, default=1,
                         help="measure each level this many times with every client (the same requests on the same "
                              "server): each client's repeatability, the floor under agreement between clients")
     parser.add_argument("--out", type=Path, help="write every figure here as JSON")

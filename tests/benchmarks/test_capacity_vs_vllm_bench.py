@@ -108,3 +108,16 @@ def test_repeatability_reads_each_clients_second_run_against_its_first_beside_th
     assert "  TPOT mean: c1 1.300 (server 1.300); worst 1.300 (+30.0 %), within 5 % at 0/1" in lines
     assert "  out tok/s: c1 0.800; worst 0.800 (-20.0 %), within 5 % at 0/1" in lines
     assert repeatability({"arm": "a", "levels": [{"concurrency": 1, "bench": first}]}) == []  # no repeat, no lines
+
+
+def test_repeat_takes_a_count_of_at_least_one_before_any_server_starts():
+    import argparse
+
+    import pytest
+
+    from benchmarks.capacity_vs_vllm_bench import positive_int
+
+    assert positive_int("2") == 2
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="at least 1"):
+            positive_int(bad)
