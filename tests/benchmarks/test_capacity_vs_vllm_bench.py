@@ -1,6 +1,9 @@
 """benchmarks/capacity_vs_vllm_bench.py's report: each client beside the server's own medians (pure)."""
 
+import argparse
 import sys
+
+import pytest
 
 from harness.config.paths import REPO_ROOT
 
@@ -111,10 +114,6 @@ def test_repeatability_reads_each_clients_second_run_against_its_first_beside_th
 
 
 def test_repeat_takes_a_count_of_at_least_one_before_any_server_starts():
-    import argparse
-
-    import pytest
-
     from benchmarks.capacity_vs_vllm_bench import positive_int
 
     assert positive_int("2") == 2
