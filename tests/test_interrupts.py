@@ -58,14 +58,30 @@ def test_a_taken_interrupt_is_not_raised_again():
     assert not relay._thread.is_alive() and relay.resent == 0
 
 
+# How a non-interactive shell starts a background job (`nohup make test &`, a CI script): SIGINT ignored, which an
+# exec keeps. Python then installs no KeyboardInterrupt handler: before the child below set its own, `make test`
+# launched that way saw it busy-loop through every SIGINT until the 60 s timeout killed it.
+IGNORING_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+def launched_in_the_background(*argv: str) -> list[str]:
+    """`python argv...` started with SIGINT ignored, as a non-interactive shell's background job is."""
+    return [sys.executable, "-c", IGNORING_SIGINT, *argv]
+
+
 HANDLED_INSIDE_EXEC = """
 import os, signal, sys, threading
-from harness.qualify.interrupts import exit_with
+from harness.qualify.interrupts import exit_with, sigint_interrupts
+print("inherited", "ignored" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "default", flush=True)
+sigint_interrupts()  # as `python -m harness` does first
 threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 try:
-    exec("while True:\\n    pass\\n")  # where a dataclass or namedtuple is built, e.g. during an import
+    exec("import time\\nend = time.monotonic() + 10\\nwhile time.monotonic() < end:\\n    pass\\n")
 except KeyboardInterrupt:
     pass  # handled, as qualify handles it: servers stopped, report rendered
+else:
+    sys.exit("no KeyboardInterrupt within 10 s of the SIGINT")
 {exit}(130)
 """
 
@@ -74,8 +90,35 @@ except KeyboardInterrupt:
 def test_an_interrupt_handled_after_crossing_exec_exits_130_not_by_sigint(tmp_path, exit_call, returncode):
     """CI saw qualify print its interrupted report and still die by SIGINT (-2): the KeyboardInterrupt had crossed an
     exec() of a string. exit_with keeps 130; a plain sys.exit shows the CPython behaviour it guards against. Run as
-    `python -m`, as the harness is."""
+    `python -m`, as the harness is, and launched with SIGINT ignored whatever launched pytest: the child takes its
+    SIGINT because it sets the handler itself, not because pytest ran in a terminal."""
     (tmp_path / "handled_inside_exec.py").write_text(HANDLED_INSIDE_EXEC.format(exit=exit_call))
-    proc = subprocess.run([sys.executable, "-m", "handled_inside_exec"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = subprocess.run(launched_in_the_background("-m", "handled_inside_exec"), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=20, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.stdout.startswith("inherited ignored"), proc.stdout + proc.stderr
     assert proc.returncode == returncode, proc.stderr
+
+
+SIGINT_DURING_A_COMMAND = """
+import os, runpy, signal, sys, time
+from harness import cli
+
+def slow_arms(args):  # a command the SIGINT reaches before any handler of the harness's own (qualify's admission)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+    print("ran on")
+    return 0
+
+cli.cmd_arms = slow_arms
+sys.argv = ["harness", "arms"]
+runpy.run_module("harness", run_name="__main__")  # python -m harness arms
+"""
+
+
+def test_a_harness_command_launched_in_the_background_exits_130_on_sigint():
+    """`python -m harness` takes SIGINT as Python's KeyboardInterrupt however it was launched: started by a script's
+    `&` it inherited SIGINT ignored, and a `qualify` ignored the signal until its suites set their own handler."""
+    proc = subprocess.run(launched_in_the_background("-c", SIGINT_DURING_A_COMMAND), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "interrupted (SIGINT)" in proc.stderr and "ran on" not in proc.stdout, proc.stdout + proc.stderr

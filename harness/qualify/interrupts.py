@@ -58,6 +58,15 @@ SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 RELAY = InterruptRelay()
 
 
+def sigint_interrupts() -> None:
+    """SIGINT raises KeyboardInterrupt from here on, however the process was launched. A process started in the
+    background by a non-interactive shell (`make qualify &` or `nohup ... &` in a script, a CI step) inherits SIGINT
+    ignored, and Python then installs no KeyboardInterrupt handler of its own: such a `qualify` ignored a SIGINT
+    until its suites began (admission asks vLLM for seconds), while `interrupts_raised` stopped it during them. The
+    entry point (`python -m harness`) calls this first."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _raise_interrupt(signum, frame):
     # SIGINT (Ctrl-C) and SIGTERM both become KeyboardInterrupt, so pytest tears its fixtures down (servers stop);
     # the signal is remembered for the exit code (130, 143): pytest's own code for an interrupt is 2. The relay
