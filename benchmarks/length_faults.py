@@ -164,14 +164,16 @@ LOAD_FAULTS: tuple[Fault, ...] = (
 # their drift differs run to run. This jitter adds a GPU-like realization per run: every logit gets NOISE_SIGMA x a
 # uniform deviate (variance 1) hashed from (NOISE_SEED, vocabulary index, the logit rounded to 0.01), so a run is
 # reproducible for its seed (no flaky CI verdict: the same seeds give the same p-values) and another seed is another
-# realization. NOISE_SCALE adds a systematic error on top, the same in every run: the logits scaled by 1 + SCALE (a
-# softmax or attention scale off by that much), the shift the floor must separate from the noise.
+# realization; without NOISE_SEED the seed is the calibration repeat `harness calibrate` exports to its servers
+# (HARNESS_CALIBRATION_REPEAT), so each repeat is another run of a noisy build. NOISE_SCALE adds a systematic error
+# on top, the same in every run: the logits scaled by 1 + SCALE (a softmax or attention scale off by that much), the
+# shift the floor must separate from the noise.
 ENV_SIGMA, ENV_SEED, ENV_SCALE = "HARNESS_NOISE_SIGMA", "HARNESS_NOISE_SEED", "HARNESS_NOISE_SCALE"
 LOGITS = "vllm/model_executor/layers/logits_processor.py"
 _LOGITS_ANCHOR = "logger = init_logger(__name__)\n"
 _JITTER = f"""
 _LF_SIGMA = float(_lf_os.environ.get({ENV_SIGMA!r}, '0'))
-_LF_SEED = int(_lf_os.environ.get({ENV_SEED!r}, '0'))
+_LF_SEED = int(_lf_os.environ.get({ENV_SEED!r}) or _lf_os.environ.get('HARNESS_CALIBRATION_REPEAT') or '0')
 _LF_SCALE = float(_lf_os.environ.get({ENV_SCALE!r}, '0'))
 print(f'[length-fault] logit jitter: sigma={{_LF_SIGMA}} seed={{_LF_SEED}} scale={{_LF_SCALE}}', file=_lf_sys.stderr,
       flush=True)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.calibrate.command import calibrate
 from harness.config.arms import known_arms
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
@@ -22,6 +23,15 @@ from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 
 
+def whole_number(least: int):
+    """argparse type: a whole number of at least `least`, refused before anything starts."""
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or int(text) < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least {least}")
+        return int(text)
+    return parse
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     return report(args.run, args.baseline, args.exit_code, args.screenshot)
 
@@ -29,6 +39,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_accept_floor(args: argparse.Namespace) -> int:
     accept_floor(find_run_dir(args.run, "accept-floor"), args.run, args.arm)
     return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """K repeats, each a `qualify` in a fresh process of this CLI (servers started anew), then the calibration."""
+    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
+        return subprocess.call([sys.executable, "-m", "harness", *argv], env={**os.environ, **env})
+
+    extra = [*(f"--set={s}" for s in args.set), *(["--reference", args.reference] if args.reference else []),
+             *(["--no-vllm-check"] if args.no_vllm_check else []), *(["--strict"] if args.strict else [])]
+    suites = [s.strip() for s in args.suites.split(",")] if args.suites else None
+    return calibrate(args.arm, args.repeats, suites, extra, run_repeat, args.id)
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
@@ -92,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
                    "regression beyond configs/gates.yaml `baseline:` fails the run")
+    p.add_argument("--order-seed", type=whole_number(0), default=0, metavar="N",
+                   help="send the reference checks' prompts in another batch composition and arrival order (0: the "
+                   "canonical order); recorded in run.json, so a failure is reproducible")
+    p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)  # written by `calibrate`
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=qualify)
 
@@ -110,6 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, help="run id or run directory")
     p.add_argument("--arm", help="the candidate arm, where the run has several")
     p.set_defaults(func=cmd_accept_floor)
+
+    p = sub.add_parser("calibrate", help="run an arm's output checks K times on a good build (other batch "
+                       "compositions, a fresh server each time) and store each check's limits and floor, derived from "
+                       "the clean spread; later runs of the arm are judged by them")
+    arm_options(p)
+    p.add_argument("--reference", help="reference arm (default: the arm's `reference:`)")
+    p.add_argument("--repeats", type=whole_number(2), default=3, metavar="K",
+                   help="clean repeats (default 3, at least 2: each is judged by the others, the false-positive rate)")
+    p.add_argument("--suites", help="the suites to calibrate (default: every default suite with output checks: "
+                   "long_prefix, long_context, prefix_reuse, graph_replay, teacher_forcing)")
+    p.add_argument("--id", help="the calibration's name (default calibrate-<arm>-<time>); repeats run in "
+                   "reports/<id>-r<k>, the table lands in reports/<id>/")
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("pipeline", help="emit a Buildkite pipeline (YAML): one step per arm group")
     p.add_argument("--arms", required=True, help="comma-separated candidate arms; each runs with its reference")

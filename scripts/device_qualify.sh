@@ -12,22 +12,11 @@ ARM=${1:?usage: device_qualify.sh ARM [qualify args]}
 shift
 OUT=${OUT:-/tmp/out}
 RUN=${RUN_ID:-$ARM-$(date +%Y%m%d-%H%M%S)}
-# NVLink multicast stays off on these machines (it can take shared GPUs down); flashinfer is not carried.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
-export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k
+source scripts/device_lib.sh
+device_env
 mkdir -p "$OUT"
 t0=$(date +%s)
-if [ ! -f /tmp/hsite/.installed ]; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
-fi
-# The generator refuses a model whose retrieval circuit falls short (moved ordinary text, or copy accuracy < 0.9 at a
-# grid length): measured 1.0 at 1k-122k on one H200 (docs/evidence/h200-long-context-2026-12-02c.md).
-if [ ! -f models/tiny-mla/config.json ]; then
-  python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out models/tiny-mla \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$OUT/tiny-mla.log" 2>&1 || { tail -30 "$OUT/tiny-mla.log"; exit 3; }
-fi
+if [ ! -f models/tiny-mla/config.json ]; then make_tiny_mla "$PWD/models/tiny-mla.d" "$OUT/tiny-mla.log" || exit 3; fi
 echo "setup: $(( $(date +%s) - t0 )) s; model: $(cat models/tiny-mla/tiny_model.json | tr -d '\n ')"
 q0=$(date +%s.%N)
 timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-500}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" "$@"
@@ -37,9 +26,7 @@ python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))
 echo "qualify exit code $code after $(( $(date +%s) - t0 )) s"
 R=reports/$RUN
 # $OUT brings back only a few files: one archive of the run (server logs cut to their tails) plus the headline files.
-for log in "$R"/*/server.log; do
-  [ -f "$log" ] && tail -c 200000 "$log" > "$log.tail" && mv "$log.tail" "$log"
-done
+tail_server_logs "$R"
 tar czf "$OUT/run.tar.gz" -C reports "$RUN" references 2>/dev/null || tar czf "$OUT/run.tar.gz" -C reports "$RUN"
 [ -f "$R/annotation.md" ] && cp "$R/annotation.md" "$OUT/"
 cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null

@@ -6,25 +6,30 @@ import pytest
 
 from harness.config.thresholds import load_gates
 from harness.judge.degeneration import degeneration_fields
-from harness.pytest_plugin.floors import with_floor
+from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields
-from harness.refcheck.compare import checked_to
+from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.compare import checked_to, tie_flipped
+from harness.refcheck.order import reorder_rounds
 
 
 def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
     _, prompts, sampling = harness_session.references.check_prompts()
-    limits = load_gates(arm.name).reference_checks
+    limits = check_limits(load_gates(arm.name).reference_checks, arm, check, stored.key, candidate.info.vllm_version,
+                          harness_session.calibration_repeat)
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
-    run = compare_batches(candidate, prompts.rounds, sampling, stored.outputs, sink)
+    rounds = reorder_rounds(prompts.rounds, harness_session.order_seed)
+    run = compare_batches(candidate, rounds, sampling, stored.outputs, sink)
+    write_diverged_outputs(run, stored.outputs, sink.with_name(f"{check}_vs_{stored.arm}_diverged_outputs.jsonl"))
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
-        degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration))
-    fields = record_fields(check, stored.arm, stored.key, run, limits.limit_for(check), sink, loops.flagged,
+        degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration,
+        tie_flipped=tie_flipped(run.comparisons, limits.tie_gap)))
+    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)
-    fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
+    fields = with_floor(fields, stored, run, limits)
     return record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields), run
 
 

@@ -18,7 +18,7 @@ from harness.config.thresholds import load_gates
 from harness.judge.long_context import long_context_gate
 from harness.measure.generation import Sampling, score_forced
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
-from harness.pytest_plugin.floors import with_floor
+from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import GateRecord, LongContextCell, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields, send
 from harness.refcheck.compare import compare_outputs, failure_line
@@ -80,8 +80,9 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
     arm, stored = candidate.arm, long_context_outputs
     w, prompts, sampling = harness_session.references.long_context_prompts()
     gates = load_gates(arm.name)
-    limits, margin = gates.reference_checks, gates.long_context.retrieval_margin
-    limit = limits.limit_for("long_context")
+    limits = check_limits(gates.reference_checks, arm, "long_context", stored.key, candidate.info.vllm_version,
+                          harness_session.calibration_repeat)
+    limit, margin = limits.drift_limit, gates.long_context.retrieval_margin
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -137,7 +138,7 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
     to = checked_to_tokens(cells)
     fields = record_fields("long_context", stored.arm, stored.key, run, limit, sink, extra,
                            limits.tie_gap)
-    fields = with_floor(fields, arm, stored, candidate.info.vllm_version, run, limits.require_floor)
+    fields = with_floor(fields, stored, run, limits)
     floor_failure = [fields["floor"]] if fields.get("floor", "").startswith("FAIL") else []
     hits = [c.cached_tokens for c in cells if c.cached_tokens is not None]
     check = record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=to,

@@ -16,7 +16,7 @@ from harness.judge.gates import long_prefix_gates
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
-from harness.pytest_plugin.floors import with_floor_of
+from harness.pytest_plugin.floors import check_limits, with_floor_of
 from harness.pytest_plugin.parallel import test_id as recorded_id  # not test_*: pytest would collect it
 from harness.records.schema import (
     ColdStartRecord,
@@ -25,6 +25,7 @@ from harness.records.schema import (
     LongPrefixRecord,
     ReferenceCheckRecord,
 )
+from harness.refcheck.compare import tie_flipped
 from harness.refcheck.store import arm_config_sha
 from harness.refcheck.timed_check import compare_timed_outputs
 from harness.refcheck.timed_outputs import CHECK, checked_fields
@@ -39,15 +40,16 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     gates = load_gates(live.arm.name)
     run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
                                 gates.long_prefix.teacher_forced_requests)
-    loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(run.outputs, ref, gates.degeneration))
-    limits = gates.reference_checks
-    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.limit_for(CHECK), limits.tie_gap,
-                            loops.flagged, run.aborted)
     # The floor pairs this run with an accepted one of the same candidate config, reference config, prompts and
     # vLLM: the reference's outputs are this run's, so its config stands in for a store key.
     key = f"{run.reference_key}, reference config {arm_config_sha(session.arm(ref))}"
-    fields = with_floor_of(fields, live.arm, ref, key, live.info.vllm_version, [*run.generated, *run.forced],
-                           fields["status"] == "aborted", limits.require_floor)
+    limits = check_limits(gates.reference_checks, live.arm, CHECK, key, live.info.vllm_version,
+                          session.calibration_repeat)
+    loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
+        run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap)))
+    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
+                            loops.flagged, run.aborted)
+    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields["status"] == "aborted", limits)
     return record(ReferenceCheckRecord, arm=live.arm.name, reference_key=key, comparisons_path=str(run.sink),
                   **fields)
 

@@ -6,10 +6,11 @@ import pytest
 from harness.config.thresholds import load_gates
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
-from harness.pytest_plugin.floors import with_floor
+from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
 from harness.refcheck.compare import checked_to
+from harness.refcheck.order import reorder
 from harness.refcheck.prompts import expected_hit_tokens
 
 HITS = "vllm:prefix_cache_hits_total"
@@ -22,7 +23,8 @@ def hit_counter(base_url: str) -> float | None:
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     w, prompts, sampling = harness_session.references.check_prompts()
-    limits = load_gates(arm.name).reference_checks
+    limits = check_limits(load_gates(arm.name).reference_checks, arm, "prefix_reuse", reference_outputs.key,
+                          candidate.info.vllm_version, harness_session.calibration_repeat)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -38,15 +40,15 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     expected = expected_hit_tokens(prompts.probes, block)
     if not run.aborted:
         before = hit_counter(candidate.info.base_url)
-        probes = compare_batches(candidate, [prompts.probes], sampling, reference_outputs.outputs, sink)
+        probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.order_seed)], sampling,
+                                 reference_outputs.outputs, sink)
         after = hit_counter(candidate.info.base_url)
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
         hits = after - before if before is not None and after is not None else None
     proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
     fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
-                           limits.limit_for("prefix_reuse"),
-                           sink, [proof] if proof else [], limits.tie_gap)
-    fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
+                           limits.drift_limit, sink, [proof] if proof else [], limits.tie_gap)
+    fields = with_floor(fields, reference_outputs, run, limits)
     rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
                  checked_to_tokens=checked_to(run.comparisons), **fields)
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "

@@ -27,6 +27,7 @@ from harness.measure.spec_decode_metrics import (
 )
 from harness.records.schema import DegenerationRecord, GateRecord, ReferenceCheckRecord, SpecDecodeRecord
 from harness.refcheck.batches import record_fields
+from harness.refcheck.compare import tie_flipped
 from harness.refcheck.spec_decode_equality import compare_samples
 from harness.serve.serverlog import parse_draft_kv, parse_kv_capacity, tail
 
@@ -150,7 +151,8 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]
-    return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join))]
+    return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join,
+                                                                    tie_flipped(run.comparisons, limits.tie_gap)))]
 
 
 def test_spec_decode_vs_reference(harness_session, record):

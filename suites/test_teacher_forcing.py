@@ -8,17 +8,19 @@ import asyncio
 from harness.config.errors import HarnessError
 from harness.config.thresholds import load_gates
 from harness.measure.generation import score_forced
-from harness.pytest_plugin.floors import with_floor
+from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
 from harness.refcheck.compare import checked_to
+from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
 
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     _, prompts, _ = harness_session.references.check_prompts()
-    limits = load_gates(arm.name).reference_checks
+    limits = check_limits(load_gates(arm.name).reference_checks, arm, "teacher_forcing", reference_outputs.key,
+                          candidate.info.vllm_version, harness_session.calibration_repeat)
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
@@ -26,7 +28,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
     budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
     with sink.open("a") as f:
-        for p in prompts.all():
+        for p in reorder(prompts.all(), harness_session.order_seed):
             ref = reference_outputs.outputs[p.id]
             try:
                 candidate.server.check_alive()
@@ -42,9 +44,8 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     decode = sum(c.decode_path_positions for c in run.comparisons)
     scored_n = sum(c.reference_tokens for c in run.comparisons)
     fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
-                           limits.limit_for("teacher_forcing"),
-                           sink, [], limits.tie_gap)
-    fields = with_floor(fields, arm, reference_outputs, candidate.info.vllm_version, run, limits.require_floor)
+                           limits.drift_limit, sink, [], limits.tie_gap)
+    fields = with_floor(fields, reference_outputs, run, limits)
     rec = record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields)
     assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)

@@ -59,8 +59,10 @@ def test_no_stage_imports_the_plugin_or_the_cli():
 
 
 def test_only_the_entry_point_imports_or_runs_the_cli():
+    # cli.py itself may run the CLI in a fresh process (`calibrate` runs each repeat as a `qualify`): no stage is
+    # involved, so no layer is crossed.
     users = {str(p.relative_to(REPO_ROOT)): dependencies(p).count("cli") for p in sorted(PACKAGE.rglob("*.py"))}
-    users = {p: n for p, n in users.items() if n and p != "harness/__main__.py"}
+    users = {p: n for p, n in users.items() if n and p not in ("harness/__main__.py", "harness/cli.py")}
     assert users == PRINTED_COMMANDS
 
 
@@ -70,7 +72,7 @@ def test_the_cli_and_top_level_modules_are_checked_too():
     assert "cli" in TOP_LEVEL and "qualify" in STAGES and "admission" in STAGES
     for name in set(TOP_LEVEL) - {"cli"}:
         assert dependencies(PACKAGE / f"{name}.py") == [], name
-    assert set(dependencies(PACKAGE / "cli.py")) <= set(STAGES)
+    assert set(dependencies(PACKAGE / "cli.py")) - {"cli"} <= set(STAGES)
 
 
 def module_name(path, root=REPO_ROOT) -> str:

@@ -23,6 +23,7 @@ class Suite:
     records: tuple[str, ...] = ()  # the record kinds (records/schema.py `kind`) that gate reads
     default: bool = True  # runs without --suites; False: only when named (cost, or an arm that can reach it)
     needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
+    calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
 
     @property
     def path(self):
@@ -35,21 +36,23 @@ class Suite:
 
 # Gated suites first, in the order the Gates table lists their gates.
 SUITES = (
-    Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",)),
+    Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",),
+          calibrated=True),
     Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",)),
     # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
     # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
     Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False),
     Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
           needs_drafter=True),
-    Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",)),
+    Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",),
+          calibrated=True),
     # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
     # --num-gpu-blocks-override).
     Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False),
     Suite("kv_capacity", None, per_arm=True),
-    Suite("prefix_reuse", "reference_checks", per_arm=False),
-    Suite("graph_replay", "reference_checks", per_arm=False),
-    Suite("teacher_forcing", "reference_checks", per_arm=False),
+    Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True),
+    Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True),
+    Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True),
     Suite("dcp_ops", None, per_arm=False),
 )
 BY_NAME = {s.name: s for s in SUITES}
@@ -66,6 +69,11 @@ def default_suites() -> list[str]:
 
 def named_only() -> list[str]:
     return [s for s in all_suites() if not BY_NAME[s].default]
+
+
+def calibrated_suites(suites: list[str] | None = None) -> list[str]:
+    """Those of `suites` (default: every default suite) whose checks a calibration measures."""
+    return [s for s in (suites if suites is not None else default_suites()) if s in BY_NAME and BY_NAME[s].calibrated]
 
 
 def per_arm_suites(suites: list[str]) -> list[str]:

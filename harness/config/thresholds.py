@@ -60,8 +60,8 @@ class ReferenceCheckGates(StrictModel):
     # prompts stay under 0.04): {check: limit}; drift_limit for every check not named.
     drift_limits: dict[str, Annotated[Float, Field(gt=0)]] = {}
     tie_gap: Float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
-    # Teacher forcing without an accepted known-good floor for the pair: True fails it ("no data"), False passes on
-    # the fixed limit alone and says that no shift below the limit could be seen.
+    # An output check without a calibration (harness calibrate) or an accepted floor for the pair: True fails it
+    # ("not calibrated"), False judges it by the limits above alone and says no shift below the limit could be seen.
     require_floor: bool = False
 
     @field_validator("drift_limits")

@@ -3,12 +3,18 @@
 A garbled speculative or DCP arm tends to repeat itself: a short unit looping to the end, or a long span copied
 twice. A tiny or weak model repeats too, so a candidate is never judged alone: it fails only when it is clearly more
 repetitive than its reference on the same request. Works on any sequence of hashable units (token ids, words).
+
+An output whose first divergence from the reference is a tie flip (the reference's own top-2 gap within tie_gap) is
+not judged: after the flip the candidate continues another text, the model's own greedy continuation of a prefix
+the reference could as well have chosen, and a tiny model loops on some of those (H200, gpu-mla, clean build:
+graph_replay r4b8-7 flipped at a bf16 tie and looped, 45 of 64 units against the reference's 25). A real collapse
+diverges where the reference was confident, and is still judged.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.config.thresholds import DegenerationGates
@@ -122,13 +128,20 @@ def mean_span_fraction(outputs: list[Sequence[Hashable]], max_period: int = 16) 
 
 
 def degeneration_fields(pairs: list[tuple[str, Sequence[Hashable], Sequence[Hashable]]], reference: str,
-                        limits: DegenerationGates, render=None) -> dict:
-    """A DegenerationRecord's fields from (request, candidate units, reference units) per prompt."""
+                        limits: DegenerationGates, render=None, tie_flipped: Mapping[str, str] | None = None) -> dict:
+    """A DegenerationRecord's fields from (request, candidate units, reference units) per prompt. `tie_flipped`:
+    request -> where it first diverged at a tie flip; those outputs are listed, not judged."""
     if not pairs:
         return {"reference": reference, "passed": False, "detail": "no data: no output to judge", "requests": 0,
                 "status": "no_data"}
-    found = [d for req, c, r in pairs if (d := judge_pair(req, c, r, limits, render))]
-    detail = (f"{len(found)}/{len(pairs)} output(s) clearly more repetitive than {reference}'s" if found
-              else f"no output clearly more repetitive than {reference}'s ({len(pairs)} compared)")
+    exempt = tie_flipped or {}
+    judged = [(req, c, r) for req, c, r in pairs if req not in exempt]
+    found = [d for req, c, r in judged if (d := judge_pair(req, c, r, limits, render))]
+    detail = (f"{len(found)}/{len(judged)} output(s) clearly more repetitive than {reference}'s" if found
+              else f"no output clearly more repetitive than {reference}'s ({len(judged)} compared)")
+    not_judged = [f"request {req}: {exempt[req]}" for req, _, _ in pairs if req in exempt]
+    if not_judged:
+        detail += (f"; {len(not_judged)} not judged: diverged first at a tie flip (another greedy text follows, "
+                   "not a fault)")
     return {"reference": reference, "passed": not found, "detail": detail, "requests": len(pairs),
-            "flagged": [degeneration_line(d) for d in found]}
+            "flagged": [degeneration_line(d) for d in found], "tie_flipped": not_judged}

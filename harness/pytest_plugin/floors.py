@@ -1,39 +1,89 @@
-"""A reference check's record fields plus its paired test against the pair's accepted known-good floor (the suites
-prefix_reuse, graph_replay, teacher_forcing and long_context against the reference store; long_prefix's timed
-outputs against the reference arm of the same run): the floor's failure -- or, under `require_floor`, its absence --
-fails the check and is listed with the divergences."""
+"""Which limits judge a reference check, and its paired test against the pair's floor (the suites prefix_reuse,
+graph_replay, teacher_forcing and long_context against the reference store; long_prefix's timed outputs against the
+reference arm of the same run).
+
+A check calibrated for this key (`harness calibrate`: candidate config, reference outputs, vLLM) is judged by the
+calibration's limits and paired with its median floor; one without a calibration by gates.yaml and, where a run was
+accepted (`harness accept-floor`), paired with that run. Under `require_floor` a check with neither fails: "not
+calibrated: run calibrate". A calibration's own repeats are judged by gates.yaml alone: they are what the floor is
+made of."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from harness.config.arms import Arm
+from harness.config.thresholds import ReferenceCheckGates
 from harness.judge.drift_floor import judge_against_floor
+from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import BatchRun
-from harness.refcheck.floor_store import floor_dir, floor_key, load_floor
+from harness.refcheck.floor_store import Calibration, floor_dir, floor_key, load_calibration, load_floor
 from harness.refcheck.store import StoredOutputs, reference_dir
 
 
-def with_floor(fields: dict, arm: Arm, stored: StoredOutputs, vllm_version: str | None, run: BatchRun,
-               require_floor: bool) -> dict:
-    """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
-    return with_floor_of(fields, arm, stored.arm, stored.key, vllm_version, run.comparisons,
-                         bool(run.aborted), require_floor)
+@dataclass(frozen=True)
+class CheckLimits:
+    """The limits one check of one run is judged by, and where they came from."""
+
+    check: str
+    arm: str
+    drift_limit: float
+    tie_gap: float
+    require_floor: bool
+    floor_path: Path
+    calibration: Calibration | None  # None: gates.yaml's limits
+    repeat: CalibrationRepeat | None = None  # this run is a repeat of `harness calibrate`
+
+    @property
+    def judged_by(self) -> str:
+        if self.repeat is not None:
+            return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}): "
+                    f"limit {self.drift_limit:g}, tie gap {self.tie_gap:g}")
+        if self.calibration is not None:
+            return self.calibration.short
+        return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
 
 
-def with_floor_of(fields: dict, arm: Arm, reference: str, reference_key: str, vllm_version: str | None,
-                  comparisons: list[RequestComparison], aborted: bool, require_floor: bool) -> dict:
-    """`reference_key` names the reference's outputs so that a floor is found again only for the same ones (model,
-    prompts, sampling, the reference's config and vLLM)."""
-    check = fields["check"]
+def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, reference_key: str, vllm_version: str | None,
+                 repeat: CalibrationRepeat | None = None) -> CheckLimits:
+    """`check`'s limits for this candidate against these reference outputs: its calibration's where one is stored
+    under the key, else gates.yaml's (capacity_outputs_c8 goes by capacity_outputs)."""
     path = floor_dir(reference_dir(), arm.name, floor_key(arm, reference_key, vllm_version or "unknown"))
-    out = {**fields, "floor_path": str(path)}
-    floor = load_floor(path, check)
+    calibration = None if repeat is not None else load_calibration(path, check)
+    if calibration is not None:
+        return CheckLimits(check, arm.name, calibration.drift_limit, calibration.tie_gap, gates.require_floor, path,
+                           calibration)
+    return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap, gates.require_floor, path, None,
+                       repeat)
+
+
+def with_floor(fields: dict, stored: StoredOutputs, run: BatchRun, limits: CheckLimits) -> dict:
+    """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
+    return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits)
+
+
+def with_floor_of(fields: dict, reference: str, comparisons: list[RequestComparison], aborted: bool,
+                  limits: CheckLimits) -> dict:
+    """The record's fields plus the paired test against the floor at limits.floor_path (a floor that is missing
+    under require_floor, or that the run fails, fails the check and is listed with the divergences)."""
+    check = fields["check"]
+    out = {**fields, "floor_path": str(limits.floor_path), "judged_by": limits.judged_by}
+    if limits.repeat is not None:
+        out["floor"] = (f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: not judged against a "
+                        "floor (the calibration derives it from its repeats)")
+        out["detectable"] = "n/a (a calibration repeat)"
+        return out
+    floor = load_floor(limits.floor_path, check)
+    failure = None
     if floor is None:
-        missing = (f"no accepted floor for {check} of {arm.name} vs {reference} at {path}: accept a known-good "
-                   "run with `python -m harness accept-floor --run RUN`")
+        missing = (f"not calibrated: no calibration or accepted floor for {check} of {limits.arm} vs {reference} at "
+                   f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build (or "
+                   "accept a known-good run with `python -m harness accept-floor --run RUN`)")
         out["detectable"] = "no shift below the fixed drift limit (no floor to pair with)"
-        out["floor"] = f"FAIL (no data: {missing})" if require_floor else missing
-        failure = out["floor"] if require_floor else None
+        out["floor"] = f"FAIL (no data: {missing})" if limits.require_floor else missing
+        failure = out["floor"] if limits.require_floor else None
     elif aborted:
         out["floor"] = failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
     else:

@@ -18,7 +18,7 @@ from harness.pytest_plugin.parallel import arm_of, leased, wait_until
 from harness.pytest_plugin.recording import server_failed, server_up
 from harness.pytest_plugin.references import CHECKS, ReferenceOutputs
 from harness.records.attempts import current_records, done_tests, next_attempt
-from harness.records.manifest import ManifestMissing, ManifestProblem, RunManifest, read_manifest
+from harness.records.manifest import CalibrationRepeat, ManifestMissing, ManifestProblem, RunManifest, read_manifest
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.records.started import arm_change, recorded_arm_set, recorded_workload
@@ -67,6 +67,18 @@ class HarnessSession:
         if problem:
             raise ConfigError(f"{problem}: what this run started with is not known; restore it, or start a new run")
         return manifest
+
+    @property
+    def order_seed(self) -> int:
+        """The reference checks' batch composition and arrival order (harness/refcheck/order.py); 0: canonical."""
+        started = self.started()
+        return (started.order_seed or 0) if started else 0
+
+    @property
+    def calibration_repeat(self) -> CalibrationRepeat | None:
+        """Set when this run is a repeat of `harness calibrate` (judged by gates.yaml, no floor)."""
+        started = self.started()
+        return started.calibration if started else None
 
     @property
     def arm_set(self) -> ArmSet:

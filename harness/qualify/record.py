@@ -14,12 +14,13 @@ from harness.config.errors import ConfigError
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.records.manifest import Resume, RunPair, load_manifest, write_manifest
+from harness.records.manifest import CalibrationRepeat, Resume, RunPair, load_manifest, write_manifest
 from harness.records.runinfo import now, start_manifest, workload_dumps
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
-                     arm_set: ArmSet | None = None, strict: bool = False) -> None:
+                     arm_set: ArmSet | None = None, strict: bool = False, order_seed: int = 0,
+                     calibration: CalibrationRepeat | None = None) -> None:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -28,6 +29,9 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     manifest = start_manifest(run_dir.name, {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms},
                               redact_argv(argv), suites, workload_dumps(arms[0]) if arms else {})
     manifest.per_arm_suites = per_arm_suites(suites)
+    manifest.order_seed = order_seed
+    if calibration is not None:
+        manifest.calibration = calibration
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
@@ -55,4 +59,17 @@ def record_run(run_dir: Path, arms: RunArms, args: argparse.Namespace) -> None:
     if args.resume:
         note_resume(run_dir, sys.argv)
     else:
-        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set, strict_run(args.strict))
+        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set, strict_run(args.strict),
+                         args.order_seed, calibration_repeat(args.calibration_repeat))
+
+
+def calibration_repeat(text: str | None) -> CalibrationRepeat | None:
+    """--calibration-repeat ID:K/N (written by `harness calibrate`) as the manifest's field."""
+    if not text:
+        return None
+    ident, _, count = text.rpartition(":")
+    repeat, _, of = count.partition("/")
+    if not (ident and repeat.isdigit() and of.isdigit() and 1 <= int(repeat) <= int(of)):
+        raise ConfigError(f"--calibration-repeat {text!r}: expected ID:K/N with 1 <= K <= N (harness calibrate "
+                          "writes it)")
+    return CalibrationRepeat(id=ident, repeat=int(repeat), of=int(of))

@@ -37,6 +37,12 @@ class Resume(Strict):
     exit_code_before: int | None = None
 
 
+class CalibrationRepeat(Strict):
+    id: str  # the calibration's name: its repeats' run directories are <id>-r<k>
+    repeat: int
+    of: int
+
+
 class RunManifest(Strict):
     schema_version: int = SCHEMA_VERSION
     run_id: str | None = None
@@ -58,6 +64,12 @@ class RunManifest(Strict):
     device: dict[str, Any] | None = None
     pytest_exit_code: int | None = None
     baseline: str | None = None
+    # The order the reference checks send their prompts in (harness/refcheck/order.py): 0 or None the canonical
+    # order; another seed another batch composition and arrival order, reproducible from this number.
+    order_seed: int | None = None
+    # Set on the runs `harness calibrate` makes: which repeat of how many, under which calibration; their checks
+    # are judged by gates.yaml alone (no floor), and the calibration derives the floor from all of them.
+    calibration: CalibrationRepeat | None = None
 
     def workloads_of(self, pair: RunPair) -> dict[str, Any] | None:
         """A pair's workloads; the run's where it has none of its own (runs written before pairs recorded theirs)."""

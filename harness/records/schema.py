@@ -316,6 +316,8 @@ class ReferenceCheckRecord(RecordBase):
     floor_path: str | None = None
     floor: str | None = None
     detectable: str | None = None
+    # which limits judged the check, in one line: a calibration's (date, K, limit, tie gap) or gates.yaml's
+    judged_by: str | None = None
 
 
 class LongContextCell(BaseModel):
@@ -441,6 +443,8 @@ class DegenerationRecord(RecordBase):
     detail: str
     requests: int
     flagged: list[str] = []  # one line per request clearly more repetitive than the reference, the span quoted
+    # requests not judged: their first divergence was a tie flip (harness/judge/degeneration.py), where and at what gap
+    tie_flipped: list[str] = []
     status: Literal["complete", "no_data"] = "complete"
 
 

@@ -8,6 +8,7 @@ comparison already made on disk, and the check reports where it stopped.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,3 +80,15 @@ def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, dr
 def degeneration_pairs(run: BatchRun, reference: dict[str, Generation]) -> list[tuple[str, list[int], list[int]]]:
     """(request, candidate tokens, reference tokens) for the degeneration detector, in the order they were sent."""
     return [(pid, tokens, reference[pid].token_ids) for pid, tokens in run.outputs.items() if pid in reference]
+
+
+def write_diverged_outputs(run: BatchRun, reference: dict[str, Generation], path: Path) -> None:
+    """Both sides' tokens of every request that diverged: the record a degeneration or tie-flip verdict can be
+    re-judged from (and turned into a unit test) after the machine is gone."""
+    with path.open("w") as f:
+        for c in run.comparisons:
+            if not c.exact and c.request in run.outputs and c.request in reference:
+                f.write(json.dumps({"request": c.request, "first_divergence": c.first_divergence,
+                                    "reference_gap_at_divergence": c.reference_gap_at_divergence,
+                                    "candidate": run.outputs[c.request],
+                                    "reference": reference[c.request].token_ids}) + "\n")

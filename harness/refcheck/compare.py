@@ -56,6 +56,13 @@ def is_tie_flip(c: RequestComparison, tie_gap: float) -> bool:
     return not c.exact and gap is not None and gap <= tie_gap * (1 + 1e-5) + 1e-7
 
 
+def tie_flipped(comparisons: list[RequestComparison], tie_gap: float) -> dict[str, str]:
+    """request -> where its first divergence was a tie flip (the degeneration detector leaves those unjudged)."""
+    return {c.request: (f"token {c.first_divergence}, reference top-2 gap {c.reference_gap_at_divergence:.3g} "
+                        f"<= tie_gap {tie_gap:g}")
+            for c in comparisons if is_tie_flip(c, tie_gap)}
+
+
 def failure_line(c: RequestComparison, drift_limit: float, tie_gap: float = 0.0) -> str | None:
     where = f"request {c.request}" + (f" [{c.group}]" if c.group else "")
     problems = []

@@ -3,6 +3,10 @@ reference outputs, vLLM version), one file per reference check, against which la
 paired test (harness/judge/drift_floor.py). A run never writes its own floor: `harness accept-floor RUN` marks a
 run known-good, so a faulty build cannot become its own floor.
 
+`harness calibrate` writes the same files from K repeats (the per-position mean as the floor) plus
+<check>.calibration.json: the limits derived from the repeats' clean spread, how, and the false-positive rate measured
+over them (harness/judge/calibration.py); a calibrated check is judged by those limits instead of gates.yaml's.
+
 Layout: <reference dir>/floors/<candidate>-<key>/<check>.jsonl + <check>.source.json; the key hashes the candidate's
 config, the reference key (model, prompts, sampling, reference config, its vLLM) and the candidate's vLLM version,
 so any change to one of them starts without a floor rather than against a stale one.
@@ -41,7 +45,58 @@ class Floor:
 
     @property
     def name(self) -> str:
+        if self.source.get("calibration"):
+            return (f"the calibration {self.source['calibration']} (mean of {self.source.get('repeats', '?')} "
+                    "clean repeats; same candidate config, reference and vLLM)")
         return f"the accepted run {self.source.get('run', '?')} (same candidate config, reference and vLLM)"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A check's calibrated limits (<check>.calibration.json), with what they were derived from."""
+
+    check: str
+    drift_limit: float
+    tie_gap: float
+    repeats: int
+    margin: float
+    derivation: str
+    false_positives: str  # the leave-one-out sentence
+    calibrated: str  # when (ISO date-time)
+    calibration: str  # the calibration's id (its repeats' run directories are <id>-r<k>)
+    spread: dict  # harness.judge.calibration.Spread's fields
+
+    @property
+    def short(self) -> str:
+        """The report's one line: which calibration judged the check."""
+        clean = self.false_positives.split(" PASS", 1)[0]  # "clean repeats 3/3"
+        return (f"calibrated {self.calibrated[:10]} (K={self.repeats}, {clean} PASS): limit {self.drift_limit:.3g}, "
+                f"tie gap {self.tie_gap:.3g}")
+
+
+def load_calibration(path: Path, check: str) -> Calibration | None:
+    """The calibration of `check` stored at `path`, or None when the check was never calibrated for this key (a file
+    that does not read as one counts as none: the run then says "not calibrated")."""
+    try:
+        raw = json.loads((path / f"{check}.calibration.json").read_text())
+        return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_calibration(path: Path, calibration: Calibration, floor: list[RequestComparison], source: dict) -> None:
+    """The check's mean floor, its source and its calibration, each file replaced atomically."""
+    path.mkdir(parents=True, exist_ok=True)
+    check = calibration.check
+    write_atomically(path / f"{check}.jsonl", "".join(c.model_dump_json() + "\n" for c in floor))
+    write_atomically(path / f"{check}.source.json", json.dumps({**source, "accepted": calibration.calibrated}))
+    write_atomically(path / f"{check}.calibration.json", json.dumps(calibration.__dict__, indent=1))
+
+
+def write_atomically(target: Path, text: str) -> None:
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
 
 
 def load_floor(path: Path, check: str) -> Floor | None:

@@ -95,7 +95,9 @@ def check_lines(records: list[Record], cand: str, gates: list[GateResult], named
     out = []
     for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand):
         verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
-        out.append(f"Check {r.check} {who}vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact)")
+        judged = f"; {r.judged_by}" if r.judged_by and r.judged_by.startswith("calibrated") else (
+            "; not calibrated" if r.judged_by and "not calibrated" in r.judged_by else "")
+        out.append(f"Check {r.check} {who}vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact{judged})")
     out += [f"Gate {g.gate}{' ' + cand if named else ''}: {'PASS' if g.passed else 'FAIL'}"
             + (f" ({g.detail})" if not g.passed else f" (no signal: {g.no_signal})" if g.no_signal
                else f" ({g.power})" if g.power else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pandas as pd
 
@@ -257,7 +258,34 @@ def drift(value: float | None, limit: float) -> str:
     return f"{'n/a' if value is None else f'{value:.1e}'} / limit {limit:g}"
 
 
-FLOOR_COLUMNS = ("Paired vs known-good floor", "Smallest detectable")
+FLOOR_COLUMNS = ("Judged by", "Paired vs floor", "Smallest detectable")
+P_VALUE = re.compile(r"p = ([\d.e+-]+)")
+DETECTABLE = re.compile(r"smallest detectable mean shift of ([^:]+): ([\d.e+-]+) \((\d+) pairs")
+
+
+def floor_cell(floor: str | None) -> str:
+    """The paired test's verdict in a few words; the whole sentence stays in the record and the failure list."""
+    if not floor:
+        return "n/a"
+    if floor.startswith(("FAIL (no data: not calibrated", "FAIL (no data: no accepted floor")):
+        return "FAIL: not calibrated (run `harness calibrate`)"
+    if floor.startswith(("not calibrated", "no accepted floor")):  # the second: runs recorded before calibrate
+        return "none (not calibrated)"
+    if floor.startswith("calibration repeat"):
+        return "n/a (a calibration repeat)"
+    if floor.startswith("FAIL (no data"):
+        return first_line(floor, 120)
+    verdict = "FAIL" if "FAIL" in floor else "PASS"
+    values = P_VALUE.findall(floor)
+    return f"{verdict} (p {', '.join(f'{float(p):.2g}' for p in values)})" if values else first_line(floor, 120)
+
+
+def detectable_cell(detectable: str | None) -> str:
+    found = DETECTABLE.search(detectable or "")
+    if not found:
+        return first_line(detectable, 120) if detectable else "n/a"
+    measure, shift, pairs = found.groups()
+    return f"{float(shift):.2g} {measure} ({pairs} pairs)"
 
 
 def reference_checks_table(records: list[Record]) -> pd.DataFrame:
@@ -269,8 +297,9 @@ def reference_checks_table(records: list[Record]) -> pd.DataFrame:
              "First divergence": "none" if r.first_divergence_min is None else f"token {r.first_divergence_min}",
              "Max drift": drift(r.max_drift, r.drift_limit),
              "Cached tokens proven": "n/a" if r.cached_tokens_proven is None else f"{r.cached_tokens_proven:.0f}",
-             "Paired vs known-good floor": first_line(r.floor, 240) if r.floor else "n/a",
-             "Smallest detectable": first_line(r.detectable, 240) if r.detectable else "n/a"}
+             "Judged by": r.judged_by or "n/a",
+             "Paired vs floor": floor_cell(r.floor),
+             "Smallest detectable": detectable_cell(r.detectable)}
             for r in records if isinstance(r, ReferenceCheckRecord)]
     if not any(isinstance(r, ReferenceCheckRecord) and r.floor for r in records):  # no teacher forcing in the run
         rows = [{k: v for k, v in row.items() if k not in FLOOR_COLUMNS} for row in rows]

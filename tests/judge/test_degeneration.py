@@ -68,3 +68,41 @@ def test_a_loop_without_spaces_is_seen_in_text_units():
     d = judge_pair("gsm8k-0", cand, ref, LIMITS, render=" ".join)
     assert text_units("x = 4*2.") == ["x", "=", "4", "*", "2", "."]
     assert d is not None and d.candidate.span == 47 and d.quote.startswith(": : :")
+
+
+# The H200 clean-build case (issue 36, gpu-mla graph_replay r4b8-7): both sides agree up to a bf16 tie flip, then the
+# candidate's greedy continuation of the other token loops (45 of 64 units) where the reference's does not (25 of 64).
+PREFIX = list(range(100, 116))
+REFERENCE_R4B8_7 = PREFIX + [7, 8, 9, 10, 11] * 6 + list(range(200, 218))
+CANDIDATE_R4B8_7 = PREFIX + [5, 6, 7] * 16
+
+
+def test_a_loop_after_a_tie_flip_is_not_judged_but_listed():
+    from harness.judge.degeneration import degeneration_fields
+    from harness.records.schema import RequestComparison
+    from harness.refcheck.compare import tie_flipped
+
+    flip = RequestComparison(request="r4b8-7", prompt_tokens=40, exact=False, first_divergence=len(PREFIX),
+                             candidate_tokens=64, reference_tokens=64, finite=True, max_drift=1.0,
+                             reference_gap_at_divergence=0.125)
+    pairs = [("r4b8-7", CANDIDATE_R4B8_7, REFERENCE_R4B8_7)]
+    judged_alone = degeneration_fields(pairs, "gpu-mla-ref", LIMITS)
+    assert not judged_alone["passed"] and "45 of 64" in judged_alone["flagged"][0]
+    fields = degeneration_fields(pairs, "gpu-mla-ref", LIMITS, tie_flipped=tie_flipped([flip], tie_gap=0.125))
+    assert fields["passed"] and fields["flagged"] == []
+    assert fields["tie_flipped"] == ["request r4b8-7: token 16, reference top-2 gap 0.125 <= tie_gap 0.125"]
+    assert "1 not judged: diverged first at a tie flip" in fields["detail"]
+
+
+def test_the_same_loop_after_a_confident_divergence_still_fails():
+    from harness.judge.degeneration import degeneration_fields
+    from harness.records.schema import RequestComparison
+    from harness.refcheck.compare import tie_flipped
+
+    confident = RequestComparison(request="r4b8-7", prompt_tokens=40, exact=False, first_divergence=len(PREFIX),
+                                  candidate_tokens=64, reference_tokens=64, finite=True, max_drift=0.01,
+                                  reference_gap_at_divergence=3.0)
+    fields = degeneration_fields([("r4b8-7", CANDIDATE_R4B8_7, REFERENCE_R4B8_7)], "gpu-mla-ref", LIMITS,
+                                 tie_flipped=tie_flipped([confident], tie_gap=0.5))
+    assert not fields["passed"] and fields["tie_flipped"] == []
+    assert "repeated span of 45 of 64 units (reference 25 of 64" in fields["flagged"][0]

@@ -132,6 +132,13 @@ def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, ca
     assert "needs the reference checks of exactly one arm ('other'); found: none" in capsys.readouterr().err
 
 
+def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: bool = False):
+    from harness.config.thresholds import ReferenceCheckGates
+    from harness.pytest_plugin.floors import check_limits
+
+    return check_limits(ReferenceCheckGates(require_floor=require_floor), arm, check, key, "0.32.0")
+
+
 def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
     from harness.pytest_plugin.floors import with_floor
     from harness.refcheck.batches import BatchRun
@@ -142,17 +149,21 @@ def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted
     stored = StoredOutputs("cpu-ref", "refkey", tmp_path / "ref.json", {}, reused=True)
     fields = {"check": "teacher_forcing", "passed": True, "diverged": []}
     clean = BatchRun(comparisons(seed=1))
-    optional = with_floor(fields, arm, stored, "0.32.0", clean, require_floor=False)
-    assert optional["passed"] and optional["floor"].startswith("no accepted floor for teacher_forcing")
-    required = with_floor(fields, arm, stored, "0.32.0", clean, require_floor=True)
-    assert not required["passed"] and required["floor"].startswith("FAIL (no data: no accepted floor")
+    optional = with_floor(fields, stored, clean, limits_for(arm, "refkey"))
+    assert optional["passed"] and optional["floor"].startswith(
+        "not calibrated: no calibration or accepted floor for teacher_forcing of cpu-smoke vs cpu-ref")
+    assert "python -m harness calibrate --arm cpu-smoke" in optional["floor"]
+    assert optional["judged_by"] == "gates.yaml, not calibrated: limit 0.01, tie gap 0"
+    required = with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True))
+    assert not required["passed"] and required["floor"].startswith("FAIL (no data: not calibrated")
     assert required["diverged"] == [required["floor"]]
 
     src = tmp_path / "tf.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons(seed=0)))
     save_floor(Path(optional["floor_path"]), "teacher_forcing", src, {"run": "n1"})
-    assert with_floor(fields, arm, stored, "0.32.0", clean, require_floor=True)["passed"]
-    aborted = with_floor(fields, arm, stored, "0.32.0", BatchRun(comparisons(seed=1)[:3], "round 1: died"), True)
+    assert with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True))["passed"]
+    aborted = with_floor(fields, stored, BatchRun(comparisons(seed=1)[:3], "round 1: died"),
+                         limits_for(arm, "refkey", require_floor=True))
     assert not aborted["passed"] and aborted["floor"].startswith("FAIL (no data: the check was aborted")
 
 
@@ -201,18 +212,20 @@ def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(
         return [*free, *(c.model_copy(update={"group": "c1 forced"}) for c in comparisons(shift=shift, n=4, seed=seed))]
 
     key = "long_prefix samples of cpu-ref in this run (prompts abc), reference config 123"
-    first = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.0, 0), False, require_floor=False)
-    assert first["floor"].startswith("no accepted floor for long_prefix_outputs of cpu-smoke vs cpu-ref")
+    check = "long_prefix_outputs"
+    first = with_floor_of(fields, "cpu-ref", lines(0.0, 0), False, limits_for(arm, key, check))
+    assert first["floor"].startswith("not calibrated: no calibration or accepted floor for long_prefix_outputs of "
+                                     "cpu-smoke vs cpu-ref")
     src = tmp_path / "lp.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in lines(0.0, 0)))
     save_floor(Path(first["floor_path"]), "long_prefix_outputs", src, {"run": "n1"})
     assert len(load_floor(Path(first["floor_path"]), "long_prefix_outputs").comparisons) == 16
-    clean = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.0, 1), False, require_floor=True)
+    clean = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key, check, True))
     assert clean["passed"] and clean["floor"].startswith("PASS"), clean["floor"]
-    shifted = with_floor_of(fields, arm, "cpu-ref", key, "0.32.0", lines(0.003, 1), False, require_floor=True)
+    shifted = with_floor_of(fields, "cpu-ref", lines(0.003, 1), False, limits_for(arm, key, check, True))
     assert not shifted["passed"] and "FAIL: sign test" in shifted["floor"], shifted["floor"]
-    other = with_floor_of(fields, arm, "cpu-ref", key.replace("123", "456"), "0.32.0", lines(0.0, 1), False, True)
-    assert other["floor"].startswith("FAIL (no data: no accepted floor"), other["floor"]  # another reference config
+    other = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key.replace("123", "456"), check, True))
+    assert other["floor"].startswith("FAIL (no data: not calibrated"), other["floor"]  # another reference config
 
 
 def test_accept_floor_of_a_run_copied_from_another_machine_stores_in_this_store(tmp_path, capsys):

@@ -1,0 +1,153 @@
+"""`harness calibrate --arm A`: run the arm's output checks K times against its stored reference on a build taken as
+good, then derive and store each check's limits and floor (harness/judge/calibration.py) under the key later runs
+look for (candidate config, reference outputs, vLLM: harness/refcheck/floor_store.py).
+
+Each repeat is a full `qualify` of the calibrated suites in a fresh process (reports/<id>-r<k>; running the same
+command again keeps the repeats that ran to their end and runs the rest): the servers start anew (CUDA graphs are
+captured again), the checks send their prompts under another order seed (another batch composition and arrival
+order, harness/refcheck/order.py), and `HARNESS_CALIBRATION_REPEAT=k` is in the servers' environment for builds whose
+noise is seeded per run (the CPU jitter of benchmarks/length_faults.py). The repeats are judged by gates.yaml alone;
+their exit codes say nothing about the calibration, their completeness does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.calibrate.repeats import CheckRepeat, read_repeat
+from harness.config.errors import ConfigError
+from harness.config.paths import REPORTS_DIR
+from harness.config.suites import calibrated_suites
+from harness.config.thresholds import ReferenceCheckGates, load_gates
+from harness.judge.calibration import MARGIN, derive_limits, leave_one_out, mean_floor, spread
+from harness.records.manifest import interruption, load_manifest
+from harness.records.results import read_results
+from harness.records.schema import ServerRecord
+from harness.refcheck.floor_store import Calibration, save_calibration
+
+# A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
+RunRepeat = Callable[[list[str], dict[str, str]], int]
+
+
+def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: list[str], run_repeat: RunRepeat,
+              ident: str | None = None) -> int:
+    ident = ident or f"calibrate-{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
+    chosen = calibrated_suites(suites)
+    if not chosen:
+        raise ConfigError(f"calibrate --suites {','.join(suites or [])}: none of them has checks to calibrate; "
+                          f"choose among {', '.join(calibrated_suites())}")
+    run_dirs = []
+    for k in range(1, repeats + 1):
+        run_dir = REPORTS_DIR / f"{ident}-r{k}"
+        run_dirs.append(run_dir)
+        if finished_repeat(run_dir, ident, k, repeats):  # the same calibration run again: continue it
+            print(f"calibrate {arm}: repeat {k} of {repeats} kept from an earlier call: {run_dir}", flush=True)
+            continue
+        if run_dir.exists():  # an interrupted repeat: its partial records would mix with the new ones
+            shutil.rmtree(run_dir)
+        print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
+        argv = ["qualify", "--arm", arm, "--suites", ",".join(chosen), "--run-dir", str(run_dir),
+                "--order-seed", str(k), "--calibration-repeat", f"{ident}:{k}/{repeats}", *qualify_args]
+        code = run_repeat(argv, {"HARNESS_CALIBRATION_REPEAT": str(k)})
+        if code >= 128 or code == 2:
+            raise ConfigError(f"calibrate: repeat {k} ({run_dir}) exited {code} "
+                              f"({'interrupted' if code >= 128 else 'refused before its checks ran'}); nothing was "
+                              "calibrated")
+    return store_calibration(arm, ident, run_dirs)
+
+
+def finished_repeat(run_dir: Path, ident: str, k: int, repeats: int) -> bool:
+    """Whether `run_dir` is repeat k of this calibration (same id and count), run to its end: a calibration cut
+    short (a device call's time limit, Ctrl-C) is continued by running the same command again."""
+    manifest, _ = load_manifest(run_dir)
+    if manifest is None or manifest.calibration is None or interruption(manifest):
+        return False
+    c = manifest.calibration
+    return (c.id, c.repeat, c.of) == (ident, k, repeats)
+
+
+def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:
+    """Every check measured by all repeats: derived, stored, tabled (reports/<ident>/calibration.md and .json)."""
+    measured = [read_repeat(d, arm) for d in run_dirs]
+    vllm = vllm_versions(run_dirs, arm)
+    checks = sorted(set.intersection(*(set(m) for m in measured)))
+    partial = sorted(set.union(*(set(m) for m in measured)) - set(checks))
+    if partial:
+        raise ConfigError(f"calibrate: {', '.join(partial)} did not run in every repeat; a calibration compares like "
+                          "with like: calibrate again")
+    gates = load_gates(arm).reference_checks
+    when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rows = []
+    for check in checks:
+        per_repeat = [m[check] for m in measured]
+        rows.append(calibrate_check(check, per_repeat, gates, ident, when, run_dirs, vllm))
+    out = REPORTS_DIR / ident
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "calibration.json").write_text(json.dumps({"arm": arm, "calibration": ident, "calibrated": when,
+                                                      "repeats": [str(d) for d in run_dirs], "vllm": vllm,
+                                                      "checks": rows}, indent=1) + "\n")
+    table = calibration_table(arm, ident, rows)
+    (out / "calibration.md").write_text(table)
+    print(table, end="")
+    print(f"calibration of {arm} stored: {out / 'calibration.json'}; later runs are judged by it")
+    return 0
+
+
+def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, ident: str, when: str,
+                    run_dirs: list[Path], vllm: list[str]) -> dict:
+    paths = {r.record.floor_path for r in per_repeat}
+    if len(paths) != 1:
+        raise ConfigError(f"calibrate: {check}'s floor key changed between repeats ({', '.join(sorted(paths))}): the "
+                          "arm, its reference outputs or vLLM changed during the calibration; calibrate again")
+    repeats = [r.comparisons for r in per_repeat]
+    least = ReferenceCheckGates().drift_limit  # the seed's 1e-2
+    s = spread(repeats)
+    if s.nonfinite:
+        raise ConfigError(f"calibrate: {check} returned {s.nonfinite} non-finite logprob(s) in clean repeats: that is "
+                          "a fault, not noise; nothing was calibrated")
+    limits = derive_limits(s, least, gates.tie_gap)
+    loo = leave_one_out(repeats, least, gates.tie_gap)
+    repetition = [d for r in per_repeat for d in r.repetition_deltas]
+    spread_fields = {**asdict(s), "flip_gaps": s.flip_gaps[-20:],
+                     "span_fraction_delta_max": max((d[0] for d in repetition), default=None),
+                     "distinct_2_delta_max": max((d[1] for d in repetition), default=None)}
+    calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), MARGIN, limits.derivation,
+                              loo.sentence, when, ident, spread_fields)
+    first = per_repeat[0].record
+    save_calibration(Path(first.floor_path), calibration, mean_floor(repeats),
+                     {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs],
+                      "arm": first.arm, "reference": first.reference, "reference_key": first.reference_key,
+                      "vllm": vllm})
+    return {"check": check, "reference": first.reference, "before": {"drift_limit": gates.limit_for(check),
+                                                                      "tie_gap": gates.tie_gap},
+            "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
+            "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
+            "spread": spread_fields, "floor_path": first.floor_path}
+
+
+def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:
+    """The vLLM versions the arm's servers reported in the repeats (one, unless the build changed under them)."""
+    return sorted({r.vllm_version for d in run_dirs for r in read_results(d / "results.jsonl")[0]
+                   if isinstance(r, ServerRecord) and r.arm == arm and r.vllm_version})
+
+
+def calibration_table(arm: str, ident: str, rows: list[dict]) -> str:
+    lines = [f"### Calibration of {arm} ({ident})", "",
+             "| Check (vs) | K | Exact | Clean max drift | p99 position | Divergences (largest gap) | Limit before -> "
+             "after | Tie gap before -> after | Clean repeats (leave one out) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, fp = r["spread"], r["false_positives"]
+        p99 = "n/a" if s["drift_p99"] is None else f"{s['drift_p99']:.3g}"
+        flips = f"{s['divergences']}" + (f" ({max(s['flip_gaps']):.3g})" if s["flip_gaps"] else "")
+        lines.append(f"| {r['check']} ({r['reference']}) | {s['repeats']} | {s['exact_rate']:.0%} | "
+                     f"{s['max_drift']:.3g} | {p99} | {flips} | {r['before']['drift_limit']:g} -> "
+                     f"{r['after']['drift_limit']:.3g} | {r['before']['tie_gap']:g} -> {r['after']['tie_gap']:.3g} | "
+                     f"{fp['passed']}/{fp['repeats']} |")
+    lines += ["", "Limits: " + "; ".join(f"{r['check']}: {r['derivation']}" for r in rows), ""]
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# ON the GPU device machine: calibrate an arm, then qualify it, against one reference store and model kept in
+# /tmp/keep while the machine stays warm (call it again, back to back, to continue). Issue 36's control:
+#
+#   ARM=gpu-mla STEPS="calibrate" bash scripts/device_calibrate.sh                 (first call, with the install)
+#   ARM=gpu-mla STEPS="qualify-1 qualify-2" bash scripts/device_calibrate.sh       (next calls)
+#
+# STEPS, in order, each skipped when less than 60 s of DEADLINE_S (default 570) is left:
+#   calibrate    python -m harness calibrate --arm $ARM --repeats ${REPEATS:-3} --id cal-$ARM
+#   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
+# Every run directory made by this call comes back in $OUT/runs.tar.gz (server logs cut), with the calibration
+# table, the floors' calibration files and the exit code of each step in $OUT/steps.txt.
+set -uo pipefail
+ARM=${ARM:?ARM=arm}
+OUT=${OUT:-/tmp/out}
+KEEP=/tmp/keep
+source scripts/device_lib.sh
+device_env
+export HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_REPORTS_DIR=$KEEP/reports
+mkdir -p "$OUT" "$KEEP/reports"
+t0=$(date +%s)
+deadline=$(( t0 + ${DEADLINE_S:-570} ))
+marker=$KEEP/.call-$t0 && touch "$marker"
+make_tiny_mla "$KEEP/tiny-mla" "$OUT/tiny-mla.log" || exit 3
+echo "setup: $(( $(date +%s) - t0 )) s; model: $(tr -d '\n ' < models/tiny-mla/tiny_model.json | cut -c1-300)"
+for step in ${STEPS:-calibrate}; do
+  left=$(( deadline - $(date +%s) ))
+  if [ "$left" -lt 60 ]; then echo "$step skipped: $left s left" | tee -a "$OUT/steps.txt"; continue; fi
+  s0=$(date +%s)
+  case $step in
+    calibrate) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness calibrate --arm "$ARM" \
+                 --repeats "${REPEATS:-3}" --id "cal-$ARM" ${CALIBRATE_ARGS:-} ;;
+    qualify-*) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
+                 --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
+    *) echo "unknown step $step"; false ;;
+  esac
+  echo "$step exit $? after $(( $(date +%s) - s0 )) s" | tee -a "$OUT/steps.txt"
+done
+new=$(cd "$KEEP/reports" && find . -maxdepth 1 -mindepth 1 -type d -newer "$marker" | sed 's|^\./||')
+for d in $new; do tail_server_logs "$KEEP/reports/$d"; done
+# shellcheck disable=SC2086
+[ -n "$new" ] && tar czf "$OUT/runs.tar.gz" -C "$KEEP/reports" $new
+(cd "$KEEP/references" 2>/dev/null && find floors -name '*.calibration.json' -o -name '*.source.json' \
+   | tar czf "$OUT/calibrations.tar.gz" -T -) 2>/dev/null
+cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
+echo "call: $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,150 @@
+"""`calibrate` over recorded repeats: each repeat's argv (order seed, repeat marker), the calibration stored under
+the floor key and then used by later runs (limits and floor), and the refusals that keep a bad calibration out: an
+aborted check, a check missing from a repeat, a key that changed, a repeat that was refused."""
+
+import json
+from pathlib import Path
+
+import pytest
+from drift_lines import repeat
+
+from harness.config.arms import load_arm
+from harness.config.errors import ConfigError
+from harness.config.thresholds import ReferenceCheckGates
+from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
+from harness.refcheck.floor_store import floor_dir, floor_key, load_calibration, load_floor
+
+ARM = "cpu-smoke"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
+    import harness.calibrate.command as command
+    monkeypatch.setattr(command, "REPORTS_DIR", tmp_path / "reports")
+    return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), "refkey", "0.32.0"))
+
+
+def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComparison], status: str = "complete",
+                 check: str = "teacher_forcing") -> None:
+    run_dir.mkdir(parents=True)
+    sink = run_dir / ARM / f"{check}_vs_cpu-ref_comparisons.jsonl"
+    sink.parent.mkdir()
+    sink.write_text("".join(c.model_dump_json() + "\n" for c in comparisons))
+    rec = ReferenceCheckRecord(run_id=run_dir.name, arm=ARM, suite=check, check=check, reference="cpu-ref",
+                               reference_key="refkey", passed=True, detail="d", requests=len(comparisons),
+                               exact_matches=len(comparisons), first_divergence_min=None, max_drift=0.1, nonfinite=0,
+                               drift_limit=0.01, status=status, comparisons_path=str(sink), floor_path=str(floor))
+    server = ServerRecord(run_id=run_dir.name, arm=ARM, suite="launch", status="up", vllm_version="0.32.0")
+    (run_dir / "results.jsonl").write_text(server.model_dump_json() + "\n" + rec.model_dump_json() + "\n")
+
+
+def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
+    from harness.calibrate.command import calibrate
+    from harness.pytest_plugin.floors import check_limits, with_floor_of
+
+    asked = []
+
+    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
+        asked.append((argv, env))
+        k = int(env["HARNESS_CALIBRATION_REPEAT"])
+        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k))
+        return 1  # gates.yaml may fail a repeat: the calibration reads what it measured
+
+    assert calibrate(ARM, 3, ["teacher_forcing", "gsm8k"], ["--no-vllm-check"], run_repeat, "cal-x") == 0
+    argv, env = asked[1]
+    assert argv[:4] == ["qualify", "--arm", ARM, "--suites"] and argv[4] == "teacher_forcing"
+    assert argv[argv.index("--order-seed") + 1] == "2" and "cal-x:2/3" in argv and argv[-1] == "--no-vllm-check"
+    calibration = load_calibration(store, "teacher_forcing")
+    assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
+    assert calibration.false_positives.startswith("clean repeats 3/3 PASS")
+    floor = load_floor(store, "teacher_forcing")
+    assert len(floor.comparisons) == 40 and "the calibration cal-x (mean of 3 clean repeats" in floor.name
+    table = (tmp_path / "reports" / "cal-x" / "calibration.md").read_text()
+    assert "| teacher_forcing (cpu-ref) | 3 | 100% |" in table and "0.01 -> " in table
+    assert json.loads((tmp_path / "reports" / "cal-x" / "calibration.json").read_text())["vllm"] == ["0.32.0"]
+    assert "calibration of cpu-smoke stored" in capsys.readouterr().out
+
+    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
+                          "0.32.0")
+    assert limits.calibration == calibration and limits.drift_limit == calibration.drift_limit
+    assert limits.judged_by.startswith("calibrated ") and "(K=3, clean repeats 3/3 PASS)" in limits.judged_by
+    fields = {"check": "teacher_forcing", "passed": True, "diverged": []}
+    clean = with_floor_of(fields, "cpu-ref", repeat(7), False, limits)
+    assert clean["passed"] and clean["floor"].count("PASS: ") == 2, clean["floor"]
+    shifted = with_floor_of(fields, "cpu-ref", repeat(8, shift=0.01), False, limits)
+    assert not shifted["passed"] and "FAIL: " in shifted["floor"]
+
+
+def test_a_calibration_repeat_is_judged_by_gates_yaml_and_not_against_a_floor(store):
+    from harness.pytest_plugin.floors import check_limits, with_floor_of
+    from harness.records.manifest import CalibrationRepeat
+
+    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
+                          "0.32.0", CalibrationRepeat(id="cal-x", repeat=2, of=3))
+    out = with_floor_of({"check": "teacher_forcing", "passed": True, "diverged": []}, "cpu-ref", repeat(1), False,
+                        limits)
+    assert out["passed"] and out["floor"].startswith("calibration repeat 2 of 3: not judged against a floor")
+    assert out["judged_by"] == "gates.yaml (calibration cal-x, repeat 2 of 3): limit 0.01, tie gap 0"
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("aborted", "stopped early"),
+    ("missing", "did not run in every repeat"),
+    ("other key", "floor key changed between repeats"),
+    ("nonfinite", r"non-finite logprob\(s\) in clean repeats"),
+])
+def test_a_calibration_is_refused_when_a_repeat_cannot_stand_for_the_build(store, tmp_path, fault, message):
+    from harness.calibrate.command import store_calibration
+
+    dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
+    write_repeat(dirs[0], store, repeat(1))
+    second = repeat(2)
+    if fault == "nonfinite":
+        second[0] = second[0].model_copy(update={"finite": False})
+    write_repeat(dirs[1], store if fault != "other key" else store.with_name("other"), second,
+                 status="aborted" if fault == "aborted" else "complete",
+                 check="graph_replay" if fault == "missing" else "teacher_forcing")
+    with pytest.raises(ConfigError, match=message):
+        store_calibration(ARM, "cal", dirs)
+    assert load_calibration(store, "teacher_forcing") is None
+
+
+def test_a_repeat_refused_or_interrupted_stops_the_calibration(store):
+    from harness.calibrate.command import calibrate
+
+    with pytest.raises(ConfigError, match="repeat 1 .* exited 2 .refused before its checks ran"):
+        calibrate(ARM, 2, None, [], lambda argv, env: 2, "cal-y")
+    with pytest.raises(ConfigError, match="none of them has checks to calibrate"):
+        calibrate(ARM, 2, ["gsm8k"], [], lambda argv, env: 0, "cal-z")
+
+
+def test_the_calibrate_command_refuses_fewer_than_two_repeats(capsys):
+    from harness.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--arm", ARM, "--repeats", "1"])
+    assert "give a whole number of at least 2" in capsys.readouterr().err
+
+
+
+
+def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an_interrupted_one(store, tmp_path):
+    from harness.calibrate.command import calibrate
+    from harness.records.manifest import CalibrationRepeat, RunManifest, write_manifest
+
+    reports = tmp_path / "reports"
+    for k, finished in ((1, "2026-12-04T20:00:00"), (2, None)):  # repeat 2 was cut by a time limit
+        write_repeat(reports / f"cal-r{k}", store, repeat(k))
+        write_manifest(reports / f"cal-r{k}", RunManifest(finished=finished, exit_code=1 if finished else None,
+                                                          calibration=CalibrationRepeat(id="cal", repeat=k, of=3)))
+    ran = []
+
+    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
+        k = int(env["HARNESS_CALIBRATION_REPEAT"])
+        ran.append(k)
+        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k))
+        return 0
+
+    assert calibrate(ARM, 3, ["teacher_forcing"], [], run_repeat, "cal") == 0
+    assert ran == [2, 3] and load_calibration(store, "teacher_forcing").repeats == 3

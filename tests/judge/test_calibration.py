@@ -1,0 +1,73 @@
+"""Calibration from clean repeats: the spread, the derived limits (stated with their derivation), the median floor,
+and the leave-one-out false-positive rate; a planted shift inside the clean max fails against the calibrated floor,
+a fresh clean repeat passes."""
+
+from drift_lines import repeat
+
+from harness.judge.calibration import derive_limits, leave_one_out, mean_floor, spread, tail_level, would_fail
+from harness.judge.drift_floor import judge_against_floor
+
+
+def test_the_limits_come_from_the_clean_spread_with_their_derivation():
+    clean = [repeat(1, flips={3: 0.125}), repeat(2, flips={7: 0.5}), repeat(3)]
+    s = spread(clean)
+    assert s.repeats == 3 and s.requests == 40 and s.divergences == 2 and s.flip_gaps == [0.125, 0.5]
+    assert abs(s.exact_rate - 118 / 120) < 1e-9
+    limits = derive_limits(s, least_limit=0.01, least_tie_gap=0.0)
+    # 120 per-request values: the tail fit (top 12) sits above the clean max x 1.25; two flips: no fit, 0.5 x 1.25
+    tail = tail_level(s.request_drifts, 3)
+    assert tail > s.max_drift * 1.25 and abs(limits.drift_limit - tail) < 1e-12
+    assert abs(limits.tie_gap - 0.625) < 1e-12 and tail_level(s.flip_gaps, 3) is None
+    assert "tail estimate" in limits.derivation and "K = 3" in limits.derivation
+
+
+def test_the_tail_estimate_covers_the_next_runs_max_where_the_max_of_three_does_not():
+    # 40 clean repeats of the heavy-tailed drift: how often a repeat's max exceeds the limit the 3 before it derive
+    runs = [repeat(seed) for seed in range(40)]
+    over_max = over_tail = 0
+    for k in range(3, 40):
+        s = spread(runs[k - 3:k])
+        mine = max(c.max_drift for c in runs[k])
+        over_max += mine > s.max_drift * 1.25
+        over_tail += mine > derive_limits(s, 0.01, 0.0).drift_limit
+    assert over_max >= 4 and over_tail <= 1, (over_max, over_tail)
+
+
+def test_a_bit_exact_pair_keeps_the_seeds_limit_and_a_configured_tie_gap_stays_in_force():
+    exact = [repeat(s, n=5).copy() for s in (1, 2)]
+    exact = [[c.model_copy(update={"deltas": [0.0] * 24, "max_drift": 0.0}) for c in r] for r in exact]
+    limits = derive_limits(spread(exact), least_limit=0.01, least_tie_gap=0.006)
+    assert limits.drift_limit == 0.01 and limits.tie_gap == 0.006
+
+
+def test_a_clean_repeat_passes_the_calibration_and_a_shift_inside_the_clean_max_fails_its_floor():
+    clean = [repeat(seed) for seed in (1, 2, 3)]
+    s = spread(clean)
+    floor = mean_floor(clean)
+    assert len(floor) == 40 and all(len(c.deltas) == 24 for c in floor)
+    limits = derive_limits(s, 0.01, 0.0)
+    fresh = repeat(4)
+    assert not any(would_fail(c, limits) for c in fresh)
+    assert judge_against_floor(fresh, floor, "calibration").passed
+    shifted = repeat(5, shift=0.01)  # a third of the clean sd: inside the clean max, under the fixed limit
+    assert max(c.max_drift for c in shifted) < limits.drift_limit
+    assert not any(would_fail(c, limits) for c in shifted)
+    verdict = judge_against_floor(shifted, floor, "calibration")
+    assert not verdict.passed, verdict.sentence
+
+
+def test_leave_one_out_counts_a_repeat_the_others_would_fail():
+    clean = [repeat(seed) for seed in (1, 2, 3, 4)]
+    loo = leave_one_out(clean, 0.01, 0.0)
+    assert (loo.passed, loo.repeats, loo.failures) == (4, 4, [])
+    assert loo.sentence.startswith("clean repeats 4/4 PASS")
+    # one repeat diverges where the reference was confident (gap 3.0): a fault the others never showed
+    odd = [*clean[:3], repeat(4, flips={2: 3.0})]
+    loo = leave_one_out(odd, 0.01, 0.0)
+    assert loo.passed == 3 and loo.failures[0].startswith("repeat 4: 1 request(s) over the limits (r2)")
+
+
+def test_a_planted_shift_in_one_repeat_is_a_false_positive_the_calibration_reports():
+    clean = [repeat(1), repeat(2), repeat(3, shift=0.02)]
+    loo = leave_one_out(clean, 0.01, 0.0)
+    assert loo.passed < 3 and any(f.startswith("repeat 3:") for f in loo.failures), loo.sentence
