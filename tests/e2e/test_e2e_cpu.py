@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from processes import wait_gone
+from processes import described, tree_with_engine_core, wait_gone
 
 from harness.config.arms import load_arm
 from harness.config.errors import LaunchError
@@ -142,20 +142,15 @@ def qualify(run_dir, *extra, env: dict | None = None) -> subprocess.Popen:
 
 def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
     proc = qualify(tmp_path / "run", "--arm", "cpu-ref", "--suites", "kv_capacity", "--no-vllm-check")
-    harness = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    tree: dict[int, psutil.Process] = {}
-    while time.monotonic() < deadline:  # wait until the server and its engine core run
-        for p in harness.children(recursive=True):
-            tree[p.pid] = p
-        if len(tree) >= 2 and (tmp_path / "run" / "cpu-ref" / "server.log").is_file():
-            break
-        time.sleep(0.5)
-    assert len(tree) >= 2, "the server did not start"
+    # the signal lands once the server's engine core runs (any two processes were taken for it before: the API
+    # server and a helper it spawns first), else there is no EngineCore to orphan and the test proves nothing
+    tree = {p.pid: p for p in tree_with_engine_core(psutil.Process(proc.pid), timeout=300)}
+    assert (tmp_path / "run" / "cpu-ref" / "server.log").is_file()
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=90)
     assert proc.returncode == 128 + signal.SIGTERM, out
-    assert wait_gone(list(tree)) == [], f"orphans after SIGTERM: {[tree[p].cmdline()[:4] for p in tree]}"
+    left = wait_gone(list(tree))
+    assert left == [], f"orphans after SIGTERM: {[described(tree[p]) for p in left]}"
 
 
 def test_qualify_cpu_pair_end_to_end(full_pair_run):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from processes import tree_with_engine_core
 
 from harness.config.paths import REPO_ROOT
 
@@ -66,8 +67,10 @@ def test_ctrl_c_during_server_start_exits_130_and_renders_the_report(tmp_path):
     run = tmp_path / "run"
     proc = qualify(run, "--arm", "cpu-ref", "--suites", "kv_capacity", refs=tmp_path / "refs")
     harness = psutil.Process(proc.pid)
-    servers = wait_for(lambda: server_processes(harness), 120, "the server to start")
-    tree = [p.pid for s in servers for p in [s, *s.children(recursive=True)]]
+    # still starting (the model loads in the engine core, then the API server begins to answer), but with its engine
+    # core running: Ctrl-C as soon as the API server process existed could land before there was one to orphan
+    tree = [p.pid for p in tree_with_engine_core(harness, timeout=300)]
+    assert server_processes(harness), "no vLLM API server under the harness"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the servers run in sessions of their own
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
