@@ -21,6 +21,7 @@ import pytest
 from planted import length_faults
 
 from harness.config.paths import ARMS_DIR, REPO_ROOT
+from harness.config.workloads import LongContextWorkload, load_workload
 
 pytestmark = pytest.mark.e2e
 L = 2048
@@ -37,6 +38,14 @@ def _one(records: list[dict], arm: str, kind: str, **match) -> dict:
              and all(r.get(k) == v for k, v in match.items())]
     assert found, f"no {kind} record {match} of {arm}"
     return found[-1]
+
+
+def first_length_reaching(lengths: list[int], output_tokens: int, start: int) -> int:
+    """The shortest grid length whose requests hold a token at a position >= `start`: its prompt plus the output
+    tokens (generated, or the reference's teacher-forced) pass `start`. Every shorter length stays below it."""
+    reaching = [n for n in sorted(lengths) if n + output_tokens > start]
+    assert reaching, f"no grid length of {sorted(lengths)} (+{output_tokens} output tokens) reaches position {start}"
+    return reaching[0]
 
 
 def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_path, full_pair_run):
@@ -78,15 +87,25 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
 
     lc = _one(records, arm, "long_context")
     assert not lc["passed"] and lc["status"] == "complete"
+    # the grid the run used (its record), which is the workload's; the first of its lengths whose requests reach L
+    # must be the first failing one: not a shorter length (nothing below L may fail), not a longer one (the fault
+    # went unseen where it first applies)
+    workload = load_workload(lc["workload"], kind=LongContextWorkload)
+    assert lc["lengths"] == sorted(workload.lengths), (lc["lengths"], workload.lengths)
+    expected = first_length_reaching(lc["lengths"], workload.output_tokens, L)
     first = lc["first_failing_length"]
-    assert first is not None and first >= L - 16, lc["failures"][:3]  # nothing below L fails
+    assert first == expected, (f"first failing length {first}, expected {expected}: the first of {lc['lengths']} "
+                               f"(+{workload.output_tokens} output tokens) past L={L}", lc["failures"][:3])
     for cell in lc["cells"]:  # whose whole context stays below L: identical to the reference
-        if cell["length"] + 16 <= L:
+        if cell["length"] < expected:
             assert cell["passed"] and cell["exact"], cell
     failing = [c for c in lc["cells"] if not c["passed"]]
-    assert failing and all(c["length"] >= first for c in failing)
     assert any(c["mode"] == "cold" for c in failing), failing  # not only a cache effect
-    assert f"{first:,}" in out or str(first) in out  # the assertion names the first failing length
+    assert f"FIRST FAILING LENGTH {expected:,} tokens" in out, out[-3000:]  # the suite's assertion names it
+    rows = {line.split("|")[2].strip(): line.split("|")[-2].strip()  # Length -> Verdict in the report's table
+            for line in (run / "tables" / "long_context.md").read_text().splitlines() if line.startswith(f"| {arm} vs ")}
+    assert [n for n, v in rows.items() if v == "FAIL (first failing length)"] == [f"{expected:,}"], rows
+    assert all(rows[f"{n:,}"] == "PASS" for n in lc["lengths"] if n < expected), rows
 
     outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
     assert not outputs["passed"], outputs["detail"]
