@@ -282,6 +282,8 @@ def floor_cell(floor: str | None) -> str:
 
 def detectable_cell(detectable: str | None) -> str:
     found = DETECTABLE.search(detectable or "")
+    if detectable and detectable.startswith("no shift below the fixed drift limit"):
+        return "none below the limit (no floor)"
     if not found:
         return first_line(detectable, 120) if detectable else "n/a"
     measure, shift, pairs = found.groups()

@@ -106,3 +106,29 @@ def test_the_same_loop_after_a_confident_divergence_still_fails():
                                  tie_flipped=tie_flipped([confident], tie_gap=0.5))
     assert not fields["passed"] and fields["tie_flipped"] == []
     assert "repeated span of 45 of 64 units (reference 25 of 64" in fields["flagged"][0]
+
+
+def test_the_recorded_h200_case_loops_after_a_bf16_tie_flip_and_is_not_a_fault():
+    """gpu-mla graph_replay r4b8-7 as recorded on the H200 (2026-12-04, clean build, canonical order; its file:
+    <run>/gpu-mla/graph_replay_vs_gpu-mla-ref_diverged_outputs.jsonl): identical for 44 tokens, then a flip where
+    the reference's own top-2 gap is 0.0156 (one bf16 step of a logit near 2), then a loop. Judged alone it is the
+    issue's "45 of 64 units (reference 25 of 64)"; with the calibrated tie gap it is not judged."""
+    import json
+    from pathlib import Path
+
+    from harness.judge.degeneration import degeneration_fields
+    from harness.records.schema import RequestComparison
+    from harness.refcheck.compare import tie_flipped
+
+    row = json.loads((Path(__file__).parents[1] / "fixtures" / "h200_graph_replay_r4b8_7.json").read_text())
+    cand, ref = row["candidate"], row["reference"]
+    assert cand[:44] == ref[:44] and cand[44] != ref[44]
+    pairs = [("r4b8-7", cand, ref)]
+    alone = degeneration_fields(pairs, "r", LIMITS)
+    assert "repeated span of 45 of 64 units (reference 25 of 64" in alone["flagged"][0]
+    flip = RequestComparison(request="r4b8-7", prompt_tokens=1, exact=False, first_divergence=44, candidate_tokens=64,
+                             reference_tokens=64, finite=True, max_drift=None,
+                             reference_gap_at_divergence=row["reference_gap_at_divergence"])
+    fields = degeneration_fields(pairs, "r", LIMITS, tie_flipped=tie_flipped([flip], tie_gap=0.638))
+    assert fields["passed"]
+    assert fields["tie_flipped"] == ["request r4b8-7: token 44, reference top-2 gap 0.0156 <= tie_gap 0.638"]
