@@ -36,7 +36,7 @@ ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(
 ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: slurm-up slurm-down slurm-debs setup qualify test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device
+.PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -67,6 +67,11 @@ qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify $(ARM_ARGS) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
 		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
 		$(if $(RESUME),--resume $(RESUME)) $(if $(PARALLEL),--parallel) $(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
+# K clean repeats of the arm's output checks -> its calibrated limits and floor (docs/gates.md, Calibration).
+calibrate: $(VENV)/.ready $(ARM_NEEDS)
+	$(HARNESS) calibrate --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) $(if $(SUITES),--suites $(SUITES)) \
+		$(if $(REPEATS),--repeats $(REPEATS))
 
 # The README's test command; CI (.ci/run) calls exactly this. Two sessions: the unit tests on every core
 # (pytest-xdist), then the end-to-end tests on E2E_WORKERS workers, each taking whole groups (tests/e2e/conftest.py:

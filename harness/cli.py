@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.calibrate.command import calibrate
+from harness.calibrate.command import calibrate, store_calibration
 from harness.config.arms import known_arms
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
@@ -48,6 +48,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     extra = [*(f"--set={s}" for s in args.set), *(["--reference", args.reference] if args.reference else []),
              *(["--no-vllm-check"] if args.no_vllm_check else []), *(["--strict"] if args.strict else [])]
+    if args.from_runs:
+        return store_calibration(args.arm, args.id or f"calibrate-{args.arm}-from-runs",
+                                 [find_run_dir(r, "calibrate --from-runs") for r in args.from_runs])
     suites = [s.strip() for s in args.suites.split(",")] if args.suites else None
     return calibrate(args.arm, args.repeats, suites, extra, run_repeat, args.id)
 
@@ -147,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "long_prefix, long_context, prefix_reuse, graph_replay, teacher_forcing)")
     p.add_argument("--id", help="the calibration's name (default calibrate-<arm>-<time>); repeats run in "
                    "reports/<id>-r<k>, the table lands in reports/<id>/")
+    p.add_argument("--from-runs", nargs="+", metavar="RUN", help="derive from these finished repeats (run ids or "
+                   "directories, e.g. copied from a GPU machine) instead of running any; stored in this machine's "
+                   "reference store")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("pipeline", help="emit a Buildkite pipeline (YAML): one step per arm group")

@@ -24,10 +24,18 @@ from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR
 from harness.config.suites import calibrated_suites
 from harness.config.thresholds import ReferenceCheckGates, load_gates
-from harness.judge.calibration import MARGIN, derive_limits, leave_one_out, mean_floor, spread
+from harness.judge.calibration import (
+    MARGIN,
+    derive_limits,
+    leave_one_out,
+    mean_floor,
+    run_to_run_deviations,
+    spread,
+)
 from harness.records.manifest import interruption, load_manifest
 from harness.records.results import read_results
 from harness.records.schema import ServerRecord
+from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.floor_store import Calibration, save_calibration
 
 # A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
@@ -113,13 +121,15 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
     limits = derive_limits(s, least, gates.tie_gap)
     loo = leave_one_out(repeats, least, gates.tie_gap)
     repetition = [d for r in per_repeat for d in r.repetition_deltas]
-    spread_fields = {**asdict(s), "flip_gaps": s.flip_gaps[-20:],
+    moves = run_to_run_deviations(s.request_drifts)
+    spread_fields = {**{k: v for k, v in asdict(s).items() if k != "request_drifts"}, "flip_gaps": s.flip_gaps[-20:],
+                     "run_to_run_move_max": max(map(abs, moves), default=None),
                      "span_fraction_delta_max": max((d[0] for d in repetition), default=None),
                      "distinct_2_delta_max": max((d[1] for d in repetition), default=None)}
     calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), MARGIN, limits.derivation,
                               loo.sentence, when, ident, spread_fields)
     first = per_repeat[0].record
-    save_calibration(Path(first.floor_path), calibration, mean_floor(repeats),
+    save_calibration(floor_here(first.floor_path), calibration, mean_floor(repeats),
                      {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs],
                       "arm": first.arm, "reference": first.reference, "reference_key": first.reference_key,
                       "vllm": vllm})
@@ -127,7 +137,7 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                                                                       "tie_gap": gates.tie_gap},
             "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
             "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
-            "spread": spread_fields, "floor_path": first.floor_path}
+            "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
 
 
 def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:

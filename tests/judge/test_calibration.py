@@ -4,7 +4,15 @@ a fresh clean repeat passes."""
 
 from drift_lines import repeat
 
-from harness.judge.calibration import derive_limits, leave_one_out, mean_floor, spread, tail_level, would_fail
+from harness.judge.calibration import (
+    derive_limits,
+    leave_one_out,
+    mean_floor,
+    prediction_bound,
+    spread,
+    tail_level,
+    would_fail,
+)
 from harness.judge.drift_floor import judge_against_floor
 
 
@@ -14,11 +22,19 @@ def test_the_limits_come_from_the_clean_spread_with_their_derivation():
     assert s.repeats == 3 and s.requests == 40 and s.divergences == 2 and s.flip_gaps == [0.125, 0.5]
     assert abs(s.exact_rate - 118 / 120) < 1e-9
     limits = derive_limits(s, least_limit=0.01, least_tie_gap=0.0)
-    # 120 per-request values: the tail fit (top 12) sits above the clean max x 1.25; two flips: no fit, 0.5 x 1.25
-    tail = tail_level(s.request_drifts, 3)
-    assert tail > s.max_drift * 1.25 and abs(limits.drift_limit - tail) < 1e-12
+    # 40 requests x 3 repeats: the prediction bound sits above the clean max x 1.25; two flips: no fit, 0.5 x 1.25
+    bound = prediction_bound(s.request_drifts)
+    assert bound > s.max_drift * 1.25 and abs(limits.drift_limit - bound) < 1e-12
     assert abs(limits.tie_gap - 0.625) < 1e-12 and tail_level(s.flip_gaps, 3) is None
-    assert "tail estimate" in limits.derivation and "K = 3" in limits.derivation
+    assert "prediction bound" in limits.derivation and "K = 3" in limits.derivation
+
+
+def test_a_check_that_repeats_bit_identically_is_limited_by_its_own_max():
+    # the H200's teacher forcing: three repeats identical to the last digit; the next run is too
+    same = [repeat(1)] * 3
+    s = spread(same)
+    assert abs(prediction_bound(s.request_drifts) - s.max_drift) < 1e-12
+    assert abs(derive_limits(s, 0.01, 0.0).drift_limit - s.max_drift * 1.25) < 1e-12
 
 
 def test_the_tail_estimate_covers_the_next_runs_max_where_the_max_of_three_does_not():
