@@ -3,7 +3,7 @@ graph_replay, teacher_forcing and long_context against the reference store; long
 reference arm of the same run).
 
 A check calibrated for this key (`harness calibrate`: candidate config, reference outputs, vLLM) is judged by the
-calibration's limits and paired with its median floor; one without a calibration by gates.yaml and, where a run was
+calibration's limits and paired with its mean floor; one without a calibration by gates.yaml and, where a run was
 accepted (`harness accept-floor`), paired with that run. Under `require_floor` a check with neither fails: "not
 calibrated: run calibrate". A calibration's own repeats are judged by gates.yaml alone: they are what the floor is
 made of."""

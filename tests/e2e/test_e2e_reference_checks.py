@@ -82,7 +82,8 @@ def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tm
     assert got["graph_replay"]["requests"] == 1 + 2 + 3 + 5 + 8 + 13
     assert got["prefix_reuse"]["cached_tokens_proven"] >= 3 * 256  # three extends sharing 256 tokens each
     for check in ("teacher_forcing", "graph_replay"):
-        assert got[check]["floor"].startswith(f"no accepted floor for {check} of cpu-smoke vs cpu-ref")
+        assert got[check]["floor"].startswith(f"not calibrated: no calibration or accepted floor for {check} of "
+                                              "cpu-smoke vs cpu-ref"), got[check]["floor"]
     stored = list(refs.glob("cpu-ref-*.json"))
     assert len(stored) == 1 and got["graph_replay"]["reference_key"] in stored[0].name
     assert (tmp_path / "one" / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
