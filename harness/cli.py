@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.calibrate.command import calibrate, store_calibration
-from harness.config.arms import known_arms
+from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.nightly.emit import pipeline_yaml
@@ -46,6 +46,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     def run_repeat(argv: list[str], env: dict[str, str]) -> int:
         return subprocess.call([sys.executable, "-m", "harness", *argv], env={**os.environ, **env})
 
+    load_arm(args.arm, overrides_for(args.arm, args.set, candidate=True))  # a wrong arm: one message, no repeat run
     extra = [*(f"--set={s}" for s in args.set), *(["--reference", args.reference] if args.reference else []),
              *(["--no-vllm-check"] if args.no_vllm_check else []), *(["--strict"] if args.strict else [])]
     if args.from_runs:

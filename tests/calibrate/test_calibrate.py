@@ -168,3 +168,12 @@ def test_diverged_outputs_are_kept_with_both_sides_and_read_back_as_the_degenera
         ("a", 2, [1, 2, 5, 5, 5, 5], [1, 2, 3, 4, 5, 6])]  # the exact request "b" is not kept
     (span_up, distinct_down), = repetition_deltas(path)
     assert span_up > 0.4 and distinct_down > 0.3
+
+
+def test_an_unknown_arm_is_refused_before_any_repeat_runs(capsys, tmp_path, monkeypatch):
+    from harness.cli import main
+
+    monkeypatch.setenv("HARNESS_REPORTS_DIR", str(tmp_path))
+    assert main(["calibrate", "--arm", "nope", "--no-vllm-check"]) == 2
+    err = capsys.readouterr()
+    assert "unknown arm 'nope'" in err.err and "repeat 1" not in err.out and list(tmp_path.iterdir()) == []
