@@ -53,10 +53,14 @@ def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: li
     for k in range(1, repeats + 1):
         run_dir = REPORTS_DIR / f"{ident}-r{k}"
         run_dirs.append(run_dir)
-        if finished_repeat(run_dir, ident, k, repeats):  # the same calibration run again: continue it
+        state = repeat_state(run_dir, ident, k, repeats)
+        if state == "finished":  # the same calibration run again: continue it
             print(f"calibrate {arm}: repeat {k} of {repeats} kept from an earlier call: {run_dir}", flush=True)
             continue
-        if run_dir.exists():  # an interrupted repeat: its partial records would mix with the new ones
+        if state == "foreign":
+            raise ConfigError(f"calibrate --id {ident}: {run_dir} holds a run that is not repeat {k} of {repeats} of "
+                              "this calibration; choose another --id (nothing was deleted)")
+        if state == "partial":  # an interrupted repeat: its partial records would mix with the new ones
             shutil.rmtree(run_dir)
         print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
         argv = ["qualify", "--arm", arm, "--suites", ",".join(chosen), "--run-dir", str(run_dir),
@@ -69,14 +73,19 @@ def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: li
     return store_calibration(arm, ident, run_dirs)
 
 
-def finished_repeat(run_dir: Path, ident: str, k: int, repeats: int) -> bool:
-    """Whether `run_dir` is repeat k of this calibration (same id and count), run to its end: a calibration cut
-    short (a device call's time limit, Ctrl-C) is continued by running the same command again."""
+def repeat_state(run_dir: Path, ident: str, k: int, repeats: int) -> str:
+    """"finished": repeat k of this calibration (same id and count) ran to its end, and is kept (a calibration cut
+    short by a device call's limit or Ctrl-C continues when the same command runs again); "partial": it was cut, or
+    the directory holds nothing yet; "absent"; "foreign": another run, which is never deleted."""
+    if not run_dir.exists():
+        return "absent"
     manifest, _ = load_manifest(run_dir)
-    if manifest is None or manifest.calibration is None or interruption(manifest):
-        return False
+    if manifest is None:
+        return "partial" if not (run_dir / "results.jsonl").exists() else "foreign"
     c = manifest.calibration
-    return (c.id, c.repeat, c.of) == (ident, k, repeats)
+    if c is None or (c.id, c.repeat, c.of) != (ident, k, repeats):
+        return "foreign"
+    return "partial" if interruption(manifest) else "finished"
 
 
 def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:

@@ -177,3 +177,14 @@ def test_an_unknown_arm_is_refused_before_any_repeat_runs(capsys, tmp_path, monk
     assert main(["calibrate", "--arm", "nope", "--no-vllm-check"]) == 2
     err = capsys.readouterr()
     assert "unknown arm 'nope'" in err.err and "repeat 1" not in err.out and list(tmp_path.iterdir()) == []
+
+
+def test_a_run_directory_that_is_no_repeat_of_this_calibration_is_never_deleted(store, tmp_path):
+    from harness.calibrate.command import calibrate
+    from harness.records.manifest import RunManifest, write_manifest
+
+    other = tmp_path / "reports" / "nightly-r1"
+    write_manifest(other, RunManifest(finished="2026-12-04T20:00:00", exit_code=0))
+    with pytest.raises(ConfigError, match="holds a run that is not repeat 1 of 2 of this calibration"):
+        calibrate(ARM, 2, ["teacher_forcing"], [], lambda argv, env: 0, "nightly")
+    assert (other / "run.json").is_file()
