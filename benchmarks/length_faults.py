@@ -273,7 +273,8 @@ def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", ref
     fault = {f.name: f for faults in TABLES.values() for f in faults}[name]
     path = f"{scratch}{os.pathsep + pythonpath_tail if pythonpath_tail else ''}"
     what = f"{base} with a planted length fault past L={length}: {fault.name} (scratch vLLM {scratch})"
-    lines = [f"description: {json.dumps(what)}", f"extends: {base}"]
+    # judged by the base arm's calibration where it has one: the fault is what differs from that build
+    lines = [f"description: {json.dumps(what)}", f"extends: {base}", f"calibration_from: {base}"]
     if reference:
         lines.append(f"reference: {reference}")
     lines += ["server:", "  env:", f"    PYTHONPATH: {json.dumps(path)}", f"    {ENV_L}: \"{length}\""]

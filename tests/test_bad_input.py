@@ -164,6 +164,8 @@ CASES = [
          arm("x", "extends: base\nreference: nope\n")),
     Case("eager-variant-missing", "references", p("x"), ["x.yaml: field eager_variant: unknown arm 'gone'"],
          arm("x", "extends: base\nreference: ref\neager_variant: gone\n")),
+    Case("calibration-from-missing", "references", q("x"), ["x.yaml: field calibration_from: unknown arm 'gone'"],
+         arm("x", "extends: base\nreference: ref\ncalibration_from: gone\n")),
     Case("reference-inherited-missing", "references", q("x"), ["p.yaml: field reference: unknown arm 'nope'"],
          {"arms/x.yaml": "extends: p\n", "arms/p.yaml": "extends: base\nreference: nope\n"}),
     Case("reference-invalid", "references", q("x"), ["x.yaml: field reference: arm 'broken' is invalid",

@@ -151,6 +151,9 @@ class Arm(Strict):
     extends: str | None = None
     reference: str | None = None  # the arm this one is compared with; None for a reference
     eager_variant: str | None = None  # this arm under --enforce-eager (an `extends:` arm): graph_replay compares too
+    # A planted-fault variant of a calibrated build: its output checks are judged by that arm's calibration (limits
+    # and floor), as the build without the fault would be, not by one of its own (harness/pytest_plugin/floors.py).
+    calibration_from: str | None = None
     model: ModelSpec
     parallelism: Parallelism = Parallelism()
     attention: Attention = Attention()
@@ -308,7 +311,7 @@ def path_escape(path: str) -> str | None:
 def semantic_errors(arm: Arm) -> list[str]:
     """What the field types cannot say: self-references, duplicate GPUs, flags the schema owns, confined paths."""
     errors = []
-    for fld in ("reference", "eager_variant"):
+    for fld in ("reference", "eager_variant", "calibration_from"):
         if getattr(arm, fld) == arm.name:
             errors.append(f"field {fld}: names the arm itself ({arm.name!r}); it must name another arm "
                           "(leave it out on a reference arm)")
@@ -442,6 +445,10 @@ def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | N
             out.append(load_arm(value, overrides_for(value, overrides, candidate=False), arms_dir))
         except ConfigError as exc:
             raise ConfigError(f"{where}: arm {value!r} is invalid:\n  {exc}") from None
+    if arm.calibration_from is not None and not (ARM_NAME.match(arm.calibration_from)
+                                                 and (arms_dir / f"{arm.calibration_from}.yaml").is_file()):
+        raise ConfigError(f"{defining_file(arm, 'calibration_from')}: field calibration_from: unknown arm "
+                          f"{arm.calibration_from!r}. Known arms: {', '.join(known_arms(arms_dir)) or 'none'}")
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config.arms import Arm
+from harness.config.arms import Arm, load_arm
 from harness.config.thresholds import ReferenceCheckGates
 from harness.judge.drift_floor import judge_against_floor
 from harness.records.manifest import CalibrationRepeat
@@ -49,8 +49,10 @@ class CheckLimits:
 def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, reference_key: str, vllm_version: str | None,
                  repeat: CalibrationRepeat | None = None) -> CheckLimits:
     """`check`'s limits for this candidate against these reference outputs: its calibration's where one is stored
-    under the key, else gates.yaml's (capacity_outputs_c8 goes by capacity_outputs)."""
-    path = floor_dir(reference_dir(), arm.name, floor_key(arm, reference_key, vllm_version or "unknown"))
+    under the key, else gates.yaml's (capacity_outputs_c8 goes by capacity_outputs). A planted-fault variant
+    (`calibration_from: ARM`) looks under that arm's key: it is judged as the build without the fault would be."""
+    keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
+    path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, reference_key, vllm_version or "unknown"))
     calibration = None if repeat is not None else load_calibration(path, check)
     if calibration is not None:
         return CheckLimits(check, arm.name, calibration.drift_limit, calibration.tie_gap, gates.require_floor, path,

@@ -188,3 +188,27 @@ def test_a_run_directory_that_is_no_repeat_of_this_calibration_is_never_deleted(
     with pytest.raises(ConfigError, match="holds a run that is not repeat 1 of 2 of this calibration"):
         calibrate(ARM, 2, ["teacher_forcing"], [], lambda argv, env: 0, "nightly")
     assert (other / "run.json").is_file()
+
+
+def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_varies(store, tmp_path):
+    from harness.calibrate.command import store_calibration
+    from harness.pytest_plugin.floors import check_limits
+
+    dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
+    for k, d in enumerate(dirs, 1):
+        write_repeat(d, store, repeat(k))
+    store_calibration(ARM, "cal", dirs)
+    arms = tmp_path / "arms"
+    arms.mkdir()
+    (arms / "cpu-smoke.yaml").write_text((Path(__file__).parents[2] / "configs/arms/cpu-smoke.yaml").read_text())
+    (arms / "cpu-ref.yaml").write_text((Path(__file__).parents[2] / "configs/arms/cpu-ref.yaml").read_text())
+    (arms / "faulty.yaml").write_text("extends: cpu-smoke\nserver: {env: {HARNESS_FAULT_L: '64'}}\n")
+    (arms / "planted.yaml").write_text("extends: faulty\ncalibration_from: cpu-smoke\n")
+    gates = ReferenceCheckGates(require_floor=True)
+    own = check_limits(gates, load_arm("faulty", arms_dir=arms), "teacher_forcing", "refkey", "0.32.0")
+    assert own.calibration is None and own.floor_path != store  # another config: its own (missing) calibration
+    judged = check_limits(gates, load_arm("planted", arms_dir=arms), "teacher_forcing", "refkey", "0.32.0")
+    assert judged.calibration is not None and judged.floor_path == store and judged.calibration.calibration == "cal"
+    with pytest.raises(ConfigError, match="field calibration_from: names the arm itself"):
+        (arms / "self.yaml").write_text("extends: cpu-smoke\ncalibration_from: self\n")
+        load_arm("self", arms_dir=arms)
