@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -37,6 +38,7 @@ import length_faults  # noqa: E402
 from harness.config.thresholds import load_gates  # noqa: E402
 from harness.records.schema import RequestComparison, TeacherForcedComparison  # noqa: E402
 from harness.refcheck.compare import failure_line  # noqa: E402
+from harness.refcheck.floor_store import record_power  # noqa: E402
 
 ARM = "cpu-noisy"
 SIGMA = "0.0015"
@@ -92,6 +94,19 @@ def verdicts(run_dir: Path, fixed_limit: float, tie_gap: float) -> dict[str, dic
     return out
 
 
+def power_text(check: str, rows: list[dict]) -> str:
+    """'logit scale 0.001 (missed 0.0003; ...)': the smallest graded fault the calibrated check failed, the largest
+    it passed below that, and where the figure comes from."""
+    faults = [(r["scale"], r["checks"].get(check, {}).get("after")) for r in rows if r["scale"]]
+    caught = [s for s, v in faults if v == "FAIL"]
+    smallest = min(caught, default=None)
+    missed = max((s for s, v in faults if v == "PASS" and (smallest is None or s < smallest)), default=None)
+    where = f"benchmarks/calibrated_power.py, {time.strftime('%Y-%m-%d')}"
+    if smallest is None:
+        return f"no logit scale up to {max(s for s, _ in faults):g} ({where})"
+    return f"logit scale {smallest:g}" + (f" (missed {missed:g}; {where})" if missed else f" ({where})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -119,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     calibration = json.loads((args.work / "reports" / "power-cal" / "calibration.json").read_text())
     smallest = {check: {when: next((r["scale"] for r in rows if r["scale"] and r["checks"].get(check, {}).get(when)
                                     == "FAIL"), None) for when in ("before", "after")} for check in CHECKS}
+    for row in calibration["checks"]:  # the power measured goes beside the calibration it was measured under
+        record_power(Path(row["floor_path"]), row["check"], power_text(row["check"], rows))
     report = {"arm": ARM, "sigma": float(SIGMA), "fixed_limit_before": fixed, "calibration": calibration,
               "runs": rows, "smallest_caught": smallest}
     args.out.write_text(json.dumps(report, indent=1) + "\n")

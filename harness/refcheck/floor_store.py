@@ -65,13 +65,16 @@ class Calibration:
     calibrated: str  # when (ISO date-time)
     calibration: str  # the calibration's id (its repeats' run directories are <id>-r<k>)
     spread: dict  # harness.judge.calibration.Spread's fields
+    # the smallest planted fault measured to fail the check under this calibration, and the largest that passed
+    # (written by a power measurement, e.g. benchmarks/calibrated_power.py; None: not measured)
+    power: str | None = None
 
     @property
     def short(self) -> str:
-        """The report's one line: which calibration judged the check."""
+        """The report's one line: which calibration judged the check (and the power measured under it)."""
         clean = self.false_positives.split(" PASS", 1)[0]  # "clean repeats 3/3"
         return (f"calibrated {self.calibrated[:10]} (K={self.repeats}, {clean} PASS): limit {self.drift_limit:.3g}, "
-                f"tie gap {self.tie_gap:.3g}")
+                f"tie gap {self.tie_gap:.3g}" + (f"; smallest caught: {self.power}" if self.power else ""))
 
 
 def load_calibration(path: Path, check: str) -> Calibration | None:
@@ -79,7 +82,8 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
     that does not read as one counts as none: the run then says "not calibrated")."""
     try:
         raw = json.loads((path / f"{check}.calibration.json").read_text())
-        return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__})
+        return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k != "power"},
+                           power=raw.get("power"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -91,6 +95,14 @@ def save_calibration(path: Path, calibration: Calibration, floor: list[RequestCo
     write_atomically(path / f"{check}.jsonl", "".join(c.model_dump_json() + "\n" for c in floor))
     write_atomically(path / f"{check}.source.json", json.dumps({**source, "accepted": calibration.calibrated}))
     write_atomically(path / f"{check}.calibration.json", json.dumps(calibration.__dict__, indent=1))
+
+
+def record_power(path: Path, check: str, power: str) -> None:
+    """Add the measured power (smallest planted fault caught, largest missed, by what) to a stored calibration."""
+    calibration = load_calibration(path, check)
+    if calibration is None:
+        raise FileNotFoundError(f"no calibration of {check} at {path} to add the power to")
+    write_atomically(path / f"{check}.calibration.json", json.dumps({**calibration.__dict__, "power": power}, indent=1))
 
 
 def write_atomically(target: Path, text: str) -> None:

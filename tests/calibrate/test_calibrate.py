@@ -212,3 +212,20 @@ def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_va
     with pytest.raises(ConfigError, match="field calibration_from: names the arm itself"):
         (arms / "self.yaml").write_text("extends: cpu-smoke\ncalibration_from: self\n")
         load_arm("self", arms_dir=arms)
+
+
+def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges(store, tmp_path):
+    from harness.calibrate.command import store_calibration
+    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.floor_store import record_power
+
+    with pytest.raises(FileNotFoundError, match="no calibration of teacher_forcing"):
+        record_power(store, "teacher_forcing", "logit scale 0.001")
+    dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
+    for k, d in enumerate(dirs, 1):
+        write_repeat(d, store, repeat(k))
+    store_calibration(ARM, "cal", dirs)
+    record_power(store, "teacher_forcing", "logit scale 0.001 (missed 0.0003)")
+    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
+    assert limits.judged_by.endswith("; smallest caught: logit scale 0.001 (missed 0.0003)"), limits.judged_by
+    assert load_calibration(store, "teacher_forcing").repeats == 2  # the rest of the calibration is kept
