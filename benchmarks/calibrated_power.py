@@ -36,9 +36,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import length_faults  # noqa: E402
 
 from harness.config.thresholds import load_gates  # noqa: E402
-from harness.records.schema import RequestComparison, TeacherForcedComparison  # noqa: E402
+from harness.records.schema import comparison_model  # noqa: E402
 from harness.refcheck.compare import failure_line  # noqa: E402
 from harness.refcheck.floor_store import record_power  # noqa: E402
+from harness.report.e2e_summary import read_lines  # noqa: E402
 
 ARM = "cpu-noisy"
 SIGMA = "0.0015"
@@ -85,8 +86,7 @@ def verdicts(run_dir: Path, fixed_limit: float, tie_gap: float) -> dict[str, dic
         rec = json.loads(line)
         if rec.get("kind") != "reference_check" or rec["check"] not in CHECKS:
             continue
-        model = TeacherForcedComparison if rec["check"] == "teacher_forcing" else RequestComparison
-        rows = [model.model_validate_json(x) for x in Path(rec["comparisons_path"]).read_text().splitlines()]
+        rows = read_lines(Path(rec["comparisons_path"]), comparison_model(rec["check"]))
         before = [f for c in rows if (f := failure_line(c, fixed_limit, tie_gap))]
         out[rec["check"]] = {"after": "PASS" if rec["passed"] else "FAIL", "before": "FAIL" if before else "PASS",
                              "max_drift": rec["max_drift"], "limit_after": rec["drift_limit"],

@@ -26,6 +26,7 @@ from harness.config.suites import calibrated_suites
 from harness.config.thresholds import ReferenceCheckGates, load_gates
 from harness.judge.calibration import (
     MARGIN,
+    Limits,
     derive_limits,
     leave_one_out,
     mean_floor,
@@ -34,8 +35,9 @@ from harness.judge.calibration import (
 )
 from harness.records.manifest import interruption, load_manifest
 from harness.records.results import read_results
-from harness.records.schema import ServerRecord
+from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
+from harness.refcheck.compare import failure_line
 from harness.refcheck.floor_store import Calibration, save_calibration
 
 # A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
@@ -128,7 +130,7 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
         raise ConfigError(f"calibrate: {check} returned {s.nonfinite} non-finite logprob(s) in clean repeats: that is "
                           "a fault, not noise; nothing was calibrated")
     limits = derive_limits(s, least, gates.tie_gap)
-    loo = leave_one_out(repeats, least, gates.tie_gap)
+    loo = leave_one_out(repeats, least, gates.tie_gap, over_limits)
     repetition = [d for r in per_repeat for d in r.repetition_deltas]
     moves = run_to_run_deviations(s.request_drifts)
     spread_fields = {**{k: v for k, v in asdict(s).items() if k != "request_drifts"}, "flip_gaps": s.flip_gaps[-20:],
@@ -147,6 +149,10 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
             "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
             "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
             "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
+
+
+def over_limits(c: RequestComparison, limits: Limits) -> bool:
+    return failure_line(c, limits.drift_limit, limits.tie_gap) is not None
 
 
 def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:

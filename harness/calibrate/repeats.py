@@ -15,7 +15,7 @@ from harness.judge.degeneration import repetition
 from harness.records.jsonl import read_jsonl
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
-from harness.records.schema import ReferenceCheckRecord, RequestComparison, TeacherForcedComparison
+from harness.records.schema import ReferenceCheckRecord, RequestComparison, comparison_model
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,7 @@ def read_repeat(run_dir: Path, arm: str) -> dict[str, CheckRepeat]:
             raise ConfigError(f"calibrate: the {check} comparisons of {run_dir.name} ({rec.comparisons_path}) are "
                               "missing")
         rows, _ = read_jsonl(path)
-        model = TeacherForcedComparison if check == "teacher_forcing" else RequestComparison
-        comparisons = [model.model_validate(row) for row in rows]
+        comparisons = [comparison_model(check).model_validate(row) for row in rows]
         out[check] = CheckRepeat(rec, comparisons, repetition_deltas(path.with_name(
             path.name.replace("_comparisons.jsonl", "_diverged_outputs.jsonl"))))
     return out

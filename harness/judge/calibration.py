@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.judge.drift_floor import judge_against_floor, pair_key
@@ -164,15 +164,6 @@ def mean_floor(repeats: Sequence[Sequence[RequestComparison]]) -> list[RequestCo
     return out
 
 
-def would_fail(c: RequestComparison, limits: Limits) -> bool:
-    """The fixed-limit part of a reference check's verdict (harness/refcheck/compare.py failure_line), for one
-    request: a divergence beyond the tie gap, a non-finite logprob, drift over the limit."""
-    gap = c.reference_gap_at_divergence
-    tie = not c.exact and gap is not None and gap <= limits.tie_gap * (1 + 1e-5) + 1e-7
-    too_far = c.max_drift is not None and c.max_drift > limits.drift_limit
-    return (not c.exact and not tie) or not c.finite or too_far
-
-
 @dataclass(frozen=True)
 class LeaveOneOut:
     passed: int  # repeats that pass the limits and floor of the others
@@ -185,8 +176,13 @@ class LeaveOneOut:
         return text + ("; " + "; ".join(self.failures) if self.failures else "")
 
 
+# The fixed-limit part of a reference check's verdict for one request under some limits (harness/refcheck/compare.py's
+# failure_line: a divergence beyond the tie gap, a non-finite logprob, drift over the limit), passed in by the caller.
+OverLimits = Callable[[RequestComparison, Limits], bool]
+
+
 def leave_one_out(repeats: Sequence[Sequence[RequestComparison]], least_limit: float, least_tie_gap: float,
-                  margin: float = MARGIN) -> LeaveOneOut:
+                  over_limits: OverLimits, margin: float = MARGIN) -> LeaveOneOut:
     """Each repeat judged as a later run would be, against the limits and mean floor derived from the others."""
     failures = []
     for k, mine in enumerate(repeats):
@@ -194,7 +190,7 @@ def leave_one_out(repeats: Sequence[Sequence[RequestComparison]], least_limit: f
         if not others:
             break
         limits = derive_limits(spread(others), least_limit, least_tie_gap, margin)
-        bad = [c.request for c in mine if would_fail(c, limits)]
+        bad = [c.request for c in mine if over_limits(c, limits)]
         floor = judge_against_floor(mine, mean_floor(others), f"the other {len(others)} repeat(s)")
         why = ([f"{len(bad)} request(s) over the limits ({', '.join(bad[:3])})"] if bad else []) + (
             [] if floor.passed else [floor.sentence])

@@ -286,6 +286,12 @@ class TeacherForcedComparison(RequestComparison):
     mean_drift: float | None = None
     decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
 
+def comparison_model(check: str) -> type[RequestComparison]:
+    """The model of a check's comparisons file lines: teacher forcing scores every position, the rest compare
+    generations (long_context's forced cells read as RequestComparison: deltas kept, the extras dropped)."""
+    return TeacherForcedComparison if check == "teacher_forcing" else RequestComparison
+
+
 class ReferenceCheckRecord(RecordBase):
     """A check of the candidate's outputs against stored reference outputs (prefix_reuse, graph_replay)."""
 

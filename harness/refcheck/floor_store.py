@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.config.arms import Arm
 from harness.records.jsonl import read_jsonl
-from harness.records.schema import RequestComparison, TeacherForcedComparison
+from harness.records.schema import RequestComparison, comparison_model
 from harness.refcheck.store import arm_config_sha
 
 
@@ -116,7 +116,7 @@ def load_floor(path: Path, check: str) -> Floor | None:
     comparisons_path = path / f"{check}.jsonl"
     if not comparisons_path.is_file():
         return None
-    model = TeacherForcedComparison if check == "teacher_forcing" else RequestComparison
+    model = comparison_model(check)
     rows, _ = read_jsonl(comparisons_path)
     comparisons = []
     for row in rows:

@@ -28,7 +28,7 @@ from harness.judge.drift_floor import (
     per_request,
     smallest_detectable_offset,
 )
-from harness.records.schema import RequestComparison, TeacherForcedComparison
+from harness.records.schema import comparison_model
 
 CHECK_FILES = {"prefix_reuse": "prefix_reuse_comparisons.jsonl", "graph_replay": "graph_replay_vs_*_comparisons.jsonl",
                "teacher_forcing": "teacher_forcing_vs_*_comparisons.jsonl"}
@@ -49,8 +49,7 @@ def load_comparisons(arm_dir: Path) -> dict[str, list]:
     for check, pattern in CHECK_FILES.items():
         paths = sorted(p for p in arm_dir.glob(pattern) if "_eager" not in p.name)
         if paths:
-            found[check] = read_lines(paths[0], TeacherForcedComparison if check == "teacher_forcing"
-                                      else RequestComparison)
+            found[check] = read_lines(paths[0], comparison_model(check))
     return found
 
 

@@ -11,9 +11,13 @@ from harness.judge.calibration import (
     prediction_bound,
     spread,
     tail_level,
-    would_fail,
 )
 from harness.judge.drift_floor import judge_against_floor
+from harness.refcheck.compare import failure_line
+
+
+def would_fail(c, limits) -> bool:
+    return failure_line(c, limits.drift_limit, limits.tie_gap) is not None
 
 
 def test_the_limits_come_from_the_clean_spread_with_their_derivation():
@@ -74,16 +78,16 @@ def test_a_clean_repeat_passes_the_calibration_and_a_shift_inside_the_clean_max_
 
 def test_leave_one_out_counts_a_repeat_the_others_would_fail():
     clean = [repeat(seed) for seed in (1, 2, 3, 4)]
-    loo = leave_one_out(clean, 0.01, 0.0)
+    loo = leave_one_out(clean, 0.01, 0.0, would_fail)
     assert (loo.passed, loo.repeats, loo.failures) == (4, 4, [])
     assert loo.sentence.startswith("clean repeats 4/4 PASS")
     # one repeat diverges where the reference was confident (gap 3.0): a fault the others never showed
     odd = [*clean[:3], repeat(4, flips={2: 3.0})]
-    loo = leave_one_out(odd, 0.01, 0.0)
+    loo = leave_one_out(odd, 0.01, 0.0, would_fail)
     assert loo.passed == 3 and loo.failures[0].startswith("repeat 4: 1 request(s) over the limits (r2)")
 
 
 def test_a_planted_shift_in_one_repeat_is_a_false_positive_the_calibration_reports():
     clean = [repeat(1), repeat(2), repeat(3, shift=0.02)]
-    loo = leave_one_out(clean, 0.01, 0.0)
+    loo = leave_one_out(clean, 0.01, 0.0, would_fail)
     assert loo.passed < 3 and any(f.startswith("repeat 3:") for f in loo.failures), loo.sentence
