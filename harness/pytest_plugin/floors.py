@@ -19,7 +19,14 @@ from harness.judge.drift_floor import judge_against_floor
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import BatchRun
-from harness.refcheck.floor_store import Calibration, floor_dir, floor_key, load_calibration, load_floor
+from harness.refcheck.floor_store import (
+    Calibration,
+    CalibrationUnreadable,
+    floor_dir,
+    floor_key,
+    load_calibration,
+    load_floor,
+)
 from harness.refcheck.store import StoredOutputs, reference_dir
 
 
@@ -35,12 +42,15 @@ class CheckLimits:
     floor_path: Path
     calibration: Calibration | None  # None: gates.yaml's limits
     repeat: CalibrationRepeat | None = None  # this run is a repeat of `harness calibrate`
+    problem: str | None = None  # the calibration stored for the key cannot be read: the check cannot be judged
 
     @property
     def judged_by(self) -> str:
         if self.repeat is not None:
             return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}): "
                     f"limit {self.drift_limit:g}, tie gap {self.tie_gap:g}")
+        if self.problem is not None:
+            return f"unreadable calibration: {self.problem}"
         if self.calibration is not None:
             return self.calibration.short
         return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
@@ -53,7 +63,11 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, reference_key
     (`calibration_from: ARM`) looks under that arm's key: it is judged as the build without the fault would be."""
     keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
     path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, reference_key, vllm_version or "unknown"))
-    calibration = None if repeat is not None else load_calibration(path, check)
+    try:
+        calibration = None if repeat is not None else load_calibration(path, check)
+    except CalibrationUnreadable as exc:
+        return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap, gates.require_floor, path, None,
+                           problem=str(exc))
     if calibration is not None:
         return CheckLimits(check, arm.name, calibration.drift_limit, calibration.tie_gap, gates.require_floor, path,
                            calibration)
@@ -76,6 +90,12 @@ def with_floor_of(fields: dict, reference: str, comparisons: list[RequestCompari
         out["floor"] = (f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: not judged against a "
                         "floor (the calibration derives it from its repeats)")
         out["detectable"] = "n/a (a calibration repeat)"
+        return out
+    if limits.problem is not None:  # never judged by gates.yaml in its place: the run would be silently looser
+        out["floor"] = (f"FAIL (no data: the calibration cannot be read: {limits.problem}; run `python -m harness "
+                        f"calibrate --arm {limits.arm}` again)")
+        out["detectable"] = "none: no calibration to judge against"
+        out.update(passed=False, diverged=[*out["diverged"], out["floor"]])
         return out
     floor = load_floor(limits.floor_path, check)
     failure = None

@@ -77,15 +77,27 @@ class Calibration:
                 f"tie gap {self.tie_gap:.3g}" + (f"; smallest caught: {self.power}" if self.power else ""))
 
 
+class CalibrationUnreadable(Exception):
+    """A calibration file that exists but is no calibration (truncated, not UTF-8, another schema): the check it
+    would judge cannot be judged."""
+
+
 def load_calibration(path: Path, check: str) -> Calibration | None:
-    """The calibration of `check` stored at `path`, or None when the check was never calibrated for this key (a file
-    that does not read as one counts as none: the run then says "not calibrated")."""
+    """The calibration of `check` stored at `path`, or None when the check was never calibrated for this key;
+    CalibrationUnreadable (naming the file and why) when the file is there but does not read as one."""
+    file = path / f"{check}.calibration.json"
+    if not file.is_file():
+        return None
     try:
-        raw = json.loads((path / f"{check}.calibration.json").read_text())
+        raw = json.loads(file.read_bytes().decode("utf-8"))
         return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k != "power"},
                            power=raw.get("power"))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except UnicodeDecodeError as exc:
+        raise CalibrationUnreadable(f"{file}: not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:
+        raise CalibrationUnreadable(f"{file}: not JSON ({exc})") from None
+    except (KeyError, TypeError) as exc:
+        raise CalibrationUnreadable(f"{file}: not a calibration (field {exc})") from None
 
 
 def save_calibration(path: Path, calibration: Calibration, floor: list[RequestComparison], source: dict) -> None:

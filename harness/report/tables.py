@@ -273,6 +273,8 @@ def floor_cell(floor: str | None) -> str:
         return "none (not calibrated)"
     if floor.startswith("calibration repeat"):
         return "n/a (a calibration repeat)"
+    if floor.startswith("FAIL (no data: the calibration cannot be read"):
+        return "FAIL: calibration unreadable (run `harness calibrate`)"
     if floor.startswith("FAIL (no data"):
         return first_line(floor, 120)
     verdict = "FAIL" if "FAIL" in floor else "PASS"

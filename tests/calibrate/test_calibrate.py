@@ -229,3 +229,25 @@ def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges
     limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
     assert limits.judged_by.endswith("; smallest caught: logit scale 0.001 (missed 0.0003)"), limits.judged_by
     assert load_calibration(store, "teacher_forcing").repeats == 2  # the rest of the calibration is kept
+
+
+@pytest.mark.parametrize("damage, why", [
+    (b'{"check": "teacher_forcing", "drift_li', "not JSON"),
+    (b"\xff\xfe{}", "not UTF-8 (byte 0)"),
+    (b'{"check": "teacher_forcing"}', "not a calibration (field 'drift_limit')"),
+])
+def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_gates_yaml(store, tmp_path, damage, why):
+    from harness.calibrate.command import store_calibration
+    from harness.pytest_plugin.floors import check_limits, with_floor_of
+
+    dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
+    for k, d in enumerate(dirs, 1):
+        write_repeat(d, store, repeat(k))
+    store_calibration(ARM, "cal", dirs)
+    (store / "teacher_forcing.calibration.json").write_bytes(damage)  # the floor file beside it is intact
+    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
+    assert limits.problem and why in limits.problem and limits.judged_by.startswith("unreadable calibration: ")
+    out = with_floor_of({"check": "teacher_forcing", "passed": True, "diverged": []}, "cpu-ref", repeat(7), False,
+                        limits)
+    assert not out["passed"] and out["floor"].startswith("FAIL (no data: the calibration cannot be read: ")
+    assert why in out["floor"] and out["diverged"] == [out["floor"]]
