@@ -15,6 +15,7 @@ from harness.calibrate.command import calibrate, store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
+from harness.history.command import add_parser as add_history_parser
 from harness.nightly.emit import pipeline_yaml
 from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
@@ -166,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "asks for the sum of their GPUs")
     p.add_argument("--out", help="write the YAML here instead of stdout")
     p.set_defaults(func=cmd_pipeline)
+
+    add_history_parser(sub)
 
     p = sub.add_parser("arms", help="list the arms in configs/arms")
     p.set_defaults(func=cmd_arms)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -10,6 +12,11 @@ import pytest
 
 from harness.config.arms import WorkloadChoice
 from harness.config.paths import REPO_ROOT
+
+# Every qualify a test runs appends to one history store of this test session (both xdist workers share the run's
+# uid), never to the repository's reports/history.sqlite.
+os.environ.setdefault("HARNESS_HISTORY", str(Path(tempfile.gettempdir()) / "dcp-harness-test-history-{}.sqlite".format(
+    os.environ.get("PYTEST_XDIST_TESTRUNUID") or os.getpid())))
 
 TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
 CPU_WORKLOADS = {"long_prefix": "long_prefix_cpu", "gsm8k": "gsm8k_cpu", "reference_checks": "reference_checks_cpu",

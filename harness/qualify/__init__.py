@@ -1,1 +1,1 @@
-"""qualify as named steps; plan; report. Imports: admission, config, console, plan, records, report, serve."""
+"""qualify as named steps; plan; report. Imports: admission, config, console, history, plan, records, report, serve."""

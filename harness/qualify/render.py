@@ -5,6 +5,7 @@ verdict, then its tables, report.html and annotation.md rendered. qualify runs i
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -81,9 +82,27 @@ def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[
     except Exception:
         if run_dir.is_dir():
             finish_run_info(run_dir, pytest_code, baseline)
+            append_to_history(run_dir)
         raise
     finish_run_info(run_dir, judged.exit_code, baseline, pytest_exit_code=pytest_code)
+    append_to_history(run_dir)
     return run_dir, judged
+
+
+def append_to_history(run_dir: Path) -> None:
+    """The finished (or interrupted) run into the history store. A store that cannot take it is named on stderr and
+    the run's verdict stands: the run directory keeps everything, and `harness history append` adds it later."""
+    from harness.history.command import append_run
+    from harness.history.store import HistoryError, history_path
+
+    try:
+        problems = append_run(run_dir)
+    except (HistoryError, OSError, sqlite3.Error) as exc:
+        print(f"warning: run {run_dir.name} not appended to the history ({exc}); append it later with "
+              f"`python -m harness history append --run {run_dir}`", file=sys.stderr)
+        return
+    print(f"history: {run_dir.name} appended to {history_path()}" +
+          (f" ({len(problems)} unreadable parts, see the report's problems)" if problems else ""))
 
 
 def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bool = False) -> int:

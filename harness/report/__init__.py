@@ -1,1 +1,2 @@
-"""Stored run dir -> tables, completeness, plots, HTML, annotation. Imports: config, plan.redact, records, judge."""
+"""Stored run dir -> tables, completeness, plots, HTML, trend, annotation. Imports: config, plan.redact, records, judge,
+history."""

@@ -13,6 +13,7 @@ import jinja2
 import pandas as pd
 
 from harness.report.tables import to_markdown
+from harness.report.trend import TrendView
 
 TEMPLATES = Path(__file__).parent / "templates"
 FLAG_WORDS = ("PASS", "FAIL", "REGRESSION", "ok", "failed", "error", "aborted", "passed", "skipped", "FLAGGED")
@@ -31,6 +32,7 @@ class ReportContent:
     # label, deltas, regression sentences (failing the run), flagged sentences shown but not enforced
     baseline: tuple[str, pd.DataFrame, list[str], list[str]] | None = None
     headline: list[str] = field(default_factory=list)
+    trend: TrendView | None = None  # the history's trend page (harness/report/trend.py)
 
 
 def table_view(title: str, df: pd.DataFrame) -> dict:
@@ -55,6 +57,8 @@ def render_html(c: ReportContent) -> str:
                     "table": table_view("Baseline diff", df)}
     return ENV.get_template("report.html.j2").render(
         c=c, css=(TEMPLATES / "report.css").read_text(), flag_words=FLAG_WORDS, baseline=baseline,
+        trend={"uri": data_uri(c.trend.png) if c.trend and c.trend.png else None,
+               "note": c.trend.note if c.trend else "not rendered", "lines": c.trend.change_points if c.trend else []},
         tables=[table_view(t, df) for t, df in c.tables], prov=c.provenance,
         plots=[{"title": t, "uri": data_uri(png) if png is not None else None, "note": note}
                for t, png, note in c.plots])

@@ -130,3 +130,29 @@ def capacity_pareto(points: dict[str, list[tuple[int, float, float]]], arm_order
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return png(fig)
+
+
+def trend(panels: list[tuple[str, list[str], list[float], list[int], int | None]]) -> bytes | None:
+    """One panel per metric over the history's runs: the series, each change point's first run as a dashed line,
+    this run as a red ring. panels: (title, run ids, values, change-point indices, index of this run or None)."""
+    panels = [p for p in panels if p[2]]
+    if not panels:
+        return None
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 2.9 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (title, runs, values, cps, current) in zip(axes.flat, panels, strict=False):
+        xs = list(range(len(values)))
+        ax.plot(xs, values, marker="o", ms=3, lw=1, color=COLORS[0])
+        for i in cps:
+            ax.axvline(i - 0.5, color=COLORS[3], ls="--", lw=1)
+        if current is not None:
+            ax.scatter([current], [values[current]], s=80, facecolors="none", edgecolors=COLORS[3], lw=2, zorder=4)
+        ax.set_title(title, fontsize=9)
+        step = max(1, len(runs) // 6)
+        ax.set_xticks(xs[::step], [r[-14:] for r in runs[::step]], rotation=30, fontsize=7, ha="right")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return png(fig)

@@ -25,6 +25,7 @@ from harness.report.long_context import heatmaps
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_run, tpot_samples
 from harness.report.tables import build_tables, deltas_table, flag_of, to_markdown
+from harness.report.trend import trend_view
 
 
 def slug(title: str) -> str:
@@ -168,13 +169,17 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         md += "\n### Baseline regressions, not enforced\n\n" + "\n".join(f"- {r}" for r in shown_only) + "\n"
     if missing:
         md += "\n### Missing or incomplete\n\n" + "\n".join(f"- {g}" for g in missing) + "\n"
+    trend = trend_view(run.manifest.run_id if run.manifest and run.manifest.run_id else run_dir.name,
+                       [c for c, _ in pairs])
+    if trend.change_points:
+        md += "\n### Change points in the history\n\n" + "\n".join(f"- {c}" for c in trend.change_points) + "\n"
     if run.problems:
         md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
     title = f"DCP qualification {run_dir.name}: {pairs_title(pairs)}"
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance(run.manifest, run.records, code)
     content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,
-                            figures, base, lines)
+                            figures, base, lines, trend)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))
     return Rendered(md, regressions, html_path, code)

@@ -1,0 +1,170 @@
+"""`harness history`: append or backfill runs, list them, a metric's trend with its change points, HUD-style windows,
+the lengths covered over the nights, and the nightly check (exit 1 on a change point the newest run reveals)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness.config.paths import REPORTS_DIR
+from harness.history import store
+from harness.history.extract import run_rows
+
+
+def run_dirs_under(root: Path) -> list[Path]:
+    """Every run directory below `root` (itself included): a directory holding run.json or results.jsonl."""
+    found = {p.parent for name in ("run.json", "results.jsonl") for p in root.rglob(name)}
+    return sorted(d for d in found if d.name != "references" and "references" not in d.parts)
+
+
+def append_run(run_dir: Path, path: Path | None = None) -> list[str]:
+    """Appends one run directory; the problems met reading it (the rows it could read are stored all the same)."""
+    rows = run_rows(run_dir)
+    store.append(rows, path)
+    return rows.problems
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    for run in args.run:
+        run_dir = Path(run) if Path(run).is_dir() else REPORTS_DIR / run
+        if not run_dir.is_dir():
+            raise store.HistoryError(f"history append --run {run!r}: no run directory there (looked in . and "
+                                     f"{REPORTS_DIR})")
+        for problem in append_run(run_dir):
+            print(f"warning: {run_dir.name}: {problem}", file=sys.stderr)
+        print(f"appended {run_dir.name} to {store.history_path()}")
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    roots = [Path(r) for r in args.dirs] or [REPORTS_DIR]
+    dirs = [d for root in roots for d in run_dirs_under(root)]
+    for d in dirs:
+        problems = append_run(d)
+        print(f"appended {d}" + (f" ({len(problems)} problems; first: {problems[0]})" if problems else ""))
+    print(f"{len(dirs)} run directories appended to {store.history_path()}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with store.connect() as db:
+        rows = store.runs(db, args.arm)[-args.last:]
+    print(tabulate([(r.run_id, r.started, r.status, r.exit_code, r.candidates, r.host,
+                     r.git_commit and r.git_commit[:10], r.calibration or "") for r in rows],
+                   headers=["run", "started", "status", "exit", "candidates", "host", "commit", "calibration"],
+                   tablefmt="github"))
+    return 0
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    from harness.history.trends import family, findings, series  # ruptures and scipy: only where a series is judged
+
+    with store.connect() as db:
+        metrics = args.metric or store.metric_names(db, args.arm)
+        if not metrics:
+            raise store.HistoryError(f"history trend: arm {args.arm!r} has no metric in {store.history_path()}")
+        for metric in metrics:
+            s = series(db, args.arm, metric)
+            found = findings(s)
+            cps = {f.run: f for f in found}
+            print(f"\n{args.arm} {metric} ({family(metric)}): {len(s.values)} finished runs, "
+                  f"{len(found)} change point(s)")
+            rows = [(r, f"{v:.6g}", cps[r].sentence() if r in cps else "")
+                    for r, v in list(zip(s.runs, s.values, strict=True))[-args.last:]]
+            print(tabulate(rows, headers=["run", "value", "change point"], tablefmt="github"))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.history.trends import series, violated, windows  # ruptures and scipy: only where a series is judged
+
+    with store.connect() as db:
+        out = []
+        for metric in store.metric_names(db, args.arm):
+            s = series(db, args.arm, metric)
+            w = windows(s, args.baseline, args.window)
+            out.append((metric, len(w.baseline), len(w.recent), f"{w.ratio:.3f}" if w.ratio else "n/a",
+                        "FLAGGED" if violated(s, w) else "ok"))
+    print(tabulate(out, headers=["metric", "baseline runs", "recent runs", "median recent / baseline", "window rule"],
+                   tablefmt="github"))
+    return 0
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    with store.connect() as db:
+        rows = store.coverage(db, args.arm)
+    checks: dict[str, dict[int, set]] = {}
+    for run, c in rows:
+        checks.setdefault(c.check, {}).setdefault(c.length, set()).add((run, c.batch))
+    for check, lengths in sorted(checks.items()):
+        runs = {r for v in lengths.values() for r, _ in v}
+        batches = sorted({b for v in lengths.values() for _, b in v})
+        print(f"{args.arm} {check}: {len(lengths)} distinct lengths over {len(runs)} runs, "
+              f"{min(lengths)}..{max(lengths)} tokens, batch sizes {batches}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.history.trends import nightly  # ruptures and scipy: only where a series is judged
+
+    with store.connect() as db:
+        known = {r.run_id: r for r in store.runs(db)}
+        if args.run not in known:
+            raise store.HistoryError(f"history check --run {args.run!r}: not in {store.history_path()}; append it "
+                                     "first (qualify does, or `harness history append --run RUN`)")
+        if known[args.run].status != "finished":
+            print(f"FAIL: run {args.run} was interrupted: its metrics are partial and are not judged as a night")
+            return 1
+        verdict = nightly(db, args.run)
+    for line in verdict.failures:
+        print(f"FAIL: {line}")
+    for line in verdict.notes:
+        print(f"note: {line}")
+    print(f"history check of {args.run}: " + ("PASS (no change point at the newest runs)" if verdict.passed
+                                               else f"FAIL ({len(verdict.failures)} change point(s))"))
+    return 0 if verdict.passed else 1
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    with store.connect() as db:
+        print(f"pruned {store.prune(db, args.keep)} runs from {store.history_path()}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("history", help="every run in one store ($HARNESS_HISTORY, default reports/history.sqlite): "
+                       "list, trends with change points, the nightly check")
+    hs = p.add_subparsers(dest="history_command", required=True)
+    a = hs.add_parser("append", help="append finished (or interrupted) run directories; qualify does it itself")
+    a.add_argument("--run", nargs="+", required=True, help="run ids or directories")
+    a.set_defaults(func=cmd_append)
+    a = hs.add_parser("backfill", help="append every run directory found under DIRS (default reports/)")
+    a.add_argument("dirs", nargs="*")
+    a.set_defaults(func=cmd_backfill)
+    a = hs.add_parser("list", help="the runs, oldest first")
+    a.add_argument("--arm")
+    a.add_argument("--last", type=int, default=50)
+    a.set_defaults(func=cmd_list)
+    a = hs.add_parser("trend", help="an arm's metric(s) over the runs, change points marked")
+    a.add_argument("--arm", required=True)
+    a.add_argument("--metric", action="append", help="e.g. long_prefix.c1.tpot_p50_ms (default: every metric)")
+    a.add_argument("--last", type=int, default=30)
+    a.set_defaults(func=cmd_trend)
+    a = hs.add_parser("compare", help="PyTorch HUD's windows: the last runs against the ones before them")
+    a.add_argument("--arm", required=True)
+    a.add_argument("--baseline", type=int, default=6, help="runs in the baseline window (default 6)")
+    a.add_argument("--window", type=int, default=2, help="recent runs compared (default 2)")
+    a.set_defaults(func=cmd_compare)
+    a = hs.add_parser("coverage", help="the context lengths and batch sizes each check covered, over every run")
+    a.add_argument("--arm", required=True)
+    a.set_defaults(func=cmd_coverage)
+    a = hs.add_parser("check", help="the nightly verdict: exit 1 on a change point the run reveals (a regression, "
+                      "or a speed-up on the night a correctness metric changed)")
+    a.add_argument("--run", required=True, help="run id")
+    a.set_defaults(func=cmd_check)
+    a = hs.add_parser("prune", help="keep only the newest N runs")
+    a.add_argument("--keep", type=int, required=True)
+    a.set_defaults(func=cmd_prune)

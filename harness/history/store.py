@@ -1,0 +1,153 @@
+"""The history store: one SQLite file every run appends to (`$HARNESS_HISTORY`, default reports/history.sqlite).
+
+SQLite, not DuckDB: the store's job is many short appends from processes that may overlap (parallel Buildkite steps,
+a calibration's repeats, a backfill), and SQLite serialises writers on the file lock, each waiting its turn
+(`timeout`); DuckDB admits one read-write process per file and refuses a second one's connection outright. SQLite also
+ships with Python: no dependency, and the file opens in any SQLite shell.
+
+Versioned with `PRAGMA user_version`; `migrate` brings an older file up step by step and refuses a newer one.
+Appending a run replaces its earlier rows (a resumed run appends again), in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from harness.config.errors import HarnessError
+from harness.config.paths import REPORTS_DIR
+from harness.history.extract import ArmRow, CoverageRow, MetricRow, RunRow, RunRows, VerdictRow
+
+SCHEMA_VERSION = 1
+LOCK_WAIT_S = 120.0  # a writer waits this long for another's append (each takes milliseconds)
+
+SCHEMA_V1 = """
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, started TEXT, finished TEXT, status TEXT NOT NULL, exit_code INTEGER,
+  host TEXT, harness_version TEXT, git_commit TEXT, candidates TEXT NOT NULL, order_seed INTEGER, calibration TEXT,
+  run_dir TEXT NOT NULL, manifest TEXT NOT NULL, appended TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ')));
+CREATE TABLE arms (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, role TEXT NOT NULL,
+  reference TEXT, vllm_version TEXT, arm_sha TEXT, model TEXT, PRIMARY KEY (run_id, arm));
+CREATE TABLE verdicts (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, kind TEXT NOT NULL,
+  name TEXT NOT NULL, reference TEXT NOT NULL, passed INTEGER NOT NULL, detail TEXT NOT NULL,
+  PRIMARY KEY (run_id, arm, kind, name, reference));
+CREATE TABLE metrics (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, metric TEXT NOT NULL,
+  value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY (run_id, arm, metric));
+CREATE TABLE coverage (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL,
+  check_name TEXT NOT NULL, length INTEGER NOT NULL, batch INTEGER NOT NULL,
+  PRIMARY KEY (run_id, arm, check_name, length, batch));
+CREATE INDEX metrics_series ON metrics (arm, metric);
+"""
+MIGRATIONS = {1: SCHEMA_V1}  # user_version N-1 -> N; a new version adds its step here
+
+
+class HistoryError(HarnessError):
+    """The store cannot be opened or read: the message names the file and what to do."""
+
+
+def history_path() -> Path:
+    return Path(os.environ.get("HARNESS_HISTORY") or REPORTS_DIR / "history.sqlite")
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise HistoryError(f"{path}: history schema version {version}, newer than this harness's {SCHEMA_VERSION}; "
+                           "read it with the harness that wrote it, or point HARNESS_HISTORY at another file")
+    for step in range(version + 1, SCHEMA_VERSION + 1):
+        db.executescript(f"BEGIN IMMEDIATE; {MIGRATIONS[step]} PRAGMA user_version = {step}; COMMIT;")
+
+
+@contextmanager
+def connect(path: Path | None = None) -> Iterator[sqlite3.Connection]:
+    path = path or history_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
+        db.execute("PRAGMA foreign_keys = ON")
+        migrate(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: not a history store this harness can open ({exc}); move it aside "
+                           "(`harness history backfill` rebuilds one from the run directories)") from None
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def insert(db: sqlite3.Connection, table: str, row: object, **extra: object) -> None:
+    values = {**extra, **asdict(row)}  # type: ignore[call-overload]
+    if table == "coverage":
+        values["check_name"] = values.pop("check")
+    if "passed" in values:
+        values["passed"] = int(values["passed"])
+    cols = ", ".join(values)
+    db.execute(f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({', '.join('?' * len(values))})",
+               list(values.values()))
+
+
+def append(rows: RunRows, path: Path | None = None) -> None:
+    """The run's rows, replacing any it had (one transaction: a reader sees the old run or the new one)."""
+    with connect(path) as db:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM runs WHERE run_id = ?", (rows.run.run_id,))
+            insert(db, "runs", rows.run)
+            for table, items in (("arms", rows.arms), ("verdicts", rows.verdicts), ("metrics", rows.metrics),
+                                 ("coverage", rows.coverage)):
+                for item in items:
+                    insert(db, table, item, run_id=rows.run.run_id)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def runs(db: sqlite3.Connection, arm: str | None = None) -> list[RunRow]:
+    """Every run (or every run with `arm` among its arms), oldest first by start time."""
+    names = [f.name for f in fields(RunRow)]
+    where = "WHERE run_id IN (SELECT run_id FROM arms WHERE arm = ?)" if arm else ""
+    sql = f"SELECT {', '.join(names)} FROM runs {where} ORDER BY started, appended"
+    return [RunRow(*row) for row in db.execute(sql, (arm,) if arm else ())]
+
+
+def metric_names(db: sqlite3.Connection, arm: str) -> list[str]:
+    return [r[0] for r in db.execute("SELECT DISTINCT metric FROM metrics WHERE arm = ? ORDER BY metric", (arm,))]
+
+
+def metric_values(db: sqlite3.Connection, arm: str, metric: str) -> dict[str, float]:
+    """run id -> value of one arm's metric."""
+    return dict(db.execute("SELECT run_id, value FROM metrics WHERE arm = ? AND metric = ?", (arm, metric)))
+
+
+def verdicts(db: sqlite3.Connection, run_id: str) -> list[VerdictRow]:
+    sql = "SELECT arm, kind, name, reference, passed, detail FROM verdicts WHERE run_id = ? ORDER BY arm, kind, name"
+    return [VerdictRow(a, k, n, ref, bool(p), d) for a, k, n, ref, p, d in db.execute(sql, (run_id,))]
+
+
+def arms(db: sqlite3.Connection, run_id: str) -> list[ArmRow]:
+    sql = "SELECT arm, role, reference, vllm_version, arm_sha, model FROM arms WHERE run_id = ? ORDER BY role, arm"
+    return [ArmRow(*row) for row in db.execute(sql, (run_id,))]
+
+
+def coverage(db: sqlite3.Connection, arm: str) -> list[tuple[str, CoverageRow]]:
+    sql = "SELECT run_id, arm, check_name, length, batch FROM coverage WHERE arm = ? ORDER BY check_name, length"
+    return [(r, CoverageRow(a, c, n, b)) for r, a, c, n, b in db.execute(sql, (arm,))]
+
+
+def metric_rows(db: sqlite3.Connection, run_id: str) -> list[MetricRow]:
+    sql = "SELECT arm, metric, value, unit FROM metrics WHERE run_id = ? ORDER BY arm, metric"
+    return [MetricRow(*row) for row in db.execute(sql, (run_id,))]
+
+
+def prune(db: sqlite3.Connection, keep_last: int) -> int:
+    """Deletes all but the newest `keep_last` runs; how many went."""
+    ids = [r.run_id for r in runs(db)]
+    doomed = ids[:max(0, len(ids) - keep_last)]
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany("DELETE FROM runs WHERE run_id = ?", [(r,) for r in doomed])
+    db.execute("COMMIT")
+    return len(doomed)

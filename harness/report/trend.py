@@ -1,0 +1,54 @@
+"""The report's trend page: the candidates' key metrics over the last runs in the history store, change points
+marked, this run highlighted. Reads the store only if it exists (rendering an old run creates none)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.history import store
+from harness.history.trends import Series, family, findings, series
+from harness.report import plots
+
+LAST_RUNS = 30
+KEY_METRICS = (".tpot_p50_ms", ".ttft_p50_ms", "kv_capacity.tokens", ".accuracy", ".max_drift", ".exact_rate")
+
+
+@dataclass
+class TrendView:
+    png: bytes | None
+    note: str  # why there is no plot, or what it shows
+    change_points: list[str] = field(default_factory=list)
+
+
+def key_metrics(names: list[str]) -> list[str]:
+    return [n for n in names if n.endswith(KEY_METRICS)]
+
+
+def window(s: Series, run_id: str, last: int) -> tuple[Series, int | None]:
+    """The last `last` runs up to and including this run (or the last ones, when this run is not in the series)."""
+    end = s.runs.index(run_id) + 1 if run_id in s.runs else len(s.runs)
+    start = max(0, end - last)
+    cut = Series(s.arm, s.metric, s.runs[start:end], s.values[start:end])
+    return cut, (cut.runs.index(run_id) if run_id in cut.runs else None)
+
+
+def trend_view(run_id: str, candidates: list[str], last: int = LAST_RUNS) -> TrendView:
+    path = store.history_path()
+    if not path.is_file():
+        return TrendView(None, f"no history store at {path}: nothing to plot (qualify appends every run; "
+                         "`harness history backfill` adds old ones)")
+    panels, lines = [], []
+    with store.connect(path) as db:
+        if run_id not in {r.run_id for r in store.runs(db)}:
+            return TrendView(None, f"run {run_id} is not in the history at {path} (`harness history append --run "
+                             f"{run_id}` adds it)")
+        for arm in candidates:
+            for metric in key_metrics(store.metric_names(db, arm)):
+                s, current = window(series(db, arm, metric), run_id, last)
+                found = findings(s)
+                panels.append((f"{arm} {metric} ({family(metric)})", s.runs, s.values,
+                               [f.change.index for f in found], current))
+                lines += [f.sentence() for f in found]
+    runs = max((len(p[1]) for p in panels), default=0)
+    return TrendView(plots.trend(panels), f"the last {runs} finished runs of {', '.join(candidates)} in {path}; "
+                     "dashed: a change point's first run; ring: this run", lines)
