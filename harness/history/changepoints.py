@@ -14,6 +14,7 @@ run-to-run noise is multiplicative. Series with zeros (drift, tie-flip rate) sta
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +55,9 @@ def welch_p(left: np.ndarray, right: np.ndarray) -> float:
     """Two-sided Welch p of two groups' means; 0 when both are constant and differ, 1 when they are equal."""
     if np.ptp(left) == 0 and np.ptp(right) == 0:
         return 1.0 if left[0] == right[0] else 0.0
-    p = stats.ttest_ind(left, right, equal_var=False).pvalue
+    with warnings.catch_warnings():  # near-constant groups: scipy warns of precision loss, the p is still right
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = stats.ttest_ind(left, right, equal_var=False).pvalue
     return float(p) if np.isfinite(p) else 1.0
 
 

@@ -53,12 +53,27 @@ def history_path() -> Path:
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise HistoryError(f"{path}: history schema version {version}, newer than this harness's {SCHEMA_VERSION}; "
-                           "read it with the harness that wrote it, or point HARNESS_HISTORY at another file")
-    for step in range(version + 1, SCHEMA_VERSION + 1):
-        db.executescript(f"BEGIN IMMEDIATE; {MIGRATIONS[step]} PRAGMA user_version = {step}; COMMIT;")
+    """Brings the file to SCHEMA_VERSION under the write lock (two processes opening a new store at once: the second
+    finds it made), step by step; a newer file is refused."""
+    def version() -> int:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+
+    if version() == SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        found = version()
+        if found > SCHEMA_VERSION:
+            raise HistoryError(f"{path}: history schema version {found}, newer than this harness's {SCHEMA_VERSION}; "
+                               "read it with the harness that wrote it, or point HARNESS_HISTORY at another file")
+        for step in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in filter(str.strip, MIGRATIONS[step].split(";")):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {step}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 @contextmanager

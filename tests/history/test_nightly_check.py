@@ -1,0 +1,125 @@
+"""`harness history check` and `trend` over nights built from a real run's records: a planted slowdown from night k is
+flagged the night its second slow run arrives, named at night k; the same nights without it pass every night. The
+trend page marks the change point, and renders in Chromium."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nights import make_nights
+
+from harness.config.paths import REPO_ROOT
+from harness.history.changepoints import ChangePoint
+from harness.history.command import append_run
+from harness.history.trends import Finding, Series, judge_night, violated, windows
+
+REAL_RUN = Path(__file__).parents[1] / "fixtures" / "stored_runs" / "h200-2026-12-02c-control"
+TPOT = "long_prefix.c1.tpot_p50_ms"
+
+
+def history(db: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "history", *argv], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env={**os.environ, "HARNESS_HISTORY": str(db)}, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def slowed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slowed")
+    nights = make_nights(REAL_RUN, tmp / "runs", 14, slow_from=9, step=0.10, sigma=0.03, seed=4)
+    for n in nights:
+        append_run(n, tmp / "h.sqlite")
+    return tmp / "h.sqlite", nights
+
+
+def test_planted_slowdown_fails_the_night_it_shows_naming_the_run_it_entered(slowed):
+    db, nights = slowed
+    first_slow = history(db, "check", "--run", "night-09")  # one slow night: not a level yet
+    assert first_slow.returncode == 0, first_slow.stdout
+    second = history(db, "check", "--run", "night-10")
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert f"gpu-mla-120k {TPOT}: regression" in second.stdout and "from run night-09 .. night-10 (2 runs)" in \
+        second.stdout
+    trend = history(db, "trend", "--arm", "gpu-mla-120k", "--metric", TPOT)
+    assert trend.returncode == 0 and "| night-09 |" in trend.stdout and "regression" in trend.stdout
+
+
+def test_the_same_nights_without_the_slowdown_pass_every_night(tmp_path):
+    db = tmp_path / "h.sqlite"
+    for n in make_nights(REAL_RUN, tmp_path / "runs", 14, sigma=0.03, seed=4):
+        append_run(n, db)
+    for night in range(4, 14):
+        check = history(db, "check", "--run", f"night-{night:02d}")
+        assert check.returncode == 0, check.stdout
+    assert "0 change point(s)" in history(db, "trend", "--arm", "gpu-mla-120k", "--metric", TPOT).stdout
+
+
+def test_a_run_not_in_the_history_is_a_clear_error(tmp_path):
+    check = history(tmp_path / "h.sqlite", "check", "--run", "nope")
+    assert check.returncode == 1 and "not in" in check.stderr and "append" in check.stderr
+
+
+def finding(metric: str, before: float, after: float, runs=("a", "b", "c", "d", "e")) -> Finding:
+    return Finding("arm", metric, ChangePoint(3, before, after, 1e-4), list(runs))
+
+
+def test_speed_up_on_the_night_outputs_changed_fails_and_alone_is_a_note():
+    speed = Series("arm", TPOT, list("abcdef"), [3.0, 3.0, 3.1, 3.0, 2.0, 2.0])
+    drift = Series("arm", "check.graph_replay.max_drift", list("abcdef"), [0.01, 0.01, 0.011, 0.01, 0.4, 0.41])
+    both = judge_night([speed, drift])
+    assert any("speed-up on the same run as a correctness change" in f for f in both.failures)
+    assert any("check.graph_replay.max_drift: regression" in f for f in both.failures)
+    alone = judge_night([speed])
+    assert alone.passed and any("improvement" in n for n in alone.notes)
+
+
+def test_direction_per_metric():
+    assert finding(TPOT, 3.0, 3.3).regression and not finding(TPOT, 3.3, 3.0).regression
+    assert finding("kv_capacity.tokens", 2e6, 1.8e6).regression
+    assert finding("check.prefix_reuse.exact_rate", 1.0, 0.9).regression
+    assert finding("gsm8k.accuracy", 0.9, 0.95).regression is False
+
+
+def test_hud_window_rule_flags_two_worse_runs_after_a_steady_baseline():
+    s = Series("arm", TPOT, [str(i) for i in range(8)], [3.0, 3.1, 2.9, 3.0, 3.05, 2.95, 3.4, 3.5])
+    assert violated(s, windows(s))
+    s2 = Series("arm", TPOT, s.runs, [3.0, 3.1, 2.9, 3.0, 3.05, 2.95, 3.4, 3.0])
+    assert not violated(s2, windows(s2))
+
+
+def test_trend_page_marks_the_change_point_and_this_run(slowed, monkeypatch):
+    from harness.report.trend import trend_view
+
+    db, _ = slowed
+    monkeypatch.setenv("HARNESS_HISTORY", str(db))
+    view = trend_view("night-12", ["gpu-mla-120k"])
+    assert view.png and any("night-09" in line and TPOT in line for line in view.change_points)
+    monkeypatch.setenv("HARNESS_HISTORY", str(db.parent / "none.sqlite"))
+    assert trend_view("night-12", ["gpu-mla-120k"]).png is None
+
+
+def red_share(png: Path) -> float:
+    import matplotlib.image as mpimg
+
+    px = mpimg.imread(png)[..., :3]
+    return float(((px[..., 0] > 0.7) & (px[..., 1] < 0.3) & (px[..., 2] < 0.3)).mean())
+
+
+def test_trend_page_renders_in_chromium_with_its_change_point_drawn(slowed, tmp_path, monkeypatch):
+    from harness.report.render import render_run
+    from harness.report.screenshot import find_chromium, take_screenshot
+
+    if find_chromium() is None:
+        pytest.skip("no Chromium on this machine and `make chromium` could not install it (needs root and apt-get)")
+    db, nights = slowed
+    shown = {}
+    for store_path in (db, tmp_path / "empty.sqlite"):
+        monkeypatch.setenv("HARNESS_HISTORY", str(store_path))
+        html = render_run(nights[12]).html_path
+        assert ('id="trend"' in html.read_text()) and (("data:image/png" in html.read_text().split('id="trend"')[1])
+                                                        == (store_path == db))
+        shown[store_path == db] = red_share(take_screenshot(html, tmp_path / "r.png", height=6000))
+    assert shown[True] > 1e-5 and shown[False] == 0, shown  # the red change-point lines and this run's ring
