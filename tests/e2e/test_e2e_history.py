@@ -48,7 +48,7 @@ def test_planted_slowdown_in_real_records_is_flagged_at_its_night(full_pair_run,
     run, _, _ = full_pair_run
     slowed, clean = tmp_path / "slowed.sqlite", tmp_path / "clean.sqlite"
     for db, slow_from in ((slowed, 8), (clean, None)):
-        nights = make_nights(run, tmp_path / db.stem, 12, slow_from=slow_from, sigma=0.03, seed=2)
+        make_nights(run, tmp_path / db.stem, 12, slow_from=slow_from, sigma=0.03, seed=2)
         assert harness("history", "backfill", str(tmp_path / db.stem), db=db).returncode == 0
     verdicts = {db: {n: harness("history", "check", "--run", f"night-{n:02d}", db=db) for n in range(4, 12)}
                 for db in (slowed, clean)}
