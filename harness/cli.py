@@ -59,7 +59,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     """A Buildkite pipeline (YAML on stdout, or --out) with one step per arm group; every arm validated first."""
-    text = pipeline_yaml(args.arms, args.nightly, args.queue, args.cpu_queue, args.parallel)
+    text = pipeline_yaml(args.arms, args.nightly, args.queue, args.cpu_queue, args.parallel, args.history)
     if args.out:
         Path(args.out).write_text(text)
     else:
@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-queue", default="cpu", help="agent queue for CPU arms")
     p.add_argument("--parallel", action="store_true", help="a group's arms side by side on disjoint GPUs: the step "
                    "asks for the sum of their GPUs")
+    p.add_argument("--history", help="nightly: a history store every agent reaches (shared filesystem) for all "
+                   "nights; default: each group's reports/history-<group>.sqlite, carried from night to night as the "
+                   "builds' artifact")
     p.add_argument("--out", help="write the YAML here instead of stdout")
     p.set_defaults(func=cmd_pipeline)
 

@@ -10,7 +10,8 @@ from harness.config.errors import ConfigError
 from harness.nightly.pipeline import arm_groups, pipeline
 
 
-def pipeline_yaml(arms_text: str, nightly: bool, queue: str, cpu_queue: str, parallel: bool) -> str:
+def pipeline_yaml(arms_text: str, nightly: bool, queue: str, cpu_queue: str, parallel: bool,
+                  history: str | None = None) -> str:
     names = parse_arm_names(arms_text)
     # Structure only (no model files): the pipeline is emitted on a CI agent, the models live on the GPU hosts.
     arms = {n: load_arm(n, geometry=False) for n in names}
@@ -20,5 +21,5 @@ def pipeline_yaml(arms_text: str, nightly: bool, queue: str, cpu_queue: str, par
                 raise ConfigError(f"{defining_file(arm, 'reference')}: field reference: unknown arm {arm.reference!r}")
             arms[arm.reference] = load_arm(arm.reference, geometry=False)
     arm_set = expand_arm_set(names, {n: arms[n].reference for n in names})
-    return yaml.safe_dump(pipeline(arm_groups(arm_set, arms), nightly, queue, cpu_queue, parallel), sort_keys=False,
-                          width=120)
+    doc = pipeline(arm_groups(arm_set, arms), nightly, queue, cpu_queue, parallel, history)
+    return yaml.safe_dump(doc, sort_keys=False, width=120)

@@ -70,7 +70,8 @@ def run_id(group: ArmGroup, nightly: bool) -> str:
     return f"{'nightly' if nightly else 'ci'}-${{BUILDKITE_BUILD_NUMBER}}-{group.key}"
 
 
-def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: bool) -> dict:
+def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: bool,
+         history: str | None = None) -> dict:
     gpus = group.gpus(parallel)
     pool = f"{queue}-{gpus}gpu" if gpus else cpu_queue
     rid = run_id(group, nightly)
@@ -78,8 +79,15 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
     references = [a.name for a in group.arms if a.name not in cands]
     vs = f" vs {', '.join(references)}" if references else ""
     env = {"HARNESS_RUN_ID": rid, "HARNESS_ARMS": ",".join(a.name for a in group.candidates), "CI": "true"}
+    artifacts = [f"reports/{rid}/**/*"]
     if nightly:
         env["HARNESS_BASELINE_FROM"] = "previous-nightly"
+        # The group's history: the previous nightly's copy is fetched, tonight's run appended and the change-point
+        # check run on it, and the file kept as this build's artifact (a persistent shared path instead: --history).
+        env["HARNESS_HISTORY_CHECK"] = "1"
+        env["HARNESS_HISTORY"] = history or f"reports/history-{group.key}.sqlite"
+        if not history:
+            artifacts.append(env["HARNESS_HISTORY"])
     if parallel and len(group.arms) > 1:
         env["HARNESS_PARALLEL"] = "1"
     agents = {"queue": queue, "gpus": str(gpus)} if gpus else {"queue": cpu_queue}
@@ -93,7 +101,7 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
         "env": env,
         "agents": agents,
         # uploaded by the agent after the command, whether it passed or failed
-        "artifact_paths": [f"reports/{rid}/**/*"],
+        "artifact_paths": artifacts,
         "retry": {"automatic": [dict(rule) for rule in AGENT_LOSS_RETRY]},  # copies: no YAML anchors
         "concurrency_group": f"dcp-harness/{pool}",
         "concurrency": 1,
@@ -103,5 +111,5 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
 
 
 def pipeline(groups: list[ArmGroup], nightly: bool, queue: str = "gpu", cpu_queue: str = "cpu",
-             parallel: bool = False) -> dict:
-    return {"steps": [step(g, nightly, queue, cpu_queue, parallel) for g in groups]}
+             parallel: bool = False, history: str | None = None) -> dict:
+    return {"steps": [step(g, nightly, queue, cpu_queue, parallel, history) for g in groups]}

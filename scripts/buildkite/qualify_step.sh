@@ -5,6 +5,9 @@
 #   env from the pipeline: HARNESS_RUN_ID, HARNESS_ARMS (the group's candidates, comma-separated),
 #   [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
+#   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent,
+#   the run appended (qualify does) and `harness history check` run on it; a change point the run reveals fails the
+#   step (its lines go into the annotation)
 #   HARNESS_QUALIFY_ARGS: extra arguments for qualify (and the dry run's plan), e.g. "--set model.path=/models/x"
 #   HARNESS_DRY_RUN=1: print what would run and run `harness plan --arms` on the group instead (CI checks every
 #   step so)
@@ -25,6 +28,11 @@ if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
     api="https://api.buildkite.com/v2/organizations/${BUILDKITE_ORGANIZATION_SLUG}/pipelines/${BUILDKITE_PIPELINE_SLUG}"
     read -r prev_id prev_num < <(curl -sf -H "Authorization: Bearer ${BUILDKITE_API_TOKEN}" \
         "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
+  fi
+  if [ -n "$prev_id" ] && [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ] && [ ! -f "${HARNESS_HISTORY:-}" ]; then
+    # the group's history so far travels as the previous nightly's artifact; none yet: this night starts it
+    run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$prev_id" \
+      || echo "no history: the previous nightly has no $HARNESS_HISTORY; this night starts one"
   fi
   if [ -n "$prev_id" ] && [ -n "$prev_num" ]; then
     prev_run="nightly-${prev_num}-${group}"
@@ -49,12 +57,22 @@ if [ "$DRY" = 1 ]; then
   # the group's preflight: each candidate, its references (a shared one once) and the shared workloads; not
   # strict: this machine is not the GPU host the step runs on
   CI= "$PY" -m harness plan --arms "$HARNESS_ARMS" --no-vllm-check "${extra_args[@]}"
-  exit $?
+  code=$?
+  [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ] && echo "would run: $PY -m harness history check --run $HARNESS_RUN_ID" \
+    "(store $HARNESS_HISTORY)"
+  exit $code
 fi
 "$PY" -m harness qualify --arms "$HARNESS_ARMS" --run-id "$HARNESS_RUN_ID" "${parallel_args[@]}" \
   "${baseline_args[@]}" "${extra_args[@]}"
 code=$?
 note="reports/${HARNESS_RUN_ID}/annotation.md"
+if [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ]; then
+  check=$("$PY" -m harness history check --run "$HARNESS_RUN_ID" 2>&1)
+  check_code=$?
+  echo "$check"
+  [ -f "$note" ] && printf '\n### Nightly history\n\n```\n%s\n```\n' "$check" >> "$note"
+  [ "$code" = 0 ] && [ "$check_code" != 0 ] && code=1
+fi
 if [ -f "$note" ]; then
   style=success; [ "$code" = 0 ] || style=error
   buildkite-agent annotate --context "qualify-${group}" --style "$style" < "$note" \

@@ -71,7 +71,9 @@ def test_one_step_per_arm_group_placed_by_gpu_count(nightly):
     for key, s in steps.items():
         run_id = s["env"]["HARNESS_RUN_ID"]
         assert run_id == f"nightly-${{BUILDKITE_BUILD_NUMBER}}-{key.removeprefix('qualify-')}"
-        assert s["artifact_paths"] == [f"reports/{run_id}/**/*"]
+        group = key.removeprefix("qualify-")
+        assert s["artifact_paths"] == [f"reports/{run_id}/**/*", f"reports/history-{group}.sqlite"]
+        assert s["env"]["HARNESS_HISTORY"] == f"reports/history-{group}.sqlite" and s["env"]["HARNESS_HISTORY_CHECK"] == "1"
         assert {"exit_status": -1, "limit": 2} in s["retry"]["automatic"]
         assert s["env"]["HARNESS_BASELINE_FROM"] == "previous-nightly" and s["concurrency"] == 1
 
@@ -142,6 +144,17 @@ def test_each_steps_command_dry_runs(nightly, group, tmp_path):
             "--build 0190-abc") in out.stdout
     assert f"-m harness qualify --arms {GROUPS[group]} --run-id nightly-42-{group}" in out.stdout
     assert f"--baseline baseline/reports/nightly-41-{group}/results.jsonl" in out.stdout
+    assert (f"would run: buildkite-agent artifact download reports/history-{group}.sqlite . --build 0190-abc"
+            in out.stdout)
+    assert f"-m harness history check --run nightly-42-{group} (store reports/history-{group}.sqlite)" in out.stdout
     preflights = [part.split("this machine")[0] for part in out.stdout.split("\npreflight:")[1:]]
     assert len(preflights) == len(GROUPS[group].split(",")), "one plan per candidate"
     assert all("[ok] tp_divisible_by_dcp" in p and "[FAIL]" not in p for p in preflights), out.stdout
+
+
+def test_a_shared_history_path_is_used_by_every_nightly_step_and_not_carried_as_an_artifact():
+    doc = emit("--arms", "dcp8,gpu-mla", "--nightly", "--history", "/shared/dcp-history.sqlite")
+    for s in doc["steps"]:
+        assert s["env"]["HARNESS_HISTORY"] == "/shared/dcp-history.sqlite" and s["env"]["HARNESS_HISTORY_CHECK"] == "1"
+        assert s["artifact_paths"] == [f"reports/{s['env']['HARNESS_RUN_ID']}/**/*"]
+    assert all("HARNESS_HISTORY" not in s["env"] for s in emit("--arms", "dcp8")["steps"])
