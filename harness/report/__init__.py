@@ -1,2 +1,1 @@
-"""Stored run dir -> tables, completeness, plots, HTML, trend, annotation. Imports: config, plan.redact, records, judge,
-history."""
+"""Run dir -> tables, plots, trend, HTML, annotation. Imports: config, plan.redact, records, judge, history."""
