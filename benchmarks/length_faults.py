@@ -17,8 +17,10 @@ attention backend and the Llama layer) and for vLLM 0.25.0 (table gpu: FLASH_ATT
 - precision_loss_past_L: the attention output of a token at position p > L is scaled by 1 + EPS (p - L) / L, a
   relative error that grows with the length.
 
-Two tables beside them are not length faults: cpu_load (step_delay_per_request, the capacity e2e's slowdown) and
-cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift floor's e2e).
+Beside them: cpu_batch (keys_past_L_ignored_batched: the decode fault only when two long sequences decode in one
+step, found by the grid's bursts), and two tables that are not length faults: cpu_load (step_delay_per_request, the
+capacity e2e's slowdown) and cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
+floor's e2e).
 
 Nothing is patched in place on CPU: `scratch` builds DIR/vllm as links to the installed package with the edited
 files as real copies (dcp_mutations.apply refuses to write through a link), and an arm selects it with
@@ -209,7 +211,27 @@ NOISE_FAULTS: tuple[Fault, ...] = (
                 + "            logits = _lf_jitter(logits)\n        return logits\n"))),
 )
 
-TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS}
+# A batch-only fault (issue 37): keys_past_L_ignored, but only in a step where two or more decode rows of sequences
+# longer than L run together. One long sequence at a time decodes correctly, so a grid sent one request at a time
+# passes; a burst of long cells (or a timed level whose batch holds two long requests) does not. Its L sits above the
+# CPU pair's timed long_prefix requests (3,544 tokens with their output), so only the grid's bursts can meet it.
+BATCH_FAULTS: tuple[Fault, ...] = (
+    Fault("keys_past_L_ignored_batched", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
+          "CPU attention: when >= 2 decode rows of sequences longer than L share a step, each is handed seq_len L "
+          "(keys [0, L) only); a lone long decode is untouched",
+          (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_past_L_ignored_batched", 3600),
+           Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
+                + "        _lf_n = query_start_loc.shape[0] - 1\n"
+                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
+                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
+                "        _lf_long = _lf_decode & (seq_lens > _LF_L)\n"
+                "        if int(_lf_long.sum()) >= 2:\n"
+                "            seq_lens = torch.where(_lf_long, seq_lens.clamp(max=_LF_L), seq_lens)\n"
+                ))),
+)
+
+TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
+          "cpu_batch": BATCH_FAULTS}
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 

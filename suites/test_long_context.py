@@ -19,8 +19,15 @@ from harness.judge.long_context import long_context_gate
 from harness.measure.generation import Sampling, score_forced
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
 from harness.pytest_plugin.floors import check_limits, with_floor
-from harness.records.schema import GateRecord, LongContextCell, LongContextRecord, ReferenceCheckRecord
+from harness.records.schema import (
+    GateRecord,
+    LongContextCell,
+    LongContextRecord,
+    ReferenceCheckRecord,
+    RequestComparison,
+)
 from harness.refcheck.batches import BatchRun, record_fields, send
+from harness.refcheck.bursts import batch_invariance, burst_plan, judge_burst
 from harness.refcheck.compare import compare_outputs, failure_line
 from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup, shared_tokens
 from harness.refcheck.long_context_cells import (
@@ -65,6 +72,11 @@ class Grid:
         after = self.hits()
         return out, (after - before if before is not None and after is not None else None)
 
+    def burst(self, cells: list[ContextCell], name: str):
+        """The cells in flight at once, cold (a salt of the burst's own)."""
+        prompts = [CheckPrompt(c.id, c.tokens, c.group) for c in cells]
+        return send(self.live, prompts, self.sampling, cache_salt=f"{self.salt}-burst-{name}")
+
     def forced(self, cell: ContextCell, ref_tokens: list[int]):
         arm = self.live.arm
         self.live.server.check_alive()
@@ -100,12 +112,14 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
     cells: list[LongContextCell] = []
     extra: list[str] = []  # failures beyond the comparison itself: an unproven hit, a retrieval drop
     run = BatchRun()
+    alone = {}  # cell id -> the candidate's cold output, sent alone: what its burst outputs must equal
     for cell in prompts.all():  # shortest first: a death at length L keeps every shorter cell
         ref = stored.outputs[cell.id]
         try:
             for mode in w.modes:
                 if mode == "cold":
                     out, hit, want = grid.generate(cell, cell.tokens, mode), None, None
+                    alone[cell.id] = out
                 elif mode == "warm":
                     grid.generate(cell, cell.tokens, mode)  # fills the cache under this salt
                     out, hit = grid.counted(cell, mode)
@@ -132,7 +146,36 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
         except HarnessError as exc:
             run.aborted = f"{cell.group}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
             break
-    planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1)
+    plan = burst_plan(prompts.all(), arm.server.max_num_seqs or w.burst_max) if w.bursts else []
+    burst_alone: list[tuple[int, int, RequestComparison]] = []
+    if not run.aborted and plan:
+        if "cold" not in w.modes:
+            pytest.fail(f"workload {w.name!r}: bursts compare with each cell's cold output alone: add cold to modes "
+                        "or set bursts: false", pytrace=False)
+        bursts_sink = sink.with_name(f"long_context_bursts_vs_{stored.arm}_comparisons.jsonl")
+        bursts_sink.unlink(missing_ok=True)
+        burst_grid = Grid(candidate, sampling, grid.salt, bursts_sink)
+        for name, group in plan:  # after the sequential grid: outside every timed window, its outputs to compare
+            try:
+                outs = burst_grid.burst(group, name)
+            except LaunchError as exc:
+                run.aborted = f"burst {name}: {exc}"
+                break
+            except HarnessError as exc:
+                run.aborted = f"burst {name}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
+                break
+            for cell, out in zip(group, outs, strict=True):
+                ref = stored.outputs[cell.id]
+                where = f"{cell.group}, burst {name}"
+                vs_ref = compare_outputs(f"{cell.id}-burst-{name}", cell.length, out, ref, where)
+                vs_alone = compare_outputs(f"{cell.id}-burst-{name}-vs-alone", cell.length, out, alone[cell.id], where)
+                burst_grid.write(vs_ref)
+                burst_grid.write(vs_alone)
+                burst_alone.append((len(group), cell.length, vs_alone))
+                cells.append(judge_burst(cell, name, len(group), vs_ref, vs_alone, out.token_ids, ref.token_ids,
+                                         limit, limits.tie_gap, margin))
+    bursts_planned = sum(len(g) for _, g in plan)
+    planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + bursts_planned
     cell_failures = [f for c in cells for f in c.failures]
     first = first_failing_length(cells)
     to = checked_to_tokens(cells)
@@ -153,7 +196,8 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
                       cells=cells, first_failing_length=first, checked_to_tokens=to,
                       passed=not failures and check.passed, failures=failures,
                       status="aborted" if run.aborted else "complete", reason=run.aborted,
-                      comparisons_path=str(sink))
+                      comparisons_path=str(sink), bursts_planned=bursts_planned,
+                      batch_invariance=batch_invariance(burst_alone, limit, limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(harness_session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""

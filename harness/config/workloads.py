@@ -186,6 +186,10 @@ class LongContextWorkload(StrictModel):
     vocab_size: Int | None = Field(None, ge=16)
     exclude_token_ids: list[TokenId] = []
     needle_token_ids: list[TokenId] | None = None  # else the model dir's tiny_model.json needle_tokens, else any
+    # After the sequential grid, its cells again in bursts (each length's depths at once, then mixed-length bursts of
+    # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/bursts.py)
+    bursts: bool = True
+    burst_max: Int = Field(16, ge=2)
 
     @model_validator(mode="after")
     def _consistent(self) -> LongContextWorkload:

@@ -14,8 +14,9 @@ GATE = "long_context_outputs"
 
 
 def planned_cells(r: LongContextRecord) -> int:
-    """Cells of the whole grid: every length x depth in each generation mode, plus one teacher-forced each."""
-    return len(r.lengths) * len(r.depths) * (len(r.modes) + 1)
+    """Cells of the whole grid: every length x depth in each generation mode, plus one teacher-forced each, plus the
+    burst cells it planned."""
+    return len(r.lengths) * len(r.depths) * (len(r.modes) + 1) + r.bursts_planned
 
 
 def long_context_gaps(r: LongContextRecord | None, cand: str) -> list[str]:

@@ -333,7 +333,7 @@ class LongContextCell(BaseModel):
 
     length: int  # prompt tokens
     depth: float  # where the needle span starts, as a fraction of the context before the cue
-    mode: Literal["cold", "warm", "partial", "forced"]
+    mode: Literal["cold", "warm", "partial", "forced", "burst"]
     exact: bool  # forced: the reference token is the candidate's argmax at every position
     first_divergence: int | None
     tie_flip: bool = False  # a divergence where the reference's own top-2 gap was <= tie_gap
@@ -343,8 +343,28 @@ class LongContextCell(BaseModel):
     retrieval_reference: float | None = None  # the reference's, on the same prompt
     cached_tokens: float | None = None  # vllm:prefix_cache_hits delta over this request (warm, partial)
     context_tokens: int = 0  # prompt + tokens compared: how far this cell checked outputs
+    # burst: the cell sent cold inside a burst of `batch` requests in flight at once (harness/refcheck/bursts.py),
+    # compared with the reference's sequential output and with the candidate's own output of the cell sent alone
+    batch: int = 1
+    burst: str | None = None  # which burst: "L4000 depths" or "mixed 8"
+    alone_exact: bool | None = None
+    alone_first_divergence: int | None = None
+    alone_max_drift: float | None = None
     passed: bool
     failures: list[str] = []
+
+
+class BatchInvarianceRow(BaseModel):
+    """The candidate against itself at one batch size: its burst outputs against the same prompts sent alone."""
+
+    batch: int
+    requests: int
+    exact: int  # token-identical to the output alone
+    tie_flips: int  # diverged where the candidate's own top-2 gap was within the tie gap
+    failed: int  # diverged past the limits, or drifted past the drift limit before diverging
+    first_divergence_min: int | None
+    max_drift: float | None
+    lengths: list[int] = []  # the prompt lengths in bursts of this size
 
 
 class LongContextRecord(RecordBase):
@@ -368,6 +388,8 @@ class LongContextRecord(RecordBase):
     status: Literal["complete", "aborted"] = "complete"
     reason: str | None = None
     comparisons_path: str | None = None  # RequestComparison / TeacherForcedComparison lines (JSONL)
+    bursts_planned: int = 0  # burst cells the grid planned (harness/refcheck/bursts.py); 0 in records before bursts
+    batch_invariance: list[BatchInvarianceRow] = []  # burst outputs against the candidate's own outputs alone
 
 
 class DcpOpCase(BaseModel):

@@ -26,6 +26,20 @@ def cells_at(r: LongContextRecord, length: int, depth: float) -> list[LongContex
     return [c for c in r.cells if c.length == length and c.depth == depth]
 
 
+def sequential(cells: list[LongContextCell]) -> list[LongContextCell]:
+    """The grid's own cells, one request at a time (a burst cell is an extra look at one of them)."""
+    return [c for c in cells if c.mode != "burst"]
+
+
+def counts(cells: list[LongContextCell]) -> str:
+    """'12 exact / 0 tie / 0 fail' of some cells; '-' when there are none."""
+    if not cells:
+        return "-"
+    fail = sum(not c.passed for c in cells)
+    tie = sum(c.tie_flip and c.passed for c in cells)
+    return f"{sum(c.exact for c in cells)} exact / {tie} tie / {fail} fail"
+
+
 def expected_modes(r: LongContextRecord) -> int:
     return len(r.modes) + 1  # + the teacher-forced row
 
@@ -39,8 +53,8 @@ def retrieval(cells: list[LongContextCell]) -> tuple[float | None, float | None]
 
 def cell_text(r: LongContextRecord, cells: list[LongContextCell]) -> str:
     """'PASS, copy 1.00 vs 1.00' / 'FAIL warm, forced (from token 3), copy 0.12 vs 1.00' / 'no data (...)'."""
-    if len(cells) < expected_modes(r):
-        return f"no data ({len(cells)}/{expected_modes(r)} modes compared)"
+    if len(sequential(cells)) < expected_modes(r):
+        return f"no data ({len(sequential(cells))}/{expected_modes(r)} modes compared)"
     cand, ref = retrieval(cells)
     copy = "" if cand is None else f", copy {cand:.2f} vs {ref:.2f}"
     failed = [c for c in cells if not c.passed]
@@ -48,12 +62,12 @@ def cell_text(r: LongContextRecord, cells: list[LongContextCell]) -> str:
         return "PASS" + copy
     tokens = [c.first_divergence for c in failed if c.first_divergence is not None]
     start = f" (from token {min(tokens)})" if tokens else ""
-    return f"FAIL {', '.join(c.mode for c in failed)}{start}{copy}"
+    return f"FAIL {', '.join(dict.fromkeys(c.mode for c in failed))}{start}{copy}"
 
 
 def length_verdict(r: LongContextRecord, length: int) -> str:
     cells = [c for c in r.cells if c.length == length]
-    if len(cells) < len(r.depths) * expected_modes(r):
+    if len(sequential(cells)) < len(r.depths) * expected_modes(r):
         why = "aborted before it" if r.status == "aborted" else "cells missing"
         return f"FAIL (no data: {why})"
     if all(c.passed for c in cells):
@@ -69,11 +83,31 @@ def long_context_table(records: list[Record]) -> pd.DataFrame:
         for length in r.lengths:
             row = {"Arm vs reference": f"{r.arm} vs {r.reference}", "Length": f"{length:,}"}
             row.update({f"depth {d:g}": cell_text(r, cells_at(r, length, d)) for d in r.depths})
+            at = [c for c in r.cells if c.length == length]
+            row["Sequential"] = counts(sequential(at))
+            row["Burst"] = counts([c for c in at if c.mode == "burst"]) if r.bursts_planned else "not run"
             row["Verdict"] = length_verdict(r, length)
             rows.append(row)
         if r.status == "aborted":
             rows.append({"Arm vs reference": f"{r.arm} vs {r.reference}", "Length": "all",
                          "Verdict": f"FAIL (no data: aborted: {(r.reason or '').strip().splitlines()[0][:160]})"})
+    return pd.DataFrame(rows).fillna("") if rows else pd.DataFrame()
+
+
+def batch_invariance_table(records: list[Record]) -> pd.DataFrame:
+    """Per candidate and batch size: its burst outputs against the same cells sent alone (no reference needed)."""
+    rows = []
+    for r in latest_grids(records):
+        for b in r.batch_invariance:
+            rows.append({"Arm": r.arm, "Batch": b.batch, "Lengths": ", ".join(f"{n:,}" for n in b.lengths),
+                         "Exact vs alone": f"{b.exact}/{b.requests}", "Tie flips": b.tie_flips, "Failed": b.failed,
+                         "First divergence": "-" if b.first_divergence_min is None else b.first_divergence_min,
+                         "Max drift": "-" if b.max_drift is None else f"{b.max_drift:.3g}",
+                         "Verdict": "PASS" if b.failed == 0 and b.requests else
+                         "FAIL (no data)" if not b.requests else "FAIL"})
+        if r.bursts_planned and not r.batch_invariance:
+            rows.append({"Arm": r.arm, "Verdict": f"FAIL (no data: {r.bursts_planned} burst cells planned, none "
+                                                  "compared)"})
     return pd.DataFrame(rows).fillna("") if rows else pd.DataFrame()
 
 

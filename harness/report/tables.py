@@ -25,7 +25,7 @@ from harness.records.schema import (
     SpecDecodeRecord,
 )
 from harness.report.capacity import capacity_table
-from harness.report.long_context import long_context_table
+from harness.report.long_context import batch_invariance_table, long_context_table
 
 
 def human_tokens(n: int) -> str:
@@ -420,6 +420,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("KV capacity", kv_capacity_table(records, arm_order)),
             ("Reference checks", reference_checks_table(records)),
             ("Long context", long_context_table(records)),
+            ("Batch invariance", batch_invariance_table(records)),
             ("Capacity", capacity_table(records, arm_order, capacity_limits(references, capacity or {}),
                                         {c for c, r in (references or {}).items() if r})),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),

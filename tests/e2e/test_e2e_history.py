@@ -32,8 +32,9 @@ def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_
         row = {r.run_id: r for r in store.runs(db)}[run.name]
         tpot = store.metric_values(db, "cpu-smoke", TPOT)[run.name]
     assert row.status == "finished" and row.exit_code == code
-    record = next(json.loads(x) for x in (run / "results.jsonl").read_text().splitlines()
-                  if '"long_prefix"' in x and '"cpu-smoke"' in x and '"concurrency": 1' in x)
+    records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]
+    record = next(r for r in records if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke"
+                  and r["concurrency"] == 1)
     assert tpot == pytest.approx(record["tpot"]["p50"] * 1e3)
 
     copies = make_nights(run, tmp_path / "copies", 2, prefix="copy")

@@ -113,3 +113,50 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     assert not gate["passed"] and gate["detail"].startswith("outputs invalid"), gate["detail"]
     headline = (run / "tables" / "headline.md").read_text()
     assert "outputs invalid" in headline, headline
+
+
+BATCH_FAULT, BATCH_L = "keys_past_L_ignored_batched", 3600
+
+
+def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_sequential_cells(tmp_path,
+                                                                                                full_pair_run):
+    """A decode fault active only when two sequences longer than 3,600 tokens decode in one step: above the timed
+    workload's longest request (3,544 tokens with its output), so long_prefix passes; the grid's cells one at a time
+    pass; its bursts (3 cells of 4,000 at once, the mixed bursts holding two or more of them) fail, against the
+    reference and against the candidate's own outputs alone. The full-pair run is the clean control."""
+    clean_run, _, _ = full_pair_run
+    lc_clean = _one(_records(clean_run), "cpu-smoke", "long_context")
+    clean_bursts = [c for c in lc_clean["cells"] if c["mode"] == "burst"]
+    assert lc_clean["passed"] and clean_bursts and len(clean_bursts) == lc_clean["bursts_planned"]
+    assert lc_clean["batch_invariance"] and all(r["failed"] == 0 for r in lc_clean["batch_invariance"])
+
+    lf = length_faults()
+    scratch = tmp_path / "scratch"
+    lf.make_scratch(BATCH_FAULT, scratch, lf.installed_site(), "cpu_batch")
+    arms = tmp_path / "arms"
+    shutil.copytree(ARMS_DIR, arms)
+    arm = lf.arm_name("cpu-smoke", BATCH_FAULT, BATCH_L)
+    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(BATCH_FAULT, BATCH_L, scratch))
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
+                           "--arm", arm, "--suites", "long_context,long_prefix"], cwd=REPO_ROOT, timeout=1800,
+                          capture_output=True, text=True,
+                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
+                               "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    records = _records(run)
+    lc = _one(records, arm, "long_context")
+    assert not lc["passed"] and lc["status"] == "complete", lc["failures"][:3]
+    sequential = [c for c in lc["cells"] if c["mode"] != "burst"]
+    assert sequential and all(c["passed"] for c in sequential), [c for c in sequential if not c["passed"]][:2]
+    failing = [c for c in lc["cells"] if not c["passed"]]
+    assert failing and {c["length"] for c in failing} == {4000} and all(c["batch"] >= 2 for c in failing), failing[:2]
+    assert lc["first_failing_length"] == 4000
+    assert any("vs its own output alone" in f for c in failing for f in c["failures"]), failing[0]["failures"]
+    rows = {r["batch"]: r for r in lc["batch_invariance"]}
+    assert rows[2]["failed"] == 0 and rows[3]["failed"] > 0, rows  # a pair of short cells; three 4,000-token cells
+    table = (run / "tables" / "batch_invariance.md").read_text()
+    assert f"| {arm} " in table and "FAIL" in table, table
+    outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
+    assert outputs["passed"], outputs["detail"]  # the timed requests never meet the fault

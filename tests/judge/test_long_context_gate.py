@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness.config.thresholds import Gates
 from harness.judge.long_context import long_context_gate
 from harness.judge.suite_gates import evaluate_gates, gated_suites
-from harness.records.schema import LongContextCell, LongContextRecord
+from harness.records.schema import BatchInvarianceRow, LongContextCell, LongContextRecord
 
 
 def cell(length: int, depth: float, mode: str, passed: bool = True) -> LongContextCell:
@@ -27,6 +27,31 @@ def grid(fail_at: int | None = None, drop: int = 0, **kw) -> LongContextRecord:
               "modes": ["cold", "warm", "partial"], "cells": cells,
               "first_failing_length": fail_at, "checked_to_tokens": 4016, "passed": not failures, "failures": failures}
     return LongContextRecord(**{**fields, **kw})
+
+
+def with_bursts(g: LongContextRecord, fail_length: int | None = None) -> LongContextRecord:
+    """The grid plus one burst per length (its two depths at once, batch 2); cells of `fail_length` fail there."""
+    bursts = [c.model_copy(update={"mode": "burst", "batch": 2, "burst": f"L{c.length} depths",
+                                   "passed": c.length != fail_length, "exact": c.length != fail_length,
+                                   "alone_exact": c.length != fail_length,
+                                   "failures": [] if c.length != fail_length else ["burst differs"]})
+              for c in g.cells if c.mode == "cold"]
+    failed = sum(not b.passed for b in bursts)
+    row = BatchInvarianceRow(batch=2, requests=len(bursts), exact=len(bursts) - failed, tie_flips=0, failed=failed,
+                             first_divergence_min=1 if failed else None, max_drift=None, lengths=g.lengths)
+    return g.model_copy(update={"cells": [*g.cells, *bursts], "bursts_planned": len(bursts),
+                                "batch_invariance": [row], "passed": g.passed and not failed,
+                                "first_failing_length": g.first_failing_length or fail_length})
+
+
+def test_burst_cells_count_in_the_plan_and_a_missing_one_is_no_data():
+    full = with_bursts(grid())
+    assert long_context_gate([full], "cpu-smoke", "cpu-ref").passed
+    short = full.model_copy(update={"cells": full.cells[:-1]})
+    g = long_context_gate([short], "cpu-smoke", "cpu-ref")
+    assert not g.passed and g.detail == "no data: cpu-smoke long_context compared 29 of 30 cells"
+    failing = long_context_gate([with_bursts(grid(), fail_length=4000)], "cpu-smoke", "cpu-ref")
+    assert not failing.passed and failing.detail.startswith("first failing length 4,000 tokens")
 
 
 def test_a_complete_exact_grid_passes_with_its_coverage():

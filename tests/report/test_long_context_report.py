@@ -4,16 +4,16 @@ missing or aborted cells read FAIL (no data), never PASS."""
 from __future__ import annotations
 
 from harness.report import plots
-from harness.report.long_context import heatmaps, long_context_table
+from harness.report.long_context import batch_invariance_table, heatmaps, long_context_table
 from harness.report.tables import build_tables, to_markdown
-from tests.judge.test_long_context_gate import grid
+from tests.judge.test_long_context_gate import grid, with_bursts
 
 GOLDEN = """\
-| Arm vs reference     |   Length | depth 0.05                                                         | depth 0.95                                                         | Verdict                     |
-|----------------------|----------|--------------------------------------------------------------------|--------------------------------------------------------------------|-----------------------------|
-| cpu-smoke vs cpu-ref |      512 | PASS, copy 1.00 vs 1.00                                            | PASS, copy 1.00 vs 1.00                                            | PASS                        |
-| cpu-smoke vs cpu-ref |    1,024 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL (first failing length) |
-| cpu-smoke vs cpu-ref |    4,000 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL                        |"""
+| Arm vs reference     |   Length | depth 0.05                                                         | depth 0.95                                                         | Sequential               | Burst   | Verdict                     |
+|----------------------|----------|--------------------------------------------------------------------|--------------------------------------------------------------------|--------------------------|---------|-----------------------------|
+| cpu-smoke vs cpu-ref |      512 | PASS, copy 1.00 vs 1.00                                            | PASS, copy 1.00 vs 1.00                                            | 8 exact / 0 tie / 0 fail | not run | PASS                        |
+| cpu-smoke vs cpu-ref |    1,024 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | 0 exact / 0 tie / 8 fail | not run | FAIL (first failing length) |
+| cpu-smoke vs cpu-ref |    4,000 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | FAIL cold, warm, partial, forced (from token 1), copy 1.00 vs 1.00 | 0 exact / 0 tie / 8 fail | not run | FAIL                        |"""
 
 
 def test_table_names_the_first_failing_length_and_each_failing_mode():
@@ -46,3 +46,23 @@ def test_the_run_tables_include_the_grid():
     titles = [t for t, _ in build_tables([grid()], ["cpu-smoke", "cpu-ref"])]
     assert titles.index("Long context") == titles.index("Reference checks") + 1
     assert to_markdown(dict(build_tables([], []))["Long context"]) == "_(no results: suite not run)_"
+
+
+def test_burst_counts_sit_beside_the_sequential_ones_and_batch_invariance_has_its_table():
+    g = with_bursts(grid(), fail_length=4000)
+    by_length = {r["Length"]: r for r in long_context_table([g]).to_dict("records")}
+    assert by_length["512"]["Sequential"] == "8 exact / 0 tie / 0 fail"
+    assert by_length["512"]["Burst"] == "2 exact / 0 tie / 0 fail"
+    assert by_length["4,000"]["Burst"] == "0 exact / 0 tie / 2 fail"
+    assert by_length["4,000"]["Verdict"] == "FAIL (first failing length)"
+    assert "burst" in by_length["4,000"]["depth 0.05"]
+    rows = {r["Batch"]: r for r in batch_invariance_table([g]).to_dict("records")}
+    assert rows[2]["Verdict"] == "FAIL" and rows[2]["Exact vs alone"] == "4/6" and rows[2]["Failed"] == 2
+    clean = {r["Batch"]: r for r in batch_invariance_table([with_bursts(grid())]).to_dict("records")}
+    assert clean[2]["Verdict"] == "PASS" and clean[2]["Exact vs alone"] == "6/6"
+
+
+def test_bursts_planned_but_none_compared_read_no_data():
+    g = with_bursts(grid(), fail_length=None).model_copy(update={"batch_invariance": []})
+    [row] = batch_invariance_table([g]).to_dict("records")
+    assert row["Verdict"].startswith("FAIL (no data: 6 burst cells planned")

@@ -1,0 +1,88 @@
+"""The long_context grid under concurrency (pure): which cells go out together, and each burst output judged twice --
+against the reference's sequential output (the grid's limits) and against the candidate's own output of the same cell
+sent alone (batch invariance: no reference needed).
+
+Bursts: at every length, all its depths at once; then mixed-length bursts of 2, 4, ... and `max_batch` requests (the
+arm's max_num_seqs, capped by the grid's size), short and long cells together, drawn round-robin over the lengths so
+every burst mixes them. A batch-only fault (one that needs two long sequences decoding in one step) shows here and
+nowhere in the one-at-a-time grid.
+"""
+
+from __future__ import annotations
+
+from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison
+from harness.refcheck.compare import failure_line, is_tie_flip
+from harness.refcheck.long_context import ContextCell
+from harness.tinymodel.copytask import copy_accuracy
+
+
+def mixed_sizes(max_batch: int) -> list[int]:
+    """2, 4, 8, ... below max_batch, then max_batch itself."""
+    sizes, n = [], 2
+    while n < max_batch:
+        sizes.append(n)
+        n *= 2
+    return [*sizes, max_batch] if max_batch >= 2 else []
+
+
+def round_robin(cells: list[ContextCell]) -> list[ContextCell]:
+    """The cells interleaved over lengths (shortest first in each round), so any prefix mixes short and long."""
+    by_length: dict[int, list[ContextCell]] = {}
+    for c in cells:
+        by_length.setdefault(c.length, []).append(c)
+    columns = [by_length[n] for n in sorted(by_length)]
+    return [col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)]
+
+
+def burst_plan(cells: list[ContextCell], max_batch: int) -> list[tuple[str, list[ContextCell]]]:
+    """(name, cells sent at once): each length's depths together, then the mixed-length bursts."""
+    plan = []
+    for length in sorted({c.length for c in cells}):
+        at = [c for c in cells if c.length == length]
+        if len(at) >= 2:
+            plan.append((f"L{length} depths", at))
+    mixed = round_robin(cells)
+    for n in mixed_sizes(min(max_batch, len(mixed))):
+        plan.append((f"mixed {n}", mixed[:n]))
+    return plan
+
+
+def judge_burst(cell: ContextCell, burst: str, batch: int, vs_ref: RequestComparison, vs_alone: RequestComparison,
+                cand_tokens: list[int], ref_tokens: list[int], drift_limit: float, tie_gap: float,
+                margin: float) -> LongContextCell:
+    """A burst output: judged against the reference's sequential output like a cold cell (drift, tie gap, retrieval
+    margin), and against the candidate's own output alone under the same limits."""
+    acc_c, acc_r = copy_accuracy(cand_tokens, cell.expected), copy_accuracy(ref_tokens, cell.expected)
+    where = f"request {vs_ref.request} [{vs_ref.group}, burst {burst}, {batch} in flight]"
+    failures = []
+    if line := failure_line(vs_ref, drift_limit, tie_gap):
+        failures.append(f"{where} vs the reference: {line.split(': ', 1)[1]}")
+    if line := failure_line(vs_alone, drift_limit, tie_gap):
+        failures.append(f"{where} vs its own output alone: {line.split(': ', 1)[1]}")
+    if acc_c < acc_r - margin:
+        failures.append(f"{where}: retrieval accuracy {acc_c:.2f} < reference {acc_r:.2f} - margin {margin:g}")
+    compared = vs_ref.candidate_tokens if vs_ref.first_divergence is None else vs_ref.first_divergence + 1
+    return LongContextCell(length=cell.length, depth=cell.depth, mode="burst", exact=vs_ref.exact,
+                           first_divergence=vs_ref.first_divergence, tie_flip=is_tie_flip(vs_ref, tie_gap),
+                           max_drift=vs_ref.max_drift, retrieval_candidate=acc_c, retrieval_reference=acc_r,
+                           context_tokens=len(cell.tokens) + compared, batch=batch, burst=burst,
+                           alone_exact=vs_alone.exact, alone_first_divergence=vs_alone.first_divergence,
+                           alone_max_drift=vs_alone.max_drift, passed=not failures, failures=failures)
+
+
+def batch_invariance(alone: list[tuple[int, int, RequestComparison]], drift_limit: float,
+                     tie_gap: float) -> list[BatchInvarianceRow]:
+    """Per batch size, the burst outputs against the same cells sent alone. `alone`: (batch, prompt length, the
+    burst output's comparison with the output alone), whose top-2 gap at a divergence is the candidate's own."""
+    rows = []
+    for batch in sorted({b for b, _, _ in alone}):
+        comps = [c for b, _, c in alone if b == batch]
+        divs = [c.first_divergence for c in comps if c.first_divergence is not None]
+        drifts = [c.max_drift for c in comps if c.max_drift is not None]
+        rows.append(BatchInvarianceRow(
+            batch=batch, requests=len(comps), exact=sum(c.exact for c in comps),
+            tie_flips=sum(is_tie_flip(c, tie_gap) for c in comps),
+            failed=sum(failure_line(c, drift_limit, tie_gap) is not None for c in comps),
+            first_divergence_min=min(divs) if divs else None, max_drift=max(drifts) if drifts else None,
+            lengths=sorted({n for b, n, _ in alone if b == batch})))
+    return rows
