@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from harness.config.paths import REPORTS_DIR
 from harness.history import store
-from harness.history.extract import run_rows
+from harness.history.extract import RunRows, run_rows
 
 
 def run_dirs_under(root: Path) -> list[Path]:
@@ -20,11 +20,11 @@ def run_dirs_under(root: Path) -> list[Path]:
     return sorted(d for d in found if d.name != "references" and "references" not in d.parts)
 
 
-def append_run(run_dir: Path, path: Path | None = None) -> list[str]:
-    """Appends one run directory; the problems met reading it (the rows it could read are stored all the same)."""
+def append_run(run_dir: Path, path: Path | None = None) -> RunRows:
+    """Appends one run directory; its rows, with the problems met reading it (what could be read is stored)."""
     rows = run_rows(run_dir)
     store.append(rows, path)
-    return rows.problems
+    return rows
 
 
 def cmd_append(args: argparse.Namespace) -> int:
@@ -33,9 +33,10 @@ def cmd_append(args: argparse.Namespace) -> int:
         if not run_dir.is_dir():
             raise store.HistoryError(f"history append --run {run!r}: no run directory there (looked in . and "
                                      f"{REPORTS_DIR})")
-        for problem in append_run(run_dir):
+        rows = append_run(run_dir)
+        for problem in rows.problems:
             print(f"warning: {run_dir.name}: {problem}", file=sys.stderr)
-        print(f"appended {run_dir.name} to {store.history_path()}")
+        print(f"appended run {rows.run.run_id} ({run_dir}) to {store.history_path()}")
     return 0
 
 
@@ -43,7 +44,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     roots = [Path(r) for r in args.dirs] or [REPORTS_DIR]
     dirs = [d for root in roots for d in run_dirs_under(root)]
     for d in dirs:
-        problems = append_run(d)
+        problems = append_run(d).problems
         print(f"appended {d}" + (f" ({len(problems)} problems; first: {problems[0]})" if problems else ""))
     print(f"{len(dirs)} run directories appended to {store.history_path()}")
     return 0

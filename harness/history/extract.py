@@ -179,11 +179,12 @@ def metrics_of(records: list[Record]) -> list[MetricRow]:
 
 def coverage_of(records: list[Record]) -> list[CoverageRow]:
     """The context lengths each output check compared, at the batch size it sent them in: long_context's cells
-    one at a time; a reference check's longest compared context (its own records keep no per-request batch)."""
+    (one at a time, and in its bursts); a reference check's longest compared context (its own records keep no
+    per-request batch); the timed levels' longest context at their concurrency."""
     out = set()
     for r in records:
         if isinstance(r, LongContextRecord):
-            out |= {CoverageRow(r.arm, "long_context", c.context_tokens or c.length, 1) for c in r.cells}
+            out |= {CoverageRow(r.arm, "long_context", c.context_tokens or c.length, c.batch) for c in r.cells}
         elif isinstance(r, ReferenceCheckRecord) and r.checked_to_tokens:
             out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1))
         elif isinstance(r, LongPrefixRecord) and r.timed_to_tokens:

@@ -96,13 +96,13 @@ def append_to_history(run_dir: Path) -> None:
     from harness.history.store import HistoryError, history_path
 
     try:
-        problems = append_run(run_dir)
+        rows = append_run(run_dir)
     except (HistoryError, OSError, sqlite3.Error) as exc:
         print(f"warning: run {run_dir.name} not appended to the history ({exc}); append it later with "
               f"`python -m harness history append --run {run_dir}`", file=sys.stderr)
         return
-    print(f"history: {run_dir.name} appended to {history_path()}" +
-          (f" ({len(problems)} unreadable parts, see the report's problems)" if problems else ""))
+    print(f"history: run {rows.run.run_id} appended to {history_path()}" +
+          (f" ({len(rows.problems)} unreadable parts, see the report's problems)" if rows.problems else ""))
 
 
 def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bool = False) -> int:

@@ -53,12 +53,14 @@ def judge_burst(cell: ContextCell, burst: str, batch: int, vs_ref: RequestCompar
     """A burst output: judged against the reference's sequential output like a cold cell (drift, tie gap, retrieval
     margin), and against the candidate's own output alone under the same limits."""
     acc_c, acc_r = copy_accuracy(cand_tokens, cell.expected), copy_accuracy(ref_tokens, cell.expected)
-    where = f"request {vs_ref.request} [{vs_ref.group}, burst {burst}, {batch} in flight]"
+    where = f"request {vs_ref.request} [{cell.group}, burst {burst}, {batch} in flight]"
     failures = []
     if line := failure_line(vs_ref, drift_limit, tie_gap):
         failures.append(f"{where} vs the reference: {line.split(': ', 1)[1]}")
     if line := failure_line(vs_alone, drift_limit, tie_gap):
-        failures.append(f"{where} vs its own output alone: {line.split(': ', 1)[1]}")
+        own = line.split(": ", 1)[1].replace("differs from the reference", "differs from its output alone")
+        failures.append(f"{where} vs its own output alone: "
+                        + own.replace("the reference's top-2 gap", "its own top-2 gap alone"))
     if acc_c < acc_r - margin:
         failures.append(f"{where}: retrieval accuracy {acc_c:.2f} < reference {acc_r:.2f} - margin {margin:g}")
     compared = vs_ref.candidate_tokens if vs_ref.first_divergence is None else vs_ref.first_divergence + 1

@@ -180,7 +180,13 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # stored cold output, compared to the 4,000-token prompt + its 24 output tokens
     grid = next(r for r in records if r["kind"] == "long_context")
     assert grid["status"] == "complete" and grid["passed"] and grid["first_failing_length"] is None, grid["failures"]
-    assert len(grid["cells"]) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4024
+    sequential = [c for c in grid["cells"] if c["mode"] != "burst"]
+    assert len(sequential) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4024
+    # then in bursts: each length's 3 depths at once (4 x 3), mixed-length bursts of 2, 4, 8 and 12 (the whole grid)
+    bursts = [c for c in grid["cells"] if c["mode"] == "burst"]
+    assert len(bursts) == grid["bursts_planned"] == 12 + 2 + 4 + 8 + 12 and all(c["passed"] for c in bursts)
+    assert [(r["batch"], r["requests"], r["failed"]) for r in grid["batch_invariance"]] == \
+        [(2, 2, 0), (3, 12, 0), (4, 4, 0), (8, 8, 0), (12, 12, 0)]
     assert grid["prefix_caching"] == "on"  # cpu-smoke: every warm and partial hit proven from /metrics
     warm = [c for c in grid["cells"] if c["mode"] == "warm"]
     assert all(c["cached_tokens"] >= c["length"] - 128 for c in warm)

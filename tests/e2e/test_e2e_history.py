@@ -27,10 +27,11 @@ def harness(*argv: str, db=None) -> subprocess.CompletedProcess:
 
 def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_path):
     run, code, out = full_pair_run
-    assert f"history: {run.name} appended to {store.history_path()}" in out, out[-3000:]
+    run_id = json.loads((run / "run.json").read_text())["run_id"]
+    assert f"history: run {run_id} appended to {store.history_path()}" in out, out[-3000:]
     with store.connect() as db:
-        row = {r.run_id: r for r in store.runs(db)}[run.name]
-        tpot = store.metric_values(db, "cpu-smoke", TPOT)[run.name]
+        row = {r.run_id: r for r in store.runs(db)}[run_id]
+        tpot = store.metric_values(db, "cpu-smoke", TPOT)[run_id]
     assert row.status == "finished" and row.exit_code == code
     records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]
     record = next(r for r in records if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke"
@@ -42,7 +43,7 @@ def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for c in copies]
     assert [p.wait(timeout=300) for p in procs] == [0, 0], [p.stdout.read() for p in procs]
     with store.connect() as db:
-        assert {"copy-00", "copy-01", run.name} <= {r.run_id for r in store.runs(db)}
+        assert {"copy-00", "copy-01", run_id} <= {r.run_id for r in store.runs(db)}
 
 
 def test_planted_slowdown_in_real_records_is_flagged_at_its_night(full_pair_run, tmp_path):
