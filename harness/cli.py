@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--order-seed", type=whole_number(0), default=0, metavar="N",
                    help="send the reference checks' prompts in another batch composition and arrival order (0: the "
                    "canonical order); recorded in run.json, so a failure is reproducible")
+    p.add_argument("--length-seed", type=whole_number(1), metavar="N",
+                   help="the seed of the long_context sweep's jittered lengths (default: a new one each run, recorded "
+                   "in run.json as length_seed; give it to check the same lengths again)")
     p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)  # written by `calibrate`
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=qualify)

@@ -88,7 +88,7 @@ class Grid:
             f.write(comparison.model_dump_json() + "\n")
 
 
-def test_long_context(long_context_outputs, candidate, harness_session, record):
+def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
     arm, stored = candidate.arm, long_context_outputs
     w, prompts, sampling = harness_session.references.long_context_prompts()
     gates = load_gates(arm.name)
@@ -146,6 +146,22 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
         except HarnessError as exc:
             run.aborted = f"{cell.group}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
             break
+    _, sweep, _ = harness_session.references.long_context_sweep_prompts()
+    if not run.aborted:  # the sweep: one depth, cold, at lengths between the grid's (this run's seed draws some)
+        for cell in sweep.all():
+            ref = long_context_sweep_outputs.outputs[cell.id]
+            try:
+                out = grid.generate(cell, cell.tokens, "sweep")
+            except LaunchError as exc:
+                run.aborted = f"sweep {cell.group}: {exc}"
+                break
+            except HarnessError as exc:
+                run.aborted = f"sweep {cell.group}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
+                break
+            c = compare_outputs(f"{cell.id}-sweep", cell.length, out, ref, f"{cell.group}, sweep")
+            grid.write(c)
+            judged = judge_generation(cell, "cold", c, out.token_ids, ref.token_ids, limit, limits.tie_gap, margin)
+            cells.append(judged.model_copy(update={"mode": "sweep"}))
     plan = burst_plan(prompts.all(), arm.server.max_num_seqs or w.burst_max) if w.bursts else []
     burst_alone: list[tuple[int, int, RequestComparison]] = []
     if not run.aborted and plan:
@@ -175,7 +191,7 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
                 cells.append(judge_burst(cell, name, len(group), vs_ref, vs_alone, out.token_ids, ref.token_ids,
                                          limit, limits.tie_gap, margin))
     bursts_planned = sum(len(g) for _, g in plan)
-    planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + bursts_planned
+    planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + len(sweep.cells) + bursts_planned
     cell_failures = [f for c in cells for f in c.failures]
     first = first_failing_length(cells)
     to = checked_to_tokens(cells)
@@ -197,6 +213,8 @@ def test_long_context(long_context_outputs, candidate, harness_session, record):
                       passed=not failures and check.passed, failures=failures,
                       status="aborted" if run.aborted else "complete", reason=run.aborted,
                       comparisons_path=str(sink), bursts_planned=bursts_planned,
+                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=harness_session.length_seed,
+                      sweep_planned=len(sweep.cells),
                       batch_invariance=batch_invariance(burst_alone, limit, limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(harness_session.records(), arm.name, stored.arm).record_fields())

@@ -66,7 +66,9 @@ def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: li
             shutil.rmtree(run_dir)
         print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
         argv = ["qualify", "--arm", arm, "--suites", ",".join(chosen), "--run-dir", str(run_dir),
-                "--order-seed", str(k), "--calibration-repeat", f"{ident}:{k}/{repeats}", *qualify_args]
+                "--order-seed", str(k), "--calibration-repeat", f"{ident}:{k}/{repeats}",
+                # one sweep for every repeat: the reference's sweep outputs are captured once, not per repeat
+                "--length-seed", "1", *qualify_args]
         code = run_repeat(argv, {"HARNESS_CALIBRATION_REPEAT": str(k)})
         if code >= 128 or code == 2:
             raise ConfigError(f"calibrate: repeat {k} ({run_dir}) exited {code} "

@@ -190,6 +190,13 @@ class LongContextWorkload(StrictModel):
     # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/bursts.py)
     bursts: bool = True
     burst_max: Int = Field(16, ge=2)
+    # Lengths that move (harness/refcheck/long_context.py sweep_lengths): after the grid, one depth, cold only, at
+    # `sweep_lengths` lengths evenly spaced over the grid's span, plus `jitter_per_gap` lengths drawn in every gap
+    # between two grid lengths from the run's length seed (run.json length_seed): a band fault between grid cells
+    # meets a sweep length, and the nights together cover the gaps. 0 and 0: no sweep.
+    sweep_lengths: Int = Field(16, ge=0)
+    jitter_per_gap: Int = Field(1, ge=0)
+    sweep_depth: Annotated[float, Field(ge=0, le=1)] = 0.5
 
     @model_validator(mode="after")
     def _consistent(self) -> LongContextWorkload:

@@ -15,8 +15,8 @@ GATE = "long_context_outputs"
 
 def planned_cells(r: LongContextRecord) -> int:
     """Cells of the whole grid: every length x depth in each generation mode, plus one teacher-forced each, plus the
-    burst cells it planned."""
-    return len(r.lengths) * len(r.depths) * (len(r.modes) + 1) + r.bursts_planned
+    sweep and burst cells it planned."""
+    return len(r.lengths) * len(r.depths) * (len(r.modes) + 1) + r.sweep_planned + r.bursts_planned
 
 
 def long_context_gaps(r: LongContextRecord | None, cand: str) -> list[str]:

@@ -3,6 +3,8 @@ in turn through `served_arm`), and the stored reference outputs, captured before
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.config.errors import HarnessError
@@ -10,7 +12,7 @@ from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
-from harness.pytest_plugin.references import CHECKS, LONG_CONTEXT
+from harness.pytest_plugin.references import CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
@@ -102,6 +104,16 @@ def long_context_outputs(harness_session: HarnessSession) -> StoredOutputs:
     stored = _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT)
     capture_eager_variant(harness_session)
     return stored
+
+
+@pytest.fixture
+def long_context_sweep_outputs(harness_session: HarnessSession) -> StoredOutputs:
+    """The reference arm's cold outputs at the grid's sweep lengths (this run's length seed): captured anew whenever
+    the seed draws lengths the store does not hold. A workload without a sweep needs none (and starts no server)."""
+    _, sweep, _ = harness_session.references.long_context_sweep_prompts()
+    if not sweep.cells:
+        return StoredOutputs(harness_session.reference_name or "", "", Path(), {}, reused=True)
+    return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT_SWEEP)
 
 
 def capture_eager_variant(session: HarnessSession) -> None:

@@ -14,7 +14,12 @@ from harness.measure.prompts import token_space
 from harness.pytest_plugin.parallel import markers_dir
 from harness.refcheck import store
 from harness.refcheck.batches import capture
-from harness.refcheck.long_context import LongContextPrompts, build_long_context_prompts, read_needle_tokens
+from harness.refcheck.long_context import (
+    LongContextPrompts,
+    build_long_context_prompts,
+    build_sweep_prompts,
+    read_needle_tokens,
+)
 from harness.refcheck.prompts import CheckPrompts, build_check_prompts
 from harness.refcheck.store import (
     StoredOutputs,
@@ -30,10 +35,11 @@ if TYPE_CHECKING:
 
 
 # The prompt sets whose reference outputs are stored: the reference checks' and the long_context grid.
-CHECKS, LONG_CONTEXT = "reference_checks", "long_context"
+CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP = "reference_checks", "long_context", "long_context_sweep"
 # The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
 # candidate starts).
-PROMPT_SET_FIXTURES = {"reference_outputs": CHECKS, "eager_outputs": CHECKS, "long_context_outputs": LONG_CONTEXT}
+PROMPT_SET_FIXTURES = {"reference_outputs": CHECKS, "eager_outputs": CHECKS, "long_context_outputs": LONG_CONTEXT,
+                       "long_context_sweep_outputs": LONG_CONTEXT_SWEEP}
 
 
 def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
@@ -71,8 +77,17 @@ class ReferenceOutputs:
         return (w, build_long_context_prompts(w, token_space(cand, w), published),
                 Sampling(w.output_tokens, w.top_logprobs))
 
+    def long_context_sweep_prompts(self) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
+        """The grid's sweep at this run's lengths (its length seed, run.json length_seed)."""
+        cand = self.session.arm(self.session.candidate_name)
+        w = self.session.workload(LONG_CONTEXT)
+        published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
+        return (w, build_sweep_prompts(w, token_space(cand, w), self.session.length_seed, published),
+                Sampling(w.output_tokens, w.top_logprobs))
+
     def prompt_set(self, which: str) -> tuple[CheckPrompts | LongContextPrompts, Sampling]:
-        _, prompts, sampling = self.long_context_prompts() if which == LONG_CONTEXT else self.check_prompts()
+        sets = {LONG_CONTEXT: self.long_context_prompts, LONG_CONTEXT_SWEEP: self.long_context_sweep_prompts}
+        _, prompts, sampling = sets.get(which, self.check_prompts)()
         return prompts, sampling
 
     def outputs(self, name: str, capture_missing: bool = True, keep_server: bool = False,

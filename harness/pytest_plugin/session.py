@@ -75,6 +75,13 @@ class HarnessSession:
         return (started.order_seed or 0) if started else 0
 
     @property
+    def length_seed(self) -> int:
+        """The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py sweep_lengths),
+        recorded in run.json when the run started; 0 where it was not (runs before the sweep)."""
+        started = self.started()
+        return (started.length_seed or 0) if started else 0
+
+    @property
     def calibration_repeat(self) -> CalibrationRepeat | None:
         """Set when this run is a repeat of `harness calibrate` (judged by gates.yaml, no floor)."""
         started = self.started()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from harness.records.runinfo import now, start_manifest, workload_dumps
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
                      arm_set: ArmSet | None = None, strict: bool = False, order_seed: int = 0,
-                     calibration: CalibrationRepeat | None = None) -> None:
+                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None) -> None:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -30,6 +31,8 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
                               redact_argv(argv), suites, workload_dumps(arms[0]) if arms else {})
     manifest.per_arm_suites = per_arm_suites(suites)
     manifest.order_seed = order_seed
+    if length_seed is not None:
+        manifest.length_seed = length_seed
     if calibration is not None:
         manifest.calibration = calibration
     if arm_set is None and arms:
@@ -60,7 +63,13 @@ def record_run(run_dir: Path, arms: RunArms, args: argparse.Namespace) -> None:
         note_resume(run_dir, sys.argv)
     else:
         record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set, strict_run(args.strict),
-                         args.order_seed, calibration_repeat(args.calibration_repeat))
+                         args.order_seed, calibration_repeat(args.calibration_repeat),
+                         args.length_seed if args.length_seed is not None else fresh_length_seed())
+
+
+def fresh_length_seed() -> int:
+    """A new run's own seed for the long_context sweep's jittered lengths: every run checks other lengths."""
+    return secrets.randbelow(2**31 - 1) + 1
 
 
 def calibration_repeat(text: str | None) -> CalibrationRepeat | None:

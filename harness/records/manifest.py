@@ -67,6 +67,9 @@ class RunManifest(Strict):
     # The order the reference checks send their prompts in (harness/refcheck/order.py): 0 or None the canonical
     # order; another seed another batch composition and arrival order, reproducible from this number.
     order_seed: int | None = None
+    # The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py): each run draws its
+    # own unless `--length-seed` names one; this number reproduces the lengths.
+    length_seed: int | None = None
     # Set on the runs `harness calibrate` makes: which repeat of how many, under which calibration; their checks
     # are judged by gates.yaml alone (no floor), and the calibration derives the floor from all of them.
     calibration: CalibrationRepeat | None = None

@@ -333,7 +333,7 @@ class LongContextCell(BaseModel):
 
     length: int  # prompt tokens
     depth: float  # where the needle span starts, as a fraction of the context before the cue
-    mode: Literal["cold", "warm", "partial", "forced", "burst"]
+    mode: Literal["cold", "warm", "partial", "forced", "burst", "sweep"]
     exact: bool  # forced: the reference token is the candidate's argmax at every position
     first_divergence: int | None
     tie_flip: bool = False  # a divergence where the reference's own top-2 gap was <= tie_gap
@@ -389,6 +389,11 @@ class LongContextRecord(RecordBase):
     reason: str | None = None
     comparisons_path: str | None = None  # RequestComparison / TeacherForcedComparison lines (JSONL)
     bursts_planned: int = 0  # burst cells the grid planned (harness/refcheck/bursts.py); 0 in records before bursts
+    # the sweep (mode sweep, one depth, cold): its lengths beside the grid's, the run's length seed that drew the
+    # jittered ones, and the cells planned (0 in records before the sweep)
+    sweep_lengths: list[int] = []
+    length_seed: int | None = None
+    sweep_planned: int = 0
     batch_invariance: list[BatchInvarianceRow] = []  # burst outputs against the candidate's own outputs alone
 
 

@@ -122,6 +122,34 @@ def build_long_context_prompts(w: LongContextWorkload, space: TokenSpace,
     return LongContextPrompts(cells, source)
 
 
+def sweep_lengths(w: LongContextWorkload, seed: int) -> tuple[list[int], list[int]]:
+    """(dense, jittered) lengths of the sweep, none a grid length: `sweep_lengths` evenly spaced from the shortest to
+    the longest grid length, and `jitter_per_gap` drawn uniformly inside each gap between two grid lengths from
+    `seed` (the same seed, the same lengths)."""
+    grid = sorted(w.lengths)
+    lo, hi = grid[0], grid[-1]
+    n = w.sweep_lengths
+    dense = sorted({round(lo + (hi - lo) * (i + 1) / (n + 1)) for i in range(n)} - set(grid)) if n else []
+    rng = random.Random(f"long-context-sweep-{w.seed}-{seed}")
+    jitter = set()
+    for a, b in zip(grid, grid[1:], strict=False):
+        if b - a > 1:
+            jitter |= {rng.randint(a + 1, b - 1) for _ in range(w.jitter_per_gap)}
+    return dense, sorted(jitter - set(grid) - set(dense))
+
+
+def build_sweep_prompts(w: LongContextWorkload, space: TokenSpace, seed: int,
+                        published: list[int] | None = None) -> LongContextPrompts:
+    """The sweep's cells: the grid's prompt recipe at the sweep lengths and the one sweep depth (ids L<n>-d<depth>,
+    built by the same per-cell generator, so a length's prompt is the same whichever run draws it)."""
+    dense, jitter = sweep_lengths(w, seed)
+    lengths = sorted(set(dense) | set(jitter))
+    if not lengths:
+        return LongContextPrompts([], "no sweep")
+    sweep = w.model_copy(update={"lengths": lengths, "depths": [w.sweep_depth], "modes": ["cold"]})
+    return build_long_context_prompts(sweep, space, published)
+
+
 def shared_tokens(w: LongContextWorkload, length: int, block_size: int) -> int:
     """Tokens of a `length`-token cell the partial-hit warm-up shares: whole KV blocks; ConfigError when none fits
     or a stated count is not block-aligned."""

@@ -88,10 +88,30 @@ def long_context_table(records: list[Record]) -> pd.DataFrame:
             row["Burst"] = counts([c for c in at if c.mode == "burst"]) if r.bursts_planned else "not run"
             row["Verdict"] = length_verdict(r, length)
             rows.append(row)
+        if r.sweep_planned:
+            rows.append(sweep_row(r))
         if r.status == "aborted":
             rows.append({"Arm vs reference": f"{r.arm} vs {r.reference}", "Length": "all",
                          "Verdict": f"FAIL (no data: aborted: {(r.reason or '').strip().splitlines()[0][:160]})"})
     return pd.DataFrame(rows).fillna("") if rows else pd.DataFrame()
+
+
+def sweep_row(r: LongContextRecord) -> dict:
+    """The sweep's lengths in one row: how many, their span, the seed that drew the jittered ones, the counts and the
+    first failing sweep length."""
+    cells = [c for c in r.cells if c.mode == "sweep"]
+    lengths = r.sweep_lengths
+    failing = sorted({c.length for c in cells if not c.passed})
+    if len(cells) < r.sweep_planned:
+        verdict = f"FAIL (no data: {len(cells)}/{r.sweep_planned} sweep lengths compared)"
+    elif failing:
+        verdict = f"FAIL (from {failing[0]:,}" + (", the first failing length)" if failing[0] == r.first_failing_length
+                                                  else ")")
+    else:
+        verdict = "PASS"
+    return {"Arm vs reference": f"{r.arm} vs {r.reference}",
+            "Length": f"sweep: {len(lengths)} lengths {min(lengths):,}..{max(lengths):,} (seed {r.length_seed})"
+            if lengths else "sweep", "Sequential": counts(cells), "Burst": "-", "Verdict": verdict}
 
 
 def batch_invariance_table(records: list[Record]) -> pd.DataFrame:

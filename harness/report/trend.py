@@ -18,6 +18,21 @@ class TrendView:
     png: bytes | None
     note: str  # why there is no plot, or what it shows
     change_points: list[str] = field(default_factory=list)
+    coverage: list[str] = field(default_factory=list)  # what the runs together checked: lengths and batch sizes
+
+
+def coverage_lines(rows: list) -> list[str]:
+    """'cpu-smoke long_context: 57 distinct lengths, 512..4,024 tokens, over 12 runs; batch sizes 1, 2, 3' (pure)."""
+    by_check: dict[tuple[str, str], list] = {}
+    for run, c in rows:
+        by_check.setdefault((c.arm, c.check), []).append((run, c))
+    out = []
+    for (arm, check), items in sorted(by_check.items()):
+        lengths = sorted({c.length for _, c in items})
+        batches = ", ".join(str(b) for b in sorted({c.batch for _, c in items}))
+        out.append(f"{arm} {check}: {len(lengths)} distinct lengths, {lengths[0]:,}..{lengths[-1]:,} tokens, over "
+                   f"{len({r for r, _ in items})} runs; batch sizes {batches}")
+    return out
 
 
 def key_metrics(names: list[str]) -> list[str]:
@@ -49,6 +64,7 @@ def trend_view(run_id: str, candidates: list[str], last: int = LAST_RUNS) -> Tre
                 panels.append((f"{arm} {metric} ({family(metric)})", s.runs, s.values,
                                [f.change.index for f in found], current))
                 lines += [f.sentence() for f in found]
+        covered = coverage_lines([row for arm in candidates for row in store.coverage(db, arm)])
     runs = max((len(p[1]) for p in panels), default=0)
     return TrendView(plots.trend(panels), f"the last {runs} finished runs of {', '.join(candidates)} in {path}; "
-                     "dashed: a change point's first run; ring: this run", lines)
+                     "dashed: a change point's first run; ring: this run", lines, covered)

@@ -180,8 +180,13 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # stored cold output, compared to the 4,000-token prompt + its 24 output tokens
     grid = next(r for r in records if r["kind"] == "long_context")
     assert grid["status"] == "complete" and grid["passed"] and grid["first_failing_length"] is None, grid["failures"]
-    sequential = [c for c in grid["cells"] if c["mode"] != "burst"]
+    sequential = [c for c in grid["cells"] if c["mode"] not in ("burst", "sweep")]
     assert len(sequential) == 48 and grid["checked_to_tokens"] == checks["long_context"]["checked_to_tokens"] == 4024
+    # the sweep: 16 lengths evenly between 512 and 4,000 and one drawn in each of the 3 gaps from the run's seed
+    sweep = [c for c in grid["cells"] if c["mode"] == "sweep"]
+    manifest = json.loads((run / "run.json").read_text())
+    assert grid["length_seed"] == manifest["length_seed"] and len(sweep) == grid["sweep_planned"] == 16 + 3
+    assert sorted(c["length"] for c in sweep) == grid["sweep_lengths"] and all(c["passed"] for c in sweep)
     # then in bursts: each length's 3 depths at once (4 x 3), mixed-length bursts of 2, 4, 8 and 12 (the whole grid)
     bursts = [c for c in grid["cells"] if c["mode"] == "burst"]
     assert len(bursts) == grid["bursts_planned"] == 12 + 2 + 4 + 8 + 12 and all(c["passed"] for c in bursts)

@@ -40,6 +40,11 @@ def _one(records: list[dict], arm: str, kind: str, **match) -> dict:
     return found[-1]
 
 
+def same_sweep_as(run) -> list[str]:
+    """The qualify option that checks the sweep lengths `run` checked: its reference outputs are in the store."""
+    return ["--length-seed", str(json.loads((run / "run.json").read_text())["length_seed"])]
+
+
 def first_length_reaching(lengths: list[int], output_tokens: int, start: int) -> int:
     """The shortest grid length whose requests hold a token at a position >= `start`: its prompt plus the output
     tokens (generated, or the reference's teacher-forced) pass `start`. Every shorter length stays below it."""
@@ -67,7 +72,7 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     stored = sorted(p.name for p in refs.glob("*.json"))
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", "long_context,long_prefix",
+                           "--arm", arm, "--suites", "long_context,long_prefix", *same_sweep_as(clean_run),
                            # eager: the fault is in the traced model layer, so a compiled arm compiles cold (its L
                            # is baked into the graph; no cache); the fault needs no compile to show
                            "--set", "server.enforce_eager=true"], cwd=REPO_ROOT, timeout=1800,
@@ -92,7 +97,8 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     # went unseen where it first applies)
     workload = load_workload(lc["workload"], kind=LongContextWorkload)
     assert lc["lengths"] == sorted(workload.lengths), (lc["lengths"], workload.lengths)
-    expected = first_length_reaching(lc["lengths"], workload.output_tokens, L)
+    # the grid's lengths and the sweep's (evenly spaced, and this seed's jittered ones)
+    expected = first_length_reaching(sorted(lc["lengths"] + lc["sweep_lengths"]), workload.output_tokens, L)
     first = lc["first_failing_length"]
     assert first == expected, (f"first failing length {first}, expected {expected}: the first of {lc['lengths']} "
                                f"(+{workload.output_tokens} output tokens) past L={L}", lc["failures"][:3])
@@ -104,7 +110,8 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     assert f"FIRST FAILING LENGTH {expected:,} tokens" in out, out[-3000:]  # the suite's assertion names it
     rows = {line.split("|")[2].strip(): line.split("|")[-2].strip()  # Length -> Verdict in the report's table
             for line in (run / "tables" / "long_context.md").read_text().splitlines() if line.startswith(f"| {arm} vs ")}
-    assert [n for n, v in rows.items() if v == "FAIL (first failing length)"] == [f"{expected:,}"], rows
+    marked = [n for n, v in rows.items() if v == "FAIL (first failing length)" or "the first failing length" in v]
+    assert marked == [f"{expected:,}" if expected in lc["lengths"] else next(n for n in rows if n.startswith("sweep"))]
     assert all(rows[f"{n:,}"] == "PASS" for n in lc["lengths"] if n < expected), rows
 
     outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
@@ -139,7 +146,8 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     (arms / f"{arm}.yaml").write_text(lf.arm_yaml(BATCH_FAULT, BATCH_L, scratch))
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", "long_context,long_prefix"], cwd=REPO_ROOT, timeout=1800,
+                           "--arm", arm, "--suites", "long_context,long_prefix", *same_sweep_as(clean_run)],
+                          cwd=REPO_ROOT, timeout=1800,
                           capture_output=True, text=True,
                           env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
                                "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})

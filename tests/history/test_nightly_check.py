@@ -125,3 +125,22 @@ def test_trend_page_renders_in_chromium_with_its_change_point_drawn(slowed, tmp_
                                                         == (store_path == db))
         shown[store_path == db] = red_share(take_screenshot(html, tmp_path / "r.png", height=6000))
     assert shown[True] > 1e-5 and shown[False] == 0, shown  # the red change-point lines and this run's ring
+
+
+def test_coverage_accumulates_the_lengths_every_run_checked():
+    from harness.history.extract import CoverageRow
+    from harness.report.trend import coverage_lines
+
+    rows = [("n1", CoverageRow("a", "long_context", 512, 1)), ("n1", CoverageRow("a", "long_context", 2769, 1)),
+            ("n2", CoverageRow("a", "long_context", 512, 3)), ("n2", CoverageRow("a", "long_context", 1814, 1))]
+    assert coverage_lines(rows) == ["a long_context: 3 distinct lengths, 512..2,769 tokens, over 2 runs; "
+                                    "batch sizes 1, 3"]
+
+
+def test_trend_view_states_the_coverage_of_the_stored_runs(slowed, monkeypatch):
+    from harness.report.trend import trend_view
+
+    db, _ = slowed
+    monkeypatch.setenv("HARNESS_HISTORY", str(db))
+    [line] = [c for c in trend_view("night-12", ["gpu-mla-120k"]).coverage if "long_context" in c]
+    assert line.startswith("gpu-mla-120k long_context: ") and "over 14 runs" in line

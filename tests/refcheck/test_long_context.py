@@ -14,11 +14,13 @@ from harness.measure.prompts import TokenSpace
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import (
     build_long_context_prompts,
+    build_sweep_prompts,
     expected_hit,
     partial_warmup,
     read_needle_tokens,
     shared_tokens,
     span_start,
+    sweep_lengths,
 )
 from harness.refcheck.long_context_cells import (
     checked_to_tokens,
@@ -187,3 +189,26 @@ def test_an_unproven_warm_hit_fails_and_caching_off_is_not_judged():
     assert "no vllm:prefix_cache_hits counter" in gone.failures[0]
     off = judge_generation(cell, "warm", c, ref.token_ids, ref.token_ids, 0.01, 0.0, 0.1, None, None)
     assert off.passed
+
+
+def test_sweep_adds_evenly_spaced_lengths_and_a_seeded_one_in_every_gap_of_the_grid():
+    w = workload(lengths=[512, 1024, 2048, 4000], sweep_lengths=16, jitter_per_gap=1)
+    dense, jitter = sweep_lengths(w, seed=7)
+    assert len(dense) == 16 and dense == sorted(dense) and 512 < dense[0] and dense[-1] < 4000
+    steps = {b - a for a, b in zip(dense, dense[1:], strict=False)}
+    assert max(steps) - min(steps) <= 1  # evenly spaced
+    assert [sum(a < n < b for n in jitter) for a, b in ((512, 1024), (1024, 2048), (2048, 4000))] == [1, 1, 1]
+    assert sweep_lengths(w, seed=7) == (dense, jitter)  # the seed reproduces them
+    others = {tuple(sweep_lengths(w, seed=s)[1]) for s in range(1, 21)}
+    assert len(others) >= 15  # another seed, other lengths: the nights cover the gaps
+    assert not set(dense + jitter) & set(w.lengths)
+
+
+def test_sweep_cells_are_the_grids_recipe_at_one_depth_and_none_without_a_sweep():
+    w = workload(lengths=[512, 1024, 2048], sweep_lengths=4, jitter_per_gap=1, sweep_depth=0.5)
+    cells = build_sweep_prompts(w, SPACE, seed=3).all()
+    dense, jitter = sweep_lengths(w, 3)
+    assert [c.length for c in cells] == sorted(dense + jitter) and {c.depth for c in cells} == {0.5}
+    assert all(len(c.tokens) == c.length and c.id == f"L{c.length}-d0.5" for c in cells)
+    none = workload(lengths=[512, 1024], sweep_lengths=0, jitter_per_gap=0)
+    assert build_sweep_prompts(none, SPACE, seed=3).all() == []

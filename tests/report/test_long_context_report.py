@@ -66,3 +66,20 @@ def test_bursts_planned_but_none_compared_read_no_data():
     g = with_bursts(grid(), fail_length=None).model_copy(update={"batch_invariance": []})
     [row] = batch_invariance_table([g]).to_dict("records")
     assert row["Verdict"].startswith("FAIL (no data: 6 burst cells planned")
+
+
+def test_sweep_row_names_its_lengths_seed_and_first_failing_sweep_length():
+    from harness.records.schema import LongContextCell
+
+    g = grid()
+    sweep = [LongContextCell(length=n, depth=0.5, mode="sweep", exact=n < 3000, first_divergence=None if n < 3000
+                             else 2, passed=n < 3000, context_tokens=n + 16,
+                             failures=[] if n < 3000 else [f"request L{n}-d0.5-sweep: token 2 differs"])
+             for n in (700, 2500, 3100)]
+    g = g.model_copy(update={"cells": [*g.cells, *sweep], "sweep_lengths": [700, 2500, 3100], "length_seed": 42,
+                             "sweep_planned": 3, "passed": False, "first_failing_length": 3100})
+    row = long_context_table([g]).to_dict("records")[-1]
+    assert row["Length"] == "sweep: 3 lengths 700..3,100 (seed 42)"
+    assert row["Sequential"] == "2 exact / 0 tie / 1 fail" and row["Verdict"] == "FAIL (from 3,100, the first failing length)"
+    short = g.model_copy(update={"cells": g.cells[:-1]})
+    assert long_context_table([short]).to_dict("records")[-1]["Verdict"] == "FAIL (no data: 2/3 sweep lengths compared)"
