@@ -18,7 +18,8 @@ attention backend and the Llama layer) and for vLLM 0.25.0 (table gpu: FLASH_ATT
   relative error that grows with the length.
 
 Beside them: cpu_batch (keys_past_L_ignored_batched: the decode fault only when two long sequences decode in one
-step, found by the grid's bursts), and two tables that are not length faults: cpu_load (step_delay_per_request, the
+step, found by the grid's bursts), cpu_band (keys_ignored_in_band: only for sequences in a band between two grid
+lengths, found by the sweep), and two tables that are not length faults: cpu_load (step_delay_per_request, the
 capacity e2e's slowdown) and cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
 floor's e2e).
 
@@ -230,8 +231,27 @@ BATCH_FAULTS: tuple[Fault, ...] = (
                 ))),
 )
 
+# A band fault (issue 37): the decode fault only for sequences between L and L + BAND tokens long (env
+# HARNESS_FAULT_BAND, default 300), as a kernel whose split heuristic changes in one length range would be. At L 2,600
+# it sits between the CPU grid's 2,048 and 4,000 and below the timed 3,544: only the long_context sweep meets it.
+ENV_BAND = "HARNESS_FAULT_BAND"
+BAND_FAULTS: tuple[Fault, ...] = (
+    Fault("keys_ignored_in_band", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
+          "CPU attention: a decode row of a sequence L < len <= L + BAND long is handed seq_len L (keys past L "
+          "ignored); shorter and longer sequences are untouched",
+          (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_ignored_in_band", 2600),
+           Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
+                + f"        _lf_band = int(_lf_os.environ.get({ENV_BAND!r}, '300'))\n"
+                "        _lf_n = query_start_loc.shape[0] - 1\n"
+                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
+                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
+                "        _lf_in = _lf_decode & (seq_lens > _LF_L) & (seq_lens <= _LF_L + _lf_band)\n"
+                "        seq_lens = torch.where(_lf_in, seq_lens.clamp(max=_LF_L), seq_lens)\n"
+                ))),
+)
+
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
-          "cpu_batch": BATCH_FAULTS}
+          "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS}
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 

@@ -219,5 +219,6 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(harness_session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
+    seed = f"; sweep lengths of --length-seed {harness_session.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
-                             f"{summary}; prefix caching {caching}:\n" + "\n".join(failures or check.diverged))
+                             f"{summary}{seed}; prefix caching {caching}:\n" + "\n".join(failures or check.diverged))

@@ -70,11 +70,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
         for metric in metrics:
             s = series(db, args.arm, metric)
             found = findings(s)
-            cps = {f.run: f for f in found}
+            cps = {f.key: f for f in found}
             print(f"\n{args.arm} {metric} ({family(metric)}): {len(s.values)} finished runs, "
                   f"{len(found)} change point(s)")
-            rows = [(r, f"{v:.6g}", cps[r].sentence() if r in cps else "")
-                    for r, v in list(zip(s.runs, s.values, strict=True))[-args.last:]]
+            rows = [(r, f"{v:.6g}", cps[k].sentence() if k in cps else "")
+                    for r, k, v in list(zip(s.runs, s.keys or s.runs, s.values, strict=True))[-args.last:]]
             print(tabulate(rows, headers=["run", "value", "change point"], tablefmt="github"))
     return 0
 
@@ -98,8 +98,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     with store.connect() as db:
         rows = store.coverage(db, args.arm)
     checks: dict[str, dict[int, set]] = {}
-    for run, c in rows:
-        checks.setdefault(c.check, {}).setdefault(c.length, set()).add((run, c.batch))
+    for key, c in rows:
+        checks.setdefault(c.check, {}).setdefault(c.length, set()).add((key, c.batch))
     for check, lengths in sorted(checks.items()):
         runs = {r for v in lengths.values() for r, _ in v}
         batches = sorted({b for v in lengths.values() for _, b in v})
@@ -112,11 +112,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     from harness.history.trends import nightly  # ruptures and scipy: only where a series is judged
 
     with store.connect() as db:
-        known = {r.run_id: r for r in store.runs(db)}
-        if args.run not in known:
+        key = store.run_key(db, args.run)
+        known = {r.run_key: r for r in store.runs(db)}
+        if key is None:
             raise store.HistoryError(f"history check --run {args.run!r}: not in {store.history_path()}; append it "
                                      "first (qualify does, or `harness history append --run RUN`)")
-        if known[args.run].status != "finished":
+        if known[key].status != "finished":
             print(f"FAIL: run {args.run} was interrupted: its metrics are partial and are not judged as a night")
             return 1
         verdict = nightly(db, args.run)

@@ -29,6 +29,7 @@ from harness.records.schema import (
 
 @dataclass(frozen=True)
 class RunRow:
+    run_key: str  # the store's key: run id @ start time (two runs may share an id, e.g. `--run-dir /tmp/run` twice)
     run_id: str
     started: str | None
     finished: str | None
@@ -102,7 +103,9 @@ def rows_of(run_dir: Path, manifest: RunManifest | None, records: list[Record]) 
     m = manifest or RunManifest(run_id=run_dir.name)
     candidates = [p.candidate for p in m.pairs] or list(dict.fromkeys(r.arm for r in records))[:1]
     cal = m.calibration
-    run = RunRow(run_id=m.run_id or run_dir.name, started=m.started, finished=m.finished,
+    run_id = m.run_id or run_dir.name
+    run = RunRow(run_key=f"{run_id}@{m.started or run_dir.resolve()}", run_id=run_id, started=m.started,
+                 finished=m.finished,
                  status="interrupted" if interruption(manifest) or manifest is None else "finished",
                  exit_code=m.exit_code, host=m.host, harness_version=m.harness_version, git_commit=m.git_commit,
                  candidates=",".join(candidates), order_seed=m.order_seed,

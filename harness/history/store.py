@@ -26,20 +26,22 @@ SCHEMA_VERSION = 1
 LOCK_WAIT_S = 120.0  # a writer waits this long for another's append (each takes milliseconds)
 
 SCHEMA_V1 = """
-CREATE TABLE runs (run_id TEXT PRIMARY KEY, started TEXT, finished TEXT, status TEXT NOT NULL, exit_code INTEGER,
-  host TEXT, harness_version TEXT, git_commit TEXT, candidates TEXT NOT NULL, order_seed INTEGER, calibration TEXT,
+CREATE TABLE runs (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, started TEXT, finished TEXT,
+  status TEXT NOT NULL, exit_code INTEGER, host TEXT, harness_version TEXT, git_commit TEXT,
+  candidates TEXT NOT NULL, order_seed INTEGER, calibration TEXT,
   run_dir TEXT NOT NULL, manifest TEXT NOT NULL, appended TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ')));
-CREATE TABLE arms (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, role TEXT NOT NULL,
-  reference TEXT, vllm_version TEXT, arm_sha TEXT, model TEXT, PRIMARY KEY (run_id, arm));
-CREATE TABLE verdicts (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, kind TEXT NOT NULL,
+CREATE TABLE arms (run_key TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, role TEXT NOT NULL,
+  reference TEXT, vllm_version TEXT, arm_sha TEXT, model TEXT, PRIMARY KEY (run_key, arm));
+CREATE TABLE verdicts (run_key TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, kind TEXT NOT NULL,
   name TEXT NOT NULL, reference TEXT NOT NULL, passed INTEGER NOT NULL, detail TEXT NOT NULL,
-  PRIMARY KEY (run_id, arm, kind, name, reference));
-CREATE TABLE metrics (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, metric TEXT NOT NULL,
-  value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY (run_id, arm, metric));
-CREATE TABLE coverage (run_id TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL,
+  PRIMARY KEY (run_key, arm, kind, name, reference));
+CREATE TABLE metrics (run_key TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL, metric TEXT NOT NULL,
+  value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY (run_key, arm, metric));
+CREATE TABLE coverage (run_key TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, arm TEXT NOT NULL,
   check_name TEXT NOT NULL, length INTEGER NOT NULL, batch INTEGER NOT NULL,
-  PRIMARY KEY (run_id, arm, check_name, length, batch));
+  PRIMARY KEY (run_key, arm, check_name, length, batch));
 CREATE INDEX metrics_series ON metrics (arm, metric);
+CREATE INDEX runs_by_id ON runs (run_id);
 """
 MIGRATIONS = {1: SCHEMA_V1}  # user_version N-1 -> N; a new version adds its step here
 
@@ -109,12 +111,12 @@ def append(rows: RunRows, path: Path | None = None) -> None:
     with connect(path) as db:
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("DELETE FROM runs WHERE run_id = ?", (rows.run.run_id,))
+            db.execute("DELETE FROM runs WHERE run_key = ?", (rows.run.run_key,))
             insert(db, "runs", rows.run)
             for table, items in (("arms", rows.arms), ("verdicts", rows.verdicts), ("metrics", rows.metrics),
                                  ("coverage", rows.coverage)):
                 for item in items:
-                    insert(db, table, item, run_id=rows.run.run_id)
+                    insert(db, table, item, run_key=rows.run.run_key)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -124,7 +126,7 @@ def append(rows: RunRows, path: Path | None = None) -> None:
 def runs(db: sqlite3.Connection, arm: str | None = None) -> list[RunRow]:
     """Every run (or every run with `arm` among its arms), oldest first by start time."""
     names = [f.name for f in fields(RunRow)]
-    where = "WHERE run_id IN (SELECT run_id FROM arms WHERE arm = ?)" if arm else ""
+    where = "WHERE run_key IN (SELECT run_key FROM arms WHERE arm = ?)" if arm else ""
     sql = f"SELECT {', '.join(names)} FROM runs {where} ORDER BY started, appended"
     return [RunRow(*row) for row in db.execute(sql, (arm,) if arm else ())]
 
@@ -134,35 +136,42 @@ def metric_names(db: sqlite3.Connection, arm: str) -> list[str]:
 
 
 def metric_values(db: sqlite3.Connection, arm: str, metric: str) -> dict[str, float]:
-    """run id -> value of one arm's metric."""
-    return dict(db.execute("SELECT run_id, value FROM metrics WHERE arm = ? AND metric = ?", (arm, metric)))
+    """run key -> value of one arm's metric."""
+    return dict(db.execute("SELECT run_key, value FROM metrics WHERE arm = ? AND metric = ?", (arm, metric)))
 
 
-def verdicts(db: sqlite3.Connection, run_id: str) -> list[VerdictRow]:
-    sql = "SELECT arm, kind, name, reference, passed, detail FROM verdicts WHERE run_id = ? ORDER BY arm, kind, name"
-    return [VerdictRow(a, k, n, ref, bool(p), d) for a, k, n, ref, p, d in db.execute(sql, (run_id,))]
+def run_key(db: sqlite3.Connection, run_id: str) -> str | None:
+    """The newest stored run with this id (ids repeat where runs reuse a directory name); None if there is none."""
+    row = db.execute("SELECT run_key FROM runs WHERE run_id = ? ORDER BY started DESC, appended DESC LIMIT 1",
+                     (run_id,)).fetchone()
+    return row[0] if row else None
 
 
-def arms(db: sqlite3.Connection, run_id: str) -> list[ArmRow]:
-    sql = "SELECT arm, role, reference, vllm_version, arm_sha, model FROM arms WHERE run_id = ? ORDER BY role, arm"
-    return [ArmRow(*row) for row in db.execute(sql, (run_id,))]
+def verdicts(db: sqlite3.Connection, key: str) -> list[VerdictRow]:
+    sql = "SELECT arm, kind, name, reference, passed, detail FROM verdicts WHERE run_key = ? ORDER BY arm, kind, name"
+    return [VerdictRow(a, k, n, ref, bool(p), d) for a, k, n, ref, p, d in db.execute(sql, (key,))]
+
+
+def arms(db: sqlite3.Connection, key: str) -> list[ArmRow]:
+    sql = "SELECT arm, role, reference, vllm_version, arm_sha, model FROM arms WHERE run_key = ? ORDER BY role, arm"
+    return [ArmRow(*row) for row in db.execute(sql, (key,))]
 
 
 def coverage(db: sqlite3.Connection, arm: str) -> list[tuple[str, CoverageRow]]:
-    sql = "SELECT run_id, arm, check_name, length, batch FROM coverage WHERE arm = ? ORDER BY check_name, length"
+    sql = "SELECT run_key, arm, check_name, length, batch FROM coverage WHERE arm = ? ORDER BY check_name, length"
     return [(r, CoverageRow(a, c, n, b)) for r, a, c, n, b in db.execute(sql, (arm,))]
 
 
-def metric_rows(db: sqlite3.Connection, run_id: str) -> list[MetricRow]:
-    sql = "SELECT arm, metric, value, unit FROM metrics WHERE run_id = ? ORDER BY arm, metric"
-    return [MetricRow(*row) for row in db.execute(sql, (run_id,))]
+def metric_rows(db: sqlite3.Connection, key: str) -> list[MetricRow]:
+    sql = "SELECT arm, metric, value, unit FROM metrics WHERE run_key = ? ORDER BY arm, metric"
+    return [MetricRow(*row) for row in db.execute(sql, (key,))]
 
 
 def prune(db: sqlite3.Connection, keep_last: int) -> int:
     """Deletes all but the newest `keep_last` runs; how many went."""
-    ids = [r.run_id for r in runs(db)]
-    doomed = ids[:max(0, len(ids) - keep_last)]
+    keys = [r.run_key for r in runs(db)]
+    doomed = keys[:max(0, len(keys) - keep_last)]
     db.execute("BEGIN IMMEDIATE")
-    db.executemany("DELETE FROM runs WHERE run_id = ?", [(r,) for r in doomed])
+    db.executemany("DELETE FROM runs WHERE run_key = ?", [(r,) for r in doomed])
     db.execute("COMMIT")
     return len(doomed)

@@ -32,8 +32,12 @@ def family(metric: str) -> str:
 class Series:
     arm: str
     metric: str
-    runs: list[str]  # finished runs that measured it, oldest first
+    runs: list[str]  # ids of the finished runs that measured it, oldest first
     values: list[float]
+    keys: list[str] | None = None  # their store keys (ids may repeat); the ids where not given
+
+    def key(self, i: int) -> str:
+        return (self.keys or self.runs)[i]
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,15 @@ class Finding:
     def family(self) -> str:
         return family(self.metric)
 
+    keys: list[str] | None = None
+
     @property
     def run(self) -> str:
         return self.runs[self.change.index]
+
+    @property
+    def key(self) -> str:
+        return (self.keys or self.runs)[self.change.index]
 
     def sentence(self) -> str:
         since = self.runs[self.change.index:]
@@ -64,16 +74,18 @@ class Finding:
 
 
 def series(db: sqlite3.Connection, arm: str, metric: str, upto: str | None = None) -> Series:
-    """One arm's metric over its finished runs (interrupted ones are partial, and left out), up to run `upto`."""
+    """One arm's metric over its finished runs (interrupted ones are partial, and left out), up to the run whose
+    store key is `upto`."""
     values = store.metric_values(db, arm, metric)
-    order = [r.run_id for r in store.runs(db, arm) if r.status == "finished" and r.run_id in values]
-    if upto is not None and upto in order:
-        order = order[:order.index(upto) + 1]
-    return Series(arm, metric, order, [values[r] for r in order])
+    rows = [r for r in store.runs(db, arm) if r.status == "finished" and r.run_key in values]
+    keys = [r.run_key for r in rows]
+    if upto is not None and upto in keys:
+        rows = rows[:keys.index(upto) + 1]
+    return Series(arm, metric, [r.run_id for r in rows], [values[r.run_key] for r in rows], [r.run_key for r in rows])
 
 
 def findings(s: Series) -> list[Finding]:
-    return [Finding(s.arm, s.metric, c, s.runs) for c in change_points(s.values)]
+    return [Finding(s.arm, s.metric, c, s.runs, s.keys) for c in change_points(s.values)]
 
 
 def new_at_newest(s: Series) -> list[Finding]:
@@ -81,9 +93,9 @@ def new_at_newest(s: Series) -> list[Finding]:
     (at that run) without it. A level needs MIN_SIZE runs, so a step shows the night its second run arrives."""
     if len(s.values) < 2 * MIN_SIZE:
         return []
-    before = {s.runs[c.index] for c in change_points(s.values[:-1])}
+    before = {s.key(c.index) for c in change_points(s.values[:-1])}
     latest = findings(s)[-1:]
-    return [f for f in latest if f.run not in before]
+    return [f for f in latest if f.key not in before]
 
 
 @dataclass(frozen=True)
@@ -124,12 +136,12 @@ class NightlyVerdict:
 def judge_night(all_series: list[Series]) -> NightlyVerdict:
     """A run's nightly verdict from its arms' series, each ending at the run (pure)."""
     new = [f for s in all_series for f in new_at_newest(s)]
-    correctness_runs = {(f.arm, f.run) for f in new if f.family == "correctness"}
+    correctness_runs = {(f.arm, f.key) for f in new if f.family == "correctness"}
     failures, notes = [], []
     for f in new:
         if f.regression:
             failures.append(f"change point at the newest runs: {f.sentence()}")
-        elif f.family == "speed" and (f.arm, f.run) in correctness_runs:
+        elif f.family == "speed" and (f.arm, f.key) in correctness_runs:
             failures.append(f"speed-up on the same run as a correctness change (outputs differ: judge them before "
                             f"the speed): {f.sentence()}")
         else:
@@ -143,9 +155,10 @@ def judge_night(all_series: list[Series]) -> NightlyVerdict:
 
 
 def nightly(db: sqlite3.Connection, run_id: str) -> NightlyVerdict:
-    """Run `run_id`'s candidates' every metric up to it, judged as one night."""
-    cands = [a.arm for a in store.arms(db, run_id) if a.role == "candidate"]
+    """Run `run_id`'s candidates' every metric up to it, judged as one night (the newest run of that id)."""
+    key = store.run_key(db, run_id)
+    cands = [a.arm for a in store.arms(db, key) if a.role == "candidate"] if key else []
     if not cands:
         raise store.HistoryError(f"run {run_id!r} is not in the history (or has no candidate arm): append it "
                                  "first (`harness history append --run RUN`)")
-    return judge_night([series(db, arm, m, upto=run_id) for arm in cands for m in store.metric_names(db, arm)])
+    return judge_night([series(db, arm, m, upto=key) for arm in cands for m in store.metric_names(db, arm)])

@@ -39,12 +39,14 @@ def key_metrics(names: list[str]) -> list[str]:
     return [n for n in names if n.endswith(KEY_METRICS)]
 
 
-def window(s: Series, run_id: str, last: int) -> tuple[Series, int | None]:
-    """The last `last` runs up to and including this run (or the last ones, when this run is not in the series)."""
-    end = s.runs.index(run_id) + 1 if run_id in s.runs else len(s.runs)
+def window(s: Series, key: str, last: int) -> tuple[Series, int | None]:
+    """The last `last` runs up to and including this run (its store key; the last ones when it is not in the
+    series), and this run's position in them."""
+    keys = s.keys or s.runs
+    end = keys.index(key) + 1 if key in keys else len(keys)
     start = max(0, end - last)
-    cut = Series(s.arm, s.metric, s.runs[start:end], s.values[start:end])
-    return cut, (cut.runs.index(run_id) if run_id in cut.runs else None)
+    cut = Series(s.arm, s.metric, s.runs[start:end], s.values[start:end], keys[start:end])
+    return cut, (end - start - 1 if key in keys else None)
 
 
 def trend_view(run_id: str, candidates: list[str], last: int = LAST_RUNS) -> TrendView:
@@ -54,12 +56,13 @@ def trend_view(run_id: str, candidates: list[str], last: int = LAST_RUNS) -> Tre
                          "`harness history backfill` adds old ones)")
     panels, lines = [], []
     with store.connect(path) as db:
-        if run_id not in {r.run_id for r in store.runs(db)}:
+        key = store.run_key(db, run_id)
+        if key is None:
             return TrendView(None, f"run {run_id} is not in the history at {path} (`harness history append --run "
                              f"{run_id}` adds it)")
         for arm in candidates:
             for metric in key_metrics(store.metric_names(db, arm)):
-                s, current = window(series(db, arm, metric), run_id, last)
+                s, current = window(series(db, arm, metric), key, last)
                 found = findings(s)
                 panels.append((f"{arm} {metric} ({family(metric)})", s.runs, s.values,
                                [f.change.index for f in found], current))

@@ -185,7 +185,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # the sweep: 16 lengths evenly between 512 and 4,000 and one drawn in each of the 3 gaps from the run's seed
     sweep = [c for c in grid["cells"] if c["mode"] == "sweep"]
     manifest = json.loads((run / "run.json").read_text())
-    assert grid["length_seed"] == manifest["length_seed"] and len(sweep) == grid["sweep_planned"] == 16 + 3
+    # (a jittered length that falls on an evenly spaced one is checked once)
+    assert grid["length_seed"] == manifest["length_seed"] and 16 <= len(sweep) == grid["sweep_planned"] <= 16 + 3
     assert sorted(c["length"] for c in sweep) == grid["sweep_lengths"] and all(c["passed"] for c in sweep)
     # then in bursts: each length's 3 depths at once (4 x 3), mixed-length bursts of 2, 4, 8 and 12 (the whole grid)
     bursts = [c for c in grid["cells"] if c["mode"] == "burst"]

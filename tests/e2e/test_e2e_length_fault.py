@@ -168,3 +168,39 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     assert f"| {arm} " in table and "FAIL" in table, table
     outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
     assert outputs["passed"], outputs["detail"]  # the timed requests never meet the fault
+
+
+BAND_FAULT, BAND_L, BAND = "keys_ignored_in_band", 2600, 300
+
+
+def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, full_pair_run):
+    """A decode fault only for sequences 2,600 < length <= 2,900: between the grid's 2,048 and 4,000 and below the
+    timed 3,544, so every grid cell and every burst passes; the sweep's lengths in the band fail, and the first one is
+    the first failing length. The full-pair run (same seed, so the same sweep) is the clean control."""
+    clean_run, _, _ = full_pair_run
+    lc_clean = _one(_records(clean_run), "cpu-smoke", "long_context")
+    out_tokens = lc_clean["cells"][0]["context_tokens"] - lc_clean["cells"][0]["length"]  # 24
+    # decoding inside the band for some steps, and for all of them
+    touching = [n for n in lc_clean["sweep_lengths"] if n + out_tokens > BAND_L and n < BAND_L + BAND]
+    inside = [n for n in touching if n >= BAND_L and n + out_tokens <= BAND_L + BAND]
+    assert inside, lc_clean["sweep_lengths"]  # the 16 evenly spaced lengths are 205 apart: one lands in the band
+    lf = length_faults()
+    scratch = tmp_path / "scratch"
+    lf.make_scratch(BAND_FAULT, scratch, lf.installed_site(), "cpu_band")
+    arms = tmp_path / "arms"
+    shutil.copytree(ARMS_DIR, arms)
+    arm = lf.arm_name("cpu-smoke", BAND_FAULT, BAND_L)
+    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(BAND_FAULT, BAND_L, scratch))
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
+                           "--arm", arm, "--suites", "long_context", *same_sweep_as(clean_run)], cwd=REPO_ROOT,
+                          timeout=1800, capture_output=True, text=True,
+                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
+                               "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
+    assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
+    lc = _one(_records(run), arm, "long_context")
+    grid_cells = [c for c in lc["cells"] if c["mode"] != "sweep"]
+    assert grid_cells and all(c["passed"] for c in grid_cells), [c for c in grid_cells if not c["passed"]][:2]
+    failing = sorted({c["length"] for c in lc["cells"] if not c["passed"]})
+    assert set(inside) <= set(failing) <= set(touching), (failing, touching)
+    assert lc["first_failing_length"] == failing[0]

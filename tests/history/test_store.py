@@ -63,7 +63,7 @@ def test_runs_appended_at_once_from_several_processes_all_land(tmp_path):
         pool.map(append_in_process, [(str(n), str(db_path)) for n in nights])
     with store.connect(db_path) as db:
         assert sorted(r.run_id for r in store.runs(db)) == [n.name for n in nights]
-        per_run = db.execute("SELECT run_id, COUNT(*) FROM metrics GROUP BY run_id").fetchall()
+        per_run = db.execute("SELECT run_key, COUNT(*) FROM metrics GROUP BY run_key").fetchall()
     assert len({count for _, count in per_run}) == 1  # every run whole
 
 
@@ -93,4 +93,20 @@ def test_prune_keeps_the_newest_runs_and_backfill_finds_run_directories(tmp_path
     with store.connect(db_path) as db:
         assert store.prune(db, 2) == 3
         assert [r.run_id for r in store.runs(db)] == ["night-03", "night-04"]
-        assert db.execute("SELECT COUNT(DISTINCT run_id) FROM metrics").fetchone()[0] == 2  # cascaded
+        assert db.execute("SELECT COUNT(DISTINCT run_key) FROM metrics").fetchone()[0] == 2  # cascaded
+
+
+def test_two_runs_of_one_name_are_two_runs_and_the_newest_answers_to_it(tmp_path):
+    """`--run-dir /tmp/x/run` twice: both named "run" (their directory), started at other times; both kept, the
+    later one is the one `history check --run run` and the report's trend mean."""
+    db_path = tmp_path / "h.sqlite"
+    first, second = make_nights(REAL_RUN, tmp_path / "a", 2)
+    for night in (first, second):
+        manifest = json.loads((night / "run.json").read_text())
+        (night / "run.json").write_text(json.dumps({**manifest, "run_id": "run"}))
+        append_run(night, db_path)
+    append_run(first, db_path)  # appended again (a resumed run): replaces itself, not the other
+    with store.connect(db_path) as db:
+        rows = store.runs(db)
+        assert [r.run_id for r in rows] == ["run", "run"] and len({r.run_key for r in rows}) == 2
+        assert store.run_key(db, "run") == rows[-1].run_key and rows[-1].run_dir == str(second.resolve())
