@@ -46,6 +46,7 @@ class Finding:
     metric: str
     change: ChangePoint
     runs: list[str]  # the series' runs: the first at the new level is runs[change.index]
+    keys: list[str] | None = None  # their store keys
 
     @property
     def regression(self) -> bool:
@@ -55,8 +56,6 @@ class Finding:
     @property
     def family(self) -> str:
         return family(self.metric)
-
-    keys: list[str] | None = None
 
     @property
     def run(self) -> str:
