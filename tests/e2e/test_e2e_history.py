@@ -30,9 +30,10 @@ def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_
     run_id = json.loads((run / "run.json").read_text())["run_id"]
     assert f"history: run {run_id} appended to {store.history_path()}" in out, out[-3000:]
     with store.connect() as db:
-        row = {r.run_id: r for r in store.runs(db)}[run_id]
-        tpot = store.metric_values(db, "cpu-smoke", TPOT)[run_id]
-    assert row.status == "finished" and row.exit_code == code
+        # by its directory: other runs of this session are named "run" too (their --run-dir), each its own entry
+        [row] = [r for r in store.runs(db) if r.run_dir == str(run.resolve())]
+        tpot = store.metric_values(db, "cpu-smoke", TPOT)[row.run_key]
+    assert row.run_id == run_id and row.status == "finished" and row.exit_code == code
     records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]
     record = next(r for r in records if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke"
                   and r["concurrency"] == 1)
