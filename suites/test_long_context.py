@@ -88,6 +88,57 @@ class Grid:
             f.write(comparison.model_dump_json() + "\n")
 
 
+def abort_reason(where: str, exc: HarnessError, live) -> str:
+    """Why the grid stopped: a dead server's message carries its log tail already; a failed request gets it added."""
+    if isinstance(exc, LaunchError):
+        return f"{where}: {exc}"
+    return f"{where}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
+
+
+def sweep_cells(grid: Grid, cells: list[ContextCell], reference: dict, limit: float, tie_gap: float, margin: float,
+                run: BatchRun) -> list[LongContextCell]:
+    """The sweep: one depth, cold, one request at a time, at lengths between the grid's (this run's seed draws some
+    of them); each output against the reference's at the same length. Stops at a server death (run.aborted)."""
+    out_cells = []
+    for cell in cells:
+        try:
+            out = grid.generate(cell, cell.tokens, "sweep")
+        except HarnessError as exc:
+            run.aborted = abort_reason(f"sweep {cell.group}", exc, grid.live)
+            break
+        ref = reference[cell.id]
+        c = compare_outputs(f"{cell.id}-sweep", cell.length, out, ref, f"{cell.group}, sweep")
+        grid.write(c)
+        judged = judge_generation(cell, "cold", c, out.token_ids, ref.token_ids, limit, tie_gap, margin)
+        out_cells.append(judged.model_copy(update={"mode": "sweep"}))
+    return out_cells
+
+
+def burst_cells(grid: Grid, plan: list[tuple[str, list[ContextCell]]], reference: dict, alone: dict, limit: float,
+                tie_gap: float, margin: float,
+                run: BatchRun) -> tuple[list[LongContextCell], list[tuple[int, int, RequestComparison]]]:
+    """Each burst's cells in flight at once (after the sequential grid: outside every timed window); every output
+    against the reference's sequential output and against the candidate's own output alone. Returns the judged
+    cells and (batch, length, comparison with the output alone) for the batch-invariance table."""
+    judged, vs_alone_all = [], []
+    for name, group in plan:
+        try:
+            outs = grid.burst(group, name)
+        except HarnessError as exc:
+            run.aborted = abort_reason(f"burst {name}", exc, grid.live)
+            break
+        for cell, out in zip(group, outs, strict=True):
+            ref, where = reference[cell.id], f"{cell.group}, burst {name}"
+            vs_ref = compare_outputs(f"{cell.id}-burst-{name}", cell.length, out, ref, where)
+            vs_alone = compare_outputs(f"{cell.id}-burst-{name}-vs-alone", cell.length, out, alone[cell.id], where)
+            grid.write(vs_ref)
+            grid.write(vs_alone)
+            vs_alone_all.append((len(group), cell.length, vs_alone))
+            judged.append(judge_burst(cell, name, len(group), vs_ref, vs_alone, out.token_ids, ref.token_ids, limit,
+                                      tie_gap, margin))
+    return judged, vs_alone_all
+
+
 def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
     arm, stored = candidate.arm, long_context_outputs
     w, prompts, sampling = harness_session.references.long_context_prompts()
@@ -140,56 +191,24 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
             run.comparisons.append(forced)
             grid.write(forced)
             cells.append(judge_forced(cell, forced, limit, limits.tie_gap))
-        except LaunchError as exc:  # the server died: its message carries the log tail
-            run.aborted = f"{cell.group}: {exc}"
-            break
         except HarnessError as exc:
-            run.aborted = f"{cell.group}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
+            run.aborted = abort_reason(cell.group, exc, candidate)
             break
     _, sweep, _ = harness_session.references.long_context_sweep_prompts()
-    if not run.aborted:  # the sweep: one depth, cold, at lengths between the grid's (this run's seed draws some)
-        for cell in sweep.all():
-            ref = long_context_sweep_outputs.outputs[cell.id]
-            try:
-                out = grid.generate(cell, cell.tokens, "sweep")
-            except LaunchError as exc:
-                run.aborted = f"sweep {cell.group}: {exc}"
-                break
-            except HarnessError as exc:
-                run.aborted = f"sweep {cell.group}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
-                break
-            c = compare_outputs(f"{cell.id}-sweep", cell.length, out, ref, f"{cell.group}, sweep")
-            grid.write(c)
-            judged = judge_generation(cell, "cold", c, out.token_ids, ref.token_ids, limit, limits.tie_gap, margin)
-            cells.append(judged.model_copy(update={"mode": "sweep"}))
+    if not run.aborted:
+        cells += sweep_cells(grid, sweep.all(), long_context_sweep_outputs.outputs, limit, limits.tie_gap, margin, run)
     plan = burst_plan(prompts.all(), arm.server.max_num_seqs or w.burst_max) if w.bursts else []
     burst_alone: list[tuple[int, int, RequestComparison]] = []
     if not run.aborted and plan:
         if "cold" not in w.modes:
             pytest.fail(f"workload {w.name!r}: bursts compare with each cell's cold output alone: add cold to modes "
                         "or set bursts: false", pytrace=False)
-        bursts_sink = sink.with_name(f"long_context_bursts_vs_{stored.arm}_comparisons.jsonl")
-        bursts_sink.unlink(missing_ok=True)
-        burst_grid = Grid(candidate, sampling, grid.salt, bursts_sink)
-        for name, group in plan:  # after the sequential grid: outside every timed window, its outputs to compare
-            try:
-                outs = burst_grid.burst(group, name)
-            except LaunchError as exc:
-                run.aborted = f"burst {name}: {exc}"
-                break
-            except HarnessError as exc:
-                run.aborted = f"burst {name}: {exc}\nserver log tail:\n{tail(candidate.server.log_text(), 15)}"
-                break
-            for cell, out in zip(group, outs, strict=True):
-                ref = stored.outputs[cell.id]
-                where = f"{cell.group}, burst {name}"
-                vs_ref = compare_outputs(f"{cell.id}-burst-{name}", cell.length, out, ref, where)
-                vs_alone = compare_outputs(f"{cell.id}-burst-{name}-vs-alone", cell.length, out, alone[cell.id], where)
-                burst_grid.write(vs_ref)
-                burst_grid.write(vs_alone)
-                burst_alone.append((len(group), cell.length, vs_alone))
-                cells.append(judge_burst(cell, name, len(group), vs_ref, vs_alone, out.token_ids, ref.token_ids,
-                                         limit, limits.tie_gap, margin))
+        bursts = Grid(candidate, sampling, grid.salt,
+                      sink.with_name(f"long_context_bursts_vs_{stored.arm}_comparisons.jsonl"))
+        bursts.sink.unlink(missing_ok=True)
+        burst_judged, burst_alone = burst_cells(bursts, plan, stored.outputs, alone, limit, limits.tie_gap, margin,
+                                                run)
+        cells += burst_judged
     bursts_planned = sum(len(g) for _, g in plan)
     planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + len(sweep.cells) + bursts_planned
     cell_failures = [f for c in cells for f in c.failures]
