@@ -124,6 +124,10 @@ _LLAMA_ANCHOR = "from vllm.v1.attention.backend import AttentionType\n"
 _LLAMA_ROPE = "        q, k = self.rotary_emb(positions, q, k)\n        attn_output = self.attn(q, k, v)\n"
 _LLAMA_OUT = "        attn_output = self.attn(q, k, v)\n        output, _ = self.o_proj(attn_output)\n"
 _CPU_SEQ = "        seq_lens = common_attn_metadata.seq_lens\n"
+# which rows of the CPU attention batch are decodes (query length 1): the mask every CPU decode fault starts from
+_DECODE_ROWS = ("        _lf_n = query_start_loc.shape[0] - 1\n"
+                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
+                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n")
 
 CPU_FAULTS: tuple[Fault, ...] = (
     Fault("keys_past_L_ignored", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
@@ -131,10 +135,9 @@ CPU_FAULTS: tuple[Fault, ...] = (
           "attends to keys [0, L) only; the scheduler metadata is computed from the capped lengths, as the kernel's",
           (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_past_L_ignored", _CPU_L),
            Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
-                + "        _lf_n = query_start_loc.shape[0] - 1\n"
-                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
-                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
-                "        seq_lens = torch.where(_lf_decode & (seq_lens > _LF_L), seq_lens.clamp(max=_LF_L), seq_lens)\n"
+                + _DECODE_ROWS
+                + "        seq_lens = torch.where(_lf_decode & (seq_lens > _LF_L), "
+                "seq_lens.clamp(max=_LF_L), seq_lens)\n"
                 ))),
     Fault("rope_offset_past_L", f"{LLAMA}:LlamaAttention.forward",
           "Llama: keys at positions >= L rotated as if OFFSET positions earlier (queries unchanged)",
@@ -222,10 +225,8 @@ BATCH_FAULTS: tuple[Fault, ...] = (
           "(keys [0, L) only); a lone long decode is untouched",
           (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_past_L_ignored_batched", 3600),
            Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
-                + "        _lf_n = query_start_loc.shape[0] - 1\n"
-                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
-                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
-                "        _lf_long = _lf_decode & (seq_lens > _LF_L)\n"
+                + _DECODE_ROWS
+                + "        _lf_long = _lf_decode & (seq_lens > _LF_L)\n"
                 "        if int(_lf_long.sum()) >= 2:\n"
                 "            seq_lens = torch.where(_lf_long, seq_lens.clamp(max=_LF_L), seq_lens)\n"
                 ))),
@@ -242,10 +243,8 @@ BAND_FAULTS: tuple[Fault, ...] = (
           (_arm(CPU_ATTN, "logger = init_logger(__name__)\n", "keys_ignored_in_band", 2600),
            Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
                 + f"        _lf_band = int(_lf_os.environ.get({ENV_BAND!r}, '300'))\n"
-                "        _lf_n = query_start_loc.shape[0] - 1\n"
-                "        _lf_decode = torch.zeros_like(seq_lens, dtype=torch.bool)\n"
-                "        _lf_decode[:_lf_n] = (query_start_loc[1:] - query_start_loc[:-1]) == 1\n"
-                "        _lf_in = _lf_decode & (seq_lens > _LF_L) & (seq_lens <= _LF_L + _lf_band)\n"
+                + _DECODE_ROWS
+                + "        _lf_in = _lf_decode & (seq_lens > _LF_L) & (seq_lens <= _LF_L + _lf_band)\n"
                 "        seq_lens = torch.where(_lf_in, seq_lens.clamp(max=_LF_L), seq_lens)\n"
                 ))),
 )

@@ -42,6 +42,10 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     roots = [Path(r) for r in args.dirs] or [REPORTS_DIR]
+    missing = [str(r) for r in roots if not r.is_dir()]
+    if missing:
+        raise store.HistoryError(f"history backfill: {', '.join(missing)}: not a directory; name directories that "
+                                 "hold run directories (default reports/)")
     dirs = [d for root in roots for d in run_dirs_under(root)]
     for d in dirs:
         problems = append_run(d).problems

@@ -144,3 +144,8 @@ def test_trend_view_states_the_coverage_of_the_stored_runs(slowed, monkeypatch):
     monkeypatch.setenv("HARNESS_HISTORY", str(db))
     [line] = [c for c in trend_view("night-12", ["gpu-mla-120k"]).coverage if "long_context" in c]
     assert line.startswith("gpu-mla-120k long_context: ") and "over 14 runs" in line
+
+
+def test_backfill_of_a_path_that_is_no_directory_is_refused(tmp_path):
+    out = history(tmp_path / "h.sqlite", "backfill", str(tmp_path / "nope"))
+    assert out.returncode == 1 and "not a directory" in out.stderr
