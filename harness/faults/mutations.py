@@ -1,9 +1,9 @@
 """Mutation benchmark: plant faults in the installed vLLM 0.25.0's DCP path, reversibly.
 
-    python benchmarks/dcp_mutations.py list [--names]
-    python benchmarks/dcp_mutations.py verify [--source /tmp/vllm025]     # each old text found exactly once
-    python benchmarks/dcp_mutations.py apply NAME --site-dir /tmp/site      # one fault at a time
-    python benchmarks/dcp_mutations.py restore --site-dir /tmp/site         # byte-identical original (sha256 checked)
+    python -m harness.faults.mutations list [--names]
+    python -m harness.faults.mutations verify [--source /tmp/vllm025]     # each old text found exactly once
+    python -m harness.faults.mutations apply NAME --site-dir /tmp/site      # one fault at a time
+    python -m harness.faults.mutations restore --site-dir /tmp/site         # byte-identical original (sha256 checked)
 
 Each fault is a list of exact text substitutions on vLLM 0.25.0's source (the old snippets are shipped here, so
 the table is checked without the source too). `apply` refuses when a snippet is not found exactly once or another
@@ -142,7 +142,7 @@ def _drop_pyc(path: Path) -> None:
 
 
 def apply(name: str, site: Path, table: dict[str, Fault] | None = None) -> dict:
-    """`table`: another fault table (benchmarks/length_faults.py) than this file's DCP faults."""
+    """`table`: another fault table (harness/faults/length_faults.py) than this file's DCP faults."""
     table = BY_NAME if table is None else table
     fault = table.get(name)
     if fault is None:

