@@ -20,6 +20,7 @@ from harness.nightly.emit import pipeline_yaml
 from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
 from harness.qualify.render import find_run_dir, report
+from harness.qualify.request import QualifyRequest
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 
@@ -31,6 +32,16 @@ def whole_number(least: int):
             raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least {least}")
         return int(text)
     return parse
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    """The Namespace ends here: qualify's steps take and return frozen values (harness/qualify/pipeline.py)."""
+    return qualify(QualifyRequest(
+        arm=args.arm, arms=args.arms, reference=args.reference, run_id=args.run_id, run_dir=args.run_dir,
+        suites=args.suites, parallel=args.parallel, resume=args.resume, refresh_reference=args.refresh_reference,
+        baseline=args.baseline, order_seed=args.order_seed, length_seed=args.length_seed,
+        calibration_repeat=args.calibration_repeat, overrides=tuple(args.set), vllm_check=not args.no_vllm_check,
+        strict=args.strict, pytest_args=tuple(args.pytest_args), argv=tuple(sys.argv)))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -126,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "in run.json as length_seed; give it to check the same lengths again)")
     p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)  # written by `calibrate`
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
-    p.set_defaults(func=qualify)
+    p.set_defaults(func=cmd_qualify)
 
     p = sub.add_parser("report", help="render a finished run: tables, report.html, annotation.md")
     p.add_argument("--run", required=True, help="run id or run directory")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission.verdicts import strict_run
 from harness.config.workloads import CapacityWorkload
 from harness.judge.capacity import capacity_gate, check_name, verdicts
 from harness.judge.gates import latest
@@ -18,7 +17,6 @@ from harness.measure.capacity import build_capacity_prompts, ramp
 from harness.measure.prompts import token_space
 from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import read_jsonl
-from harness.records.runinfo import run_thresholds
 from harness.records.schema import CapacityRecord, GateRecord, ReferenceCheckRecord
 from harness.refcheck.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
 from harness.refcheck.timed_outputs import generation_of, request_id
@@ -88,7 +86,7 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
 
 def test_capacity_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gates = run_thresholds(harness_session.run_dir, cand, strict_run())
+    gates = harness_session.thresholds()
     records = harness_session.records()
     ref_levels = latest(records, CapacityRecord, ref)
     for level in sorted(latest(records, CapacityRecord, cand), key=lambda r: r.concurrency):

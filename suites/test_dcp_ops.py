@@ -7,7 +7,6 @@ import pytest
 
 from harness.config.errors import HarnessError
 from harness.config.paths import server_python
-from harness.config.thresholds import load_gates
 from harness.judge.dcp_ops import judge_dcp_ops, not_run
 from harness.measure.opcheck import run_op_suite
 from harness.records.schema import DcpOpsRecord
@@ -24,7 +23,7 @@ def test_dcp_ops(harness_session, record):
                      **not_run(f"arm {arm.name!r} has parallelism.dcp = {world}: no DCP ops to check", world, "cuda"))
         pytest.skip(rec.detail)
     out = harness_session.run_dir / arm.name / "dcp_ops.json"
-    ran = run_op_suite(arm.launcher.python or server_python(), world, "cuda", out, load_gates(arm.name).dcp_ops)
+    ran = run_op_suite(arm.launcher.python or server_python(), world, "cuda", out, harness_session.thresholds().dcp_ops)
     rec = record(DcpOpsRecord, arm=arm.name, **judge_dcp_ops(ran.result, world, "cuda", ran.problem, str(out)))
     if rec.status == "skipped":
         pytest.skip(f"dcp_ops on {arm.name!r}: {rec.detail}")

@@ -4,7 +4,6 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 
 import pytest
 
-from harness.config.thresholds import load_gates
 from harness.judge.degeneration import degeneration_fields
 from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
@@ -15,17 +14,18 @@ from harness.refcheck.order import reorder_rounds
 
 def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
-    _, prompts, sampling = harness_session.references.check_prompts()
-    limits = check_limits(load_gates(arm.name).reference_checks, arm, check, stored.key, candidate.info.vllm_version,
-                          harness_session.calibration_repeat)
+    _, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
+    gates = harness_session.thresholds()
+    limits = check_limits(gates.reference_checks, arm, check, stored.key, candidate.info.vllm_version,
+                          harness_session.run.calibration_repeat)
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
-    rounds = reorder_rounds(prompts.rounds, harness_session.order_seed)
+    rounds = reorder_rounds(prompts.rounds, harness_session.run.order_seed)
     run = compare_batches(candidate, rounds, sampling, stored.outputs, sink)
     write_diverged_outputs(run, stored.outputs, sink.with_name(f"{check}_vs_{stored.arm}_diverged_outputs.jsonl"))
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
-        degeneration_pairs(run, stored.outputs), stored.arm, load_gates(arm.name).degeneration,
+        degeneration_pairs(run, stored.outputs), stored.arm, gates.degeneration,
         tie_flipped=tie_flipped(run.comparisons, limits.tie_gap)))
     fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)

@@ -5,13 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.admission.verdicts import strict_run
-from harness.config.thresholds import load_gates
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
-from harness.records.runinfo import run_thresholds
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord
 from harness.serve.serverlog import tail
 
@@ -28,7 +25,7 @@ def test_gsm8k(served_arm, harness_session, record):
         pytest.fail(f"arm {arm.name!r}: server died during GSM8K after {rec.n - ev.request_errors} answered "
                     f"questions; samples kept in {ev.samples_path}.\n{ev.dead}", pytrace=False)
     assert ev.error is None, f"arm {arm.name!r}: {ev.error}\n{tail(served_arm.server.log_text(), 5)}"
-    limit = load_gates(harness_session.candidate_name).gsm8k.max_request_errors
+    limit = harness_session.thresholds().gsm8k.max_request_errors
     assert ev.request_errors <= limit, (
         f"arm {arm.name!r}: {ev.request_errors} GSM8K request(s) failed after retries (at most {limit}); "
         f"last error: {lm.last_error}")
@@ -36,7 +33,7 @@ def test_gsm8k(served_arm, harness_session, record):
 
 def test_gsm8k_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    limits = run_thresholds(harness_session.run_dir, cand, strict_run()).gsm8k
+    limits = harness_session.thresholds().gsm8k
     gate = gsm8k_gate(harness_session.records(), cand, ref, limits)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
@@ -54,6 +51,6 @@ def test_gsm8k_degeneration_vs_reference(harness_session, record):
         texts.append(responses_by_doc(rows))
     pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
              for q in sorted(texts[0].keys() & texts[1].keys())]
-    fields = degeneration_fields(pairs, ref, load_gates(cand).degeneration, " ".join)
+    fields = degeneration_fields(pairs, ref, harness_session.thresholds().degeneration, " ".join)
     rec = record(DegenerationRecord, arm=cand, **fields)
     assert rec.passed, "\n".join([rec.detail, *rec.flagged])

@@ -14,7 +14,6 @@ import asyncio
 import pytest
 
 from harness.config.errors import HarnessError, LaunchError
-from harness.config.thresholds import load_gates
 from harness.judge.long_context import long_context_gate
 from harness.measure.generation import Sampling, score_forced
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
@@ -47,7 +46,7 @@ HITS = "vllm:prefix_cache_hits_total"
 def skip_reason(session, arm_name: str, served: bool) -> str | None:
     """Read before any server starts: the grid compares a candidate with its reference; without one there is
     nothing to compare with."""
-    if session.arm_set.reference_of(arm_name) is None:
+    if session.run.arm_set.reference_of(arm_name) is None:
         return f"arm {arm_name!r} names no reference arm: long_context compares a candidate with its reference"
     return None
 
@@ -141,10 +140,10 @@ def burst_cells(grid: Grid, plan: list[tuple[str, list[ContextCell]]], reference
 
 def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
     arm, stored = candidate.arm, long_context_outputs
-    w, prompts, sampling = harness_session.references.long_context_prompts()
-    gates = load_gates(arm.name)
+    w, prompts, sampling = harness_session.references.long_context_prompts(harness_session.candidate_name)
+    gates = harness_session.thresholds()
     limits = check_limits(gates.reference_checks, arm, "long_context", stored.key, candidate.info.vllm_version,
-                          harness_session.calibration_repeat)
+                          harness_session.run.calibration_repeat)
     limit, margin = limits.drift_limit, gates.long_context.retrieval_margin
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
@@ -194,7 +193,7 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
         except HarnessError as exc:
             run.aborted = abort_reason(cell.group, exc, candidate)
             break
-    _, sweep, _ = harness_session.references.long_context_sweep_prompts()
+    _, sweep, _ = harness_session.references.long_context_sweep_prompts(harness_session.candidate_name)
     if not run.aborted:
         cells += sweep_cells(grid, sweep.all(), long_context_sweep_outputs.outputs, limit, limits.tie_gap, margin, run)
     plan = burst_plan(prompts.all(), arm.server.max_num_seqs or w.burst_max) if w.bursts else []
@@ -232,12 +231,13 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                       passed=not failures and check.passed, failures=failures,
                       status="aborted" if run.aborted else "complete", reason=run.aborted,
                       comparisons_path=str(sink), bursts_planned=bursts_planned,
-                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=harness_session.length_seed,
+                      sweep_lengths=sorted({c.length for c in sweep.cells}),
+                      length_seed=harness_session.run.length_seed,
                       sweep_planned=len(sweep.cells),
                       batch_invariance=batch_invariance(burst_alone, limit, limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(harness_session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
-    seed = f"; sweep lengths of --length-seed {harness_session.length_seed}" if sweep.cells else ""
+    seed = f"; sweep lengths of --length-seed {harness_session.run.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
                              f"{summary}{seed}; prefix caching {caching}:\n" + "\n".join(failures or check.diverged))

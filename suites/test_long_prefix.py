@@ -9,7 +9,6 @@ import warnings
 
 import pytest
 
-from harness.config.thresholds import load_gates
 from harness.judge.checks import long_prefix_failures
 from harness.judge.degeneration import degeneration_fields
 from harness.judge.gates import long_prefix_gates
@@ -37,14 +36,14 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     teacher-forced on the candidate; recorded, with the degeneration detector's verdict on the same pairs."""
     if session.options.parallel:  # the reference's own long_prefix test runs in another worker: wait for it
         session.wait_for_tests([recorded_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref, [])])
-    gates = load_gates(live.arm.name)
+    gates = session.thresholds()
     run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
                                 gates.long_prefix.teacher_forced_requests)
     # The floor pairs this run with an accepted one of the same candidate config, reference config, prompts and
     # vLLM: the reference's outputs are this run's, so its config stands in for a store key.
     key = f"{run.reference_key}, reference config {arm_config_sha(session.arm(ref))}"
     limits = check_limits(gates.reference_checks, live.arm, CHECK, key, live.info.vllm_version,
-                          session.calibration_repeat)
+                          session.run.calibration_repeat)
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
         run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap)))
     fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
@@ -64,7 +63,7 @@ def test_long_prefix(served_arm, harness_session, record, request):
     prompts = build_prompts(workload, token_space(arm, workload))
     out_dir = harness_session.run_dir / arm.name
     m = asyncio.run(measure(served_arm, workload, prompts, out_dir))
-    limits = load_gates(harness_session.candidate_name).long_prefix
+    limits = harness_session.thresholds().long_prefix
 
     levels = [record(LongPrefixRecord, arm=arm.name, **fields)
               for fields in level_records(m, workload, prompts, out_dir)]
@@ -74,7 +73,7 @@ def test_long_prefix(served_arm, harness_session, record, request):
     failures, notes = long_prefix_failures(arm.name, levels, cold, limits)
     for note in notes:
         warnings.warn(f"{harness_session.candidate_name}: {note}", stacklevel=1)
-    ref = harness_session.arm_set.reference_of(arm.name)  # set where this arm is a candidate
+    ref = harness_session.run.arm_set.reference_of(arm.name)  # set where this arm is a candidate
     outputs = (check_outputs(harness_session, served_arm, workload, prompts, ref, request.node.nodeid, record)
                if ref else None)
     dead = server_death(m)
@@ -90,7 +89,7 @@ def test_long_prefix(served_arm, harness_session, record, request):
 def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
     levels = harness_session.workload("long_prefix", cand).concurrency
-    gates = long_prefix_gates(harness_session.records(), cand, ref, load_gates(cand),
+    gates = long_prefix_gates(harness_session.records(), cand, ref, harness_session.thresholds(),
                               {"long_prefix": {"concurrency": levels}})
     for gate in gates:
         record(GateRecord, **gate.record_fields())

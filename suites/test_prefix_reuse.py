@@ -3,7 +3,6 @@ uncached prompts in one batch. The hit is proven from /metrics; every output mus
 
 import pytest
 
-from harness.config.thresholds import load_gates
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
 from harness.pytest_plugin.floors import check_limits, with_floor
@@ -22,9 +21,9 @@ def hit_counter(base_url: str) -> float | None:
 
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
-    w, prompts, sampling = harness_session.references.check_prompts()
-    limits = check_limits(load_gates(arm.name).reference_checks, arm, "prefix_reuse", reference_outputs.key,
-                          candidate.info.vllm_version, harness_session.calibration_repeat)
+    w, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
+    limits = check_limits(harness_session.thresholds().reference_checks, arm, "prefix_reuse", reference_outputs.key,
+                          candidate.info.vllm_version, harness_session.run.calibration_repeat)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -40,7 +39,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     expected = expected_hit_tokens(prompts.probes, block)
     if not run.aborted:
         before = hit_counter(candidate.info.base_url)
-        probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.order_seed)], sampling,
+        probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.run.order_seed)], sampling,
                                  reference_outputs.outputs, sink)
         after = hit_counter(candidate.info.base_url)
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)

@@ -6,12 +6,9 @@ import hashlib
 
 import pytest
 
-from harness.admission.verdicts import strict_run
-from harness.config.thresholds import load_gates
 from harness.judge.ruler import ruler_gate
 from harness.measure.gsm8k import make_model
 from harness.measure.ruler import evaluate, prepare_data, ruler_fields, tokenizer_dir
-from harness.records.runinfo import run_thresholds
 from harness.records.schema import GateRecord, RulerRecord
 from harness.serve.serverlog import tail
 
@@ -34,7 +31,7 @@ def test_ruler(served_arm, harness_session, record):
         pytest.fail(f"arm {arm.name!r}: server died during RULER after {rec.n - ev.request_errors} answered "
                     f"samples; samples kept in {ev.samples_path}.\n{ev.dead}", pytrace=False)
     assert ev.error is None, f"arm {arm.name!r}: {ev.error}\n{tail(served_arm.server.log_text(), 5)}"
-    limit = load_gates(harness_session.candidate_name).ruler.max_request_errors
+    limit = harness_session.thresholds().ruler.max_request_errors
     assert ev.request_errors <= limit, (
         f"arm {arm.name!r}: {ev.request_errors} RULER request(s) failed after retries (at most {limit}); "
         f"last error: {lm.last_error}")
@@ -42,7 +39,7 @@ def test_ruler(served_arm, harness_session, record):
 
 def test_ruler_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    limits = run_thresholds(harness_session.run_dir, cand, strict_run()).ruler
+    limits = harness_session.thresholds().ruler
     gate = ruler_gate(harness_session.records(), cand, ref, limits)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail

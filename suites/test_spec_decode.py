@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from harness.config.paths import gsm8k_dir
-from harness.config.thresholds import load_gates
 from harness.config.workloads import SpecDecodeWorkload
 from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
 from harness.judge.ngram_replay import lookup_bounds, replay
@@ -44,7 +43,7 @@ def skip_reason(session, arm_name: str, served: bool) -> str | None:
         return None
     if not served and session.arm(arm_name).speculative is not None:
         return None
-    if arm_name not in session.candidates:
+    if arm_name not in session.run.arm_set.candidates:
         served_by = [repr(c) for c in session.candidates_for(arm_name)]
         whose = (f"candidate {served_by[0]} has none" if len(served_by) == 1
                  else f"candidates {', '.join(served_by)} have none")
@@ -157,7 +156,7 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
 
 def test_spec_decode_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gates_cfg = load_gates(cand)
+    gates_cfg = harness_session.thresholds()
     for r in compare_arms(harness_session.records(), cand, ref, harness_session.run_dir, gates_cfg):
         harness_session.writer.append(r)
     gates = spec_decode_gates(harness_session.records(), cand, ref, gates_cfg.spec_decode)

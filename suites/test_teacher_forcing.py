@@ -6,7 +6,6 @@ decode path (harness/refcheck/teacher_forcing.py) -- is the same on every run.""
 import asyncio
 
 from harness.config.errors import HarnessError
-from harness.config.thresholds import load_gates
 from harness.measure.generation import score_forced
 from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
@@ -18,9 +17,9 @@ from harness.refcheck.teacher_forcing import compare_forced
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
-    _, prompts, _ = harness_session.references.check_prompts()
-    limits = check_limits(load_gates(arm.name).reference_checks, arm, "teacher_forcing", reference_outputs.key,
-                          candidate.info.vllm_version, harness_session.calibration_repeat)
+    _, prompts, _ = harness_session.references.check_prompts(harness_session.candidate_name)
+    limits = check_limits(harness_session.thresholds().reference_checks, arm, "teacher_forcing", reference_outputs.key,
+                          candidate.info.vllm_version, harness_session.run.calibration_repeat)
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
@@ -28,7 +27,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
     budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
     with sink.open("a") as f:
-        for p in reorder(prompts.all(), harness_session.order_seed):
+        for p in reorder(prompts.all(), harness_session.run.order_seed):
             ref = reference_outputs.outputs[p.id]
             try:
                 candidate.server.check_alive()

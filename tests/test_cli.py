@@ -98,16 +98,16 @@ def test_resume_alone_takes_the_runs_own_candidates_from_run_json(tmp_path):
     """`qualify --resume RUN` without --arm/--arms: the run's pairs, as run.json recorded them (one candidate with its
     reference, or several each against its own)."""
     import json
-    from types import SimpleNamespace
 
-    from harness.qualify.admitting import named_candidates
+    from harness.qualify.admitting import named_candidates, resumed_manifest
+    from harness.qualify.request import QualifyRequest
 
     def names(info: dict, **given):
         run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
         run.mkdir()
         (run / "run.json").write_text(json.dumps(info))
-        args = dict(arm=None, arms=None, reference=None, resume=str(run), run_id=None, run_dir=None)
-        return named_candidates(SimpleNamespace(**{**args, **given}))
+        request = QualifyRequest(resume=str(run), **given)
+        return named_candidates(request, resumed_manifest(request)[1])
 
     several = {"arms": {"cpu-smoke": {}, "cpu-spec": {}, "cpu-ref": {}},
                "pairs": [{"candidate": "cpu-smoke", "reference": "cpu-ref"},

@@ -80,16 +80,13 @@ def module_name(path, root=REPO_ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports(path, modules: set[str]) -> set[str]:
-    """harness modules a file imports at run time: top-level or inside functions; `if TYPE_CHECKING:` blocks left out
-    (annotations only). `from harness.x import y` counts harness.x.y where that is a module, else harness.x."""
+def module_imports(path, modules: set[str]) -> set[str]:
+    """harness modules a file imports: top-level, inside functions, and in `if TYPE_CHECKING:` blocks (a cycle that
+    only annotations close is still two modules that cannot be read apart: references.py <-> session.py was one).
+    `from harness.x import y` counts harness.x.y where that is a module, else harness.x."""
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     out = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness"):
             subs = {f"{node.module}.{a.name}" for a in node.names} & modules
             out |= subs or {node.module}
@@ -101,7 +98,7 @@ def runtime_imports(path, modules: set[str]) -> set[str]:
 def cycles_in(root) -> list[str]:
     """Every import cycle between the modules of the `harness` package under `root`, each as `a -> b -> a`."""
     files = {module_name(p, root): p for p in (root / "harness").rglob("*.py")}
-    graph = {m: runtime_imports(p, set(files)) - {m} for m, p in files.items()}
+    graph = {m: module_imports(p, set(files)) - {m} for m, p in files.items()}
     cycles, state = [], {}
 
     def visit(m: str, stack: list[str]) -> None:
@@ -135,3 +132,16 @@ def test_a_planted_cycle_fails(tmp_path):
     (pkg / "gates.py").write_text("from harness.judge.spec_decode_gates import gate\n")
     (pkg / "spec_decode_gates.py").write_text("def gate():\n    from harness.judge import gates\n    return gates\n")
     assert cycles_in(tmp_path) == ["harness.judge.gates -> harness.judge.spec_decode_gates -> harness.judge.gates"]
+
+
+def test_a_cycle_closed_only_under_type_checking_fails(tmp_path):
+    """The cycle the plugin had: references.py imported the session for its annotations, the session references."""
+    pkg = tmp_path / "harness" / "pytest_plugin"
+    pkg.mkdir(parents=True)
+    for path in (tmp_path / "harness" / "__init__.py", pkg / "__init__.py"):
+        path.write_text('"""x. Imports: nothing."""\n')
+    (pkg / "session.py").write_text("from harness.pytest_plugin.references import ReferenceOutputs\n")
+    (pkg / "references.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                       "    from harness.pytest_plugin.session import HarnessSession\n")
+    assert cycles_in(tmp_path) == [
+        "harness.pytest_plugin.references -> harness.pytest_plugin.session -> harness.pytest_plugin.references"]

@@ -27,7 +27,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """A server still cached at the end (the candidate's, the reference's) that died after its last test fails the
     run: recorded as failed, and the exit status set to 1 where every test passed."""
     harness = session.config.stash.get(SESSION_KEY, None)
-    deaths = harness.deaths() if harness is not None else []
+    deaths = harness.servers.deaths() if harness is not None else []
     if harness is not None and harness.options.parallel:
         mark_worker_done(harness.run_dir)  # a worker waiting on this one's records stops waiting
     for message in deaths:
@@ -39,7 +39,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        session.close()
+        session.servers.close()
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +50,7 @@ def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
 def _live(session: HarnessSession, name: str) -> LiveServer:
     failure = None
     try:
-        return session.server(name)
+        return session.servers.server(name)
     except HarnessError as exc:
         failure = str(exc)
     pytest.fail(failure, pytrace=False)  # outside the except block: the message alone, no chained traceback
@@ -82,7 +82,7 @@ def _stored(session: HarnessSession, name: str | None, serving: bool = False, wh
             # the reference's own worker captures them while its server is up; wait for the store, and capture
             # here only if that worker finished without them
             session.wait_until_stored(name, which)
-        return session.references.outputs(name, keep_server=serving, which=which)
+        return session.references.outputs(name, session.candidate_name, keep_server=serving, which=which)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -110,7 +110,7 @@ def long_context_outputs(harness_session: HarnessSession) -> StoredOutputs:
 def long_context_sweep_outputs(harness_session: HarnessSession) -> StoredOutputs:
     """The reference arm's cold outputs at the grid's sweep lengths (this run's length seed): captured anew whenever
     the seed draws lengths the store does not hold. A workload without a sweep needs none (and starts no server)."""
-    _, sweep, _ = harness_session.references.long_context_sweep_prompts()
+    _, sweep, _ = harness_session.references.long_context_sweep_prompts(harness_session.candidate_name)
     if not sweep.cells:
         return StoredOutputs(harness_session.reference_name or "", "", Path(), {}, reused=True)
     return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT_SWEEP)
@@ -151,7 +151,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     suite_items = [i for i in items if i.path.parent.name == "suites"]
     if suite_items:
         keys = [(session.arm_of(i.nodeid), phase(i, session.options.parallel)) for i in suite_items]
-        order = order_by_arm(keys, session.arm_set.run_order())
+        order = order_by_arm(keys, session.run.arm_set.run_order())
         others = [i for i in items if i.path.parent.name != "suites"]
         items[:] = [suite_items[k] for k in order] + others
     reasons: dict = {}
@@ -179,10 +179,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     several candidates every other suite test runs once per candidate, ids = candidate names."""
     session: HarnessSession = metafunc.config.stash[SESSION_KEY]
     if "served_arm" in metafunc.fixturenames:
-        names = session.run_arms
+        names = session.run.arm_set.arms
         metafunc.parametrize("served_arm", names, ids=names, indirect=True, scope="session")
-    elif len(session.candidates) > 1 and metafunc.definition.path.parent.name == "suites":
-        names = session.candidates
+    elif len(session.run.arm_set.candidates) > 1 and metafunc.definition.path.parent.name == "suites":
+        names = session.run.arm_set.candidates
         metafunc.parametrize(CANDIDATE_PARAM, names, ids=names, indirect=True)
 
 
@@ -213,7 +213,7 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     yield _live(harness_session, request.param)
     failure = None
     try:
-        harness_session.release(request.param)
+        harness_session.servers.release(request.param)
     except HarnessError as exc:  # found dead after its tests passed: an error at teardown fails the run
         failure = str(exc)
     if failure:
@@ -256,7 +256,7 @@ def _server_still_alive(request: pytest.FixtureRequest):
     for arm in dict.fromkeys(arms):
         failure = None
         try:
-            session.using(arm, suite)
+            session.servers.using(arm, suite)
         except HarnessError as exc:
             failure = str(exc)
         if failure:  # raised outside the except block: the message alone, no chained traceback

@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         arm = session.arm_of(item.nodeid)
         session.collected.setdefault(item.nodeid.split("::")[0], {}).setdefault(arm, []).append(item.nodeid)
         if needs_outputs(item):
-            ref = session.arm_set.reference_of(arm)
+            ref = session.run.arm_set.reference_of(arm)
             if ref:
                 session.outputs_needed.setdefault(ref, set()).update(prompt_sets(item))
         if "eager_outputs" in getattr(item, "fixturenames", ()):

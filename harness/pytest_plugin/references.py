@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
@@ -12,6 +11,8 @@ from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkloa
 from harness.measure.generation import Sampling
 from harness.measure.prompts import token_space
 from harness.pytest_plugin.parallel import markers_dir
+from harness.pytest_plugin.servers import ArmServers
+from harness.pytest_plugin.started_run import StartedRun
 from harness.refcheck import store
 from harness.refcheck.batches import capture
 from harness.refcheck.long_context import (
@@ -30,10 +31,6 @@ from harness.refcheck.store import (
     reference_dir,
 )
 
-if TYPE_CHECKING:
-    from harness.pytest_plugin.session import HarnessSession
-
-
 # The prompt sets whose reference outputs are stored: the reference checks' and the long_context grid.
 CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP = "reference_checks", "long_context", "long_context_sweep"
 # The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
@@ -50,80 +47,81 @@ def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
 class ReferenceOutputs:
     """Per session: each reference arm's outputs for the prompt sets of the candidates it serves -- the reference
     checks' prompts and the long_context grid (candidates that share a reference share its workloads: admission) --
-    each loaded or captured once."""
+    each loaded or captured once. The prompts are the candidate's (its workloads as the run started with them);
+    a capture takes the arm's server from the run's ArmServers."""
 
-    def __init__(self, session: HarnessSession):
-        self.session = session
+    def __init__(self, run: StartedRun, servers: ArmServers, refresh: bool = False):
+        self.run, self.servers, self.refresh = run, servers, refresh
         self.stored: dict[tuple[str, str], StoredOutputs] = {}  # (prompt set, arm) -> outputs
         self._identity: dict[str, dict[str, str]] = {}  # arm -> its model's hashes (read once per run)
 
     def identity(self, name: str) -> dict[str, str]:
         if name not in self._identity:
-            self._identity[name] = model_identity(self.session.arm(name))
+            self._identity[name] = model_identity(self.run.arm(name))
         return self._identity[name]
 
-    def check_prompts(self) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
+    def check_prompts(self, candidate: str) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
         """The candidate's reference-check workload, as the run started with it (both arms get the same prompts)."""
-        cand = self.session.arm(self.session.candidate_name)
-        w = self.session.workload(CHECKS)
+        cand = self.run.arm(candidate)
+        w = self.run.workload(CHECKS, candidate)
         return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
 
-    def long_context_prompts(self) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
+    def long_context_prompts(self, candidate: str) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
         """The candidate's long_context grid, as the run started with it (both arms get the same prompts; needles
         from its model dir)."""
-        cand = self.session.arm(self.session.candidate_name)
-        w = self.session.workload(LONG_CONTEXT)
+        cand = self.run.arm(candidate)
+        w = self.run.workload(LONG_CONTEXT, candidate)
         published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
         return (w, build_long_context_prompts(w, token_space(cand, w), published),
                 Sampling(w.output_tokens, w.top_logprobs))
 
-    def long_context_sweep_prompts(self) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
+    def long_context_sweep_prompts(self, candidate: str) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
         """The grid's sweep at this run's lengths (its length seed, run.json length_seed)."""
-        cand = self.session.arm(self.session.candidate_name)
-        w = self.session.workload(LONG_CONTEXT)
+        cand = self.run.arm(candidate)
+        w = self.run.workload(LONG_CONTEXT, candidate)
         published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
-        return (w, build_sweep_prompts(w, token_space(cand, w), self.session.length_seed, published),
+        return (w, build_sweep_prompts(w, token_space(cand, w), self.run.length_seed, published),
                 Sampling(w.output_tokens, w.top_logprobs))
 
-    def prompt_set(self, which: str) -> tuple[CheckPrompts | LongContextPrompts, Sampling]:
+    def prompt_set(self, which: str, candidate: str) -> tuple[CheckPrompts | LongContextPrompts, Sampling]:
         sets = {LONG_CONTEXT: self.long_context_prompts, LONG_CONTEXT_SWEEP: self.long_context_sweep_prompts}
-        _, prompts, sampling = sets.get(which, self.check_prompts)()
+        _, prompts, sampling = sets.get(which, self.check_prompts)(candidate)
         return prompts, sampling
 
-    def outputs(self, name: str, capture_missing: bool = True, keep_server: bool = False,
+    def outputs(self, name: str, candidate: str, capture_missing: bool = True, keep_server: bool = False,
                 which: str = CHECKS) -> StoredOutputs | None:
-        """Arm `name`'s outputs for prompt set `which`: from the store when the key matches, else captured now
-        (None instead when `capture_missing` is False: a parallel run's other worker captures them).
+        """Arm `name`'s outputs for `candidate`'s prompt set `which`: from the store when the key matches, else
+        captured now (None instead when `capture_missing` is False: a parallel run's other worker captures them).
 
         Capturing stops every other server first: on one GPU two servers would not both fit; and the arm's own after,
         unless `keep_server` (its tests come next in this worker)."""
-        cand, arm = self.session.arm(self.session.candidate_name), self.session.arm(name)
+        cand, arm = self.run.arm(candidate), self.run.arm(name)
         # checked for each candidate that asks (a shared reference's outputs serve several)
         difference = model_difference(cand, self.identity(cand.name), arm, self.identity(name))
         if difference:
             raise ConfigError(difference)
         if (which, name) in self.stored:
             return self.stored[(which, name)]
-        prompts, sampling = self.prompt_set(which)
+        prompts, sampling = self.prompt_set(which, candidate)
         key = make_key(arm, self.identity(name), prompts, sampling,
                        installed_vllm_version(arm.launcher.python or server_python()))
         # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store, and
         # only once that capture is saved (the store holds the old outputs under the same key until then)
-        refresh = self.session.options.refresh_reference
-        if refresh and not capture_missing and not refreshed_marker(self.session.run_dir, name, which).is_file():
+        refresh = self.refresh
+        if refresh and not capture_missing and not refreshed_marker(self.run.run_dir, name, which).is_file():
             return None
         stored = None if refresh and capture_missing else store.load(key, name, prompts, reference_dir())
         if stored is None and not capture_missing:
             return None
         if stored is None:
-            self.session.release_all_but(name)
-            outputs = capture(self.session.server(name), prompts.all(), sampling)
+            self.servers.release_all_but(name)
+            outputs = capture(self.servers.server(name), prompts.all(), sampling)
             if not keep_server:
-                self.session.release(name)
+                self.servers.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())
             stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
             if refresh:
-                marker = refreshed_marker(self.session.run_dir, name, which)
+                marker = refreshed_marker(self.run.run_dir, name, which)
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.write_text(str(path))
         self.stored[(which, name)] = stored

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import argparse
 import secrets
-import sys
 from pathlib import Path
 
-from harness.admission.arms import RunArms
-from harness.admission.verdicts import strict_run
 from harness.config.arms import Arm
 from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.records.manifest import CalibrationRepeat, Resume, RunPair, load_manifest, write_manifest
+from harness.qualify.request import AdmittedRun
+from harness.records.manifest import CalibrationRepeat, Resume, RunManifest, RunPair, write_manifest
 from harness.records.runinfo import now, start_manifest, workload_dumps
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
                      arm_set: ArmSet | None = None, strict: bool = False, order_seed: int = 0,
-                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None) -> None:
+                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None) -> RunManifest:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -46,25 +43,26 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
                                   workloads=workload_dumps(by_name[p.candidate]) if p.candidate in by_name else None)
                           for p in arm_set.pairs]
     write_manifest(run_dir, manifest)
+    return manifest
 
 
-def note_resume(run_dir: Path, argv: list[str]) -> None:
+def note_resume(run_dir: Path, manifest: RunManifest, argv: list[str]) -> RunManifest:
     """run.json keeps its first start; each resume adds when and how (the end time and exit code are the last)."""
-    manifest, problems = load_manifest(run_dir)
-    if manifest is None:  # admission read it a moment ago; a file gone since is this run's to report
-        raise ConfigError(f"--resume: {problems[0]}")
     resume = Resume(started=now(), argv=redact_argv(argv), exit_code_before=manifest.exit_code)
-    write_manifest(run_dir, manifest.model_copy(update={"resumed": [*(manifest.resumed or []), resume]}))
+    resumed = manifest.model_copy(update={"resumed": [*(manifest.resumed or []), resume]})
+    write_manifest(run_dir, resumed)
+    return resumed
 
 
-def record_run(run_dir: Path, arms: RunArms, args: argparse.Namespace) -> None:
-    """A new run's run.json, or one more `resumed` entry in the resumed run's."""
-    if args.resume:
-        note_resume(run_dir, sys.argv)
-    else:
-        record_run_start(run_dir, arms.run_arms, sys.argv, args.suite_list, arms.arm_set, strict_run(args.strict),
-                         args.order_seed, calibration_repeat(args.calibration_repeat),
-                         args.length_seed if args.length_seed is not None else fresh_length_seed())
+def record_run(run: AdmittedRun) -> RunManifest:
+    """A new run's run.json, or one more `resumed` entry in the resumed run's (as admission read it): written for the
+    suites' plugin and for a later resume; this process goes on with the value returned."""
+    request = run.request
+    if run.resumed is not None:
+        return note_resume(run.run_dir, run.resumed, list(request.argv))
+    return record_run_start(run.run_dir, run.arms.run_arms, list(request.argv), list(run.suites), run.arms.arm_set,
+                            run.strict, request.order_seed, calibration_repeat(request.calibration_repeat),
+                            request.length_seed if request.length_seed is not None else fresh_length_seed())
 
 
 def fresh_length_seed() -> int:

@@ -72,10 +72,10 @@ def locate_and_judge(run: str, baseline: str | None, exit_code: int | None) -> t
     return run_dir, judge_run(run_dir, baseline, exit_code)
 
 
-def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[Path, Judgement]:
+def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[Path, Judgement, RunManifest]:
     """qualify's end of a run: judged first (gates, baseline diff: the verdict may differ from pytest's code), then
     run.json's end (time, device, verdict, pytest's code) written once, before anything is rendered. Should judging
-    fail, the end is written all the same, with pytest's code, and the error goes on."""
+    fail, the end is written all the same, with pytest's code, and the error goes on. Returns run.json as written."""
     run_dir = Path(run)  # qualify passes its run directory
     try:
         run_dir, judged = locate_and_judge(run, baseline, pytest_code)
@@ -84,9 +84,9 @@ def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[
             finish_run_info(run_dir, pytest_code, baseline)
             append_to_history(run_dir)
         raise
-    finish_run_info(run_dir, judged.exit_code, baseline, pytest_exit_code=pytest_code)
+    manifest = finish_run_info(run_dir, judged.exit_code, baseline, pytest_exit_code=pytest_code)
     append_to_history(run_dir)
-    return run_dir, judged
+    return run_dir, judged, manifest
 
 
 def append_to_history(run_dir: Path) -> None:
@@ -112,13 +112,12 @@ def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bo
     is 1 on a baseline regression."""
     with interrupts_noted() as noted:
         if exit_code is not None:
-            run_dir, judged = judge_and_record(run, baseline, exit_code)
+            run_dir, judged, manifest = judge_and_record(run, baseline, exit_code)
         else:
             run_dir, judged = locate_and_judge(run, baseline, None)
-        # a missing or broken run.json is listed among the report's problems
+            manifest, _ = load_manifest(run_dir)  # a missing or broken one is listed among the report's problems
         rendered = render_run(run_dir, judged)
         code = rendered.exit_code if exit_code is not None else (1 if rendered.regressions else 0)
-        manifest, _ = load_manifest(run_dir)
         note = write_annotation(run_dir, manifest, rendered)
         print(("\n" if exit_code is not None else "") + rendered.markdown)
         print(f"report: {rendered.html_path}\nbuildkite annotation: {note}")

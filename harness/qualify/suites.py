@@ -3,38 +3,38 @@ checked before anything is written."""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 from harness.config.errors import ConfigError
 from harness.config.suites import SUITES_DIR
 from harness.qualify import interrupts
+from harness.qualify.request import AdmittedRun
 
 
-def pytest_argv(run_dir: Path, args: argparse.Namespace) -> list[str]:
+def pytest_argv(run: AdmittedRun) -> list[str]:
     """The suites' pytest command line: the run's suite files (the default leaves the named-only ones out), its arms,
     run directory and options, then the pytest arguments given after `--`."""
-    targets = [str(SUITES_DIR / f"test_{s}.py") for s in args.suite_list]
-    named = ["--arm", args.names[0]] if len(args.names) == 1 else ["--arms", ",".join(args.names)]
+    request, run_dir = run.request, run.run_dir
+    targets = [str(SUITES_DIR / f"test_{s}.py") for s in run.suites]
+    named = ["--arm", run.names[0]] if len(run.names) == 1 else ["--arms", ",".join(run.names)]
     argv = [*targets, "-p", "no:cacheprovider", *named, "--run-dir", str(run_dir),
             f"--junitxml={run_dir / 'junit.xml'}", "-o", "junit_family=xunit2", "-rfE"]
-    if args.reference:
-        argv += ["--reference", args.reference]
-    for assignment in args.set:
+    if run.reference:
+        argv += ["--reference", run.reference]
+    for assignment in request.overrides:
         argv += ["--set", assignment]
-    if args.refresh_reference:
+    if request.refresh_reference:
         argv.append("--refresh-reference")
-    if args.resume:
+    if request.resume:
         argv.append("--resume")
-    if args.parallel:  # one xdist worker per arm of the run: candidates and references side by side
-        argv += ["-n", str(args.arm_count), "--parallel-arms"]
-    return argv + args.pytest_args
+    if request.parallel:  # one xdist worker per arm of the run: candidates and references side by side
+        argv += ["-n", str(run.arm_count), "--parallel-arms"]
+    return argv + list(request.pytest_args)
 
 
-def run_suites(run_dir: Path, args: argparse.Namespace) -> int:
+def run_suites(run: AdmittedRun) -> int:
+    """pytest's exit code for the run's suites, in this process (its plugin reads run.json record_run wrote)."""
     import pytest
 
-    return int(pytest.main(pytest_argv(run_dir, args), plugins=[interrupts.RELAY]))
+    return int(pytest.main(pytest_argv(run), plugins=[interrupts.RELAY]))
 
 
 def check_pytest_args(extra: list[str]) -> None:

@@ -13,14 +13,12 @@ from pathlib import Path
 from harness import __version__
 from harness.config.errors import HarnessError
 from harness.config.paths import REPO_ROOT
-from harness.config.thresholds import Gates, for_run, load_gates
 from harness.config.workloads import FAMILIES, load_workload, workload_for, workload_kind
 from harness.records.manifest import (
     SCHEMA_VERSION,
     ManifestProblem,
     NotAManifest,
     RunManifest,
-    load_manifest,
     read_manifest,
     write_manifest,
 )
@@ -109,12 +107,3 @@ def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
     write_manifest(run_dir, manifest)
     return manifest
 
-
-def run_thresholds(run_dir: Path, cand: str, strict: bool) -> Gates:
-    """The thresholds a suite judges its candidate with at the end of a run: the ones run.json recorded at the start
-    (resolved for a strict run then), so the suite's gate and the report's agree; without a run.json (pytest run by
-    hand) the arm's gates.yaml sections, resolved for `strict`."""
-    manifest, _ = load_manifest(run_dir)
-    pairs = manifest.pairs if manifest else []
-    recorded = next((p.gates for p in pairs if p.candidate == cand and p.gates), None)
-    return Gates.model_validate(recorded) if recorded else for_run(load_gates(cand), strict)

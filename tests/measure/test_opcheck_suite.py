@@ -3,27 +3,26 @@ records the reason and skips (never a silent pass). An arm without DCP skips bef
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness.config.paths import REPO_ROOT, server_python
+from harness.config.thresholds import load_gates
 from harness.records.schema import DcpOpsRecord
 
 
 def suite():
-    spec = importlib.util.spec_from_file_location("test_dcp_ops", REPO_ROOT / "suites" / "test_dcp_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.test_dcp_ops
+    return runpy.run_path(str(REPO_ROOT / "suites" / "test_dcp_ops.py"))["test_dcp_ops"]
 
 
 def session(tmp_path: Path, dcp: int):
     arm = SimpleNamespace(name="gpu-dcp2", parallelism=SimpleNamespace(dcp=dcp), launcher=SimpleNamespace(python=None))
-    return SimpleNamespace(candidate_name=arm.name, arm=lambda name: arm, run_dir=tmp_path)
+    return SimpleNamespace(candidate_name=arm.name, arm=lambda name: arm, run_dir=tmp_path,
+                           thresholds=lambda: load_gates(arm.name))
 
 
 def recorder(into: list):

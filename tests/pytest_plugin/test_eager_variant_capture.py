@@ -39,7 +39,7 @@ def item(nodeid: str, *fixturenames: str) -> SimpleNamespace:
 def test_collection_marks_the_candidates_whose_tests_need_their_eager_variant():
     session = SimpleNamespace(collected={}, outputs_needed={}, eager_needed=set(),
                               arm_of=lambda nodeid: "gpu-mla-120k",
-                              arm_set=SimpleNamespace(reference_of=lambda arm: "gpu-mla-120k-ref"))
+                              run=SimpleNamespace(arm_set=SimpleNamespace(reference_of=lambda arm: "gpu-mla-120k-ref")))
     config = SimpleNamespace(stash={SESSION_KEY: session})
     grouping.pytest_collection_modifyitems(config, [item("test_long_context.py::t", "long_context_outputs")])
     assert session.eager_needed == set()

@@ -30,9 +30,9 @@ def test_each_prompt_set_has_its_own_key_and_refresh_marker(tmp_path, monkeypatc
     monkeypatch.setattr(references.store, "load", load)
     monkeypatch.setattr(references, "installed_vllm_version", lambda python: "0.0-test")
     refs = HarnessSession(Options(arm="cpu-smoke", run_dir=tmp_path / "run", parallel=True)).references
-    assert refs.outputs("cpu-ref", capture_missing=False) is None
-    assert refs.outputs("cpu-ref", capture_missing=False, which="long_context") is None
-    _, grid, _ = refs.long_context_prompts()
-    assert seen == {"CheckPrompts": refs.check_prompts()[1].fingerprint(), "LongContextPrompts": grid.fingerprint()}
+    assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is None
+    assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False, which="long_context") is None
+    _, grid, _ = refs.long_context_prompts("cpu-smoke")
+    assert seen == {"CheckPrompts": refs.check_prompts("cpu-smoke")[1].fingerprint(), "LongContextPrompts": grid.fingerprint()}
     assert references.refreshed_marker(tmp_path, "cpu-ref").name == "cpu-ref.refreshed"
     assert references.refreshed_marker(tmp_path, "cpu-ref", "long_context").name == "cpu-ref.long_context.refreshed"

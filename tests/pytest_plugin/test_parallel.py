@@ -242,9 +242,9 @@ def test_under_refresh_a_waiting_worker_takes_only_this_runs_capture_not_the_old
     monkeypatch.setattr(references, "installed_vllm_version", lambda python: "0.0-test")
     run = tmp_path / "run"
     waiting = HarnessSession(Options(arm="cpu-smoke", run_dir=run, refresh_reference=True, parallel=True)).references
-    assert waiting.outputs("cpu-ref", capture_missing=False) is None  # the old store is not this run's capture
+    assert waiting.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is None  # the old store is not this run's capture
     references.refreshed_marker(run, "cpu-ref").parent.mkdir(parents=True)
     references.refreshed_marker(run, "cpu-ref").write_text("saved")  # what the capturing worker writes after save
-    assert waiting.outputs("cpu-ref", capture_missing=False) is old
+    assert waiting.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is old
     plain = HarnessSession(Options(arm="cpu-smoke", run_dir=tmp_path / "run2", parallel=True)).references
-    assert plain.outputs("cpu-ref", capture_missing=False) is old  # without refresh the store is the answer
+    assert plain.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is old  # without refresh the store is the answer

@@ -22,7 +22,7 @@ def test_pair_skips_without_a_reference(tmp_path, arms_dir):
     d, write = arms_dir
     write("solo", "extends: base\n")
     s = HarnessSession(Options(arm="solo", run_dir=tmp_path / "run"))
-    s._arms["solo"] = s._arms.get("solo") or __import__("harness.config.arms", fromlist=["load_arm"]).load_arm("solo", arms_dir=d)
+    s.run._arms["solo"] = __import__("harness.config.arms", fromlist=["load_arm"]).load_arm("solo", arms_dir=d)
     with pytest.raises(pytest.skip.Exception, match="names no reference arm"):
         s.pair()
 
@@ -47,14 +47,14 @@ def test_a_dead_server_makes_the_arms_remaining_tests_not_run_with_the_cause(tmp
                              log_path=tmp_path / "server.log")
     arm = SimpleNamespace(name="dcp8", attention=SimpleNamespace(expected=None))
     s = session(tmp_path)
-    s._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
-    s.using("dcp8", "long_prefix")  # alive: remembered as the user
+    s.servers._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
+    s.servers.using("dcp8", "long_prefix")  # alive: remembered as the user
     state["death"] = "exit -9"
     for _ in range(2):  # the next test, and every one after it, reads the same cause
         with pytest.raises(HarnessError, match=r"not run: server of arm 'dcp8' died \(exit -9\) during long_prefix"):
-            s.using("dcp8", "kv_capacity")
+            s.servers.using("dcp8", "kv_capacity")
     with pytest.raises(HarnessError, match="died"):
-        s.server("dcp8")  # no relaunch of a dead arm within the run
+        s.servers.server("dcp8")  # no relaunch of a dead arm within the run
     died = [r for r in s.records() if isinstance(r, ServerRecord)]
     assert [(r.status, r.reason) for r in died] == [("failed", "died (exit -9) during long_prefix")]
     assert state["stopped"] == 1
@@ -78,13 +78,13 @@ def test_a_server_found_dead_after_its_last_test_fails_the_run_with_the_cause(tm
     s = session(tmp_path)
     alive, alive_state = fake("tp8", None)
     dead, dead_state = fake("dcp8", "exit -9")
-    s._servers.update(tp8=alive, dcp8=dead)
-    s.using("tp8", "kv_capacity")
-    s._using["dcp8"] = "kv_capacity"  # its last test passed; it died afterwards
-    s.release("tp8")
+    s.servers._servers.update(tp8=alive, dcp8=dead)
+    s.servers.using("tp8", "kv_capacity")
+    s.servers._using["dcp8"] = "kv_capacity"  # its last test passed; it died afterwards
+    s.servers.release("tp8")
     assert alive_state["stopped"] == 1 and not s.records()
     with pytest.raises(HarnessError, match=r"server of arm 'dcp8' died \(exit -9\) after its last use, by kv_capacity"):
-        s.release("dcp8")
+        s.servers.release("dcp8")
     assert dead_state["stopped"] >= 1
     died = [r for r in s.records() if isinstance(r, ServerRecord)]
     assert [(r.arm, r.status, r.reason) for r in died] == [("dcp8", "failed", "died (exit -9) after its last use, by kv_capacity")]
@@ -92,9 +92,9 @@ def test_a_server_found_dead_after_its_last_test_fails_the_run_with_the_cause(tm
     s2 = session(tmp_path / "end")
     dead2, _ = fake("dcp8", "exit -9")
     alive2, _ = fake("tp8", None)
-    s2._servers.update(dcp8=dead2, tp8=alive2)
-    (message,) = s2.deaths()
-    assert "'dcp8' died (exit -9) after its last use, by start-up" in message and "tp8" in s2._servers
+    s2.servers._servers.update(dcp8=dead2, tp8=alive2)
+    (message,) = s2.servers.deaths()
+    assert "'dcp8' died (exit -9) after its last use, by start-up" in message and "tp8" in s2.servers._servers
 
 
 @pytest.mark.parametrize("death, code", [(None, 0), ("exit -9", 1)])
@@ -108,7 +108,7 @@ pytest_plugins = ["harness.pytest_plugin"]
 def pytest_sessionstart(session):
     server = SimpleNamespace(death=lambda: {death!r}, stop=lambda: None, log_path="server.log")
     arm = SimpleNamespace(name="dcp8", attention=SimpleNamespace(expected=None))
-    session.config.stash[SESSION_KEY]._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
+    session.config.stash[SESSION_KEY].servers._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
 ''')
     pytester.makepyfile(test_any="def test_passes():\n    assert True\n")
     result = pytester.runpytest_inprocess("--arm", "dcp8", "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")

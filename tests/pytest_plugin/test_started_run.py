@@ -16,11 +16,12 @@ from harness.config import workloads as config_workloads
 from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
 from harness.config.paths import REPO_ROOT, WORKLOADS_DIR
-from harness.pytest_plugin import session as session_module
+from harness.pytest_plugin import started_run as session_module
 from harness.pytest_plugin.options import Options
 from harness.pytest_plugin.session import HarnessSession
 from harness.qualify.record import note_resume, record_run_start
 from harness.records import runinfo
+from harness.records.manifest import read_manifest
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_a_workload_edited_mid_run_does_not_reach_the_suites(started):
     assert s.workload("long_prefix").output_tokens == 32  # the candidate's, as recorded
     s.focus_on("suites/test_long_prefix.py::test_long_prefix[ref]")
     assert s.candidate_name == "cand" and s.workload("long_prefix").output_tokens == 32  # the reference's: the same
-    note_resume(run_dir, ["qualify", "--resume", str(run_dir)])
+    note_resume(run_dir, read_manifest(run_dir), ["qualify", "--resume", str(run_dir)])
     resumed = HarnessSession(Options(arm="cand", run_dir=run_dir, resume=True))
     assert resumed.workload("long_prefix").output_tokens == 32  # a resumed run: the first start's
 
@@ -83,7 +84,7 @@ def test_an_unreadable_run_json_fails_what_needs_it_with_the_reason(started):
 def test_an_unchanged_arm_loads_from_its_yaml_secrets_and_all(started):
     run_dir, _, _, _ = started
     s = HarnessSession(Options(arm="cand", run_dir=run_dir))
-    assert s.arm_set == ArmSet((Pair("cand", "ref"),))
+    assert s.run.arm_set == ArmSet((Pair("cand", "ref"),))
     assert s.arm("cand").server.env["HF_TOKEN"] == "hf_s3cr3t"  # launched from the YAML, not the redacted dump
     assert json.loads((run_dir / "run.json").read_text())["arms"]["cand"]["server"]["env"]["HF_TOKEN"] == "<redacted>"
     assert s.arm("ref").name == "ref"
@@ -99,7 +100,7 @@ def test_an_arm_edited_mid_run_is_refused_with_its_file_and_field(started):
     assert str(exc.value) == (f"arm 'cand': {d / 'cand.yaml'} changed since the run started: field parallelism.tp is "
                               "now 4, the run started with 8 (run.json). Restart the run, or restore the file")
     assert s.arm("ref").name == "ref"  # the other arm runs on
-    assert s.arm_set == ArmSet((Pair("cand", "ref"),))  # the run's pairs stay the recorded ones
+    assert s.run.arm_set == ArmSet((Pair("cand", "ref"),))  # the run's pairs stay the recorded ones
 
 
 def test_a_changed_secret_is_caught_without_showing_it(started):

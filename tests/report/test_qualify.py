@@ -43,7 +43,8 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
     calls = []
 
     def run(tpot_scale: float, pytest_code: int = 0, baseline: str | None = None):
-        def fake_suites(run_dir, args):
+        def fake_suites(run):
+            run_dir = run.run_dir
             calls.append(run_dir)
             src = make_run(tmp_path / "src", run_dir.name, tpot_scale=tpot_scale)
             for item in src.iterdir():
@@ -120,7 +121,7 @@ def test_secrets_are_redacted_in_run_json_report_annotation_and_log(tmp_path, ar
     monkeypatch.setattr(admitting, "load_run_arms", lambda names, ref, s: run_arms(names[0], s, d))
     monkeypatch.setattr(admitting, "check_shared_workloads", lambda *a: None)
     monkeypatch.setattr(admitting, "admit", lambda *a, **k: {})
-    monkeypatch.setattr(pipeline, "run_suites", lambda run_dir, args: 0)
+    monkeypatch.setattr(pipeline, "run_suites", lambda run: 0)
     run_dir = tmp_path / "run"
     argv = ["qualify", "--arm", "cpu-smoke", "--run-dir", str(run_dir), *sets]
     monkeypatch.setattr("sys.argv", ["python -m harness", *argv])
