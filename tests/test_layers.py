@@ -123,25 +123,28 @@ def test_no_module_imports_itself_back():
     assert cycles_in(REPO_ROOT) == []
 
 
+def plant(root, stage: str, modules: dict[str, str]) -> None:
+    """A scratch `harness` package under `root` with one stage holding `modules` (name -> source)."""
+    pkg = root / "harness" / stage
+    pkg.mkdir(parents=True)
+    for path in (root / "harness" / "__init__.py", pkg / "__init__.py"):
+        path.write_text('"""x. Imports: nothing."""\n')
+    for name, source in modules.items():
+        (pkg / f"{name}.py").write_text(source)
+
+
 def test_a_planted_cycle_fails(tmp_path):
     """The check finds a cycle hidden by a deferred import, as gates.py <-> spec_decode_gates.py was."""
-    pkg = tmp_path / "harness" / "judge"
-    pkg.mkdir(parents=True)
-    for path in (tmp_path / "harness" / "__init__.py", pkg / "__init__.py"):
-        path.write_text('"""x. Imports: nothing."""\n')
-    (pkg / "gates.py").write_text("from harness.judge.spec_decode_gates import gate\n")
-    (pkg / "spec_decode_gates.py").write_text("def gate():\n    from harness.judge import gates\n    return gates\n")
+    plant(tmp_path, "judge", {"gates": "from harness.judge.spec_decode_gates import gate\n",
+                              "spec_decode_gates": "def gate():\n    from harness.judge import gates\n    return gates\n"})
     assert cycles_in(tmp_path) == ["harness.judge.gates -> harness.judge.spec_decode_gates -> harness.judge.gates"]
 
 
 def test_a_cycle_closed_only_under_type_checking_fails(tmp_path):
     """The cycle the plugin had: references.py imported the session for its annotations, the session references."""
-    pkg = tmp_path / "harness" / "pytest_plugin"
-    pkg.mkdir(parents=True)
-    for path in (tmp_path / "harness" / "__init__.py", pkg / "__init__.py"):
-        path.write_text('"""x. Imports: nothing."""\n')
-    (pkg / "session.py").write_text("from harness.pytest_plugin.references import ReferenceOutputs\n")
-    (pkg / "references.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                       "    from harness.pytest_plugin.session import HarnessSession\n")
+    plant(tmp_path, "pytest_plugin", {
+        "session": "from harness.pytest_plugin.references import ReferenceOutputs\n",
+        "references": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from harness.pytest_plugin.session import HarnessSession\n"})
     assert cycles_in(tmp_path) == [
         "harness.pytest_plugin.references -> harness.pytest_plugin.session -> harness.pytest_plugin.references"]
