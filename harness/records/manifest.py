@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from harness.records.migrations import FormatError, StoredFormat, upgrade
+
 SCHEMA_VERSION = 1
 
 
@@ -104,18 +106,11 @@ class NotAManifest(ManifestProblem):
     """JSON this harness cannot read as a run manifest: another program's file, or a newer harness's."""
 
 
-def migrate(raw: dict, run_id: str) -> dict:
-    """Any run.json ever written -> the current schema's fields (pure). Unversioned files come in two shapes: the
-    oldest (no `pairs`: one candidate, the first arm against the second, gates not recorded) and the richer ones
-    (`pairs`). Both get the pairs the report judged them by, the version and the run id (the run directory's
-    name)."""
-    version = raw.get("schema_version")
-    if version is not None and version != SCHEMA_VERSION:
-        raise ManifestError(f"schema_version {version!r}: this harness reads run.json version {SCHEMA_VERSION} and "
-                            "older; render it with the harness that wrote it (its harness_version, git_commit)")
-    if version == SCHEMA_VERSION:
-        return raw
-    out = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **raw}
+def unversioned_to_1(raw: dict, run_id: str) -> dict:
+    """Unversioned run.json files come in two shapes: the oldest (no `pairs`: one candidate, the first arm against
+    the second, gates not recorded) and the richer ones (`pairs`). Both get the pairs the report judged them by and
+    the run id (the run directory's name)."""
+    out = {"run_id": run_id, **raw}
     if isinstance(raw.get("pairs"), list):
         out["pairs"] = [p for p in raw["pairs"] if isinstance(p, dict) and p.get("candidate")]
     elif raw.get("arms"):
@@ -123,6 +118,18 @@ def migrate(raw: dict, run_id: str) -> dict:
         out["pairs"] = [{"candidate": arms[0], "reference": arms[1] if len(arms) > 1 else None,
                          "gates": raw.get("gates"), "workloads": raw.get("workloads")}]
     return out
+
+
+RUN_JSON = StoredFormat("run.json", "schema_version", SCHEMA_VERSION, {0: unversioned_to_1},
+                        remedy="render it with the harness that wrote it (its harness_version, git_commit)")
+
+
+def migrate(raw: dict, run_id: str) -> dict:
+    """Any run.json ever written -> the current schema's fields (pure), through records.migrations' steps."""
+    try:
+        return upgrade(raw, RUN_JSON, run_id=run_id)
+    except FormatError as exc:
+        raise ManifestError(str(exc)) from None
 
 
 def parse_manifest(raw: dict, run_id: str = "") -> RunManifest:

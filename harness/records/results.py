@@ -1,7 +1,8 @@
 """results.jsonl: the writer suites append records with, and the reader the report and the gates use.
 
-The reader refuses schema versions it does not know, reports a truncated last line (a crashed run) and unknown
-record kinds precisely, and returns every record it could read.
+The reader brings older records up to the current schema (records.migrations; none is older yet), refuses versions
+it does not know, reports a truncated last line (a crashed run) and unknown record kinds precisely, and returns every
+record it could read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR
 from harness.records.jsonl import append_line, numbered_rows
+from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.records.schema import KNOWN_KINDS, RECORD_ADAPTER, SCHEMA_VERSION, Record
 
 
@@ -30,11 +32,17 @@ class ResultsWriter:
         append_line(self.path, record.model_dump_json(), sync=True)
 
 
+RESULT_RECORD = StoredFormat("results.jsonl record", "schema_version", SCHEMA_VERSION,
+                             remedy="re-render with the harness version that wrote it")
+
+
 def parse_record(data: object, lineno: int, path: Path) -> tuple[Record | None, str | None]:
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
-        return None, (f"{path}:{lineno}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
-                      "re-render with the harness version that wrote it")
+    if not isinstance(data, dict):
+        return None, f"{path}:{lineno}: not a JSON object; skipped"
+    try:
+        data = upgrade(data, RESULT_RECORD)
+    except FormatError as exc:
+        return None, f"{path}:{lineno}: {exc}"
     if data.get("kind") not in KNOWN_KINDS:
         return None, f"{path}:{lineno}: unknown record kind {data.get('kind')!r}; skipped"
     try:

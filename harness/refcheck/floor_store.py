@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.config.arms import Arm
 from harness.records.jsonl import read_jsonl
+from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.records.schema import RequestComparison, comparison_model
 from harness.refcheck.store import arm_config_sha
 
@@ -77,6 +78,12 @@ class Calibration:
                 f"tie gap {self.tie_gap:.3g}" + (f"; smallest caught: {self.power}" if self.power else ""))
 
 
+# A calibration file names its format (records.migrations); the ones written before that are format 1 as they stand.
+CALIBRATION_FORMAT = 1
+CALIBRATION_FILE = StoredFormat("calibration", "format", CALIBRATION_FORMAT, {0: lambda doc, **_: doc},
+                                remedy="calibrate the arm again (`python -m harness calibrate`)")
+
+
 class CalibrationUnreadable(Exception):
     """A calibration file that exists but is no calibration (truncated, not UTF-8, another schema): the check it
     would judge cannot be judged."""
@@ -89,11 +96,13 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
     if not file.is_file():
         return None
     try:
-        raw = json.loads(file.read_bytes().decode("utf-8"))
+        raw = upgrade(json.loads(file.read_bytes().decode("utf-8")), CALIBRATION_FILE)
         return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k != "power"},
                            power=raw.get("power"))
     except UnicodeDecodeError as exc:
         raise CalibrationUnreadable(f"{file}: not UTF-8 (byte {exc.start})") from None
+    except FormatError as exc:
+        raise CalibrationUnreadable(f"{file}: {exc}") from None
     except ValueError as exc:
         raise CalibrationUnreadable(f"{file}: not JSON ({exc})") from None
     except (KeyError, TypeError) as exc:
@@ -106,7 +115,8 @@ def save_calibration(path: Path, calibration: Calibration, floor: list[RequestCo
     check = calibration.check
     write_atomically(path / f"{check}.jsonl", "".join(c.model_dump_json() + "\n" for c in floor))
     write_atomically(path / f"{check}.source.json", json.dumps({**source, "accepted": calibration.calibrated}))
-    write_atomically(path / f"{check}.calibration.json", json.dumps(calibration.__dict__, indent=1))
+    write_atomically(path / f"{check}.calibration.json",
+                     json.dumps({"format": CALIBRATION_FORMAT, **calibration.__dict__}, indent=1))
 
 
 def record_power(path: Path, check: str, power: str) -> None:
@@ -114,7 +124,8 @@ def record_power(path: Path, check: str, power: str) -> None:
     calibration = load_calibration(path, check)
     if calibration is None:
         raise FileNotFoundError(f"no calibration of {check} at {path} to add the power to")
-    write_atomically(path / f"{check}.calibration.json", json.dumps({**calibration.__dict__, "power": power}, indent=1))
+    write_atomically(path / f"{check}.calibration.json",
+                     json.dumps({"format": CALIBRATION_FORMAT, **calibration.__dict__, "power": power}, indent=1))
 
 
 def write_atomically(target: Path, text: str) -> None:

@@ -20,9 +20,13 @@ from harness.config.arms import Arm
 from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR
 from harness.measure.generation import Generation, Sampling
+from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.refcheck.prompts import CheckPrompts, prompt_sha
 
 STORE_FORMAT = 1
+# Each file names its format (records.migrations); none is older yet. A stored file is a capture: recapturing
+# (--refresh-reference) is the remedy where no step leads to today's format.
+REFERENCE_FILE = StoredFormat("reference file", "format", STORE_FORMAT, remedy="recapture it")
 FULL_HASH_LIMIT = 512 * 2**20  # larger weight files: size + first and last MiB (a 1 TB checkpoint is not re-read)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "tiktoken.model")
@@ -154,9 +158,12 @@ def load(key: ReferenceKey, arm: str, prompts: CheckPrompts, directory: Path) ->
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReferenceStoreError(f"reference file {path} is corrupt ({exc}); {fix}") from None
-    found = doc.get("format") if isinstance(doc, dict) else None
-    if found != STORE_FORMAT:
-        raise ReferenceStoreError(f"reference file {path}: format {found!r}, this harness reads {STORE_FORMAT}; {fix}")
+    if not isinstance(doc, dict):
+        raise ReferenceStoreError(f"reference file {path} is no JSON object; {fix}")
+    try:
+        doc = upgrade(doc, REFERENCE_FILE)
+    except FormatError as exc:
+        raise ReferenceStoreError(f"reference file {path}: {exc}; {fix}") from None
     differ = sorted(k for k in key.meta.keys() | doc.get("meta", {}).keys() if key.meta.get(k) != doc["meta"].get(k))
     if differ:
         shown = "; ".join(f"{k}: stored {doc['meta'].get(k)!r}, expected {key.meta.get(k)!r}" for k in differ)

@@ -36,7 +36,7 @@ def test_other_schema_version_and_unknown_kind(tmp_path):
                     + OutcomeRecord(run_id="r", arm="a", suite="s", test="t", outcome="passed").model_dump_json() + "\n")
     records, problems = read_results(path)
     assert [r.kind for r in records] == ["outcome"]
-    assert "schema_version 99, this harness reads 1" in problems[0]
+    assert "schema_version 99: this harness reads results.jsonl record version 1" in problems[0]
     assert "unknown record kind 'mystery'" in problems[1]
 
 

@@ -64,7 +64,7 @@ def test_bad_lines_are_listed_precisely_and_the_rest_renders(tmp_path):
         f.write('{"schema_version": 1, "kind": "outc')
     rendered = render_run(run)
     html = rendered.html_path.read_text()
-    for text in ("schema_version 7, this harness reads 1", "unknown record kind &#39;draft_tree&#39;",
+    for text in ("schema_version 7: this harness reads results.jsonl record version 1", "unknown record kind &#39;draft_tree&#39;",
                  "truncated last line (the run was interrupted)"):
         assert text in html
     assert "results.jsonl:" in rendered.markdown and "| cpu-smoke | c1 " in rendered.markdown
