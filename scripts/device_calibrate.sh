@@ -12,16 +12,14 @@
 # table, the floors' calibration files and the exit code of each step in $OUT/steps.txt.
 set -uo pipefail
 ARM=${ARM:?ARM=arm}
-OUT=${OUT:-/tmp/out}
-KEEP=/tmp/keep
 source scripts/device_lib.sh
-device_env
-export HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_REPORTS_DIR=$KEEP/reports
-mkdir -p "$OUT" "$KEEP/reports"
-t0=$(date +%s)
+device_start
+device_keep /tmp/keep
+export HARNESS_REPORTS_DIR=$KEEP/reports
+mkdir -p "$KEEP/reports"
 deadline=$(( t0 + ${DEADLINE_S:-570} ))
 marker=$KEEP/.call-$t0 && touch "$marker"
-make_tiny_mla "$KEEP/tiny-mla" "$OUT/tiny-mla.log" || exit 3
+keep_model tiny-mla || exit 3
 echo "setup: $(( $(date +%s) - t0 )) s; model: $(tr -d '\n ' < models/tiny-mla/tiny_model.json | cut -c1-300)"
 for step in ${STEPS:-calibrate}; do
   left=$(( deadline - $(date +%s) ))

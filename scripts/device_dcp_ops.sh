@@ -33,9 +33,9 @@ SKIP_CLEAN=${SKIP_CLEAN:-0}          # 1: no clean control (it ran in an earlier
 E2E_TIMEOUT=${E2E_TIMEOUT:-400}
 MUT="$PY -m harness.faults.mutations"
 
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # never NVLink multicast
-export VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1
-export PYTHONPATH="$REPO:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+DEVICE_SITE=$SITE
+source scripts/device_lib.sh
+device_env  # never NVLink multicast
 mkdir -p "$OUT/faults"
 START=$(date +%s)
 printf 'step\tseconds\trc\n' > "$OUT/timings.tsv"

@@ -19,38 +19,19 @@
 set -uo pipefail
 LABEL=${1:?usage: device_e2e_checks.sh LABEL}
 case "$LABEL" in *[!A-Za-z0-9._+-]*) echo "label must be [A-Za-z0-9._+-]" >&2; exit 2;; esac
-OUT=${OUT:-/tmp/out}
-KEEP=${E2E_KEEP:-/tmp/keep}
-ARM=${E2E_ARM:-gpu-dcp2}  # E2E_ARM=cpu-smoke E2E_MODEL=0 E2E_PYTHON=.venv/bin/python: a dry run of this script on CPU
-PY=${E2E_PYTHON:-python3}
+ARM=${E2E_ARM:-gpu-dcp2}  # E2E_ARM=cpu-smoke E2E_MODEL=0 PY=.venv/bin/python: a dry run of this script on CPU
+PY=${PY:-${E2E_PYTHON:-python3}}
 RUN=e2e-$LABEL-$(date +%H%M%S)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
-export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
-mkdir -p "$OUT" "$KEEP/references" models
+source scripts/device_lib.sh
+device_start
 # A reference store (with the product's floors) and this script's e2e-floor brought back by an earlier device
 # session: carry .device-refs/references.tgz (this script writes $OUT/references.tgz) and the stored gpu-tp2
 # reference is reused, not captured again, and fault runs are judged against that session's control.
-if [ -f .device-refs/references.tgz ] && [ -z "$(ls -A "$KEEP/references")" ]; then
-  tar xzf .device-refs/references.tgz -C "$KEEP"
-fi
-t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
-fi
+device_keep "${E2E_KEEP:-/tmp/keep}"
 fresh=0
-if [ "${E2E_MODEL:-1}" = 1 ] && [ ! -f "$KEEP/tiny-mla/config.json" ]; then
-  say "generating the tiny MLA model (deterministic, copy task)"
-  python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 \
-    || { tail -30 "$KEEP/tiny-mla.log"; cp "$KEEP/tiny-mla.log" "$OUT/"; exit 3; }
-  fresh=1
-fi
 if [ "${E2E_MODEL:-1}" = 1 ]; then
-  [ -L models/tiny-mla ] || rm -rf models/tiny-mla  # a real directory left by device_qualify.sh
-  ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+  [ -f "$KEEP/tiny-mla/config.json" ] || fresh=1
+  keep_model tiny-mla || exit 3
   cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/tiny_model.json"
   say "model: $(tr -d '\n ' < "$KEEP/tiny-mla/tiny_model.json" | cut -c1-600)"
 fi
@@ -90,11 +71,7 @@ cp "$OUT/e2e-$LABEL.json" "$KEEP/" 2>/dev/null
 case "$LABEL" in control*|clean*)  # a passing clean run becomes the pair's known-good floor inside the product too
   [ "$code" = 0 ] && "$PY" -m harness accept-floor --run "$R" --arm "$ARM" | tee "$OUT/accept-floor-$LABEL.txt";;
 esac
-for log in "$R"/*/server.log; do
-  [ -f "$log" ] && tail -c 150000 "$log" > "$log.tail" && mv "$log.tail" "$log"
-done
-cp "$KEEP/$RUN.qualify.log" "$R/" 2>/dev/null
-tar czf "$OUT/e2e-$LABEL.tar.gz" -C reports "$RUN" 2>/dev/null
-tar czf "$OUT/references.tgz" -C "$KEEP" references $([ -d "$KEEP/e2e-floor" ] && echo e2e-floor) 2>/dev/null  # for the next session: .device-refs/
+pack_run "$RUN" "e2e-$LABEL" "$KEEP/$RUN.qualify.log"
+save_references  # for the next session: .device-refs/
 say "done: $OUT/e2e-$LABEL.json"
 exit $code

@@ -50,30 +50,27 @@ DEADLINE_S=${LF_DEADLINE_S:-570}
 SITE=${LF_SITE:-/tmp/site}
 PY=${PY:-python3}
 TABLE=${LF_TABLE:-gpu}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=${LF_PYTHONPATH:-$SITE:/tmp/hsite:$PWD}
-export HARNESS_SERVER_PYTHON=${HARNESS_SERVER_PYTHON:-python3} HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k \
-  HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_ARMS_DIR=$KEEP/arms
-mkdir -p "$OUT" "$KEEP/references" "$KEEP/runs" models
-START=$(date +%s)
+DEVICE_SITE=$SITE
+source scripts/device_lib.sh
+device_start
+if [ -n "${LF_PYTHONPATH:-}" ]; then export PYTHONPATH=$LF_PYTHONPATH; fi
+device_keep "$KEEP"
+export HARNESS_ARMS_DIR=$KEEP/arms
+mkdir -p "$KEEP/runs"
+START=$t0
 left() { echo $(( DEADLINE_S - ($(date +%s) - START) )); }
-say() { echo "[$(( $(date +%s) - START ))s] $*"; }
 printf 'step\tseconds\trc\n' > "$OUT/timings.tsv"
 timed() {  # timed NAME LIMIT LOG CMD...: never longer than the deadline allows; seconds and rc to timings.tsv
-  local name=$1 limit=$2 log=$3 t0 rc; shift 3; t0=$(date +%s)
+  local name=$1 limit=$2 log=$3 s0 rc; shift 3; s0=$(date +%s)
   (( limit > $(left) - 10 )) && limit=$(( $(left) - 10 ))
   if (( limit < 20 )); then printf '%s\t0\tnot-run(deadline)\n' "$name" >> "$OUT/timings.tsv"; return 124; fi
   timeout --signal=TERM --kill-after=15 "$limit" "$@" > "$log" 2>&1
   rc=$?
-  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - t0 ))" "$rc" >> "$OUT/timings.tsv"
-  say "$name: rc $rc in $(( $(date +%s) - t0 )) s"
+  printf '%s\t%s\t%s\n' "$name" "$(( $(date +%s) - s0 ))" "$rc" >> "$OUT/timings.tsv"
+  say "$name: rc $rc in $(( $(date +%s) - s0 )) s"
   return $rc
 }
 
-if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
-fi
 if [ "${LF_MODEL:-1}" = 1 ]; then
   if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
     # A model whose retrieval circuit falls short stops the call (no device time spent on it); LF_REQUIRE_RETRIEVAL=0

@@ -17,34 +17,16 @@ set -uo pipefail
 WHICH=${1:?usage: device_multinode.sh tp2|dcp2}
 case "$WHICH" in tp2|dcp2) ;; *) echo "usage: device_multinode.sh tp2|dcp2" >&2; exit 2;; esac
 ARM=gpu-$WHICH-2node
-OUT=${OUT:-/tmp/out}
-KEEP=${E2E_KEEP:-/tmp/keep}
 RUN=multinode-$WHICH-$(date +%H%M%S)
+source scripts/device_lib.sh
+device_start
 REPORT=$OUT/multinode-$WHICH.txt
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
-export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
+: > "$REPORT"
 unset SLURM_JOB_ID  # the harness obtains the allocation itself (salloc --nodelist=node1,node2) and cancels it
-mkdir -p "$OUT" "$KEEP/references" models
 # A reference store from an earlier device session (carry .device-refs/references.tgz, e.g. the one committed in
 # docs/evidence/h200x2-e2e-kill-matrix-2026-11-30/): the single-node gpu-tp2 reference is reused, not captured again.
-if [ -f .device-refs/references.tgz ] && [ -z "$(ls -A "$KEEP/references")" ]; then
-  tar xzf .device-refs/references.tgz -C "$KEEP"
-fi
-t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$REPORT"; }
-: > "$REPORT"
-if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
-fi
-if [ ! -f "$KEEP/tiny-mla/config.json" ]; then
-  say "generating the tiny MLA model"
-  python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla.log" 2>&1 || { tail -30 "$KEEP/tiny-mla.log"; exit 3; }
-fi
-[ -L models/tiny-mla ] || rm -rf models/tiny-mla
-ln -sfn "$KEEP/tiny-mla" models/tiny-mla
+device_keep "${E2E_KEEP:-/tmp/keep}"
+keep_model tiny-mla || exit 3
 
 # slurm_up.sh exits non-zero unless both slurmd came up (a missing library: 5, with its name; a node not ready: 1,
 # with each slurmd's log tail): the run stops there instead of waiting for nodes that will never answer.

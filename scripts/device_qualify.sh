@@ -10,12 +10,9 @@
 set -uo pipefail
 ARM=${1:?usage: device_qualify.sh ARM [qualify args]}
 shift
-OUT=${OUT:-/tmp/out}
 RUN=${RUN_ID:-$ARM-$(date +%Y%m%d-%H%M%S)}
 source scripts/device_lib.sh
-device_env
-mkdir -p "$OUT"
-t0=$(date +%s)
+device_start
 if [ ! -f models/tiny-mla/config.json ]; then make_tiny_mla "$PWD/models/tiny-mla.d" "$OUT/tiny-mla.log" || exit 3; fi
 echo "setup: $(( $(date +%s) - t0 )) s; model: $(cat models/tiny-mla/tiny_model.json | tr -d '\n ')"
 q0=$(date +%s.%N)
@@ -30,7 +27,5 @@ tail_server_logs "$R"
 tar czf "$OUT/run.tar.gz" -C reports "$RUN" references 2>/dev/null || tar czf "$OUT/run.tar.gz" -C reports "$RUN"
 [ -f "$R/annotation.md" ] && cp "$R/annotation.md" "$OUT/"
 cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import torch, vllm, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda); print('vllm', vllm.__version__); print('transformers', transformers.__version__)"
-} > "$OUT/versions.txt" 2>&1
+record_versions
 exit $code

@@ -16,34 +16,15 @@
 #   spec-<arm>.tar.gz    the run directory (server logs cut to their tails)
 # plus tiny_model_mtp.json (the MTP layer's held-out next-next-token accuracy) and versions.txt.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-KEEP=${SPEC_KEEP:-/tmp/keep}
 ARMS=${ARMS:-gpu-mtp gpu-draft}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD
-export HARNESS_SERVER_PYTHON=python3 HARNESS_GSM8K_DIR=$PWD/.gpu-payload/gsm8k HARNESS_REFERENCE_DIR=$KEEP/references
-mkdir -p "$OUT" "$KEEP" models
-t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
-if [ ! -f /tmp/hsite/.installed ] && ls .gpu-payload/harness/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/hsite .gpu-payload/harness/*.whl && touch /tmp/hsite/.installed
-fi
-
-model() {  # model NAME ARCH: generate once into $KEEP, link into models/
-  if [ ! -f "$KEEP/$1/config.json" ]; then
-    say "generating $1 ($2)"
-    python3 -m harness.tinymodel --arch "$2" --device cuda --out "$KEEP/$1" \
-      --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/$1.log" 2>&1 || { tail -30 "$KEEP/$1.log"; cp "$KEEP/$1.log" "$OUT/"; exit 3; }
-  fi
-  [ -L "models/$1" ] || rm -rf "models/$1"
-  ln -sfn "$KEEP/$1" "models/$1"
-}
-model tiny-mla-mtp deepseek_v3_mtp
+source scripts/device_lib.sh
+device_start
+device_keep "${SPEC_KEEP:-/tmp/keep}"
+keep_model tiny-mla-mtp deepseek_v3_mtp || exit 3
 cp "$KEEP/tiny-mla-mtp/tiny_model.json" "$OUT/tiny_model_mtp.json"
 if [[ " $ARMS " == *" gpu-draft "* ]]; then
-  model tiny-mla deepseek_v3
-  model tiny-llama-gpu llama
+  keep_model tiny-mla deepseek_v3 || exit 3
+  keep_model tiny-llama-gpu llama || exit 3
 fi
 say "models ready: $(python3 -c 'import json; print(json.load(open("models/tiny-mla-mtp/tiny_model.json")).get("mtp"))')"
 
@@ -80,14 +61,8 @@ PY
     say "$ARM did not start: $(sed -n 2p "$OUT/refusal-$ARM.txt")"
   fi
   tail -30 "$KEEP/$RUN.log"
-  for log in "$R"/*/server.log; do
-    [ -f "$log" ] && tail -c 150000 "$log" > "$log.tail" && mv "$log.tail" "$log"
-  done
-  cp "$KEEP/$RUN.log" "$R/qualify.log" 2>/dev/null
-  tar czf "$OUT/spec-$ARM.tar.gz" -C reports "$RUN" 2>/dev/null
+  pack_run "$RUN" "spec-$ARM" "$KEEP/$RUN.log"
 done
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import torch, vllm, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda); print('vllm', vllm.__version__); print('transformers', transformers.__version__)"
-} > "$OUT/versions.txt" 2>&1
+record_versions
 say "done (exit $code)"
 exit $code

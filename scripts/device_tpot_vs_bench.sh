@@ -11,10 +11,8 @@
 # $OUT/tpot_vs_bench.txt: the prompt round trip, per round TTFT/TPOT p50 of the three clients and the server, the
 # median ratios over rounds, the stream tail after the last token, client CPU per streamed token.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_USE_FLASHINFER_SAMPLER=0
-export PYTHONPATH=/tmp/site:/tmp/hsite:$PWD HARNESS_SERVER_PYTHON=python3
+source scripts/device_lib.sh
+device_start
 args=(--arm gpu-mla --workload "${WORKLOAD:-long_prefix_gpu_smoke}" --requests "${REQUESTS:-16}" --rounds "${ROUNDS:-6}")
 [ "${COARSE:-0}" = 1 ] && args+=(--coarse-buckets)
 timeout --signal=TERM 560 python3 benchmarks/long_prefix_vs_vllm_bench.py "${args[@]}" 2>&1 | tee "$OUT/tpot_vs_bench.txt"

@@ -75,6 +75,53 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, reference_key
                        repeat)
 
 
+@dataclass(frozen=True)
+class FloorVerdict:
+    """A check's paired test against its pair's floor: the record's floor fields, and `failure` (the sentence that
+    fails the check, None when it stands) as a field of its own, never read back from the sentence."""
+
+    floor_path: str
+    judged_by: str
+    floor: str
+    detectable: str | None
+    failure: str | None = None
+
+    def fields(self) -> dict:
+        return {"floor_path": self.floor_path, "judged_by": self.judged_by, "floor": self.floor,
+                "detectable": self.detectable}
+
+
+def judge_floor(check: str, reference: str, comparisons: list[RequestComparison], aborted: bool,
+                limits: CheckLimits) -> FloorVerdict:
+    """The paired test against the floor at limits.floor_path. A floor that is missing under require_floor, a
+    calibration that cannot be read, or a run the floor refutes fails the check; a calibration repeat is not judged
+    against one (the calibration derives it from its repeats)."""
+    where = dict(floor_path=str(limits.floor_path), judged_by=limits.judged_by)
+    if limits.repeat is not None:
+        return FloorVerdict(**where, floor=f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: not "
+                            "judged against a floor (the calibration derives it from its repeats)",
+                            detectable="n/a (a calibration repeat)")
+    if limits.problem is not None:  # never judged by gates.yaml in its place: the run would be silently looser
+        failure = (f"FAIL (no data: the calibration cannot be read: {limits.problem}; run `python -m harness "
+                   f"calibrate --arm {limits.arm}` again)")
+        return FloorVerdict(**where, floor=failure, detectable="none: no calibration to judge against",
+                            failure=failure)
+    floor = load_floor(limits.floor_path, check)
+    if floor is None:
+        missing = (f"not calibrated: no calibration or accepted floor for {check} of {limits.arm} vs {reference} at "
+                   f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build (or "
+                   "accept a known-good run with `python -m harness accept-floor --run RUN`)")
+        sentence = f"FAIL (no data: {missing})" if limits.require_floor else missing
+        return FloorVerdict(**where, floor=sentence, detectable="no shift below the fixed drift limit (no floor to "
+                            "pair with)", failure=sentence if limits.require_floor else None)
+    if aborted:
+        failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
+        return FloorVerdict(**where, floor=failure, detectable=None, failure=failure)
+    judged = judge_against_floor(comparisons, floor.comparisons, floor.name)
+    return FloorVerdict(**where, floor=judged.sentence, detectable=judged.detectable,
+                        failure=None if judged.passed else judged.sentence)
+
+
 def with_floor(fields: dict, stored: StoredOutputs, run: BatchRun, limits: CheckLimits) -> dict:
     """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
     return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits)
@@ -82,36 +129,14 @@ def with_floor(fields: dict, stored: StoredOutputs, run: BatchRun, limits: Check
 
 def with_floor_of(fields: dict, reference: str, comparisons: list[RequestComparison], aborted: bool,
                   limits: CheckLimits) -> dict:
-    """The record's fields plus the paired test against the floor at limits.floor_path (a floor that is missing
-    under require_floor, or that the run fails, fails the check and is listed with the divergences)."""
-    check = fields["check"]
-    out = {**fields, "floor_path": str(limits.floor_path), "judged_by": limits.judged_by}
-    if limits.repeat is not None:
-        out["floor"] = (f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: not judged against a "
-                        "floor (the calibration derives it from its repeats)")
-        out["detectable"] = "n/a (a calibration repeat)"
-        return out
-    if limits.problem is not None:  # never judged by gates.yaml in its place: the run would be silently looser
-        out["floor"] = (f"FAIL (no data: the calibration cannot be read: {limits.problem}; run `python -m harness "
-                        f"calibrate --arm {limits.arm}` again)")
-        out["detectable"] = "none: no calibration to judge against"
-        out.update(passed=False, diverged=[*out["diverged"], out["floor"]])
-        return out
-    floor = load_floor(limits.floor_path, check)
-    failure = None
-    if floor is None:
-        missing = (f"not calibrated: no calibration or accepted floor for {check} of {limits.arm} vs {reference} at "
-                   f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build (or "
-                   "accept a known-good run with `python -m harness accept-floor --run RUN`)")
-        out["detectable"] = "no shift below the fixed drift limit (no floor to pair with)"
-        out["floor"] = f"FAIL (no data: {missing})" if limits.require_floor else missing
-        failure = out["floor"] if limits.require_floor else None
-    elif aborted:
-        out["floor"] = failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
-    else:
-        judged = judge_against_floor(comparisons, floor.comparisons, floor.name)
-        out.update(floor=judged.sentence, detectable=judged.detectable)
-        failure = None if judged.passed else judged.sentence
-    if failure:
-        out.update(passed=False, diverged=[*out["diverged"], failure])
+    """The record's fields plus the paired test against the floor; its failure fails the check and is listed with
+    the divergences."""
+    return apply_floor(fields, judge_floor(fields["check"], reference, comparisons, aborted, limits))
+
+
+def apply_floor(fields: dict, verdict: FloorVerdict) -> dict:
+    """A ReferenceCheckRecord's fields with the floor's: its failure fails the check, listed with the divergences."""
+    out = {**fields, **verdict.fields()}
+    if verdict.failure:
+        out.update(passed=False, diverged=[*out["diverged"], verdict.failure])
     return out

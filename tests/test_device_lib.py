@@ -1,0 +1,77 @@
+"""scripts/device_lib.sh is the one device library: every device job sources it (or runs a job that does) instead of
+repeating the environment, the harness wheel, the reference store and the packing; and its functions do on a CPU
+machine what they do on the device (nothing in them needs a GPU but the model generator, not called here)."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import tarfile
+
+from harness.config.paths import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "scripts"
+LIB = SCRIPTS / "device_lib.sh"
+# What the library does once and a job must not do again: its environment and the wheel's install.
+REPEATED = {"the NVLink-multicast environment": re.compile(r"^\s*export\s+NCCL_NVLS_ENABLE", re.M),
+            "the harness wheel's install": re.compile(r"pip install .*--target .*hsite", re.M),
+            "the reference store's restore": re.compile(r"tar xzf \.device-refs/references\.tgz", re.M)}
+
+
+def repeats_of_the_library(text: str) -> list[str]:
+    """What a device job does by hand that the library does (its names); a job that neither sources the library nor
+    runs another device job is named too."""
+    found = [what for what, pattern in REPEATED.items() if pattern.search(text)]
+    if "source scripts/device_lib.sh" not in text and not re.search(r"bash scripts/device_\w+\.sh", text):
+        found.append("no `source scripts/device_lib.sh`")
+    return found
+
+
+def test_every_device_job_uses_the_library_and_repeats_none_of_it():
+    jobs = sorted(p for p in SCRIPTS.glob("device_*.sh") if p != LIB)
+    assert len(jobs) >= 10
+    assert {p.name: repeats_of_the_library(p.read_text()) for p in jobs} == {p.name: [] for p in jobs}
+    for path in [*jobs, LIB]:
+        subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+def test_a_job_that_sets_up_by_hand_is_named():
+    by_hand = ("set -u\nexport NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1\n"
+               "python3 -m pip install -q --no-index --target /tmp/hsite x.whl\n")
+    assert repeats_of_the_library(by_hand) == ["the NVLink-multicast environment", "the harness wheel's install",
+                                               "no `source scripts/device_lib.sh`"]
+
+
+def run_lib(tmp_path, body: str) -> subprocess.CompletedProcess:
+    script = f"set -euo pipefail\nsource {LIB}\n{body}\n"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(tmp_path / "out"), "HSITE": str(tmp_path / "hsite")}
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_the_library_sets_up_keeps_and_packs_on_a_cpu_machine(tmp_path):
+    refs = io.BytesIO()
+    with tarfile.open(fileobj=refs, mode="w:gz") as tar:
+        data = b'{"format": 1}'
+        info = tarfile.TarInfo("references/cpu-ref-abc.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / ".device-refs").mkdir()
+    (tmp_path / ".device-refs" / "references.tgz").write_bytes(refs.getvalue())
+    run = tmp_path / "reports" / "r1" / "cand"
+    run.mkdir(parents=True)
+    (run / "server.log").write_text("x" * 400_000 + "last words\n")
+    result = run_lib(tmp_path, 'device_start\nREPORT=$OUT/report.txt\ndevice_keep "$PWD/keep"\nsay "kept in $KEEP"\n'
+                               'echo log > q.log\npack_run r1 run q.log\nsave_references\n'
+                               'echo "nvls=$NCCL_NVLS_ENABLE ref=$HARNESS_REFERENCE_DIR py=$PY"')
+    assert result.returncode == 0, result.stderr
+    assert f"nvls=0 ref={tmp_path}/keep/references py=python3" in result.stdout
+    assert (tmp_path / "keep" / "references" / "cpu-ref-abc.json").read_text() == '{"format": 1}'  # restored
+    assert re.match(r"\[\d+s\] kept in .*/keep$", (tmp_path / "out" / "report.txt").read_text().strip())
+    with tarfile.open(tmp_path / "out" / "run.tar.gz") as tar:
+        names = tar.getnames()
+        log = tar.extractfile("r1/cand/server.log").read()
+    assert "r1/q.log" in names and len(log) == 150_000 and log.endswith(b"last words\n")  # cut to its tail
+    with tarfile.open(tmp_path / "out" / "references.tgz") as tar:
+        assert "references/cpu-ref-abc.json" in tar.getnames()
+    assert not (tmp_path / "hsite").exists()  # no wheel carried: nothing installed
