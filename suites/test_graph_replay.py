@@ -30,7 +30,7 @@ def check_against(stored, candidate, harness_session, record, check: str):
     fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)
     fields = with_floor(fields, stored, run, limits)
-    return record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=checked_to(run.comparisons), **fields), run
+    return record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(run.comparisons)), run
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):

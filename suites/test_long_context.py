@@ -76,8 +76,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                                        limits.tie_gap), floor)
     hits = [c.cached_tokens for c in cells if c.cached_tokens is not None]
     first, to = first_failing_length(cells), checked_to_tokens(cells)
-    check = record(ReferenceCheckRecord, arm=arm.name, checked_to_tokens=to,
-                   cached_tokens_proven=sum(hits) if hits else None, **fields)
+    check = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=to,
+                   cached_tokens_proven=sum(hits) if hits else None)
     failures = [f for c in cells for f in c.failures] + ([floor.failure] if floor.failure else [])
     if run.aborted:
         failures.insert(0, f"aborted after {len(cells)}/{planned} cell(s): {run.aborted.splitlines()[0]}")

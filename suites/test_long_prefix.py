@@ -47,10 +47,9 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
         run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap)))
     fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
-                            loops.flagged, run.aborted)
-    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields["status"] == "aborted", limits)
-    return record(ReferenceCheckRecord, arm=live.arm.name, reference_key=key, comparisons_path=str(run.sink),
-                  **fields)
+                            loops.flagged, run.aborted, reference_key=key)
+    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields.status == "aborted", limits)
+    return record(ReferenceCheckRecord, arm=live.arm.name, of=fields, comparisons_path=str(run.sink))
 
 
 def test_long_prefix(served_arm, harness_session, record, request):

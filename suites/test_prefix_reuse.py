@@ -48,8 +48,8 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
                            limits.drift_limit, sink, [proof] if proof else [], limits.tie_gap)
     fields = with_floor(fields, reference_outputs, run, limits)
-    rec = record(ReferenceCheckRecord, arm=arm.name, cached_tokens_proven=hits,
-                 checked_to_tokens=checked_to(run.comparisons), **fields)
+    rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, cached_tokens_proven=hits,
+                 checked_to_tokens=checked_to(run.comparisons))
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

@@ -145,8 +145,9 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg) -
     run = compare_samples(c_samples, r_samples, sink)
     limits = gates_cfg.reference_checks
     base = {"run_id": run_dir.name, "arm": cand, "suite": "spec_decode"}
-    check = ReferenceCheckRecord(**base, **record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run,
-                                                         limits.limit_for(EQUALITY_CHECK), sink, [], limits.tie_gap))
+    fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run, limits.limit_for(EQUALITY_CHECK), sink,
+                           [], limits.tie_gap)
+    check = ReferenceCheckRecord(**base, **fields.model_dump())
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from harness.config.errors import ConfigError
 from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
 from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
+from harness.config.suites import metric_families
 
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -132,7 +133,7 @@ class Timeouts(Strict):
     shutdown_s: Float = Field(30, gt=0)
 
 
-class WorkloadChoice(Strict):
+class BuiltinWorkloadChoice(Strict):
     """Which configs/workloads/<name>.yaml each suite family runs; unset: the suite's default."""
 
     long_prefix: str | None = None
@@ -142,6 +143,12 @@ class WorkloadChoice(Strict):
     long_context: str | None = None
     ruler: str | None = None
     capacity: str | None = None
+
+
+# The families the suite catalogue adds (its timing suites) are fields too: an arm chooses their workloads the same way,
+# and an unknown key stays an error.
+WorkloadChoice = create_model("WorkloadChoice", __base__=BuiltinWorkloadChoice,
+                              **{family: (str | None, None) for family in metric_families()})
 
 
 class Arm(Strict):

@@ -2,16 +2,35 @@
 about it. Every other list of suites (the workloads a run checks, the suites run per arm, the gates the report
 recomputes, the default selection) derives from SUITES; tests/config/test_suites.py fails when a file in suites/ has
 no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below (and, if it
-gates, its gate function in harness/judge/suite_gates.py)."""
+gates with a gate of its own, its gate function in harness/judge/suite_gates.py).
+
+A timing suite gates with no code outside its test file: its entry names a MetricGate (the metric its MetricRecords
+carry, which way is better, a tolerance derived from measured noise) and its workload family with a default workload
+YAML (a MetricWorkload: prompt lengths x requests); the arm field `workloads.<family>`, the gates.yaml section
+`metric_gates.<gate>`, the record kind `metric` and the gate itself follow from the entry. Such a suite is three
+files: this entry, configs/workloads/<default>.yaml and suites/test_<name>.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from harness.config.errors import ConfigError
 from harness.config.paths import REPO_ROOT
 
 SUITES_DIR = REPO_ROOT / "suites"
+
+
+@dataclass(frozen=True)
+class MetricGate:
+    """A gate from the catalogue alone: the median of the candidate's per-request samples of `metric` (the suite's
+    MetricRecords) against the reference's, within `tolerance` (relative) in the worse direction
+    (harness/judge/metric_gate.py). gates.yaml `metric_gates.<gate>` overrides the tolerance per arm."""
+
+    metric: str  # MetricRecord.metric, e.g. "ttft_s"
+    better: Literal["lower", "higher"]
+    tolerance: float  # the default: candidate median <= reference median x (1 + tolerance), for "lower"
+    derivation: str  # where the default comes from: the measured clean spread it sits above
 
 
 @dataclass(frozen=True)
@@ -24,6 +43,8 @@ class Suite:
     default: bool = True  # runs without --suites; False: only when named (cost, or an arm that can reach it)
     needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
     calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
+    metric_gate: MetricGate | None = None  # a gate from the catalogue (records: the `metric` kind)
+    default_workload: str | None = None  # a family of its own: the MetricWorkload it runs when an arm chooses none
 
     @property
     def path(self):
@@ -49,6 +70,14 @@ SUITES = (
     # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
     # --num-gpu-blocks-override).
     Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False),
+    # ttft: time to first token at short prompt lengths, each arm alone, cold; the gate compares the medians. Named
+    # only. Its tolerance, from the noise of 8 clean CPU-pair runs (docs/evidence/cpu-ttft-2026-12-05.md): candidate/
+    # reference median ratios 0.77-1.15, the largest |log ratio| 0.26 (two runs with one of the two cores kept busy);
+    # the limit is 3x that in logs, exp(0.78) = 2.18x, so tolerance 1.2. The planted 80 ms step delay reads >= 4.7x.
+    # GPU arms: not measured here (no device); a GPU arm sets its own in gates.yaml metric_gates.ttft_p50.
+    Suite("ttft", "ttft", per_arm=True, gate="ttft_p50", records=("metric",), default=False,
+          metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)"),
+          default_workload="ttft_short"),
     Suite("kv_capacity", None, per_arm=True),
     Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True),
     Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True),
@@ -84,6 +113,16 @@ def per_arm_suites(suites: list[str]) -> list[str]:
 def gated_suites() -> list[Suite]:
     """The suites with a candidate-vs-reference gate, in the Gates table's order."""
     return [s for s in SUITES if s.gate]
+
+
+def metric_families() -> dict[str, str]:
+    """The workload families the catalogue adds (family -> its default workload), each a MetricWorkload."""
+    return {s.workload: s.default_workload for s in SUITES if s.workload and s.default_workload}
+
+
+def metric_gates() -> dict[str, MetricGate]:
+    """gate name -> the MetricGate of the suite that names it."""
+    return {s.gate: s.metric_gate for s in SUITES if s.gate and s.metric_gate}
 
 
 def workload_keys(suites: list[str], speculative: bool = True) -> set[str]:

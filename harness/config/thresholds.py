@@ -133,6 +133,14 @@ class SpecDecodeGates(StrictModel):
     max_failed_requests: Int = Field(0, ge=0)
 
 
+class MetricGateLimits(StrictModel):
+    """A catalogue timing gate's limits for an arm (gates.yaml `metric_gates.<gate>`): the catalogue's MetricGate
+    gives the default tolerance; a section here replaces it for that arm (and the arms that extend it)."""
+
+    tolerance: Float | None = Field(None, ge=0)  # None: the catalogue's
+    enforce: Bool = True  # False: computed and recorded, not enforced (two shared CPU cores time noise)
+
+
 class CoverageGates(StrictModel):
     """How far outputs were checked against how far the run was timed (the headline states both)."""
 
@@ -152,6 +160,7 @@ class Gates(StrictModel):
     dcp_ops: DcpOpsGates = DcpOpsGates()
     spec_decode: SpecDecodeGates = SpecDecodeGates()
     degeneration: DegenerationGates = DegenerationGates()
+    metric_gates: dict[str, MetricGateLimits] = {}  # by gate name: the catalogue's timing gates (config/suites.py)
 
 
 def lineage(arm: str, arms_dir: Path | None = None) -> list[str]:

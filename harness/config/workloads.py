@@ -13,6 +13,7 @@ from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
 from harness.config.files import Float, Int, StrictModel, field_errors, read_yaml
 from harness.config.paths import WORKLOADS_DIR
+from harness.config.suites import metric_families
 
 Positive = Annotated[int, Field(strict=True, ge=1)]
 TokenId = Annotated[int, Field(strict=True, ge=0)]
@@ -73,6 +74,25 @@ class Gsm8kWorkload(StrictModel):
     num_concurrent: Int = Field(8, ge=1)
     max_retries: Int = Field(3, ge=1)
     max_gen_toks: Int = Field(256, ge=1)
+
+
+class MetricWorkload(StrictModel):
+    """A timing suite's workload (a catalogue family of its own, harness/config/suites.py): prompts of each length,
+    `requests_per_length` of them one at a time, each cold (a cache salt of its own), `output_tokens` out."""
+
+    name: str
+    description: str = ""
+    lengths: list[Positive] = Field(min_length=1)  # prompt tokens
+    requests_per_length: Int = Field(ge=1)
+    output_tokens: Int = Field(1, ge=1)
+    warmup_requests: Int = Field(1, ge=0)  # per length, sent first, not counted: a first prefill pays one-off costs
+    seed: Int = 0
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
+
+    @property
+    def prompt_tokens(self) -> int:
+        return max(self.lengths)
 
 
 def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[BaseModel] = LongPrefixWorkload):
@@ -314,6 +334,8 @@ FAMILIES: dict[str, tuple[str, type[BaseModel]]] = {
     "long_context": ("long_context_gpu", LongContextWorkload),
     "ruler": ("ruler_kimi", RulerWorkload),
     "capacity": ("capacity_gpu", CapacityWorkload),
+    # the catalogue's timing suites (harness/config/suites.py MetricGate): one family each, a MetricWorkload
+    **{family: (default, MetricWorkload) for family, default in metric_families().items()},
 }
 
 

@@ -19,6 +19,7 @@ from harness.records.schema import (
     KvCapacityRecord,
     LongContextRecord,
     LongPrefixRecord,
+    MetricRecord,
     OutcomeRecord,
     Record,
     ReferenceCheckRecord,
@@ -177,6 +178,8 @@ def metrics_of(records: list[Record]) -> list[MetricRow]:
             put(r.arm, "check.long_context.exact_rate", sum(c.exact for c in r.cells) / len(r.cells), "fraction")
             put(r.arm, "check.long_context.tie_flip_rate", sum(c.tie_flip for c in r.cells) / len(r.cells),
                 "fraction")
+        elif isinstance(r, MetricRecord) and not r.failed:  # a catalogue timing suite's samples (config/suites.py)
+            put(r.arm, f"{r.suite}.{r.metric}_p50", r.median, r.unit)
     return list({(m.arm, m.metric): m for m in out}.values())
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.config.suites import SUITES
 from harness.history import store
 from harness.history.changepoints import MIN_SIZE, ChangePoint, change_points
 
@@ -18,7 +19,10 @@ CORRECTNESS = ("check.", "gsm8k.", "ruler.")
 
 
 def higher_is_better(metric: str) -> bool:
-    return any(s in metric for s in HIGHER_IS_BETTER)
+    """The built-in metrics by name; a catalogue timing suite's (`<suite>.<metric>_p50`) as its MetricGate says."""
+    gate = next((s.metric_gate for s in SUITES if s.metric_gate and metric == f"{s.name}.{s.metric_gate.metric}_p50"),
+                None)
+    return gate.better == "higher" if gate else any(s in metric for s in HIGHER_IS_BETTER)
 
 
 def family(metric: str) -> str:

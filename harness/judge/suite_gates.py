@@ -5,11 +5,13 @@ them, so none of them imports it and gates.py imports none of them: no cycle."""
 
 from __future__ import annotations
 
+from harness.config.suites import Suite
 from harness.config.suites import gated_suites as catalogued_gates
 from harness.config.thresholds import Gates
 from harness.judge.capacity import capacity_gate
 from harness.judge.gates import GateResult, gsm8k_gate, long_prefix_gates
 from harness.judge.long_context import long_context_gate
+from harness.judge.metric_gate import metric_gate
 from harness.judge.ruler import ruler_gate
 from harness.judge.spec_decode_gates import spec_decode_gates, suite_skipped
 from harness.records.schema import GateRecord, Record
@@ -27,7 +29,15 @@ GATE_FUNCTIONS = {"long_prefix": long_prefix_gates,
                   "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
                   "long_context": lambda rs, c, r, g, w=None: [long_context_gate(rs, c, r)],
                   "capacity": lambda rs, c, r, g, w=None: [capacity_gate(rs, c, r, g.capacity)]}
-SUITE_GATES = {s.name: GATE_FUNCTIONS[s.name] for s in catalogued_gates()}
+
+
+
+def catalogue_gate(suite: Suite):
+    """A suite whose catalogue entry names a MetricGate: its gate needs no function of its own."""
+    return lambda rs, c, r, g, w=None: [metric_gate(rs, c, r, suite, g.metric_gates.get(suite.gate))]
+
+
+SUITE_GATES = {s.name: catalogue_gate(s) if s.metric_gate else GATE_FUNCTIONS[s.name] for s in catalogued_gates()}
 
 
 def gated_suites(records: list[Record]) -> list[str]:

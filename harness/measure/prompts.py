@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.config.arms import Arm, model_files, server_env
 from harness.config.errors import ConfigError
 from harness.config.hub_cache import hub_cache_dir
-from harness.config.workloads import LongPrefixWorkload, ReferenceChecksWorkload
+from harness.config.workloads import LongPrefixWorkload, MetricWorkload, ReferenceChecksWorkload
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,13 @@ def build_prompts(workload: LongPrefixWorkload, space: TokenSpace) -> Prompts:
     warmup = [one() for _ in range(workload.warmup_requests)]
     measured = {c: [one() for _ in range(workload.requests_per_level)] for c in workload.concurrency}
     return Prompts(prefix, warmup, measured)
+
+
+def metric_prompts(workload: MetricWorkload, space: TokenSpace) -> tuple[list[list[int]], list[list[int]]]:
+    """A catalogue timing suite's prompts (harness/config/suites.py MetricGate): (warm-up, measured), seeded random
+    tokens, `warmup_requests` then `requests_per_length` at each length in order; the warm-up covers every length
+    (a first prefill of a new shape may pay one-off costs), and no prompt repeats (no prefix-cache hit). Pure: the
+    same for every arm and run of the workload and vocabulary."""
+    allowed, rng = space.allowed(), random.Random(workload.seed)
+    warmup = [rng.choices(allowed, k=n) for n in workload.lengths for _ in range(workload.warmup_requests)]
+    return warmup, [rng.choices(allowed, k=n) for n in workload.lengths for _ in range(workload.requests_per_length)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from harness.config.errors import HarnessError
 from harness.pytest_plugin.grouping import order_by_arm, phase
@@ -265,12 +266,14 @@ def _server_still_alive(request: pytest.FixtureRequest):
 
 @pytest.fixture
 def record(harness_session: HarnessSession, request: pytest.FixtureRequest):
-    """`record(RecordType, arm=..., **fields)` appends a typed record to the run's results file."""
+    """`record(RecordType, arm=..., **fields)` appends a typed record to the run's results file; `of=` a fields model
+    (e.g. the ReferenceCheckFields refcheck builds) gives the record its fields."""
     suite = request.node.module.__name__.removeprefix("test_")
 
-    def _record(record_type, *, arm: str, **fields):
+    def _record(record_type, *, arm: str, of: BaseModel | None = None, **fields):
+        given = {**(of.model_dump() if of is not None else {}), **fields}
         rec = record_type(run_id=harness_session.run_id, arm=arm, suite=suite, test=test_id(request.node.nodeid),
-                          **fields)
+                          **given)
         harness_session.writer.append(rec)
         return rec
 

@@ -17,7 +17,7 @@ from harness.config.arms import Arm, load_arm
 from harness.config.thresholds import ReferenceCheckGates
 from harness.judge.drift_floor import judge_against_floor
 from harness.records.manifest import CalibrationRepeat
-from harness.records.schema import RequestComparison
+from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.batches import BatchRun
 from harness.refcheck.floor_store import (
     Calibration,
@@ -122,21 +122,20 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
                         failure=None if judged.passed else judged.sentence)
 
 
-def with_floor(fields: dict, stored: StoredOutputs, run: BatchRun, limits: CheckLimits) -> dict:
+def with_floor(fields: ReferenceCheckFields, stored: StoredOutputs, run: BatchRun,
+               limits: CheckLimits) -> ReferenceCheckFields:
     """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
     return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits)
 
 
-def with_floor_of(fields: dict, reference: str, comparisons: list[RequestComparison], aborted: bool,
-                  limits: CheckLimits) -> dict:
+def with_floor_of(fields: ReferenceCheckFields, reference: str, comparisons: list[RequestComparison], aborted: bool,
+                  limits: CheckLimits) -> ReferenceCheckFields:
     """The record's fields plus the paired test against the floor; its failure fails the check and is listed with
     the divergences."""
-    return apply_floor(fields, judge_floor(fields["check"], reference, comparisons, aborted, limits))
+    return apply_floor(fields, judge_floor(fields.check, reference, comparisons, aborted, limits))
 
 
-def apply_floor(fields: dict, verdict: FloorVerdict) -> dict:
-    """A ReferenceCheckRecord's fields with the floor's: its failure fails the check, listed with the divergences."""
-    out = {**fields, **verdict.fields()}
-    if verdict.failure:
-        out.update(passed=False, diverged=[*out["diverged"], verdict.failure])
-    return out
+def apply_floor(fields: ReferenceCheckFields, verdict: FloorVerdict) -> ReferenceCheckFields:
+    """The check with the floor's verdict: its failure fails the check, listed with the divergences."""
+    failed = {"passed": False, "diverged": [*fields.diverged, verdict.failure]} if verdict.failure else {}
+    return fields.model_copy(update={**verdict.fields(), **failed})

@@ -292,10 +292,13 @@ def comparison_model(check: str) -> type[RequestComparison]:
     return TeacherForcedComparison if check == "teacher_forcing" else RequestComparison
 
 
-class ReferenceCheckRecord(RecordBase):
-    """A check of the candidate's outputs against stored reference outputs (prefix_reuse, graph_replay)."""
+class ReferenceCheckFields(BaseModel):
+    """A reference check's verdict and numbers: built by refcheck (batches.record_fields, timed_outputs.checked_fields),
+    completed by the paired test against the floor (pytest_plugin/floors.apply_floor), recorded as a
+    ReferenceCheckRecord. A typed value from one stage to the next: a verdict is its `passed` field, never a string."""
 
-    kind: Literal["reference_check"] = "reference_check"
+    model_config = ConfigDict(extra="forbid")
+
     check: str
     reference: str  # the reference arm (or variant, e.g. "gpu-mla-eager")
     reference_key: str  # the reference store key the outputs came from
@@ -324,6 +327,12 @@ class ReferenceCheckRecord(RecordBase):
     detectable: str | None = None
     # which limits judged the check, in one line: a calibration's (date, K, limit, tie gap) or gates.yaml's
     judged_by: str | None = None
+
+
+class ReferenceCheckRecord(ReferenceCheckFields, RecordBase):
+    """A check of the candidate's outputs against the reference's outputs (stored, or the same run's)."""
+
+    kind: Literal["reference_check"] = "reference_check"
 
 
 class LongContextCell(BaseModel):
@@ -481,6 +490,24 @@ class DegenerationRecord(RecordBase):
     status: Literal["complete", "no_data"] = "complete"
 
 
+class MetricRecord(RecordBase):
+    """One metric of one arm, with its per-request samples: what a catalogue timing gate compares (harness/config/
+    suites.py MetricGate, harness/judge/metric_gate.py). `failed` requests have no sample: a gate reads them."""
+
+    kind: Literal["metric"] = "metric"
+    metric: str  # e.g. "ttft_s"
+    unit: str  # of the samples, e.g. "s"
+    samples: list[float]
+    requests: int
+    failed: int = 0
+    errors: list[str] = []  # the first few failures' messages
+    detail: str = ""  # what was measured, in one line (lengths, requests)
+
+    @property
+    def median(self) -> float | None:
+        return float(np.median(self.samples)) if self.samples else None
+
+
 class OutcomeRecord(RecordBase):
     """One per test (suite x arm): the verdict and the failure text, for tables and JUnit."""
 
@@ -494,7 +521,7 @@ class OutcomeRecord(RecordBase):
 Record = Annotated[
     ServerRecord | KvCapacityRecord | LongPrefixRecord | ColdStartRecord | Gsm8kRecord | RulerRecord | GateRecord
     | ReferenceCheckRecord | LongContextRecord | DcpOpsRecord | SpecDecodeRecord | DegenerationRecord | OutcomeRecord
-    | CapacityRecord,
+    | CapacityRecord | MetricRecord,
     Field(discriminator="kind"),
 ]
 RECORD_ADAPTER: TypeAdapter = TypeAdapter(Record)

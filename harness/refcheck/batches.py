@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.config.errors import HarnessError, LaunchError
 from harness.measure.generation import Generation, Sampling, generate_batch
-from harness.records.schema import RequestComparison
+from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.compare import compare_outputs, judge_comparisons, summary_fields
 from harness.refcheck.prompts import CheckPrompt
 from harness.serve.launch import LiveServer
@@ -65,16 +65,17 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
 
 
 def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, drift_limit: float,
-                  sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> dict:
-    """A ReferenceCheckRecord's fields from the comparisons made; `diverged` lists every failure."""
+                  sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> ReferenceCheckFields:
+    """The check's verdict and numbers from the comparisons made; `diverged` lists every failure."""
     verdict = judge_comparisons(check, run.comparisons, drift_limit, tie_gap)
     failures = [*extra_failures, *verdict.failures]
     if run.aborted:
         failures.insert(0, f"aborted after {len(run.comparisons)} comparison(s): {run.aborted.splitlines()[0]}")
-    return {"check": check, "reference": reference, "reference_key": stored_key, "passed": not failures,
-            "detail": "; ".join([verdict.detail, *extra_failures]), "drift_limit": drift_limit,
-            "diverged": failures, "status": "aborted" if run.aborted else "complete", "reason": run.aborted,
-            "comparisons_path": str(sink), **summary_fields(run.comparisons, tie_gap)}
+    return ReferenceCheckFields(check=check, reference=reference, reference_key=stored_key, passed=not failures,
+                                detail="; ".join([verdict.detail, *extra_failures]), drift_limit=drift_limit,
+                                diverged=failures, status="aborted" if run.aborted else "complete",
+                                reason=run.aborted, comparisons_path=str(sink),
+                                **summary_fields(run.comparisons, tie_gap))
 
 
 def degeneration_pairs(run: BatchRun, reference: dict[str, Generation]) -> list[tuple[str, list[int], list[int]]]:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 
 from harness.measure.generation import Generation
-from harness.records.schema import RequestComparison
+from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
 
 CHECK = "long_prefix_outputs"
@@ -87,8 +87,8 @@ def forced_picks(keys: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
 
 def checked_fields(generated: list[RequestComparison], forced: list[RequestComparison], gaps: list[str],
                    reference: str, drift_limit: float, tie_gap: float, extra_failures: Iterable[str] = (),
-                   aborted: str | None = None) -> dict:
-    """A ReferenceCheckRecord's fields (less reference_key and paths) for the long-prefix outputs: the free
+                   aborted: str | None = None, reference_key: str = "") -> ReferenceCheckFields:
+    """The check's verdict and numbers for the long-prefix outputs: the free
     generations judged as refcheck/compare.py judges any generation (tie flips by the reference's top-2 gap), the
     teacher-forced sample the same way, every unpaired request a "no data" failure, and the degeneration detector's
     lines. Validity unknown (gaps, an aborted scoring) makes the record aborted: the TPOT gate then reads no data."""
@@ -109,11 +109,12 @@ def checked_fields(generated: list[RequestComparison], forced: list[RequestCompa
     if unknown:
         reason = aborted or (gaps[0] + (f" (and {len(gaps) - 1} more)" if len(gaps) > 1 else "") if gaps
                              else "no data: no request was compared")
-    return {"check": CHECK, "reference": reference, "passed": not failures and not unknown,
-            "detail": "; ".join([*parts, *extra]), "drift_limit": drift_limit, "diverged": failures,
-            "status": "aborted" if unknown else "complete", "reason": reason,
-            "checked_to_tokens": checked_to([*generated, *forced]),
-            **summary_fields([*generated, *forced], tie_gap)}
+    return ReferenceCheckFields(check=CHECK, reference=reference, reference_key=reference_key,
+                                passed=not failures and not unknown, detail="; ".join([*parts, *extra]),
+                                drift_limit=drift_limit, diverged=failures,
+                                status="aborted" if unknown else "complete", reason=reason,
+                                checked_to_tokens=checked_to([*generated, *forced]),
+                                **summary_fields([*generated, *forced], tie_gap))
 
 
 def samples_files(records: Iterable, arm: str, prompts_sha: str) -> tuple[dict[int, str], list[str]]:

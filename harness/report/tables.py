@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+import numpy as np
 import pandas as pd
 
 from harness.config.thresholds import CapacityGates
@@ -17,6 +18,7 @@ from harness.records.schema import (
     Gsm8kRecord,
     KvCapacityRecord,
     LongPrefixRecord,
+    MetricRecord,
     OutcomeRecord,
     Record,
     ReferenceCheckRecord,
@@ -317,6 +319,23 @@ def num(x: float | None) -> str:
 DCP_OPS_COLUMNS = ["Arm", "Op", "Geometry", "dtype", "Max abs err", "Max rel err", "Limit", "Verdict"]
 
 
+def timing_metrics_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
+    """The catalogue's timing suites (harness/config/suites.py MetricGate): per suite and arm, what was measured, the
+    samples' median and p90, and the requests that failed (no sample)."""
+    latest = {(r.suite, r.metric, r.arm): r for r in records if isinstance(r, MetricRecord)}
+    order = {a: i for i, a in enumerate(arm_order)}
+    rows = []
+    for (suite, metric, arm), r in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 99))):
+        scale, unit = (1e3, "ms") if r.unit == "s" else (1.0, r.unit)
+        p50, p90 = (np.percentile(r.samples, q) * scale if r.samples else None for q in (50, 90))
+        rows.append({"Suite": suite, "Arm": arm, "Metric": metric, "n": len(r.samples),
+                     "p50": f"{p50:.2f} {unit}" if p50 is not None else "n/a",
+                     "p90": f"{p90:.2f} {unit}" if p90 is not None else "n/a",
+                     "Failed": f"{r.failed}/{r.requests}" + (f": {first_line(r.errors[0])}" if r.errors else ""),
+                     "Measured": r.detail})
+    return pd.DataFrame(rows)
+
+
 def dcp_ops_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     """One row per op-level case (suites/test_dcp_ops.py); a run without cases is one row saying why."""
     rank = {a: i for i, a in enumerate(arm_order)}
@@ -423,6 +442,7 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("Batch invariance", batch_invariance_table(records)),
             ("Capacity", capacity_table(records, arm_order, capacity_limits(references, capacity or {}),
                                         {c for c, r in (references or {}).items() if r})),
+            ("Timing metrics", timing_metrics_table(records, arm_order)),
             ("DCP op conformance", dcp_ops_table(records, arm_order)),
             ("Spec decode", spec_decode_table(records, arm_order, list(gates), references)),
             ("Gates", gates_table(list(gates))),

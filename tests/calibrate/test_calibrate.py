@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from check_fields import check_fields
 from drift_lines import repeat
 
 from harness.config.arms import load_arm
@@ -69,11 +70,11 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
                           "0.32.0")
     assert limits.calibration == calibration and limits.drift_limit == calibration.drift_limit
     assert limits.judged_by.startswith("calibrated ") and "(K=3, clean repeats 3/3 PASS)" in limits.judged_by
-    fields = {"check": "teacher_forcing", "passed": True, "diverged": []}
+    fields = check_fields("teacher_forcing")
     clean = with_floor_of(fields, "cpu-ref", repeat(7), False, limits)
-    assert clean["passed"] and clean["floor"].count("PASS: ") == 2, clean["floor"]
+    assert clean.passed and clean.floor.count("PASS: ") == 2, clean.floor
     shifted = with_floor_of(fields, "cpu-ref", repeat(8, shift=0.01), False, limits)
-    assert not shifted["passed"] and "FAIL: " in shifted["floor"]
+    assert not shifted.passed and "FAIL: " in shifted.floor
 
 
 def test_a_calibration_repeat_is_judged_by_gates_yaml_and_not_against_a_floor(store):
@@ -82,10 +83,10 @@ def test_a_calibration_repeat_is_judged_by_gates_yaml_and_not_against_a_floor(st
 
     limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
                           "0.32.0", CalibrationRepeat(id="cal-x", repeat=2, of=3))
-    out = with_floor_of({"check": "teacher_forcing", "passed": True, "diverged": []}, "cpu-ref", repeat(1), False,
+    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(1), False,
                         limits)
-    assert out["passed"] and out["floor"].startswith("calibration repeat 2 of 3: not judged against a floor")
-    assert out["judged_by"] == "gates.yaml (calibration cal-x, repeat 2 of 3): limit 0.01, tie gap 0"
+    assert out.passed and out.floor.startswith("calibration repeat 2 of 3: not judged against a floor")
+    assert out.judged_by == "gates.yaml (calibration cal-x, repeat 2 of 3): limit 0.01, tie gap 0"
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -247,7 +248,7 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
     (store / "teacher_forcing.calibration.json").write_bytes(damage)  # the floor file beside it is intact
     limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
     assert limits.problem and why in limits.problem and limits.judged_by.startswith("unreadable calibration: ")
-    out = with_floor_of({"check": "teacher_forcing", "passed": True, "diverged": []}, "cpu-ref", repeat(7), False,
+    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(7), False,
                         limits)
-    assert not out["passed"] and out["floor"].startswith("FAIL (no data: the calibration cannot be read: ")
-    assert why in out["floor"] and out["diverged"] == [out["floor"]]
+    assert not out.passed and out.floor.startswith("FAIL (no data: the calibration cannot be read: ")
+    assert why in out.floor and out.diverged == [out.floor]

@@ -38,7 +38,8 @@ def test_each_gated_suite_has_its_gate_function_in_the_catalogues_order():
     from harness.judge.suite_gates import GATE_FUNCTIONS, SUITE_GATES
 
     gated = [s.name for s in SUITES if s.gate]
-    assert set(GATE_FUNCTIONS) == set(gated) and list(SUITE_GATES) == gated
+    own = [s.name for s in SUITES if s.gate and not s.metric_gate]  # a MetricGate's suite needs no function
+    assert set(GATE_FUNCTIONS) == set(own) and list(SUITE_GATES) == gated
 
 
 def test_derived_lists():
@@ -55,3 +56,34 @@ def test_every_suite_module_imports():
 
     for suite in SUITES:
         assert "test_" + suite.name in runpy.run_path(str(suite.path), run_name=f"suite_{suite.name}"), suite.path
+
+
+def test_a_timing_suite_is_its_entry_its_workload_and_its_test_file(arms_dir):
+    """What a MetricGate entry (the ttft suite) brings with it, no other file edited: its family (the default
+    workload loads as a MetricWorkload and fits the smallest arm), the arm field choosing it (an unknown key is still
+    refused), its gates.yaml section, its gate and its record kind."""
+    import pytest
+
+    from harness.config.arms import ARMS_DIR, load_arm, resolve_raw
+    from harness.config.errors import ConfigError
+    from harness.config.suites import metric_families, metric_gates
+    from harness.config.thresholds import Gates
+    from harness.config.workloads import FAMILIES, MetricWorkload, load_workload
+    from harness.judge.suite_gates import SUITE_GATES
+
+    timing = [s for s in SUITES if s.metric_gate]
+    assert [s.name for s in timing] == ["ttft"] and metric_families() == {"ttft": "ttft_short"}
+    for suite in timing:
+        w = load_workload(suite.default_workload, kind=MetricWorkload)
+        assert FAMILIES[suite.workload] == (suite.default_workload, MetricWorkload)
+        lens = [resolve_raw(p.stem, ARMS_DIR)[0].get("model", {}).get("max_model_len") for p in ARMS_DIR.glob("*.yaml")]
+        smallest = min(n for n in lens if n)  # every arm of configs/arms (GPU ones too: their models are not here)
+        assert w.prompt_tokens + w.output_tokens <= smallest, (w.name, smallest)
+        assert suite.name in SUITE_GATES and suite.records == ("metric",) and suite.gate in metric_gates()
+        assert Gates.model_validate({"metric_gates": {suite.gate: {"tolerance": 0.1}}}).metric_gates[suite.gate]
+    d, write = arms_dir
+    write("chooses", "extends: base\nworkloads: {ttft: mine}\n")
+    assert load_arm("chooses", arms_dir=d).workloads.ttft == "mine"
+    write("typo", "extends: base\nworkloads: {tfft: mine}\n")
+    with pytest.raises(ConfigError, match="tfft"):
+        load_arm("typo", arms_dir=d)

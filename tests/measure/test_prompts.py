@@ -56,3 +56,18 @@ def test_hub_model_needs_vocab_size():
     assert token_space(arm, load_workload("long_prefix_120k")).vocab_size == 163840
 
 
+
+
+def test_metric_prompts_warm_every_length_never_repeat_and_are_the_same_every_time():
+    from harness.config.workloads import MetricWorkload
+    from harness.measure.prompts import TokenSpace, metric_prompts
+
+    w = MetricWorkload(name="t", lengths=[8, 32], requests_per_length=3, warmup_requests=2, seed=5)
+    space = TokenSpace(1000, frozenset({0, 1}), frozenset({7}))
+    warmup, measured = metric_prompts(w, space)
+    assert [len(p) for p in warmup] == [8, 8, 32, 32] and [len(p) for p in measured] == [8, 8, 8, 32, 32, 32]
+    every = [tuple(p) for p in warmup + measured]
+    assert len(set(every)) == len(every)  # no prefix-cache hit between two requests
+    assert not {0, 1, 7} & {t for p in every for t in p}  # special and reserved tokens left out
+    assert metric_prompts(w, space) == (warmup, measured)
+    assert metric_prompts(w.model_copy(update={"seed": 6}), space)[1] != measured

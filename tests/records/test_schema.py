@@ -6,7 +6,7 @@ from harness.records.schema import KNOWN_KINDS, Usage, per_question_of
 def test_known_kinds_are_the_record_union():
     assert KNOWN_KINDS == {"server", "kv_capacity", "long_prefix", "cold_start", "gsm8k", "ruler", "gate",
                            "reference_check",
-                           "long_context", "dcp_ops", "spec_decode", "degeneration", "outcome", "capacity"}
+                           "long_context", "dcp_ops", "spec_decode", "degeneration", "outcome", "capacity", "metric"}
 
 
 def test_usage_of_no_points_is_none_not_zero():

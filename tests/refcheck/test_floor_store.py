@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+from check_fields import check_fields
 
 from harness.cli import main
 from harness.config.arms import load_arm
@@ -147,24 +148,24 @@ def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")
     stored = StoredOutputs("cpu-ref", "refkey", tmp_path / "ref.json", {}, reused=True)
-    fields = {"check": "teacher_forcing", "passed": True, "diverged": []}
+    fields = check_fields("teacher_forcing")
     clean = BatchRun(comparisons(seed=1))
     optional = with_floor(fields, stored, clean, limits_for(arm, "refkey"))
-    assert optional["passed"] and optional["floor"].startswith(
+    assert optional.passed and optional.floor.startswith(
         "not calibrated: no calibration or accepted floor for teacher_forcing of cpu-smoke vs cpu-ref")
-    assert "python -m harness calibrate --arm cpu-smoke" in optional["floor"]
-    assert optional["judged_by"] == "gates.yaml, not calibrated: limit 0.01, tie gap 0"
+    assert "python -m harness calibrate --arm cpu-smoke" in optional.floor
+    assert optional.judged_by == "gates.yaml, not calibrated: limit 0.01, tie gap 0"
     required = with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True))
-    assert not required["passed"] and required["floor"].startswith("FAIL (no data: not calibrated")
-    assert required["diverged"] == [required["floor"]]
+    assert not required.passed and required.floor.startswith("FAIL (no data: not calibrated")
+    assert required.diverged == [required.floor]
 
     src = tmp_path / "tf.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons(seed=0)))
-    save_floor(Path(optional["floor_path"]), "teacher_forcing", src, {"run": "n1"})
-    assert with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True))["passed"]
+    save_floor(Path(optional.floor_path), "teacher_forcing", src, {"run": "n1"})
+    assert with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True)).passed
     aborted = with_floor(fields, stored, BatchRun(comparisons(seed=1)[:3], "round 1: died"),
                          limits_for(arm, "refkey", require_floor=True))
-    assert not aborted["passed"] and aborted["floor"].startswith("FAIL (no data: the check was aborted")
+    assert not aborted.passed and aborted.floor.startswith("FAIL (no data: the check was aborted")
 
 
 def test_a_request_compared_twice_pairs_by_its_group():
@@ -205,7 +206,7 @@ def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")
-    fields = {"check": "long_prefix_outputs", "passed": True, "diverged": []}
+    fields = check_fields("long_prefix_outputs")
 
     def lines(shift: float, seed: int) -> list:
         free = [c.model_copy(update={"group": "c1"}) for c in comparisons(shift=shift, n=12, seed=seed)]
@@ -214,18 +215,18 @@ def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(
     key = "long_prefix samples of cpu-ref in this run (prompts abc), reference config 123"
     check = "long_prefix_outputs"
     first = with_floor_of(fields, "cpu-ref", lines(0.0, 0), False, limits_for(arm, key, check))
-    assert first["floor"].startswith("not calibrated: no calibration or accepted floor for long_prefix_outputs of "
+    assert first.floor.startswith("not calibrated: no calibration or accepted floor for long_prefix_outputs of "
                                      "cpu-smoke vs cpu-ref")
     src = tmp_path / "lp.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in lines(0.0, 0)))
-    save_floor(Path(first["floor_path"]), "long_prefix_outputs", src, {"run": "n1"})
-    assert len(load_floor(Path(first["floor_path"]), "long_prefix_outputs").comparisons) == 16
+    save_floor(Path(first.floor_path), "long_prefix_outputs", src, {"run": "n1"})
+    assert len(load_floor(Path(first.floor_path), "long_prefix_outputs").comparisons) == 16
     clean = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key, check, True))
-    assert clean["passed"] and clean["floor"].startswith("PASS"), clean["floor"]
+    assert clean.passed and clean.floor.startswith("PASS"), clean.floor
     shifted = with_floor_of(fields, "cpu-ref", lines(0.003, 1), False, limits_for(arm, key, check, True))
-    assert not shifted["passed"] and "FAIL: sign test" in shifted["floor"], shifted["floor"]
+    assert not shifted.passed and "FAIL: sign test" in shifted.floor, shifted.floor
     other = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key.replace("123", "456"), check, True))
-    assert other["floor"].startswith("FAIL (no data: not calibrated"), other["floor"]  # another reference config
+    assert other.floor.startswith("FAIL (no data: not calibrated"), other.floor  # another reference config
 
 
 def test_accept_floor_of_a_run_copied_from_another_machine_stores_in_this_store(tmp_path, capsys):

@@ -82,8 +82,8 @@ def test_summary_fields():
 def test_aborted_check_keeps_comparisons_and_fails(tmp_path):
     run = BatchRun([compare_outputs("a", 1, gen([1]), gen([1]))], aborted="round 2 (batch 3): server exited\nlog tail")
     f = record_fields("graph_replay", "cpu-ref", "k", run, 1e-2, tmp_path / "c.jsonl")
-    assert f["status"] == "aborted" and not f["passed"] and f["requests"] == 1
-    assert f["diverged"][0].startswith("aborted after 1 comparison(s): round 2 (batch 3): server exited")
+    assert f.status == "aborted" and not f.passed and f.requests == 1
+    assert f.diverged[0].startswith("aborted after 1 comparison(s): round 2 (batch 3): server exited")
 
 
 # --- the completions API edge ---------------------------------------------------------------------------------------

@@ -45,9 +45,9 @@ def judged(cand: dict, ref: dict, forced=(), tie_gap: float = 0.0, drift: float 
 
 def test_identical_outputs_pass_and_are_checked_to_prompt_plus_output():
     f = judged(arm(), arm())
-    assert f["passed"] and f["status"] == "complete" and f["requests"] == 8 and f["exact_matches"] == 8
-    assert f["checked_to_tokens"] == 3544 and f["max_drift"] == 0.0 and f["check"] == "long_prefix_outputs"
-    assert f["detail"] == "long_prefix_outputs: 8/8 exact, max drift 0 (limit 0.01)"
+    assert f.passed and f.status == "complete" and f.requests == 8 and f.exact_matches == 8
+    assert f.checked_to_tokens == 3544 and f.max_drift == 0.0 and f.check == "long_prefix_outputs"
+    assert f.detail == "long_prefix_outputs: 8/8 exact, max drift 0 (limit 0.01)"
 
 
 def test_a_planted_divergence_at_the_second_token_fails_naming_request_and_gap():
@@ -56,11 +56,11 @@ def test_a_planted_divergence_at_the_second_token_fails_naming_request_and_gap()
     bad[1] = 7
     cand = {**arm(), (2, 3): row(2, 3, bad)}
     f = judged(cand, arm())
-    assert not f["passed"] and f["status"] == "complete" and f["exact_matches"] == 7
-    assert f["first_divergence_min"] == 1
-    assert f["diverged"] == ["request c2 #3 [c2]: generated token 1 differs from the reference (32 vs 32 tokens, "
+    assert not f.passed and f.status == "complete" and f.exact_matches == 7
+    assert f.first_divergence_min == 1
+    assert f.diverged == ["request c2 #3 [c2]: generated token 1 differs from the reference (32 vs 32 tokens, "
                              "where the reference's top-2 gap is 2)"]
-    assert f["checked_to_tokens"] == 3544  # the exact requests reached the whole context
+    assert f.checked_to_tokens == 3544  # the exact requests reached the whole context
 
 
 def test_a_near_tie_flip_late_in_a_bf16_output_is_not_a_fault():
@@ -68,14 +68,14 @@ def test_a_near_tie_flip_late_in_a_bf16_output_is_not_a_fault():
     late[30] = 131  # the reference's own runner-up at position 30
     ref = {**arm(), (1, 0): {**row(1, 0, list(range(100, 132)), gap=0.125)}}
     cand = {**arm(), (1, 0): row(1, 0, late)}
-    assert not judged(cand, ref)["passed"]  # tie_gap 0 (the CPU pair: float32, bit-identical)
+    assert not judged(cand, ref).passed  # tie_gap 0 (the CPU pair: float32, bit-identical)
     f = judged(cand, ref, tie_gap=0.5)  # the GPU tiny MLA model's limits
-    assert f["passed"] and f["tie_flips"] == 1 and "1 tie flip(s)" in f["detail"]
+    assert f.passed and f.tie_flips == 1 and "1 tie flip(s)" in f.detail
 
 
 def test_drift_before_the_divergence_beyond_the_limit_fails():
     f = judged(arm(logprob=-0.5), arm(logprob=-0.1))
-    assert not f["passed"] and "max |delta logprob| 0.4 > 0.01" in f["diverged"][0]
+    assert not f.passed and "max |delta logprob| 0.4 > 0.01" in f.diverged[0]
 
 
 def test_requests_that_cannot_be_compared_are_no_data_never_dropped():
@@ -84,23 +84,23 @@ def test_requests_that_cannot_be_compared_are_no_data_never_dropped():
     del ref[(2, 0)]
     old = {k: {kk: vv for kk, vv in v.items() if kk not in ("token_ids", "logprobs", "top")} for k, v in arm().items()}
     f = judged(arm(), ref)
-    assert not f["passed"] and f["status"] == "aborted" and f["requests"] == 6
-    assert f["reason"] == "no data: request c1 #3: cpu-ref's request failed (HTTP 500: engine error) (and 1 more)"
-    assert "no data: request c2 #0: cpu-ref has no sample for it" in f["diverged"]
+    assert not f.passed and f.status == "aborted" and f.requests == 6
+    assert f.reason == "no data: request c1 #3: cpu-ref's request failed (HTTP 500: engine error) (and 1 more)"
+    assert "no data: request c2 #0: cpu-ref has no sample for it" in f.diverged
     g = judged(old, arm())
-    assert g["status"] == "aborted" and "cpu-smoke's sample has no output tokens (written before outputs were kept)" \
-        in g["reason"]
+    assert g.status == "aborted" and "cpu-smoke's sample has no output tokens (written before outputs were kept)" \
+        in g.reason
     cand = arm()
     cand[(2, 1)] = row(2, 1, [], error="ReadTimeout")
-    assert "cpu-smoke's request failed (ReadTimeout)" in judged(cand, arm())["reason"]
+    assert "cpu-smoke's request failed (ReadTimeout)" in judged(cand, arm()).reason
     nothing = checked_fields([], [], [], "cpu-ref", 0.01, 0.0)
-    assert not nothing["passed"] and nothing["reason"] == "no data: no request was compared"
+    assert not nothing.passed and nothing.reason == "no data: no request was compared"
 
 
 def test_degeneration_lines_fail_the_check():
     f = judged(arm(), arm(), extra=["request c1 #0: more repetitive than the reference: repeated span of 30"])
-    assert not f["passed"] and f["diverged"][0].startswith("request c1 #0: more repetitive")
-    assert "repeated span of 30" in f["detail"]
+    assert not f.passed and f.diverged[0].startswith("request c1 #0: more repetitive")
+    assert "repeated span of 30" in f.detail
 
 
 def test_teacher_forced_sample_is_judged_and_reaches_the_whole_context():
@@ -108,10 +108,10 @@ def test_teacher_forced_sample_is_judged_and_reaches_the_whole_context():
     same = Generation(ref.token_ids, ref.logprobs, [{t: -0.1} for t in ref.token_ids])
     forced = [compare_forced("c1 #0", PROMPT, same, ref, "c1 forced")]
     f = judged(arm(), arm(), forced)
-    assert f["passed"] and "teacher-forced sample: 1/1 exact" in f["detail"] and f["checked_to_tokens"] == 3544
+    assert f.passed and "teacher-forced sample: 1/1 exact" in f.detail and f.checked_to_tokens == 3544
     wrong = Generation(ref.token_ids, [-3.0] * 32, [{5: -0.01} for _ in ref.token_ids])  # argmax elsewhere
     f = judged(arm(), arm(), [compare_forced("c1 #0", PROMPT, wrong, ref, "c1 forced")])
-    assert not f["passed"] and f["diverged"][0].startswith("teacher-forced request c1 #0 [c1 forced]: generated "
+    assert not f.passed and f.diverged[0].startswith("teacher-forced request c1 #0 [c1 forced]: generated "
                                                            "token 0 differs")
     # a free generation diverging at token 1 checked only to there; the forced one reaches every position
     early = compare_pairs(pair_outputs({(1, 0): row(1, 0, [1, 2, 3])}, {(1, 0): row(1, 0, [1, 9, 3])}, "a", "b")[0])

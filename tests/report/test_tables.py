@@ -109,7 +109,7 @@ def test_build_tables_titles_in_pr_order():
     from harness.report.tables import build_tables
 
     assert [t for t, _ in build_tables([], [])] == ["Accuracy", "RULER", "Performance", "Cold start", "KV capacity",
-                                                      "Reference checks", "Long context", "Batch invariance", "Capacity", "DCP op conformance", "Spec decode", "Gates", "Checks",
+                                                      "Reference checks", "Long context", "Batch invariance", "Capacity", "Timing metrics", "DCP op conformance", "Spec decode", "Gates", "Checks",
                                                       "Servers"]
 
 
