@@ -44,6 +44,10 @@ def cmd_qualify(args: argparse.Namespace) -> int:
         strict=args.strict, pytest_args=tuple(args.pytest_args), argv=tuple(sys.argv)))
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    return plan_arms(args.arm, args.arms, args.set, args.strict, not args.no_vllm_check)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     return report(args.run, args.baseline, args.exit_code, args.screenshot)
 
@@ -111,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="print each node's argv, environment and preflight verdicts")
     arm_options(p, several=True)
-    p.set_defaults(func=plan_arms)
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("qualify", help="run the suites for an arm (or several) against its reference")
     arm_options(p, several=True)

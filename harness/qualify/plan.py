@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from harness.admission.arms import check_shared_workloads, load_run_arms
@@ -23,24 +22,24 @@ from harness.plan.nodes import render_plan
 from harness.plan.preflight import Verdict, violations
 
 
-def plan_arms(args: argparse.Namespace) -> int:
+def plan_arms(arm: str | None, arms: str | None, overrides: list[str], strict: bool, vllm_check: bool) -> int:
     """Per-node argv + environment + preflight verdicts of one arm or several (--arms; their references checked too,
     a shared one once); this machine's resources are shown but do not decide the exit code: a GPU arm is planned on
     a laptop. The arms that fail are listed in one message at the end."""
-    if bool(args.arm) == bool(args.arms):
+    if bool(arm) == bool(arms):
         raise ConfigError("plan: name one arm (--arm NAME) or several (--arms a,b); `python -m harness arms` lists "
                           "them")
-    arms = load_run_arms([args.arm] if args.arm else parse_arm_names(args.arms), None, args.set)
-    check_shared_workloads(arms, default_suites())  # as a run of the default suites would (`qualify` without --suites)
+    run_arms = load_run_arms([arm] if arm else parse_arm_names(arms), None, overrides)
+    check_shared_workloads(run_arms, default_suites())  # as `qualify` without --suites would
     failed = {}
-    for i, candidate in enumerate(arms.candidates):
-        if len(arms.candidates) > 1:
-            print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(arms.candidates)}) ===")
-        failed[candidate.name] = plan_one(candidate, args)
-    others = [a for a in arms.all if a.name not in arms.arm_set.candidates]
-    named = [f"{a.name} ({'reference' if a.name in arms.arm_set.arms else 'eager variant'})" for a in others]
-    for arm in others:  # they run the candidate's workloads: each must fit them, as `qualify` checks
-        failed[arm.name] = violations(plan_workloads(arms.owner(arm), arm)[0])
+    for i, candidate in enumerate(run_arms.candidates):
+        if len(run_arms.candidates) > 1:
+            print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(run_arms.candidates)}) ===")
+        failed[candidate.name] = plan_one(candidate, strict_run(strict), vllm_check)
+    others = [a for a in run_arms.all if a.name not in run_arms.arm_set.candidates]
+    named = [f"{a.name} ({'reference' if a.name in run_arms.arm_set.arms else 'eager variant'})" for a in others]
+    for other in others:  # they run the candidate's workloads: each must fit them, as `qualify` checks
+        failed[other.name] = violations(plan_workloads(run_arms.owner(other), other)[0])
     if named:
         print(f"\nnamed arms: {', '.join(named)}: " + ("valid" if not any(failed[a.name] for a in others)
                                                        else "see the error below"))
@@ -61,15 +60,14 @@ def plan_workloads(candidate: Arm, arm: Arm) -> tuple[list[Verdict], list[Verdic
     return [v for v in verdicts if v not in local], local
 
 
-def plan_one(candidate: Arm, args: argparse.Namespace) -> list[Verdict]:
+def plan_one(candidate: Arm, strict: bool, vllm_check: bool) -> list[Verdict]:
     """Print one candidate's plan; its failed verdicts."""
-    strict = strict_run(args.strict)
     arm_plan, verdicts = arm_verdicts(candidate, candidate, None, resources=False)
     fits, local_files = plan_workloads(candidate, candidate)
     verdicts += fits
     verdicts.append(env_verdict(candidate, arm_plan))
     verdicts += method_verdicts(candidate, strict)
-    verdicts.append(parser_verdict(candidate, arm_plan, not args.no_vllm_check, strict, bool(violations(verdicts))))
+    verdicts.append(parser_verdict(candidate, arm_plan, vllm_check, strict, bool(violations(verdicts))))
     print(render_plan(arm_plan, verdicts[len(arm_plan.verdicts):]))
     print("\nthis machine (checked again by `qualify` before anything starts):")
     for v in [*local_files, *machine_verdicts(candidate)]:
