@@ -15,12 +15,12 @@ from harness.config.errors import HarnessError
 from harness.judge.long_context import long_context_gate
 from harness.measure.metrics import cache_config, fetch_metrics, label_int
 from harness.pytest_plugin.floors import apply_floor, check_limits, judge_floor
-from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord, RequestComparison
-from harness.refcheck.batches import BatchRun, record_fields
-from harness.refcheck.bursts import batch_invariance, burst_plan
+from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
+from harness.refcheck.batches import record_fields
+from harness.refcheck.bursts import batch_invariance
 from harness.refcheck.long_context import shared_tokens
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
-from harness.refcheck.long_context_grid import Grid, burst_cells, sequential_cells, sweep_cells
+from harness.refcheck.long_context_grid import run_grid
 
 
 def skip_reason(session, arm_name: str, served: bool) -> str | None:
@@ -51,50 +51,33 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     sink = session.run_dir / arm.name / f"long_context_vs_{stored.arm}_comparisons.jsonl"
     sink.parent.mkdir(parents=True, exist_ok=True)
     sink.unlink(missing_ok=True)
-    grid = Grid(candidate, sampling, f"long-context-{session.run_id}", sink)
-    budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
-    run = BatchRun()
-    cells, extra, alone = sequential_cells(grid, prompts.all(), w, stored.outputs, caching_on, shared, block,
-                                           *judging, budget, run)
-    if not run.aborted:
-        cells += sweep_cells(grid, sweep.all(), long_context_sweep_outputs.outputs, *judging, run)
-    plan = burst_plan(prompts.all(), arm.server.max_num_seqs or w.burst_max) if w.bursts else []
-    if plan and "cold" not in w.modes:
-        pytest.fail(f"workload {w.name!r}: bursts compare with each cell's cold output alone: add cold to modes or "
-                    "set bursts: false", pytrace=False)
-    burst_alone: list[tuple[int, int, RequestComparison]] = []
-    if not run.aborted and plan:
-        bursts = Grid(candidate, sampling, grid.salt,
-                      sink.with_name(f"long_context_bursts_vs_{stored.arm}_comparisons.jsonl"))
-        bursts.sink.unlink(missing_ok=True)
-        burst_judged, burst_alone = burst_cells(bursts, plan, stored.outputs, alone, *judging, run)
-        cells += burst_judged
-    bursts_planned = sum(len(g) for _, g in plan)
-    planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + len(sweep.cells) + bursts_planned
+    grid = run_grid(candidate, sampling, f"long-context-{session.run_id}", sink, w, prompts.all(), sweep.all(),
+                    stored.outputs, long_context_sweep_outputs.outputs, caching_on, shared, block, *judging)
+    run, cells = grid.run, grid.cells
     floor = judge_floor("long_context", stored.arm, run.comparisons, bool(run.aborted), limits)
-    fields = apply_floor(record_fields("long_context", stored.arm, stored.key, run, limits.drift_limit, sink, extra,
-                                       limits.tie_gap), floor)
+    fields = apply_floor(record_fields("long_context", stored.arm, stored.key, run, limits.drift_limit, sink,
+                                       grid.extra, limits.tie_gap), floor)
     hits = [c.cached_tokens for c in cells if c.cached_tokens is not None]
     first, to = first_failing_length(cells), checked_to_tokens(cells)
     check = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=to,
                    cached_tokens_proven=sum(hits) if hits else None)
     failures = [f for c in cells for f in c.failures] + ([floor.failure] if floor.failure else [])
     if run.aborted:
-        failures.insert(0, f"aborted after {len(cells)}/{planned} cell(s): {run.aborted.splitlines()[0]}")
+        failures.insert(0, f"aborted after {len(cells)}/{grid.planned} cell(s): {run.aborted.splitlines()[0]}")
     grid_rec = record(LongContextRecord, arm=arm.name, workload=w.name, reference=stored.arm,
                       reference_key=stored.key, prompts_sha=prompts.fingerprint(), needle_source=prompts.needle_source,
                       prefix_caching=caching, lengths=sorted(w.lengths), depths=list(w.depths), modes=list(w.modes),
                       cells=cells, first_failing_length=first, checked_to_tokens=to,
                       passed=not failures and check.passed, failures=failures,
                       status="aborted" if run.aborted else "complete", reason=run.aborted,
-                      comparisons_path=str(sink), bursts_planned=bursts_planned,
+                      comparisons_path=str(sink), bursts_planned=grid.bursts_planned,
                       sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.run.length_seed,
                       sweep_planned=len(sweep.cells),
-                      batch_invariance=batch_invariance(burst_alone, limits.drift_limit, limits.tie_gap))
+                      batch_invariance=batch_invariance(grid.burst_alone, limits.drift_limit, limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
     seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
-                             f"{grid_summary(cells, planned)}{seed}; prefix caching {caching}:\n"
+                             f"{grid_summary(cells, grid.planned)}{seed}; prefix caching {caching}:\n"
                              + "\n".join(failures or check.diverged))

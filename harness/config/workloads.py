@@ -231,6 +231,9 @@ class LongContextWorkload(StrictModel):
         if len(set(self.lengths)) != len(self.lengths) or len(set(self.depths)) != len(self.depths) \
                 or len(set(self.modes)) != len(self.modes):
             raise ValueError("lengths, depths and modes must not repeat")
+        if self.bursts and "cold" not in self.modes:  # a burst output is compared with the cell's cold one alone
+            raise ValueError("bursts compare each cell with its cold output sent alone: add cold to modes or set "
+                             "bursts: false")
         if isinstance(self.partial_shared, int) and self.partial_shared >= min(self.lengths):
             raise ValueError(f"partial_shared {self.partial_shared} tokens must be below the shortest length "
                              f"{min(self.lengths)}")

@@ -7,6 +7,8 @@ every cell compared before it is kept."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.config.errors import HarnessError, LaunchError
 from harness.config.workloads import LongContextWorkload
@@ -14,7 +16,7 @@ from harness.measure.generation import Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
 from harness.records.schema import LongContextCell, RequestComparison
 from harness.refcheck.batches import BatchRun, send
-from harness.refcheck.bursts import judge_burst
+from harness.refcheck.bursts import burst_plan, judge_burst
 from harness.refcheck.compare import compare_outputs, failure_line
 from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup
 from harness.refcheck.long_context_cells import judge_forced, judge_generation
@@ -153,3 +155,40 @@ def sequential_cells(grid: Grid, cells: list[ContextCell], w: LongContextWorkloa
             run.aborted = abort_reason(cell.group, exc, grid.live)
             break
     return judged_cells, extra, alone
+
+
+@dataclass
+class GridRun:
+    """What one candidate's grid left: the judged cells, the failures beyond the comparisons, every comparison made
+    (run.aborted: why it stopped), each burst output against the same cell sent alone, and the cells it planned."""
+
+    cells: list[LongContextCell] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    run: BatchRun = field(default_factory=BatchRun)
+    burst_alone: list[tuple[int, int, RequestComparison]] = field(default_factory=list)
+    bursts_planned: int = 0
+    planned: int = 0
+
+
+def run_grid(live, sampling: Sampling, salt: str, sink: Path, w: LongContextWorkload, cells: list[ContextCell],
+             sweep: list[ContextCell], reference: dict, sweep_reference: dict, caching_on: bool,
+             shared: dict[int, int], block: int, limit: float, tie_gap: float, margin: float) -> GridRun:
+    """The sequential grid, then (unless a server death stopped it) the sweep, then the bursts; comparisons appended to
+    `sink` (the bursts' to a file of their own beside it) as they are made."""
+    arm = live.arm
+    grid = Grid(live, sampling, salt, sink)
+    budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
+    out = GridRun()
+    out.cells, out.extra, alone = sequential_cells(grid, cells, w, reference, caching_on, shared, block, limit,
+                                                   tie_gap, margin, budget, out.run)
+    if not out.run.aborted:
+        out.cells += sweep_cells(grid, sweep, sweep_reference, limit, tie_gap, margin, out.run)
+    plan = burst_plan(cells, arm.server.max_num_seqs or w.burst_max) if w.bursts else []
+    out.bursts_planned = sum(len(g) for _, g in plan)
+    out.planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + len(sweep) + out.bursts_planned
+    if not out.run.aborted and plan:
+        bursts = Grid(live, sampling, salt, sink.with_name(sink.name.replace("long_context_", "long_context_bursts_")))
+        bursts.sink.unlink(missing_ok=True)
+        judged, out.burst_alone = burst_cells(bursts, plan, reference, alone, limit, tie_gap, margin, out.run)
+        out.cells += judged
+    return out

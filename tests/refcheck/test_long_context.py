@@ -102,6 +102,9 @@ def test_workload_is_strict_and_fits_are_checked():
         workload(lenghts=[1])
     with pytest.raises(ValueError, match="partial_shared 256 tokens must be below the shortest length 128"):
         workload(partial_shared=256)
+    with pytest.raises(ValueError, match="bursts compare each cell with its cold output sent alone"):
+        workload(modes=["warm"])
+    assert workload(modes=["warm"], bursts=False).modes == ["warm"]
     cpu = load_workload("long_context_cpu", kind=LongContextWorkload)
     assert cpu.max_len <= 4096 and cpu.prompt_tokens == 4000, "the CPU pair's max_model_len"
     for name, limit in (("long_context_gpu", 40960), ("long_context_gpu_120k", 122880),
