@@ -102,7 +102,10 @@ def test_the_ttft_gate_passes_on_the_clean_pair(clean):
                                             for r in ttft.values()), ttft
     gate = next(r for r in records if r.kind == "gate" and r.gate == "ttft_p50")
     assert gate.passed and f"ttft_s median {CAND}" in gate.detail, gate.detail
-    assert "| ttft_p50 |" in (run / "tables" / "gates.md").read_text()
+    rows = {row["Gate"]: row for row in json.loads((run / "tables" / "gates.json").read_text())}
+    assert rows["ttft_p50"]["Verdict"] == "PASS", rows
+    timing = json.loads((run / "tables" / "timing_metrics.json").read_text())
+    assert {(row["Arm"], row["n"]) for row in timing} == {(CAND, 16), (REF, 16)}, timing
 
 
 def test_a_planted_per_step_slowdown_fails_the_gate_and_caps_throughput(clean, tmp_path):
