@@ -43,11 +43,11 @@ def metric_gate(records: list[Record], cand: str, ref: str, suite: Suite,
     unit = mine.unit
     shown = (lambda v: f"{v * 1e3:.2f} ms") if unit == "s" else (lambda v: f"{v:.4g} {unit}")
     bound = "<=" if spec.better == "lower" else ">="
-    why = "gates.yaml metric_gates" if limits and limits.tolerance is not None else spec.derivation
+    source = "gates.yaml metric_gates" if limits and limits.tolerance is not None else spec.derivation
     detail = (f"{spec.metric} median {cand} {shown(c)} vs {ref} {shown(r)} (n {len(mine.samples)}/"
               f"{len(theirs.samples)}): {ratio:.2f}x, limit {bound} {limit:.2f}x"
               + (f" ({mine.detail})" if mine.detail else "")
-              + ("" if passed else f"; the limit: {why}"))
+              + ("" if passed else f"; the limit: {source}"))
     return GateResult(suite.gate, suite.name, cand, ref, passed, detail,
                       {"candidate_median": c, "reference_median": r, "ratio": ratio, "limit": limit,
                        "candidate_n": len(mine.samples), "reference_n": len(theirs.samples)}, enforced=enforced)
