@@ -85,13 +85,17 @@ async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sa
         tasks = [asyncio.ensure_future(generate_one(client, base_url, model, p, sampling, timeout_s, cache_salt))
                  for p in prompts]
         try:
-            while not all(t.done() for t in tasks):
+            while True:
+                # The first failure is raised as soon as it is seen, whichever request it was: reading results in
+                # order would hit a request still in flight first (CI: InvalidStateError after an engine death).
+                failed = next((t for t in tasks if t.done() and t.exception() is not None), None)
+                if failed is not None:
+                    raise failed.exception()
+                if all(t.done() for t in tasks):
+                    return [t.result() for t in tasks]
                 await asyncio.wait(tasks, timeout=0.5, return_when=asyncio.FIRST_EXCEPTION)
-                if any(t.done() and t.exception() for t in tasks):
-                    break
                 if alive is not None:
                     alive()  # a dead engine raises here instead of waiting out the request timeout
-            return [t.result() for t in tasks]
         finally:
             for t in tasks:
                 t.cancel()
