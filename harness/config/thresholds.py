@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator
 from harness.config.errors import ConfigError
 from harness.config.files import Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
 from harness.config.paths import GATES_FILE
+from harness.config.suites import metric_gates
 
 
 class LongPrefixGates(StrictModel):
@@ -161,6 +162,15 @@ class Gates(StrictModel):
     spec_decode: SpecDecodeGates = SpecDecodeGates()
     degeneration: DegenerationGates = DegenerationGates()
     metric_gates: dict[str, MetricGateLimits] = {}  # by gate name: the catalogue's timing gates (config/suites.py)
+
+    @field_validator("metric_gates")
+    @classmethod
+    def _known_gates(cls, value: dict) -> dict:
+        unknown = sorted(set(value) - set(metric_gates()))
+        if unknown:  # a misspelt gate would leave the catalogue's tolerance in force, silently
+            raise ValueError(f"unknown gate(s) {', '.join(unknown)}: metric_gates names the catalogue's timing gates "
+                             f"({', '.join(sorted(metric_gates()))})")
+        return value
 
 
 def lineage(arm: str, arms_dir: Path | None = None) -> list[str]:

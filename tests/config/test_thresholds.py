@@ -78,3 +78,15 @@ def test_drift_limits_refuses_a_misspelt_check_naming_the_ones_it_takes(tmp_path
     path.write_text("defaults:\n  reference_checks:\n    drift_limits: {teacher_forcing: 0}\n")
     with pytest.raises(ConfigError, match="drift_limits.teacher_forcing"):
         thresholds.load_gates("x", path)
+
+
+def test_metric_gates_refuses_a_misspelt_gate_naming_the_ones_it_takes(tmp_path):
+    path = tmp_path / "gates.yaml"
+    path.write_text("defaults:\n  metric_gates: {ttft_p5O: {tolerance: 0.3}}\n")
+    with pytest.raises(ConfigError, match="ttft_p5O.*ttft_p50"):
+        thresholds.load_gates("x", path)
+    path.write_text("defaults:\n  metric_gates: {ttft_p50: {tolerance: -1}}\n")
+    with pytest.raises(ConfigError, match="metric_gates.ttft_p50.tolerance"):
+        thresholds.load_gates("x", path)
+    path.write_text("defaults:\n  metric_gates: {ttft_p50: {tolerance: 0.3, enforce: false}}\n")
+    assert thresholds.load_gates("x", path).metric_gates["ttft_p50"].enforce is False
