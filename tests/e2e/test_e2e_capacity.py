@@ -26,8 +26,8 @@ from harness.faults import length_faults as lf
 from harness.judge.capacity import capacity_gate, knee
 from harness.judge.metric_gate import metric_gate
 from harness.measure.capacity import build_capacity_prompts, ramp
-from harness.measure.loadgen import run_level
-from harness.measure.prompts import metric_prompts, token_space
+from harness.measure.metric_workload import metric_fields, run_metric_workload
+from harness.measure.prompts import token_space
 from harness.records.results import read_results
 from harness.records.schema import CapacityRecord, MetricRecord, ReferenceCheckRecord
 from harness.serve.launch import launch
@@ -82,16 +82,10 @@ def test_clean_pair_ramps_to_saturation_and_passes(clean):
 
 
 def ttft_record(live) -> MetricRecord:
-    """The ttft suite's measurement of a live server, as suites/test_ttft.py makes it (its prompts, one at a time)."""
-
-    w = load_workload("ttft_short", kind=MetricWorkload)
-    warmup, measured = metric_prompts(w, token_space(live.arm, w))
-    base, model, alive = live.info.base_url, live.arm.model.served_name, live.server.check_alive
-    asyncio.run(run_level(base, model, warmup, w.output_tokens, 1, 0, 60, alive))
-    run = asyncio.run(run_level(base, model, measured, w.output_tokens, 1, 1, 60, alive))
+    """The ttft suite's measurement of a live server, as suites/test_ttft.py makes it."""
+    run = run_metric_workload(live, load_workload("ttft_short", kind=MetricWorkload))
     return MetricRecord(run_id="fault", arm=CAND, suite="ttft", metric="ttft_s", unit="s",
-                        samples=[s.ttft_s for s in run.samples if s.ok], requests=len(measured),
-                        failed=sum(not s.ok for s in run.samples))
+                        **metric_fields(run, lambda s: s.ttft_s))
 
 
 def test_the_ttft_gate_passes_on_the_clean_pair(clean):
