@@ -16,7 +16,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.calibrate.repeats import CheckRepeat, read_repeat
@@ -38,7 +38,7 @@ from harness.records.results import read_results
 from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.compare import failure_line
-from harness.refcheck.floor_store import Calibration, save_calibration
+from harness.refcheck.floor_store import Calibration, CalibrationUnreadable, load_calibration, save_calibration
 
 # A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
 RunRepeat = Callable[[list[str], dict[str, str]], int]
@@ -103,10 +103,12 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:
                           "with like: calibrate again")
     gates = load_gates(arm).reference_checks
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    rows = []
-    for check in checks:
-        per_repeat = [m[check] for m in measured]
-        rows.append(calibrate_check(check, per_repeat, gates, ident, when, run_dirs, vllm))
+    derived = [calibrate_check(check, [m[check] for m in measured], gates, ident, when, run_dirs, vllm,
+                               previous_calibration(measured[0][check].record.floor_path, check))
+               for check in checks]
+    for d in derived:  # written only once every check stands
+        save_calibration(d.path, d.calibration, d.floor, d.source)
+    rows = [d.row for d in derived]
     out = REPORTS_DIR / ident
     out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps({"arm": arm, "calibration": ident, "calibrated": when,
@@ -119,8 +121,32 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class CheckCalibration:
+    """What calibrate_check derived for one check; nothing is written until every check of the calibration stands
+    (store_calibration writes `calibration`, `floor` and `source` at `path`, and `row` into the table)."""
+
+    path: Path  # the key's directory in this machine's reference store
+    calibration: Calibration
+    floor: list[RequestComparison]
+    source: dict
+    row: dict  # the table's row (reports/<id>/calibration.json and .md)
+    # why this calibration may not be stored: a derived value above its ceiling (--trust cannot override it) ...
+    ceilings: tuple[str, ...] = ()
+    # ... and a limit that moved more than the stated factor from `previous` (--trust overrides it)
+    moves: tuple[str, ...] = ()
+
+
+def previous_calibration(floor_path: str, check: str) -> Calibration | None:
+    """The calibration stored for this key now, the one a new calibration would replace (None: the first)."""
+    try:
+        return load_calibration(floor_here(floor_path), check)
+    except CalibrationUnreadable:
+        return None  # replaced: an unreadable calibration judges nothing
+
+
 def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, ident: str, when: str,
-                    run_dirs: list[Path], vllm: list[str]) -> dict:
+                    run_dirs: list[Path], vllm: list[str], previous: Calibration | None) -> CheckCalibration:
     paths = {r.record.floor_path for r in per_repeat}
     if len(paths) != 1:
         raise ConfigError(f"calibrate: {check}'s floor key changed between repeats ({', '.join(sorted(paths))}): the "
@@ -142,15 +168,14 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
     calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), MARGIN, limits.derivation,
                               loo.sentence, when, ident, spread_fields)
     first = per_repeat[0].record
-    save_calibration(floor_here(first.floor_path), calibration, mean_floor(repeats),
-                     {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs],
-                      "arm": first.arm, "reference": first.reference, "reference_key": first.reference_key,
-                      "vllm": vllm})
-    return {"check": check, "reference": first.reference, "before": {"drift_limit": gates.limit_for(check),
-                                                                      "tie_gap": gates.tie_gap},
-            "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
-            "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
-            "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
+    source = {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs], "arm": first.arm,
+              "reference": first.reference, "reference_key": first.reference_key, "vllm": vllm}
+    row = {"check": check, "reference": first.reference, "before": {"drift_limit": gates.limit_for(check),
+                                                                     "tie_gap": gates.tie_gap},
+           "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
+           "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
+           "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
+    return CheckCalibration(floor_here(first.floor_path), calibration, mean_floor(repeats), source, row)
 
 
 def over_limits(c: RequestComparison, limits: Limits) -> bool:
