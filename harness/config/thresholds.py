@@ -54,6 +54,18 @@ DRIFT_CHECKS = ("prefix_reuse", "graph_replay", "graph_replay_eager", "teacher_f
                 "long_prefix_outputs", "capacity_outputs", "spec_decode")
 
 
+def drift_check_key(check: str) -> str:
+    """The name a per-check setting goes by (capacity's per-level checks capacity_outputs_c<N>: capacity_outputs)."""
+    return "capacity_outputs" if check.startswith("capacity_outputs_c") else check
+
+
+def known_drift_checks(value: dict[str, float], key: str) -> dict[str, float]:
+    unknown = sorted(set(value) - set(DRIFT_CHECKS))
+    if unknown:  # a misspelt check would leave the default in force, silently
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}: {key} names checks among {', '.join(DRIFT_CHECKS)}")
+    return value
+
+
 class ReferenceCheckGates(StrictModel):
     drift_limit: Float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
     # Per check, where the clean drift of one check's prompts differs from another's for the same model and dtype
@@ -68,16 +80,38 @@ class ReferenceCheckGates(StrictModel):
     @field_validator("drift_limits")
     @classmethod
     def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(value) - set(DRIFT_CHECKS))
-        if unknown:
-            raise ValueError(f"unknown check(s) {', '.join(unknown)}: drift_limits names checks among "
-                             f"{', '.join(DRIFT_CHECKS)}")
-        return value
+        return known_drift_checks(value, "drift_limits")
 
     def limit_for(self, check: str) -> float:
         """The drift limit of one check (capacity_outputs_c8 goes by capacity_outputs)."""
-        key = "capacity_outputs" if check.startswith("capacity_outputs_c") else check
-        return self.drift_limits.get(key, self.drift_limit)
+        return self.drift_limits.get(drift_check_key(check), self.drift_limit)
+
+
+class CalibrationGates(StrictModel):
+    """What `harness calibrate` may derive (harness/judge/calibration.py): how many clean repeats it needs, the ceiling
+    of each derived value (a calibration above one is refused, naming it) and how far a limit may move from the
+    previous calibration before only --trust may store it. Each value's measured reason is beside it in gates.yaml."""
+
+    min_repeats: Int = Field(5, ge=2)  # clean repeats a calibration needs (K)
+    logit_step: Float = Field(0.125, gt=0)  # the arm's logit-quantisation step at its model's logit scale (nats)
+    max_drift_limit: Float = Field(0.25, gt=0)  # ceiling of a derived drift limit (nats)
+    # Per check, where its prompts' clean drift differs (as reference_checks.drift_limits): {check: ceiling}
+    max_drift_limits: dict[str, Annotated[Float, Field(gt=0)]] = {}
+    max_tie_gap: Float = Field(1.0, ge=0)  # ceiling of a derived tie gap (nats)
+    max_drift_p50: Float = Field(0.0625, gt=0)  # ceiling of the clean repeats' median per-position |delta| (nats)
+    max_move_factor: Float = Field(2.0, gt=1)  # a limit moving more than this x from the previous one: --trust only
+
+    @field_validator("max_drift_limits")
+    @classmethod
+    def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
+        return known_drift_checks(value, "calibration.max_drift_limits")
+
+    def drift_ceiling(self, check: str) -> tuple[float, str]:
+        """The ceiling of `check`'s drift limit and the gates.yaml key that sets it."""
+        key = drift_check_key(check)
+        if key in self.max_drift_limits:
+            return self.max_drift_limits[key], f"calibration.max_drift_limits.{key}"
+        return self.max_drift_limit, "calibration.max_drift_limit"
 
 
 class LongContextGates(StrictModel):
@@ -161,6 +195,7 @@ class Gates(StrictModel):
     dcp_ops: DcpOpsGates = DcpOpsGates()
     spec_decode: SpecDecodeGates = SpecDecodeGates()
     degeneration: DegenerationGates = DegenerationGates()
+    calibration: CalibrationGates = CalibrationGates()
     metric_gates: dict[str, MetricGateLimits] = {}  # by gate name: the catalogue's timing gates (config/suites.py)
 
     @field_validator("metric_gates")
