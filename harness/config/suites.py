@@ -45,6 +45,9 @@ class Suite:
     calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
     metric_gate: MetricGate | None = None  # a gate from the catalogue (records: the `metric` kind)
     default_workload: str | None = None  # a family of its own: the MetricWorkload it runs when an arm chooses none
+    # The reference checks (ReferenceCheckRecord.check) its test writes, each judged by a drift limit: what
+    # gates.yaml drift_limits may name and what `harness calibrate` calibrates, each on its own comparisons.
+    checks: tuple[str, ...] = ()
 
     @property
     def path(self):
@@ -58,18 +61,22 @@ class Suite:
 # Gated suites first, in the order the Gates table lists their gates.
 SUITES = (
     Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",),
-          calibrated=True),
+          calibrated=True, checks=("long_prefix_outputs",)),
     Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",)),
     # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
     # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
     Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False),
     Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
-          needs_drafter=True),
+          needs_drafter=True, checks=("spec_decode",)),
+    # long_context: its grid's cells one at a time and its sweep (long_context), and its bursts against the
+    # reference and against the candidate's own output alone (long_context_bursts): batch composition moves drift
+    # in ways one-at-a-time requests never show, so the bursts have limits and a floor of their own.
     Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",),
-          calibrated=True),
+          calibrated=True, checks=("long_context", "long_context_bursts")),
     # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
     # --num-gpu-blocks-override).
-    Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False),
+    Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False,
+          checks=("capacity_outputs",)),
     # ttft: time to first token at short prompt lengths, each arm alone, cold; the gate compares the medians. Named
     # only. Its tolerance, from the noise of 8 clean CPU-pair runs (docs/evidence/cpu-ttft-2026-12-05.md): candidate/
     # reference median ratios 0.77-1.15, the largest |log ratio| 0.26 (two runs with one of the two cores kept busy);
@@ -79,9 +86,10 @@ SUITES = (
           metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)"),
           default_workload="ttft_short"),
     Suite("kv_capacity", None, per_arm=True),
-    Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True),
-    Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True),
-    Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True),
+    Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True, checks=("prefix_reuse",)),
+    Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True,
+          checks=("graph_replay", "graph_replay_eager")),
+    Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True, checks=("teacher_forcing",)),
     Suite("dcp_ops", None, per_arm=False),
 )
 BY_NAME = {s.name: s for s in SUITES}
@@ -113,6 +121,12 @@ def per_arm_suites(suites: list[str]) -> list[str]:
 def gated_suites() -> list[Suite]:
     """The suites with a candidate-vs-reference gate, in the Gates table's order."""
     return [s for s in SUITES if s.gate]
+
+
+def drift_checks() -> tuple[str, ...]:
+    """Every reference check a suite writes, in catalogue order (capacity's per-level checks capacity_outputs_c<N>
+    go by "capacity_outputs")."""
+    return tuple(c for s in SUITES for c in s.checks)
 
 
 def metric_families() -> dict[str, str]:

@@ -3,16 +3,20 @@ sums up its tables: TPOT p50 change per concurrency, KV capacity ratio, accuracy
 the verdict of every check and gate; a run of several candidates goes pair by pair, after one verdict line per
 candidate. A measure the run lacks says so instead of being left out. A TPOT change is quoted only when the timed
 requests' outputs matched the reference's; otherwise it reads FAIL (outputs invalid: ...). Each pair states how far
-its outputs were checked against how far it was timed (coverage)."""
+its outputs were checked against how far it was timed (coverage). The long_context grid's line counts every cell it
+judged (sequential, sweep, burst) and reads the verdict of the long_context_outputs gate, so the two cannot disagree."""
 
 from __future__ import annotations
 
+from harness.config.suites import BY_NAME
 from harness.judge.gates import TIMING_NOT_ENFORCED, GateResult, latest, paired_accuracy
+from harness.judge.long_context import long_context_gate
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.schema import (
     Gsm8kRecord,
     KvCapacityRecord,
+    LongContextRecord,
     LongPrefixRecord,
     OutcomeRecord,
     Record,
@@ -89,14 +93,63 @@ def coverage_line(records: list[Record], cand: str, ref: str, named: bool = Fals
     return [f"Coverage{' ' + cand if named else ''}: {coverage_sentence(c)}"]
 
 
-def check_lines(records: list[Record], cand: str, gates: list[GateResult], named: bool = False) -> list[str]:
-    """Each reference check and gate of the candidate; `named`: the line says whose (a run of several)."""
+GRID_CHECKS = BY_NAME["long_context"].checks  # the grid's reference checks: its line stands for them
+
+
+def judged_note(r: ReferenceCheckRecord) -> str:
+    """'calibrated ...' or 'not calibrated' from the check's judged_by, or nothing (records before it existed)."""
+    if r.judged_by and r.judged_by.startswith("calibrated"):
+        return r.judged_by
+    return "not calibrated" if r.judged_by and "not calibrated" in r.judged_by else ""
+
+
+def failing_cells(grid: LongContextRecord, most: int = 4) -> str:
+    """'burst at 4,000 tokens x6, sweep at 2,713 tokens x1': the failing cells by mode and length, shortest first."""
+    groups: dict[tuple[int, str], int] = {}
+    for c in grid.cells:
+        if not c.passed:
+            groups[(c.length, c.mode)] = groups.get((c.length, c.mode), 0) + 1
+    parts = [f"{mode} at {length:,} tokens x{n}" for (length, mode), n in sorted(groups.items())]
+    return ", ".join(parts[:most]) + (f" (+{len(parts) - most} more)" if len(parts) > most else "")
+
+
+def grid_line(records: list[Record], cand: str, ref: str, who: str) -> list[str]:
+    """The long_context grid as one check: every cell it judged, counted by kind, and the long_context_outputs
+    gate's verdict (the same function on the same records), the failing cells named, each part's calibration."""
+    grid = next((r for r in reversed(records) if isinstance(r, LongContextRecord) and r.arm == cand
+                 and r.reference == ref), None)
+    if grid is None:
+        return []
+    gate = long_context_gate(records, cand, ref)
+    verdict = "aborted" if grid.status == "aborted" else ("PASS" if gate.passed else "FAIL")
+    kinds: dict[str, list] = {"sequential": [], "sweep": [], "burst": []}
+    for c in grid.cells:
+        kinds[c.mode if c.mode in ("sweep", "burst") else "sequential"].append(c)
+    counted = ", ".join(f"{k} {sum(c.passed for c in cs)}/{len(cs)}" for k, cs in kinds.items() if cs)
+    text = (f"{sum(c.passed for c in grid.cells)}/{len(grid.cells)} cells pass, {sum(c.exact for c in grid.cells)} "
+            f"exact: {counted}" if grid.cells else "no cell compared")
+    if failing := failing_cells(grid):
+        text += f"; failing: {failing}"
+    parts = {r.check: r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand
+             and r.reference == ref and r.check in GRID_CHECKS}  # the latest of each
+    text += "".join(f"; {check} vs its floor: FAIL" for check, r in parts.items() if "FAIL" in (r.floor or ""))
+    text += "".join(f"; {check} {note}" for check, r in parts.items() if (note := judged_note(r)))
+    if not gate.passed and verdict == "FAIL" and not failing:  # failed without a failing cell: say why
+        text += f"; {gate.detail.splitlines()[0][:200]}"
+    return [f"Check long_context {who}vs {ref}: {verdict} ({text})"]
+
+
+def check_lines(records: list[Record], cand: str, gates: list[GateResult], named: bool = False,
+                ref: str | None = None) -> list[str]:
+    """Each reference check and gate of the candidate; `named`: the line says whose (a run of several). The
+    long_context grid against `ref` is one line for every cell it judged (grid_line), standing for its checks."""
     who = f"{cand} " if named else ""
-    out = []
-    for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand):
+    out = grid_line(records, cand, ref, who) if ref else []
+    folded = GRID_CHECKS if out else ()
+    for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand
+              and not (r.check in folded and r.reference == ref)):
         verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
-        judged = f"; {r.judged_by}" if r.judged_by and r.judged_by.startswith("calibrated") else (
-            "; not calibrated" if r.judged_by and "not calibrated" in r.judged_by else "")
+        judged = f"; {note}" if (note := judged_note(r)) else ""
         out.append(f"Check {r.check} {who}vs {r.reference}: {verdict} ({r.exact_matches}/{r.requests} exact{judged})")
     out += [f"Gate {g.gate}{' ' + cand if named else ''}: {'PASS' if g.passed else 'FAIL'}"
             + (f" ({g.detail})" if not g.passed else f" (no signal: {g.no_signal})" if g.no_signal
@@ -115,7 +168,7 @@ def headline(records: list[Record], pairs: list[tuple[str, str | None]], gates: 
             continue
         out += [*tpot_lines(records, cand, ref, gates), *kv_line(records, cand, ref), *capacity_line(cand, gates),
                 *accuracy_line(records, cand, ref, flt),
-                *coverage_line(records, cand, ref, named), *check_lines(records, cand, gates, named)]
+                *coverage_line(records, cand, ref, named), *check_lines(records, cand, gates, named, ref)]
     return out
 
 
