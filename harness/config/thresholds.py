@@ -152,6 +152,24 @@ class DegenerationGates(StrictModel):
     span_fraction_margin: Float = Field(0.25, gt=0, le=1)  # candidate span / length minus the reference's
     distinct_2_margin: Float = Field(0.25, gt=0, le=1)  # reference distinct-2 minus the candidate's
     max_period: Int = Field(16, ge=1)  # longest unit a loop may have
+    # Tie flips (outputs that first diverged where the reference's top-2 gap is within the tie gap): their count is
+    # capped by a one-sided Fisher exact test of this run's rate against the clean rate, at this false-alarm rate.
+    tie_flip_alpha: Float = Field(0.01, gt=0, lt=1)
+    # Without a calibration (or one that measured no rate): the clean counts the cap is tested against ...
+    clean_outputs: Int = Field(42, ge=1)
+    clean_tie_flips: Int = Field(27, ge=0)
+    # ... and the largest clean (candidate minus reference) span-fraction rise and distinct-2 drop of an output
+    # after its tie flip: a flipped output fails a margin above these (harness/judge/degeneration.py).
+    clean_span_fraction_delta: Float = Field(0.3125, ge=0, le=1)
+    clean_distinct_2_delta: Float = Field(0.175, ge=0, le=1)
+
+    @field_validator("clean_tie_flips")
+    @classmethod
+    def _a_rate(cls, value: int, info) -> int:
+        outputs = info.data.get("clean_outputs")
+        if outputs is not None and value > outputs:
+            raise ValueError(f"clean_tie_flips {value} > clean_outputs {outputs}: a rate above 1")
+        return value
 
 
 class SpecDecodeGates(StrictModel):

@@ -5,10 +5,16 @@ twice. A tiny or weak model repeats too, so a candidate is never judged alone: i
 repetitive than its reference on the same request. Works on any sequence of hashable units (token ids, words).
 
 An output whose first divergence from the reference is a tie flip (the reference's own top-2 gap within tie_gap) is
-not judged: after the flip the candidate continues another text, the model's own greedy continuation of a prefix
-the reference could as well have chosen, and a tiny model loops on some of those (H200, gpu-mla, clean build:
-graph_replay r4b8-7 flipped at a bf16 tie and looped, 45 of 64 units against the reference's 25). A real collapse
-diverges where the reference was confident, and is still judged.
+judged more loosely: after the flip the candidate continues another text, the model's own greedy continuation of a
+prefix the reference could as well have chosen, and a tiny model loops on some of those (H200, gpu-mla, clean build:
+graph_replay r4b8-7 flipped at a bf16 tie and looped, 45 of 64 units against the reference's 25). A tie flip cannot
+hide a fault, though (a fault that flips a near-tie and then loops, or one that diverges mostly at near-ties, as the
+recorded H200 keys fault did):
+- a flipped output still fails when it is more repetitive than the reference by the clean runs' largest such move
+  after a flip (the calibration's, else gates.yaml's measured one) plus the ordinary margin;
+- the share of flipped outputs is capped: a one-sided Fisher exact test of this run's count against the clean count
+  (the calibration's divergences over its repeats' outputs, else gates.yaml's measured one), at tie_flip_alpha;
+- an output set that flipped entirely judged nothing: never a PASS.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from harness.config.thresholds import DegenerationGates
 
@@ -91,23 +99,87 @@ class Degeneration:
     why: str
 
 
-def clearly_worse(cand: Repetition, ref: Repetition, limits: DegenerationGates) -> str | None:
-    """Why the candidate is clearly more repetitive than the reference, or None."""
-    if cand.span >= limits.min_span and cand.span_fraction - ref.span_fraction >= limits.span_fraction_margin:
-        return (f"repeated span of {cand.span} of {cand.length} units (reference {ref.span} of {ref.length}; "
-                f"margin {limits.span_fraction_margin:g} of the output)")
-    if ref.distinct_2 - cand.distinct_2 >= limits.distinct_2_margin:
-        return (f"distinct-2 {cand.distinct_2:.2f} vs reference {ref.distinct_2:.2f} (margin "
-                f"{limits.distinct_2_margin:g})")
+@dataclass(frozen=True)
+class CleanFlips:
+    """What clean runs measured of tie flips: how often outputs flipped, and how much more repetitive than the
+    reference an output became after its flip (the largest such move)."""
+
+    flips: int  # clean outputs that diverged (each within the tie gap the clean runs derived)
+    outputs: int  # clean outputs measured
+    span_fraction_delta: float  # largest candidate-minus-reference span fraction of a diverged clean output
+    distinct_2_delta: float  # largest reference-minus-candidate distinct-2 of one
+    rate_calibrated: bool  # False: gates.yaml's measured counts
+    deltas_calibrated: bool  # False: gates.yaml's measured deltas
+
+    @property
+    def rate(self) -> float:
+        return self.flips / self.outputs
+
+
+def clean_flips(limits: DegenerationGates, spread: Mapping | None = None) -> CleanFlips:
+    """From a calibration's spread (harness.judge.calibration.Spread's fields plus the repetition deltas of its
+    diverged outputs) where it measured them, else gates.yaml's measured values. Every clean divergence counts as a
+    tie flip: the calibration's tie gap lies at or above the gap of each one it saw."""
+    hand = CleanFlips(limits.clean_tie_flips, limits.clean_outputs, limits.clean_span_fraction_delta,
+                      limits.clean_distinct_2_delta, False, False)
+    if not spread:
+        return hand
+    outputs = int(spread.get("repeats") or 0) * int(spread.get("requests") or 0)
+    flips = spread.get("tie_flips", spread.get("divergences"))
+    span, distinct = spread.get("span_fraction_delta_max"), spread.get("distinct_2_delta_max")
+    counted = outputs > 0 and flips is not None and 0 <= flips <= outputs
+    # a check whose calibration kept no diverged outputs (only graph_replay keeps both sides' tokens) measured no
+    # deltas: gates.yaml's stand in for those, the calibrated rate still counts
+    return CleanFlips(int(flips) if counted else hand.flips, outputs if counted else hand.outputs,
+                      hand.span_fraction_delta if span is None else float(span),
+                      hand.distinct_2_delta if distinct is None else float(distinct), counted,
+                      span is not None and distinct is not None)
+
+
+def tie_flip_p(flipped, outputs: int, clean: CleanFlips):
+    """One-sided Fisher exact p: `flipped` of `outputs` or more, were this run's tie-flip rate the clean runs'
+    (given the total flips, this run's count is hypergeometric). `flipped` may be an array of counts."""
+    from scipy.stats import hypergeom
+
+    return hypergeom.sf(np.asarray(flipped) - 1, clean.outputs + outputs, clean.flips + np.asarray(flipped), outputs)
+
+
+def tie_flip_cap(outputs: int, clean: CleanFlips, alpha: float) -> int:
+    """The most tie flips of `outputs` that a clean run shows with probability >= 1 - alpha: the largest count whose
+    one-sided Fisher exact p against the clean count stays above alpha (the p falls as the count rises). Fisher's
+    test is exact and conservative, and it carries the clean rate's own uncertainty (k of n measured)."""
+    refuted = np.nonzero(tie_flip_p(np.arange(outputs + 1), outputs, clean) <= alpha)[0]
+    return int(refuted[0]) - 1 if refuted.size else outputs  # 0 flips has p 1
+
+
+def clearly_worse(cand: Repetition, ref: Repetition, limits: DegenerationGates,
+                  after_flip: CleanFlips | None = None) -> str | None:
+    """Why the candidate is clearly more repetitive than the reference, or None. After a tie flip (`after_flip`: what
+    clean runs measured) the limits are the clean runs' largest move after a flip plus the margins: never below the
+    margins an unflipped output gets, as a flipped output is the noisier one."""
+    span_limit, distinct_limit = limits.span_fraction_margin, limits.distinct_2_margin
+    basis, prefix = "margin", ""
+    if after_flip is not None:
+        span_limit += max(after_flip.span_fraction_delta, 0.0)
+        distinct_limit += max(after_flip.distinct_2_delta, 0.0)
+        source = "calibrated" if after_flip.deltas_calibrated else "gates.yaml's (uncalibrated)"
+        basis, prefix = f"limit after a tie flip: {source} clean max + margin", "collapse after a tie flip: "
+    rise, drop = cand.span_fraction - ref.span_fraction, ref.distinct_2 - cand.distinct_2
+    if cand.span >= limits.min_span and rise >= span_limit:
+        return (f"{prefix}repeated span of {cand.span} of {cand.length} units (reference {ref.span} of {ref.length}; "
+                f"{basis} {span_limit:.3g} of the output)")
+    if drop >= distinct_limit:
+        return (f"{prefix}distinct-2 {cand.distinct_2:.2f} vs reference {ref.distinct_2:.2f} ({basis} "
+                f"{distinct_limit:.3g})")
     return None
 
 
 def judge_pair(request: str, cand: Sequence[Hashable], ref: Sequence[Hashable], limits: DegenerationGates,
-               render=None) -> Degeneration | None:
+               render=None, after_flip: CleanFlips | None = None) -> Degeneration | None:
     """A Degeneration when the candidate's output is clearly more repetitive than the reference's, else None.
     `render(units)` turns the repeated span into the quoted text (default: the units joined by spaces)."""
     c, r = repetition(cand, limits.max_period), repetition(ref, limits.max_period)
-    why = clearly_worse(c, r, limits)
+    why = clearly_worse(c, r, limits, after_flip)
     if why is None:
         return None
     span = cand[c.span_start:c.span_start + c.span]  # the longest span covers any loop's run
@@ -128,20 +200,48 @@ def mean_span_fraction(outputs: list[Sequence[Hashable]], max_period: int = 16) 
 
 
 def degeneration_fields(pairs: list[tuple[str, Sequence[Hashable], Sequence[Hashable]]], reference: str,
-                        limits: DegenerationGates, render=None, tie_flipped: Mapping[str, str] | None = None) -> dict:
+                        limits: DegenerationGates, render=None, tie_flipped: Mapping[str, str] | None = None,
+                        calibrated: Mapping | None = None) -> dict:
     """A DegenerationRecord's fields from (request, candidate units, reference units) per prompt. `tie_flipped`:
-    request -> where it first diverged at a tie flip; those outputs are listed, not judged."""
+    request -> where it first diverged at a tie flip; those outputs are listed and judged for a collapse only, and
+    their count is capped. `calibrated`: the check's calibration spread (None: gates.yaml's measured values).
+    `flagged` holds every line that fails the verdict: the cap's sentence first, then one per output."""
     if not pairs:
         return {"reference": reference, "passed": False, "detail": "no data: no output to judge", "requests": 0,
                 "status": "no_data"}
     exempt = tie_flipped or {}
-    judged = [(req, c, r) for req, c, r in pairs if req not in exempt]
-    found = [d for req, c, r in judged if (d := judge_pair(req, c, r, limits, render))]
-    detail = (f"{len(found)}/{len(judged)} output(s) clearly more repetitive than {reference}'s" if found
-              else f"no output clearly more repetitive than {reference}'s ({len(judged)} compared)")
-    not_judged = [f"request {req}: {exempt[req]}" for req, _, _ in pairs if req in exempt]
-    if not_judged:
-        detail += (f"; {len(not_judged)} not judged: diverged first at a tie flip (another greedy text follows, "
-                   "not a fault)")
-    return {"reference": reference, "passed": not found, "detail": detail, "requests": len(pairs),
-            "flagged": [degeneration_line(d) for d in found], "tie_flipped": not_judged}
+    clean = clean_flips(limits, calibrated)
+    found = [d for req, c, r in pairs
+             if (d := judge_pair(req, c, r, limits, render, clean if req in exempt else None))]
+    flipped = [f"request {req}: {exempt[req]}" for req, _, _ in pairs if req in exempt]
+    verdicts = flip_verdicts(len(flipped), len(pairs), clean, limits.tie_flip_alpha)
+    detail = (f"{len(found)}/{len(pairs)} output(s) clearly more repetitive than {reference}'s" if found else
+              f"no output clearly more repetitive than {reference}'s ({len(pairs) - len(flipped)} compared in full)")
+    if flipped:
+        detail += f"; {len(flipped)} diverged first at a tie flip, judged for a collapse only ({verdicts.summary})"
+    if verdicts.failure:
+        detail = f"{verdicts.failure}; {detail}"
+    return {"reference": reference, "passed": not found and verdicts.failure is None, "detail": detail,
+            "requests": len(pairs), "flagged": [*filter(None, [verdicts.failure]), *map(degeneration_line, found)],
+            "tie_flipped": flipped}
+
+
+@dataclass(frozen=True)
+class FlipVerdict:
+    summary: str  # the count against its cap, and where the cap came from
+    failure: str | None  # the sentence that fails the check (None: within the cap)
+
+
+def flip_verdicts(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> FlipVerdict:
+    """The tie flips of one run against their cap; every output flipped judged nothing and fails at any cap."""
+    cap = tie_flip_cap(outputs, clean, alpha)
+    basis = "calibrated clean rate" if clean.rate_calibrated else "uncalibrated: gates.yaml's clean rate"
+    why = (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs}), cap {cap}: one-sided Fisher exact test, "
+           f"alpha {alpha:g}")
+    if outputs and flipped == outputs:
+        return FlipVerdict(f"{flipped} of {outputs}; {why}", f"no output judged: all {outputs} diverged first at a "
+                           f"tie flip ({why})")
+    if flipped > cap:
+        return FlipVerdict(f"{flipped} of {outputs}; {why}", f"too many tie flips: {flipped} of {outputs} outputs "
+                           f"diverged first at a tie flip ({why})")
+    return FlipVerdict(f"{flipped} of {outputs} within the cap; {why}", None)
