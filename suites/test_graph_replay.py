@@ -26,7 +26,8 @@ def check_against(stored, candidate, harness_session, record, check: str):
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
         degeneration_pairs(run, stored.outputs), stored.arm, gates.degeneration,
-        tie_flipped=tie_flipped(run.comparisons, limits.tie_gap)))
+        tie_flipped=tie_flipped(run.comparisons, limits.tie_gap),
+        calibrated=limits.calibration and limits.calibration.spread))
     fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)
     fields = with_floor(fields, stored, run, limits)

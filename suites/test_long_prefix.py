@@ -45,7 +45,8 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     limits = check_limits(gates.reference_checks, live.arm, CHECK, key, live.info.vllm_version,
                           session.run.calibration_repeat)
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
-        run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap)))
+        run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap),
+        calibrated=limits.calibration and limits.calibration.spread))
     fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
                             loops.flagged, run.aborted, reference_key=key)
     fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields.status == "aborted", limits)

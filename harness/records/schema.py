@@ -484,8 +484,11 @@ class DegenerationRecord(RecordBase):
     passed: bool
     detail: str
     requests: int
-    flagged: list[str] = []  # one line per request clearly more repetitive than the reference, the span quoted
-    # requests not judged: their first divergence was a tie flip (harness/judge/degeneration.py), where and at what gap
+    # every line that fails the verdict: too many tie flips (or all of them) first, then one per request clearly more
+    # repetitive than the reference, the span quoted
+    flagged: list[str] = []
+    # requests judged for a collapse only: their first divergence was a tie flip (harness/judge/degeneration.py), where
+    # and at what gap
     tie_flipped: list[str] = []
     status: Literal["complete", "no_data"] = "complete"
 
