@@ -21,15 +21,17 @@ from pathlib import Path
 
 from harness.calibrate.repeats import CheckRepeat, read_repeat
 from harness.config.errors import ConfigError
-from harness.config.paths import REPORTS_DIR
+from harness.config.paths import GATES_FILE, REPO_ROOT, REPORTS_DIR
 from harness.config.suites import calibrated_suites
-from harness.config.thresholds import ReferenceCheckGates, load_gates
+from harness.config.thresholds import CalibrationGates, ReferenceCheckGates, load_gates
 from harness.judge.calibration import (
-    MARGIN,
     Limits,
+    ceiling_violations,
     derive_limits,
-    leave_one_out,
+    false_positives,
+    limit_moves,
     mean_floor,
+    percent,
     run_to_run_deviations,
     spread,
 )
@@ -146,7 +148,12 @@ def previous_calibration(floor_path: str, check: str) -> Calibration | None:
 
 
 def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, ident: str, when: str,
-                    run_dirs: list[Path], vllm: list[str], previous: Calibration | None) -> CheckCalibration:
+                    run_dirs: list[Path], vllm: list[str], previous: Calibration | None,
+                    ceilings: CalibrationGates | None = None) -> CheckCalibration:
+    """One check's limits, floor and false-positive statement from its clean repeats, with what refuses them:
+    `ceilings` (None: the arm's gates.yaml `calibration`) and the moves from `previous` (None: a first calibration)."""
+    first = per_repeat[0].record
+    ceilings = load_gates(first.arm).calibration if ceilings is None else ceilings
     paths = {r.record.floor_path for r in per_repeat}
     if len(paths) != 1:
         raise ConfigError(f"calibrate: {check}'s floor key changed between repeats ({', '.join(sorted(paths))}): the "
@@ -158,24 +165,34 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
         raise ConfigError(f"calibrate: {check} returned {s.nonfinite} non-finite logprob(s) in clean repeats: that is "
                           "a fault, not noise; nothing was calibrated")
     limits = derive_limits(s, least, gates.tie_gap)
-    loo = leave_one_out(repeats, least, gates.tie_gap, over_limits)
+    fp = false_positives(repeats, least, gates.tie_gap, over_limits)
+    gates_file = GATES_FILE.relative_to(REPO_ROOT) if GATES_FILE.is_relative_to(REPO_ROOT) else GATES_FILE
+    above = ceiling_violations(check, limits, s, ceilings, f"{gates_file}, arm {first.arm}")
+    moved = limit_moves(check, limits, None if previous is None else
+                        Limits(previous.drift_limit, previous.tie_gap, previous.derivation),
+                        ceilings.max_move_factor, ceilings.logit_step)
     repetition = [d for r in per_repeat for d in r.repetition_deltas]
     moves = run_to_run_deviations(s.request_drifts)
     spread_fields = {**{k: v for k, v in asdict(s).items() if k != "request_drifts"}, "flip_gaps": s.flip_gaps[-20:],
                      "run_to_run_move_max": max(map(abs, moves), default=None),
                      "span_fraction_delta_max": max((d[0] for d in repetition), default=None),
                      "distinct_2_delta_max": max((d[1] for d in repetition), default=None)}
-    calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), MARGIN, limits.derivation,
-                              loo.sentence, when, ident, spread_fields)
-    first = per_repeat[0].record
+    # margin 0: none is added (harness/judge/calibration.py MARGIN_MEASURED says why)
+    calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), 0.0, limits.derivation,
+                              fp.sentence, when, ident, spread_fields)
     source = {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs], "arm": first.arm,
               "reference": first.reference, "reference_key": first.reference_key, "vllm": vllm}
     row = {"check": check, "reference": first.reference, "before": {"drift_limit": gates.limit_for(check),
                                                                      "tie_gap": gates.tie_gap},
            "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
-           "false_positives": {"passed": loo.passed, "repeats": loo.repeats, "failures": loo.failures},
-           "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
-    return CheckCalibration(floor_here(first.floor_path), calibration, mean_floor(repeats), source, row)
+           "false_positives": {"sentence": fp.sentence, "short": fp.short, "deterministic": fp.deterministic,
+                               "repeats": fp.repeats, "passed": fp.repeats - fp.failed_repeats,
+                               "failed_repeats": fp.failed_repeats, "repeat_ci": fp.repeat_interval,
+                               "requests": fp.requests, "requests_over": fp.requests_over,
+                               "request_ci": fp.request_interval, "failures": fp.failures},
+           "ceilings": above, "moves": moved, "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
+    return CheckCalibration(floor_here(first.floor_path), calibration, mean_floor(repeats), source, row,
+                            tuple(above), tuple(moved))
 
 
 def over_limits(c: RequestComparison, limits: Limits) -> bool:
@@ -188,10 +205,21 @@ def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:
                    if isinstance(r, ServerRecord) and r.arm == arm and r.vllm_version})
 
 
+def held_out(fp: dict) -> str:
+    """The table cell of a check's false-positive statement: "deterministic (K)" or "x/K repeats (95 % CI), y/N
+    requests (95 % CI)"."""
+    if fp["deterministic"]:
+        return f"deterministic over {fp['repeats']} (bit-identical)"
+    if fp["repeat_ci"] is None:
+        return "none held out"
+    return (f"{fp['failed_repeats']}/{fp['repeats']} repeats ({percent(fp['repeat_ci'])}), {fp['requests_over']}/"
+            f"{fp['requests']} requests ({percent(fp['request_ci'])})")
+
+
 def calibration_table(arm: str, ident: str, rows: list[dict]) -> str:
     lines = [f"### Calibration of {arm} ({ident})", "",
              "| Check (vs) | K | Exact | Clean max drift | p99 position | Divergences (largest gap) | Limit before -> "
-             "after | Tie gap before -> after | Clean repeats (leave one out) |",
+             "after | Tie gap before -> after | False positives (held out) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, fp = r["spread"], r["false_positives"]
@@ -200,6 +228,8 @@ def calibration_table(arm: str, ident: str, rows: list[dict]) -> str:
         lines.append(f"| {r['check']} ({r['reference']}) | {s['repeats']} | {s['exact_rate']:.0%} | "
                      f"{s['max_drift']:.3g} | {p99} | {flips} | {r['before']['drift_limit']:g} -> "
                      f"{r['after']['drift_limit']:.3g} | {r['before']['tie_gap']:g} -> {r['after']['tie_gap']:.3g} | "
-                     f"{fp['passed']}/{fp['repeats']} |")
+                     f"{held_out(fp)} |")
     lines += ["", "Limits: " + "; ".join(f"{r['check']}: {r['derivation']}" for r in rows), ""]
+    refused = [s for r in rows for s in r.get("ceilings", []) + r.get("moves", [])]
+    lines += ["Refused: " + "; ".join(refused), ""] if refused else []
     return "\n".join(lines)

@@ -73,8 +73,10 @@ class Calibration:
     @property
     def short(self) -> str:
         """The report's one line: which calibration judged the check (and the power measured under it)."""
-        clean = self.false_positives.split(" PASS", 1)[0]  # "clean repeats 3/3"
-        return (f"calibrated {self.calibrated[:10]} (K={self.repeats}, {clean} PASS): limit {self.drift_limit:.3g}, "
+        # the statement without its failures ("deterministic over 5 repeats (...)", "held out: 0/5 repeats fail ...");
+        # one stored before issue 45 reads "clean repeats 3/3 PASS (each judged by ...)"
+        fp = self.false_positives.split("; ", 1)[0].split(" (each judged", 1)[0]
+        return (f"calibrated {self.calibrated[:10]} (K={self.repeats}, {fp}): limit {self.drift_limit:.3g}, "
                 f"tie gap {self.tie_gap:.3g}" + (f"; smallest caught: {self.power}" if self.power else ""))
 
 

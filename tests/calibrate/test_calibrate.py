@@ -58,7 +58,7 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert argv[argv.index("--order-seed") + 1] == "2" and "cal-x:2/3" in argv and argv[-1] == "--no-vllm-check"
     calibration = load_calibration(store, "teacher_forcing")
     assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
-    assert calibration.false_positives.startswith("clean repeats 3/3 PASS")
+    assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %)")
     floor = load_floor(store, "teacher_forcing")
     assert len(floor.comparisons) == 40 and "the calibration cal-x (mean of 3 clean repeats" in floor.name
     table = (tmp_path / "reports" / "cal-x" / "calibration.md").read_text()
@@ -69,7 +69,7 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
                           "0.32.0")
     assert limits.calibration == calibration and limits.drift_limit == calibration.drift_limit
-    assert limits.judged_by.startswith("calibrated ") and "(K=3, clean repeats 3/3 PASS)" in limits.judged_by
+    assert limits.judged_by.startswith("calibrated ") and "(K=3, held out: 0/3 repeats fail" in limits.judged_by
     fields = check_fields("teacher_forcing")
     clean = with_floor_of(fields, "cpu-ref", repeat(7), False, limits)
     assert clean.passed and clean.floor.count("PASS: ") == 2, clean.floor

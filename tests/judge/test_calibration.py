@@ -1,12 +1,13 @@
-"""Calibration from clean repeats: the spread, the derived limits (stated with their derivation), the median floor,
-and the leave-one-out false-positive rate; a planted shift inside the clean max fails against the calibrated floor,
-a fresh clean repeat passes."""
+"""Calibration from clean repeats: the spread, the derived limits (stated with their derivation), the mean floor,
+and the false-positive statement (deterministic, or held-out rates with exact intervals); a planted shift inside the
+clean max fails against the calibrated floor, a fresh clean repeat passes. The ceilings and the move check
+(configs/gates.yaml `calibration`) are in tests/judge/test_calibration_bounds.py."""
 
 from drift_lines import repeat
 
 from harness.judge.calibration import (
     derive_limits,
-    leave_one_out,
+    false_positives,
     mean_floor,
     prediction_bound,
     spread,
@@ -26,11 +27,13 @@ def test_the_limits_come_from_the_clean_spread_with_their_derivation():
     assert s.repeats == 3 and s.requests == 40 and s.divergences == 2 and s.flip_gaps == [0.125, 0.5]
     assert abs(s.exact_rate - 118 / 120) < 1e-9
     limits = derive_limits(s, least_limit=0.01, least_tie_gap=0.0)
-    # 40 requests x 3 repeats: the prediction bound sits above the clean max x 1.25; two flips: no fit, 0.5 x 1.25
+    # 40 requests x 3 repeats: the prediction bound sits above the clean max x 1.25; two flips: no fit, the largest
     bound = prediction_bound(s.request_drifts)
     assert bound > s.max_drift * 1.25 and abs(limits.drift_limit - bound) < 1e-12
-    assert abs(limits.tie_gap - 0.625) < 1e-12 and tail_level(s.flip_gaps, 3) is None
+    assert limits.tie_gap == 0.5 and tail_level(s.flip_gaps, 3) is None
     assert "prediction bound" in limits.derivation and "K = 3" in limits.derivation
+    assert "no margin: a held-out clean repeat exceeds the others' prediction bound 2 times in 1,000" in \
+        limits.derivation
 
 
 def test_a_check_that_repeats_bit_identically_is_limited_by_its_own_max():
@@ -38,7 +41,7 @@ def test_a_check_that_repeats_bit_identically_is_limited_by_its_own_max():
     same = [repeat(1)] * 3
     s = spread(same)
     assert abs(prediction_bound(s.request_drifts) - s.max_drift) < 1e-12
-    assert abs(derive_limits(s, 0.01, 0.0).drift_limit - s.max_drift * 1.25) < 1e-12
+    assert abs(derive_limits(s, 0.01, 0.0).drift_limit - s.max_drift) < 1e-12  # no margin: the next run is this one
 
 
 def test_the_tail_estimate_covers_the_next_runs_max_where_the_max_of_three_does_not():
@@ -76,18 +79,41 @@ def test_a_clean_repeat_passes_the_calibration_and_a_shift_inside_the_clean_max_
     assert not verdict.passed, verdict.sentence
 
 
-def test_leave_one_out_counts_a_repeat_the_others_would_fail():
+def test_bit_identical_repeats_claim_no_rate():
+    # the H200's sequential checks: every repeat equal to the last digit; holding one out can only pass
+    fp = false_positives([repeat(1)] * 5, 0.01, 0.0, would_fail)
+    assert fp.deterministic and fp.repeat_interval is None and fp.failures == []
+    assert fp.sentence == "deterministic over 5 repeats (bit-identical: no false-positive rate measurable)"
+    # one digit moved in one request of one repeat: no longer deterministic, a rate is stated
+    moved = repeat(1)
+    moved[0] = moved[0].model_copy(update={"deltas": [moved[0].deltas[0] + 1e-7, *moved[0].deltas[1:]]})
+    assert not false_positives([repeat(1)] * 4 + [moved], 0.01, 0.0, would_fail).deterministic
+
+
+def test_noisy_clean_repeats_state_their_held_out_rate_with_an_exact_interval():
+    clean = [repeat(seed) for seed in (1, 2, 3, 4, 5)]
+    fp = false_positives(clean, 0.01, 0.0, would_fail)
+    assert (fp.deterministic, fp.failed_repeats, fp.repeats, fp.requests_over, fp.requests) == (False, 0, 5, 0, 200)
+    # Clopper-Pearson at 0 hits: the upper end is 1 - 0.025^(1/n)
+    assert abs(fp.repeat_interval[1] - (1 - 0.025 ** (1 / 5))) < 1e-9 and fp.repeat_interval[0] == 0.0
+    assert abs(fp.request_interval[1] - (1 - 0.025 ** (1 / 200))) < 1e-9
+    assert fp.sentence == ("held out: 0/5 repeats fail the others' limits or floor (95 % CI 0-52 %), 0/200 requests "
+                           "over them (95 % CI 0-1.8 %)")
+
+
+def test_a_repeat_that_diverges_where_the_reference_was_confident_is_a_false_positive_stated_with_its_interval():
     clean = [repeat(seed) for seed in (1, 2, 3, 4)]
-    loo = leave_one_out(clean, 0.01, 0.0, would_fail)
-    assert (loo.passed, loo.repeats, loo.failures) == (4, 4, [])
-    assert loo.sentence.startswith("clean repeats 4/4 PASS")
-    # one repeat diverges where the reference was confident (gap 3.0): a fault the others never showed
-    odd = [*clean[:3], repeat(4, flips={2: 3.0})]
-    loo = leave_one_out(odd, 0.01, 0.0, would_fail)
-    assert loo.passed == 3 and loo.failures[0].startswith("repeat 4: 1 request(s) over the limits (r2)")
+    odd = [*clean, repeat(5, flips={2: 3.0})]  # a fault the others never showed
+    fp = false_positives(odd, 0.01, 0.0, would_fail)
+    assert (fp.failed_repeats, fp.requests_over) == (1, 1)
+    assert fp.failures[0].startswith("repeat 5: 1 request(s) over the limits (r2)")
+    low, high = fp.repeat_interval  # 1 of 5: (0.025^(1/5) ... ) from the beta quantiles
+    assert abs(low - 0.005050763) < 1e-6 and abs(high - 0.7164179) < 1e-6
+    assert fp.short.startswith("held out: 1/5 repeats fail the others' limits or floor (95 % CI 0.51-72 %), 1/200")
+    assert fp.sentence == fp.short + "; " + "; ".join(fp.failures)
 
 
 def test_a_planted_shift_in_one_repeat_is_a_false_positive_the_calibration_reports():
     clean = [repeat(1), repeat(2), repeat(3, shift=0.02)]
-    loo = leave_one_out(clean, 0.01, 0.0, would_fail)
-    assert loo.passed < 3 and any(f.startswith("repeat 3:") for f in loo.failures), loo.sentence
+    fp = false_positives(clean, 0.01, 0.0, would_fail)
+    assert fp.failed_repeats > 0 and any(f.startswith("repeat 3:") for f in fp.failures), fp.sentence
