@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.calibrate.command import calibrate, store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
-from harness.config.errors import HarnessError
+from harness.config.errors import ConfigError, HarnessError
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.history.command import add_parser as add_history_parser
 from harness.nightly.emit import pipeline_yaml
@@ -21,6 +21,7 @@ from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
 from harness.qualify.render import find_run_dir, report
 from harness.qualify.request import QualifyRequest
+from harness.records.manifest import REPEAT_ENV
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 
@@ -36,11 +37,15 @@ def whole_number(least: int):
 
 def cmd_qualify(args: argparse.Namespace) -> int:
     """The Namespace ends here: qualify's steps take and return frozen values (harness/qualify/pipeline.py)."""
+    if args.calibration_repeat is not None:
+        raise ConfigError(f"qualify --calibration-repeat {args.calibration_repeat}: refused: a calibration repeat is "
+                          "made only by `python -m harness calibrate --arm ARM` (it judges its repeats against the "
+                          "current calibration and keeps them out of the nightly history); run qualify without it")
     return qualify(QualifyRequest(
         arm=args.arm, arms=args.arms, reference=args.reference, run_id=args.run_id, run_dir=args.run_dir,
         suites=args.suites, parallel=args.parallel, resume=args.resume, refresh_reference=args.refresh_reference,
         baseline=args.baseline, order_seed=args.order_seed, length_seed=args.length_seed,
-        calibration_repeat=args.calibration_repeat, overrides=tuple(args.set), vllm_check=not args.no_vllm_check,
+        calibration_repeat=os.environ.get(REPEAT_ENV), overrides=tuple(args.set), vllm_check=not args.no_vllm_check,
         strict=args.strict, pytest_args=tuple(args.pytest_args), argv=tuple(sys.argv)))
 
 
@@ -62,14 +67,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     def run_repeat(argv: list[str], env: dict[str, str]) -> int:
         return subprocess.call([sys.executable, "-m", "harness", *argv], env={**os.environ, **env})
 
-    load_arm(args.arm, overrides_for(args.arm, args.set, candidate=True))  # a wrong arm: one message, no repeat run
+    # a wrong arm: one message, no repeat run
+    candidate = load_arm(args.arm, overrides_for(args.arm, args.set, candidate=True))
     extra = [*(f"--set={s}" for s in args.set), *(["--reference", args.reference] if args.reference else []),
              *(["--no-vllm-check"] if args.no_vllm_check else []), *(["--strict"] if args.strict else [])]
     if args.from_runs:
         return store_calibration(args.arm, args.id or f"calibrate-{args.arm}-from-runs",
-                                 [find_run_dir(r, "calibrate --from-runs") for r in args.from_runs])
-    suites = [s.strip() for s in args.suites.split(",")] if args.suites else None
-    return calibrate(args.arm, args.repeats, suites, extra, run_repeat, args.id)
+                                 [find_run_dir(r, "calibrate --from-runs") for r in args.from_runs], trust=args.trust,
+                                 candidate=candidate)
+    suites = [s.strip() for s in args.suites.split(",")] if args.suites is not None else None
+    return calibrate(args.arm, args.repeats, suites, extra, run_repeat, args.id, trust=args.trust,
+                     reference=args.reference, candidate=candidate)
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
@@ -139,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length-seed", type=whole_number(1), metavar="N",
                    help="the seed of the long_context sweep's jittered lengths (default: a new one each run, recorded "
                    "in run.json as length_seed; give it to check the same lengths again)")
-    p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)  # written by `calibrate`
+    # refused (cmd_qualify): a repeat's marker comes from `calibrate` alone, through its environment (REPEAT_ENV)
+    p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=cmd_qualify)
 
@@ -164,15 +173,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "the clean spread; later runs of the arm are judged by them")
     arm_options(p)
     p.add_argument("--reference", help="reference arm (default: the arm's `reference:`)")
-    p.add_argument("--repeats", type=whole_number(2), default=3, metavar="K",
-                   help="clean repeats (default 3, at least 2: each is judged by the others, the false-positive rate)")
+    p.add_argument("--repeats", type=whole_number(2), metavar="K",
+                   help="clean repeats (default: the arm's gates.yaml calibration.min_repeats, at least 3; fewer than "
+                   "that minimum is refused)")
     p.add_argument("--suites", help="the suites to calibrate (default: every default suite with output checks: "
                    "long_prefix, long_context, prefix_reuse, graph_replay, teacher_forcing)")
     p.add_argument("--id", help="the calibration's name (default calibrate-<arm>-<time>); repeats run in "
                    "reports/<id>-r<k>, the table lands in reports/<id>/")
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="derive from these finished repeats (run ids or "
-                   "directories, e.g. copied from a GPU machine) instead of running any; stored in this machine's "
-                   "reference store")
+                   "directories, e.g. copied from a GPU machine) instead of running any: at least the arm's minimum "
+                   "K distinct runs of one build; stored in this machine's reference store")
+    p.add_argument("--trust", metavar="REASON", help="store the calibration although its repeats failed against the "
+                   "current calibration (gates.yaml for an arm's first) or a limit moved more than "
+                   "calibration.max_move_factor: REASON is kept in the calibration and the history and printed on "
+                   "every line it judges (\"trusted by hand: REASON\"); interrupted, refused or incomplete repeats "
+                   "and a ceiling are refused all the same")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("pipeline", help="emit a Buildkite pipeline (YAML): one step per arm group")

@@ -16,8 +16,8 @@ def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
     _, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
     gates = harness_session.thresholds()
-    limits = check_limits(gates.reference_checks, arm, check, stored.key, candidate.info.vllm_version,
-                          harness_session.run.calibration_repeat)
+    limits = check_limits(gates.reference_checks, arm, check, stored.noise_key, harness_session.run.calibration_repeat,
+                          harness_session.run.build_of(arm.name))
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     rounds = reorder_rounds(prompts.rounds, harness_session.run.order_seed)

@@ -36,8 +36,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
     _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
     gates = session.thresholds()
-    limits = check_limits(gates.reference_checks, arm, "long_context", stored.key, candidate.info.vllm_version,
-                          session.run.calibration_repeat)
+    limits = check_limits(gates.reference_checks, arm, "long_context", stored.noise_key, session.run.calibration_repeat,
+                          session.run.build_of(arm.name))
     judging = (limits.drift_limit, limits.tie_gap, gates.long_context.retrieval_margin)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16

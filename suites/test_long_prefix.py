@@ -25,7 +25,7 @@ from harness.records.schema import (
     ReferenceCheckRecord,
 )
 from harness.refcheck.compare import tie_flipped
-from harness.refcheck.store import arm_config_sha
+from harness.refcheck.store import arm_config_sha, noise_digest
 from harness.refcheck.timed_check import compare_timed_outputs
 from harness.refcheck.timed_outputs import CHECK, checked_fields
 from harness.serve.serverlog import tail
@@ -40,10 +40,12 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
                                 gates.long_prefix.teacher_forced_requests)
     # The floor pairs this run with an accepted one of the same candidate config, reference config, prompts and
-    # vLLM: the reference's outputs are this run's, so its config stands in for a store key.
+    # model: the reference's outputs are this run's, so its config stands in for a store key (no vLLM version: a
+    # new build is judged by the last trusted calibration).
     key = f"{run.reference_key}, reference config {arm_config_sha(session.arm(ref))}"
-    limits = check_limits(gates.reference_checks, live.arm, CHECK, key, live.info.vllm_version,
-                          session.run.calibration_repeat)
+    noise = noise_digest({"reference": key, "model": session.references.identity(ref)})
+    limits = check_limits(gates.reference_checks, live.arm, CHECK, noise, session.run.calibration_repeat,
+                          session.run.build_of(live.arm.name))
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
         run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap),
         calibrated=limits.calibration and limits.calibration.spread))

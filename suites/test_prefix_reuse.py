@@ -22,8 +22,9 @@ def hit_counter(base_url: str) -> float | None:
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     w, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
-    limits = check_limits(harness_session.thresholds().reference_checks, arm, "prefix_reuse", reference_outputs.key,
-                          candidate.info.vllm_version, harness_session.run.calibration_repeat)
+    limits = check_limits(harness_session.thresholds().reference_checks, arm, "prefix_reuse",
+                          reference_outputs.noise_key, harness_session.run.calibration_repeat,
+                          harness_session.run.build_of(arm.name))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"

@@ -18,8 +18,9 @@ from harness.refcheck.teacher_forcing import compare_forced
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     _, prompts, _ = harness_session.references.check_prompts(harness_session.candidate_name)
-    limits = check_limits(harness_session.thresholds().reference_checks, arm, "teacher_forcing", reference_outputs.key,
-                          candidate.info.vllm_version, harness_session.run.calibration_repeat)
+    limits = check_limits(harness_session.thresholds().reference_checks, arm, "teacher_forcing",
+                          reference_outputs.noise_key, harness_session.run.calibration_repeat,
+                          harness_session.run.build_of(arm.name))
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)

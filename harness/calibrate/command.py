@@ -1,13 +1,19 @@
 """`harness calibrate --arm A`: run the arm's output checks K times against its stored reference on a build taken as
 good, then derive and store each check's limits and floor (harness/judge/calibration.py) under the key later runs
-look for (candidate config, reference outputs, vLLM: harness/refcheck/floor_store.py).
+look for (candidate config and the reference outputs' noise key, no vLLM version: harness/refcheck/floor_store.py),
+with the build it measured.
 
 Each repeat is a full `qualify` of the calibrated suites in a fresh process (reports/<id>-r<k>; running the same
 command again keeps the repeats that ran to their end and runs the rest): the servers start anew (CUDA graphs are
 captured again), the checks send their prompts under another order seed (another batch composition and arrival
 order, harness/refcheck/order.py), and `HARNESS_CALIBRATION_REPEAT=k` is in the servers' environment for builds whose
-noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The repeats are judged by gates.yaml alone;
-their exit codes say nothing about the calibration, their completeness does.
+noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The repeat marker (ID:K/N) reaches the
+repeat through its environment (records.manifest.REPEAT_ENV), never a command-line flag.
+
+The chain of trust (harness/calibrate/trust.py): each repeat is judged by the calibration current for its key (an
+arm's first calibration: by gates.yaml without require_floor); a calibration whose repeats failed is refused, naming
+the checks and the repeats, unless --trust gives the reason, which then stays with it. Nothing is written until every
+check of the calibration stands.
 """
 
 from __future__ import annotations
@@ -16,10 +22,21 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from harness.calibrate.repeats import CheckRepeat, read_repeat
+from harness.calibrate.trust import (
+    RepeatRun,
+    against_current,
+    check_id,
+    check_trust,
+    failures,
+    one_build,
+    read_run,
+    unusable,
+)
+from harness.config.arms import Arm, load_arm
 from harness.config.errors import ConfigError
 from harness.config.paths import GATES_FILE, REPO_ROOT, REPORTS_DIR
 from harness.config.suites import calibrated_suites
@@ -35,24 +52,46 @@ from harness.judge.calibration import (
     run_to_run_deviations,
     spread,
 )
-from harness.records.manifest import interruption, load_manifest
+from harness.records.manifest import REPEAT_ENV, interruption, load_manifest
 from harness.records.results import read_results
 from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.compare import failure_line
-from harness.refcheck.floor_store import Calibration, CalibrationUnreadable, load_calibration, save_calibration
+from harness.refcheck.floor_store import (
+    Calibration,
+    CalibrationUnreadable,
+    load_calibration,
+    load_floor,
+    save_calibration,
+)
+from harness.refcheck.store import arm_config_sha, model_identity
 
 # A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
 RunRepeat = Callable[[list[str], dict[str, str]], int]
 
 
-def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: list[str], run_repeat: RunRepeat,
-              ident: str | None = None) -> int:
-    ident = ident or f"calibrate-{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
-    chosen = calibrated_suites(suites)
-    if not chosen:
-        raise ConfigError(f"calibrate --suites {','.join(suites or [])}: none of them has checks to calibrate; "
-                          f"choose among {', '.join(calibrated_suites())}")
+DEFAULT_REPEATS = 3  # where the arm's calibration.min_repeats asks for fewer
+
+
+def calibrate(arm: str, repeats: int | None, suites: list[str] | None, qualify_args: list[str], run_repeat: RunRepeat,
+              ident: str | None = None, *, trust: str | None = None, reference: str | None = None,
+              candidate: Arm | None = None) -> int:
+    """Every refusal that needs no repeat first (the name, the suites, K, the reference), then the K repeats (kept
+    whatever their verdict: --from-runs can store them), then the calibration (store_calibration). `candidate`: the
+    arm as the command loaded it (with --set), `reference` the command line's."""
+    ident = check_id(ident or f"calibrate-{arm}-{time.strftime('%Y%m%d-%H%M%S')}")
+    trust = check_trust(trust)
+    candidate = candidate or load_arm(arm)
+    chosen = chosen_suites(suites)
+    need = load_gates(arm).calibration.min_repeats
+    repeats = repeats if repeats is not None else max(DEFAULT_REPEATS, need)
+    if repeats < need:
+        raise ConfigError(f"calibrate --repeats {repeats}: arm {arm} calibrates with at least {need} repeats "
+                          f"(gates.yaml calibration.min_repeats); give --repeats {need} or more")
+    if not (reference or candidate.reference):
+        raise ConfigError(f"calibrate --arm {arm}: the arm names no reference arm (`reference:`), and a calibration "
+                          "measures a candidate's noise against its reference: set it in the arm's YAML or give "
+                          "--reference; no repeat was run")
     run_dirs = []
     for k in range(1, repeats + 1):
         run_dir = REPORTS_DIR / f"{ident}-r{k}"
@@ -68,15 +107,27 @@ def calibrate(arm: str, repeats: int, suites: list[str] | None, qualify_args: li
             shutil.rmtree(run_dir)
         print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
         argv = ["qualify", "--arm", arm, "--suites", ",".join(chosen), "--run-dir", str(run_dir),
-                "--order-seed", str(k), "--calibration-repeat", f"{ident}:{k}/{repeats}",
+                "--order-seed", str(k),
                 # one sweep for every repeat: the reference's sweep outputs are captured once, not per repeat
                 "--length-seed", "1", *qualify_args]
-        code = run_repeat(argv, {"HARNESS_CALIBRATION_REPEAT": str(k)})
+        # the repeat marker reaches qualify through its environment alone: typed on its command line it is refused
+        code = run_repeat(argv, {"HARNESS_CALIBRATION_REPEAT": str(k), REPEAT_ENV: f"{ident}:{k}/{repeats}"})
         if code >= 128 or code == 2:
             raise ConfigError(f"calibrate: repeat {k} ({run_dir}) exited {code} "
                               f"({'interrupted' if code >= 128 else 'refused before its checks ran'}); nothing was "
                               "calibrated")
-    return store_calibration(arm, ident, run_dirs)
+    return store_calibration(arm, ident, run_dirs, trust=trust, candidate=candidate)
+
+
+def chosen_suites(suites: list[str] | None) -> list[str]:
+    """--suites as the calibrated suites they name; a name that is not one is refused, naming the ones it takes."""
+    takes = calibrated_suites()
+    other = [s for s in suites or [] if s not in takes]
+    if other:
+        raise ConfigError(f"calibrate --suites {','.join(suites or [])}: {', '.join(repr(s) for s in other)} "
+                          f"{'is' if len(other) == 1 else 'are'} not a suite with checks to calibrate; calibrate takes "
+                          f"{', '.join(takes)}; no repeat was run")
+    return calibrated_suites(suites)
 
 
 def repeat_state(run_dir: Path, ident: str, k: int, repeats: int) -> str:
@@ -94,8 +145,37 @@ def repeat_state(run_dir: Path, ident: str, k: int, repeats: int) -> str:
     return "partial" if interruption(manifest) else "finished"
 
 
-def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:
-    """Every check measured by all repeats: derived, stored, tabled (reports/<ident>/calibration.md and .json)."""
+def distinct_runs(run_dirs: list[Path], need: int, arm: str) -> None:
+    """K repeats are K distinct runs, at least the arm's minimum."""
+    seen: dict[Path, Path] = {}
+    for d in run_dirs:
+        if d.resolve() in seen:
+            raise ConfigError(f"calibrate: {seen[d.resolve()]} and {d} are the same run: a calibration's K repeats are "
+                              "K distinct runs; nothing was written")
+        seen[d.resolve()] = d
+    if len(run_dirs) < need:
+        raise ConfigError(f"calibrate: {len(run_dirs)} run(s) given; arm {arm} calibrates from at least {need} "
+                          "distinct finished repeats of one build (gates.yaml calibration.min_repeats); nothing was "
+                          "written")
+
+
+def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str | None = None,
+                      candidate: Arm | None = None) -> int:
+    """The repeats read and judged, every check derived, and only when nothing refuses the calibration: stored under
+    the key and tabled (reports/<ident>/calibration.md and .json). Refused, with nothing written: repeats that are not
+    K distinct finished runs of one build, an incomplete check, a derived value above its ceiling; and, unless
+    `trust` gives the reason, repeats that failed against the current calibration (gates.yaml for an arm's first) or a
+    limit that moved more than calibration.max_move_factor from the previous one."""
+    ident, trust = check_id(ident), check_trust(trust)
+    candidate = candidate or load_arm(arm)
+    gates = load_gates(arm)
+    distinct_runs(run_dirs, gates.calibration.min_repeats, arm)
+    runs = [read_run(d) for d in run_dirs]
+    stopped = [why for r in runs if (why := unusable(r, arm))]
+    if stopped:
+        raise ConfigError(f"calibrate: {'; '.join(stopped)}: a calibration is made of finished repeats of the arm "
+                          "(--trust does not change that); calibrate again; nothing was written")
+    build = one_build(runs, arm)
     measured = [read_repeat(d, arm) for d in run_dirs]
     vllm = vllm_versions(run_dirs, arm)
     checks = sorted(set.intersection(*(set(m) for m in measured)))
@@ -103,24 +183,87 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path]) -> int:
     if partial:
         raise ConfigError(f"calibrate: {', '.join(partial)} did not run in every repeat; a calibration compares like "
                           "with like: calibrate again")
-    gates = load_gates(arm).reference_checks
+    previous = {c: previous_calibration(measured[0][c].record.floor_path, c) for c in checks}
+    failed = failed_repeats(runs, measured, previous, arm)
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    derived = [calibrate_check(check, [m[check] for m in measured], gates, ident, when, run_dirs, vllm,
-                               previous_calibration(measured[0][check].record.floor_path, check))
-               for check in checks]
+    derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, ident, when, run_dirs,
+                               vllm, previous[check]) for check in checks]
+    ceilings = [c for d in derived for c in d.ceilings]
+    if ceilings:
+        raise ConfigError(f"calibrate: {'; '.join(ceilings)}: a derived value above its ceiling is refused, --trust "
+                          "or not (a ceiling is measured: configs/gates.yaml `calibration:`); nothing was written")
+    moves = [m for d in derived for m in d.moves]
+    judges = judged_against(previous)
+    if (failed or moves) and trust is None:
+        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs))
+    if trust is not None and not (failed or moves):
+        print(f"calibrate {arm}: --trust not needed: the repeats passed against {judges}; the reason is not recorded")
+        trust = None
+    provenance = {"build": build.model_dump(), "arm": arm, "model": model_identity(candidate),
+                  "arm_config_sha": arm_config_sha(candidate), "trusted": trust}
     for d in derived:  # written only once every check stands
-        save_calibration(d.path, d.calibration, d.floor, d.source)
+        prev = previous[d.calibration.check]
+        calibration = replace(d.calibration, **provenance, reference_key=d.source.get("reference_key"),
+                              judged_against=f"the calibration {prev.calibration}" if prev else "gates.yaml",
+                              supersedes=prev.calibration if prev else None)
+        save_calibration(d.path, calibration, d.floor, d.source)
     rows = [d.row for d in derived]
     out = REPORTS_DIR / ident
     out.mkdir(parents=True, exist_ok=True)
-    (out / "calibration.json").write_text(json.dumps({"arm": arm, "calibration": ident, "calibrated": when,
-                                                      "repeats": [str(d) for d in run_dirs], "vllm": vllm,
-                                                      "checks": rows}, indent=1) + "\n")
+    (out / "calibration.json").write_text(json.dumps({
+        "arm": arm, "calibration": ident, "calibrated": when, "repeats": [str(d) for d in run_dirs], "vllm": vllm,
+        "build": build.model_dump(), "judged_against": judges, "trusted": trust,
+        "failed": {name: ks for name, ks in failed.items()}, "moves": moves, "checks": rows}, indent=1) + "\n")
     table = calibration_table(arm, ident, rows)
     (out / "calibration.md").write_text(table)
     print(table, end="")
+    if trust is not None:
+        print(f"calibration of {arm} stored although {'its repeats failed' if failed else 'a limit moved'} against "
+              f"{judges}: trusted by hand: {trust} (printed on every line it judges)")
     print(f"calibration of {arm} stored: {out / 'calibration.json'}; later runs are judged by it")
     return 0
+
+
+def failed_repeats(runs: list[RepeatRun], measured: list[dict[str, CheckRepeat]],
+                   previous: dict[str, Calibration | None], arm: str) -> dict[str, list[int]]:
+    """What failed, in which repeats (1-based): as each repeat judged itself, and each check's comparisons judged
+    again by the current calibration of its key (limits and floor)."""
+    failed: dict[str, list[int]] = {}
+    for k, (run, checks) in enumerate(zip(runs, measured, strict=True), 1):
+        names = failures(run, arm)
+        for check, current in previous.items():
+            if current is not None and check in checks and against_current(
+                    check, checks[check].comparisons, current,
+                    load_floor(floor_here(checks[check].record.floor_path), check)):
+                names.append(check)
+        for name in dict.fromkeys(names):
+            failed.setdefault(name, []).append(k)
+    return failed
+
+
+def judged_against(previous: dict[str, Calibration | None]) -> str:
+    ids = sorted({c.calibration for c in previous.values() if c is not None})
+    if not ids:
+        return "gates.yaml (the arm's first calibration: no calibration to judge its repeats)"
+    return f"the current calibration {', '.join(ids)}"
+
+
+def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str], judges: str,
+            run_dirs: list[Path]) -> str:
+    """The one message of a calibration refused for what --trust may override."""
+    parts = []
+    if failed:
+        named = "; ".join(f"{name} in repeat{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
+                          for name, ks in failed.items())
+        parts.append(f"its repeats failed against {judges}: {named}")
+    if moves:
+        parts.append("; ".join(moves))
+    runs = " ".join(str(d) for d in run_dirs)
+    return (f"calibrate {arm} ({ident}) refused: {'; '.join(parts)}. A calibration replaces the current one only when "
+            "its own repeats pass against it: find the fault in the build, or store it anyway, stating why, with "
+            f"`python -m harness calibrate --arm {arm} --from-runs {runs} --trust \"REASON\"` (the repeats are kept; "
+            "the reason is kept in the calibration and the history and printed on every line it judges). Nothing was "
+            "written")
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         if known[key].status != "finished":
             print(f"FAIL: run {args.run} was interrupted: its metrics are partial and are not judged as a night")
             return 1
+        if known[key].calibration:
+            print(f"FAIL: run {args.run} is a calibration repeat ({known[key].calibration}): no nightly run; "
+                  "`harness calibrate` judges its repeats")
+            return 1
         verdict = nightly(db, args.run)
     for line in verdict.failures:
         print(f"FAIL: {line}")

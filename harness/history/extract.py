@@ -54,6 +54,7 @@ class ArmRow:
     vllm_version: str | None
     arm_sha: str | None  # sha256 of the arm's resolved fields as run.json recorded them
     model: str | None
+    build_hash: str | None = None  # the vLLM build its server imported (run.json builds; harness/plan/build.py)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class VerdictRow:
     reference: str
     passed: bool
     detail: str
+    # what judged a reference check: its calibration's line, with "first calibration" and "trusted by hand: REASON"
+    judged_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def rows_of(run_dir: Path, manifest: RunManifest | None, records: list[Record]) 
 
 def arms_of(m: RunManifest, records: list[Record]) -> list[ArmRow]:
     versions = {r.arm: r.vllm_version for r in records if isinstance(r, ServerRecord) and r.vllm_version}
+    builds = {name: b.build_hash for name, b in (m.builds or {}).items()}
     refs = {p.candidate: p.reference for p in m.pairs}
     out = []
     for name, fields in (m.arms or {}).items():
@@ -124,7 +128,7 @@ def arms_of(m: RunManifest, records: list[Record]) -> list[ArmRow]:
         model = fields.get("model")
         model = model.get("path") or model.get("name") if isinstance(model, dict) else model
         out.append(ArmRow(name, "candidate" if name in refs else "reference", refs.get(name), versions.get(name),
-                          sha, str(model) if model else None))
+                          sha, str(model) if model else None, builds.get(name)))
     return out
 
 
@@ -134,7 +138,7 @@ def verdicts_of(records: list[Record]) -> list[VerdictRow]:
         if isinstance(r, GateRecord):
             out.append(VerdictRow(r.arm, "gate", r.gate, r.reference, r.passed, r.detail))
         elif isinstance(r, ReferenceCheckRecord):
-            out.append(VerdictRow(r.arm, "check", r.check, r.reference, r.passed, r.detail))
+            out.append(VerdictRow(r.arm, "check", r.check, r.reference, r.passed, r.detail, r.judged_by))
         elif isinstance(r, LongContextRecord):
             out.append(VerdictRow(r.arm, "check", "long_context", r.reference, r.passed, "; ".join(r.failures)))
         elif isinstance(r, OutcomeRecord):

@@ -22,7 +22,7 @@ from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR
 from harness.history.extract import ArmRow, CoverageRow, MetricRow, RunRow, RunRows, VerdictRow
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LOCK_WAIT_S = 120.0  # a writer waits this long for another's append (each takes milliseconds)
 
 SCHEMA_V1 = """
@@ -43,7 +43,13 @@ CREATE TABLE coverage (run_key TEXT NOT NULL REFERENCES runs ON DELETE CASCADE, 
 CREATE INDEX metrics_series ON metrics (arm, metric);
 CREATE INDEX runs_by_id ON runs (run_id);
 """
-MIGRATIONS = {1: SCHEMA_V1}  # user_version N-1 -> N; a new version adds its step here
+# Version 2: which build each arm ran, and what judged each reference check (its calibration's line: "first
+# calibration", "trusted by hand: REASON"); rows appended before it have neither (NULL).
+SCHEMA_V2 = """
+ALTER TABLE arms ADD COLUMN build_hash TEXT;
+ALTER TABLE verdicts ADD COLUMN judged_by TEXT;
+"""
+MIGRATIONS = {1: SCHEMA_V1, 2: SCHEMA_V2}  # user_version N-1 -> N; a new version adds its step here
 
 
 class HistoryError(HarnessError):
@@ -148,12 +154,14 @@ def run_key(db: sqlite3.Connection, run_id: str) -> str | None:
 
 
 def verdicts(db: sqlite3.Connection, key: str) -> list[VerdictRow]:
-    sql = "SELECT arm, kind, name, reference, passed, detail FROM verdicts WHERE run_key = ? ORDER BY arm, kind, name"
-    return [VerdictRow(a, k, n, ref, bool(p), d) for a, k, n, ref, p, d in db.execute(sql, (key,))]
+    sql = ("SELECT arm, kind, name, reference, passed, detail, judged_by FROM verdicts WHERE run_key = ? "
+           "ORDER BY arm, kind, name")
+    return [VerdictRow(a, k, n, ref, bool(p), d, j) for a, k, n, ref, p, d, j in db.execute(sql, (key,))]
 
 
 def arms(db: sqlite3.Connection, key: str) -> list[ArmRow]:
-    sql = "SELECT arm, role, reference, vllm_version, arm_sha, model FROM arms WHERE run_key = ? ORDER BY role, arm"
+    sql = ("SELECT arm, role, reference, vllm_version, arm_sha, model, build_hash FROM arms WHERE run_key = ? "
+           "ORDER BY role, arm")
     return [ArmRow(*row) for row in db.execute(sql, (key,))]
 
 

@@ -77,10 +77,10 @@ class Finding:
 
 
 def series(db: sqlite3.Connection, arm: str, metric: str, upto: str | None = None) -> Series:
-    """One arm's metric over its finished runs (interrupted ones are partial, and left out), up to the run whose
-    store key is `upto`."""
+    """One arm's metric over its finished runs (interrupted ones are partial, and left out; so are a calibration's
+    repeats: no night, and their builds are judged by `calibrate`), up to the run whose store key is `upto`."""
     values = store.metric_values(db, arm, metric)
-    rows = [r for r in store.runs(db, arm) if r.status == "finished" and r.run_key in values]
+    rows = [r for r in store.runs(db, arm) if r.status == "finished" and not r.calibration and r.run_key in values]
     keys = [r.run_key for r in rows]
     if upto is not None and upto in keys:
         rows = rows[:keys.index(upto) + 1]

@@ -2,11 +2,15 @@
 graph_replay, teacher_forcing and long_context against the reference store; long_prefix's timed outputs against the
 reference arm of the same run).
 
-A check calibrated for this key (`harness calibrate`: candidate config, reference outputs, vLLM) is judged by the
-calibration's limits and paired with its mean floor; one without a calibration by gates.yaml and, where a run was
-accepted (`harness accept-floor`), paired with that run. Under `require_floor` a check with neither fails: "not
-calibrated: run calibrate". A calibration's own repeats are judged by gates.yaml alone: they are what the floor is
-made of."""
+A check calibrated for this key (`harness calibrate`: candidate config and the reference outputs' noise key, no vLLM
+version: a new build is judged by the last trusted calibration) is judged by the calibration's limits and paired with
+its mean floor; one without a calibration by gates.yaml and, where a run was accepted (`harness accept-floor`), paired
+with that run. Under `require_floor` a check with neither fails: "not calibrated: run calibrate". A calibration's own
+repeats are judged by the current calibration of the key like any run (the chain of trust: a new calibration must
+pass against the one it replaces); an arm's first calibration's repeats by gates.yaml's limits, without
+`require_floor`. The line that says what judged a check names an arm's first calibration ("first calibration", until a
+run of another build passed against it), a calibration trusted by hand (its reason), and a run on the calibration's
+own build."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from harness.refcheck.floor_store import (
     floor_dir,
     floor_key,
     load_calibration,
+    load_confirmation,
     load_floor,
 )
 from harness.refcheck.store import StoredOutputs, reference_dir
@@ -43,36 +48,60 @@ class CheckLimits:
     calibration: Calibration | None  # None: gates.yaml's limits
     repeat: CalibrationRepeat | None = None  # this run is a repeat of `harness calibrate`
     problem: str | None = None  # the calibration stored for the key cannot be read: the check cannot be judged
+    confirmed: bool = False  # a run of another build passed against the calibration (a first one's label goes)
+    own_build: bool = False  # this run's build is the one the calibration measured
 
     @property
     def judged_by(self) -> str:
-        if self.repeat is not None:
-            return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}): "
-                    f"limit {self.drift_limit:g}, tie gap {self.tie_gap:g}")
         if self.problem is not None:
             return f"unreadable calibration: {self.problem}"
-        if self.calibration is not None:
-            return self.calibration.short
-        return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
+        if self.calibration is None and self.repeat is not None:
+            return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}: the "
+                    f"arm's first calibration, no calibration to judge it by): limit {self.drift_limit:g}, tie gap "
+                    f"{self.tie_gap:g}")
+        if self.calibration is None:
+            return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
+        return self.calibration.short + "".join(f"; {label}" for label in self.labels)
+
+    @property
+    def labels(self) -> list[str]:
+        """What a reader must know of the calibration that judged the check, beside its limits."""
+        c, out = self.calibration, []
+        if c is None:
+            return out
+        if c.first and not self.confirmed:
+            out.append("first calibration")
+        if c.trusted:
+            out.append(f"trusted by hand: {c.trusted}")
+        if self.own_build:
+            out.append("run on the calibration's own build")
+        if self.repeat is not None:
+            out.append(f"this run: repeat {self.repeat.repeat} of {self.repeat.of} of calibration {self.repeat.id}")
+        return out
 
 
-def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, reference_key: str, vllm_version: str | None,
-                 repeat: CalibrationRepeat | None = None) -> CheckLimits:
-    """`check`'s limits for this candidate against these reference outputs: its calibration's where one is stored
-    under the key, else gates.yaml's (capacity_outputs_c8 goes by capacity_outputs). A planted-fault variant
-    (`calibration_from: ARM`) looks under that arm's key: it is judged as the build without the fault would be."""
+def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: str,
+                 repeat: CalibrationRepeat | None = None, build: str | None = None) -> CheckLimits:
+    """`check`'s limits for this candidate against reference outputs of this noise key (refcheck.store
+    ReferenceKey.noise_key): its calibration's where one is stored under the key, else gates.yaml's
+    (capacity_outputs_c8 goes by capacity_outputs). A planted-fault variant (`calibration_from: ARM`) looks under that
+    arm's key: it is judged as the build without the fault would be. A calibration repeat is judged by the current
+    calibration like any run; with none (the arm's first calibration) by gates.yaml without `require_floor`. `build`:
+    this run's build hash of the arm (harness/plan/build.py), None where unknown."""
     keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
-    path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, reference_key, vllm_version or "unknown"))
+    path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, noise_key))
     try:
-        calibration = None if repeat is not None else load_calibration(path, check)
+        calibration = load_calibration(path, check)
     except CalibrationUnreadable as exc:
         return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap, gates.require_floor, path, None,
-                           problem=str(exc))
+                           repeat, problem=str(exc))
     if calibration is not None:
+        built = (calibration.build or {}).get("build_hash")
         return CheckLimits(check, arm.name, calibration.drift_limit, calibration.tie_gap, gates.require_floor, path,
-                           calibration)
-    return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap, gates.require_floor, path, None,
-                       repeat)
+                           calibration, repeat, confirmed=load_confirmation(path, calibration) is not None,
+                           own_build=build is not None and build == built)
+    return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap,
+                       gates.require_floor and repeat is None, path, None, repeat)
 
 
 @dataclass(frozen=True)
@@ -94,19 +123,21 @@ class FloorVerdict:
 def judge_floor(check: str, reference: str, comparisons: list[RequestComparison], aborted: bool,
                 limits: CheckLimits) -> FloorVerdict:
     """The paired test against the floor at limits.floor_path. A floor that is missing under require_floor, a
-    calibration that cannot be read, or a run the floor refutes fails the check; a calibration repeat is not judged
-    against one (the calibration derives it from its repeats)."""
+    calibration that cannot be read, or a run the floor refutes fails the check; a calibration repeat is paired with
+    the current calibration's floor like any run (the arm's first calibration's repeats: with an accepted floor where
+    there is one, else with none)."""
     where = dict(floor_path=str(limits.floor_path), judged_by=limits.judged_by)
-    if limits.repeat is not None:
-        return FloorVerdict(**where, floor=f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: not "
-                            "judged against a floor (the calibration derives it from its repeats)",
-                            detectable="n/a (a calibration repeat)")
     if limits.problem is not None:  # never judged by gates.yaml in its place: the run would be silently looser
         failure = (f"FAIL (no data: the calibration cannot be read: {limits.problem}; run `python -m harness "
                    f"calibrate --arm {limits.arm}` again)")
         return FloorVerdict(**where, floor=failure, detectable="none: no calibration to judge against",
                             failure=failure)
     floor = load_floor(limits.floor_path, check)
+    if floor is None and limits.repeat is not None:
+        return FloorVerdict(**where, floor=f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: no "
+                            "calibration or accepted floor to pair with (the arm's first calibration: judged by "
+                            "gates.yaml's limits alone)", detectable="no shift below the fixed drift limit (no floor "
+                            "to pair with)")
     if floor is None:
         missing = (f"not calibrated: no calibration or accepted floor for {check} of {limits.arm} vs {reference} at "
                    f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build (or "

@@ -119,7 +119,7 @@ class ReferenceOutputs:
             if not keep_server:
                 self.servers.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())
-            stored = StoredOutputs(name, key.digest, path, outputs, reused=False)
+            stored = StoredOutputs(name, key.digest, path, outputs, reused=False, noise_key=key.noise_key)
             if refresh:
                 marker = refreshed_marker(self.run.run_dir, name, which)
                 marker.parent.mkdir(parents=True, exist_ok=True)

@@ -55,9 +55,16 @@ class StartedRun:
 
     @property
     def calibration_repeat(self) -> CalibrationRepeat | None:
-        """Set when this run is a repeat of `harness calibrate` (judged by gates.yaml, no floor)."""
+        """Set when this run is a repeat of `harness calibrate` (judged by the current calibration of its key)."""
         started = self.manifest()
         return started.calibration if started else None
+
+    def build_of(self, arm: str) -> str | None:
+        """The build hash of `arm`'s vLLM as run.json recorded it at the start (harness/plan/build.py); None: not
+        recorded."""
+        started = self.manifest()
+        build = (started.builds or {}).get(arm) if started else None
+        return build.build_hash if build else None
 
     @property
     def arm_set(self) -> ArmSet:

@@ -1,1 +1,1 @@
-"""qualify as named steps; plan; report. Imports: admission, config, console, history, plan, records, report, serve."""
+"""qualify; plan; report. Imports: admission, calibrate, config, console, history, plan, records, report, serve."""

@@ -10,15 +10,25 @@ from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
+from harness.plan.build import arm_build
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.qualify.request import AdmittedRun
-from harness.records.manifest import CalibrationRepeat, Resume, RunManifest, RunPair, write_manifest
+from harness.records.manifest import (
+    REPEAT_ENV,
+    ArmBuild,
+    CalibrationRepeat,
+    Resume,
+    RunManifest,
+    RunPair,
+    write_manifest,
+)
 from harness.records.runinfo import now, start_manifest, workload_dumps
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
                      arm_set: ArmSet | None = None, strict: bool = False, order_seed: int = 0,
-                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None) -> RunManifest:
+                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None,
+                     builds: dict[str, ArmBuild] | None = None) -> RunManifest:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -32,6 +42,8 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
         manifest.length_seed = length_seed
     if calibration is not None:
         manifest.calibration = calibration
+    if builds is not None:
+        manifest.builds = builds
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
@@ -62,7 +74,13 @@ def record_run(run: AdmittedRun) -> RunManifest:
         return note_resume(run.run_dir, run.resumed, list(request.argv))
     return record_run_start(run.run_dir, run.arms.run_arms, list(request.argv), list(run.suites), run.arms.arm_set,
                             run.strict, request.order_seed, calibration_repeat(request.calibration_repeat),
-                            request.length_seed if request.length_seed is not None else fresh_length_seed())
+                            request.length_seed if request.length_seed is not None else fresh_length_seed(),
+                            arm_builds(run.arms.run_arms))
+
+
+def arm_builds(arms: list[Arm]) -> dict[str, ArmBuild]:
+    """Each arm's vLLM build, as its server will import it (a package hashed once: harness/plan/build.py caches)."""
+    return {arm.name: ArmBuild(**arm_build(arm).as_dict()) for arm in arms}
 
 
 def fresh_length_seed() -> int:
@@ -71,12 +89,12 @@ def fresh_length_seed() -> int:
 
 
 def calibration_repeat(text: str | None) -> CalibrationRepeat | None:
-    """--calibration-repeat ID:K/N (written by `harness calibrate`) as the manifest's field."""
+    """ID:K/N (set by `harness calibrate` in its repeat's environment, REPEAT_ENV) as the manifest's field."""
     if not text:
         return None
     ident, _, count = text.rpartition(":")
     repeat, _, of = count.partition("/")
     if not (ident and repeat.isdigit() and of.isdigit() and 1 <= int(repeat) <= int(of)):
-        raise ConfigError(f"--calibration-repeat {text!r}: expected ID:K/N with 1 <= K <= N (harness calibrate "
-                          "writes it)")
+        raise ConfigError(f"{REPEAT_ENV}={text!r}: expected ID:K/N with 1 <= K <= N; only `python -m harness "
+                          "calibrate` sets it")
     return CalibrationRepeat(id=ident, repeat=int(repeat), of=int(of))

