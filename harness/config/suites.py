@@ -31,6 +31,9 @@ class MetricGate:
     better: Literal["lower", "higher"]
     tolerance: float  # the default: candidate median <= reference median x (1 + tolerance), for "lower"
     derivation: str  # where the default comes from: the measured clean spread it sits above
+    # The device that spread was measured on: an arm on another device is not judged by it (its gate FAILs "not
+    # measured for this arm" until gates.yaml metric_gates.<gate>.tolerance sets one measured there).
+    measured_on: Literal["cpu", "gpu"] = "cpu"
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,11 @@ SUITES = (
     # only. Its tolerance, from the noise of 8 clean CPU-pair runs (docs/evidence/cpu-ttft-2026-12-05.md): candidate/
     # reference median ratios 0.77-1.15, the largest |log ratio| 0.26 (two runs with one of the two cores kept busy);
     # the limit is 3x that in logs, exp(0.78) = 2.18x, so tolerance 1.2. The planted 80 ms step delay reads >= 4.7x.
-    # GPU arms: not measured here (no device); a GPU arm sets its own in gates.yaml metric_gates.ttft_p50.
+    # GPU arms: not measured (no device); a GPU arm's gate FAILs "not measured for this arm" until gates.yaml
+    # arms.<arm>.metric_gates.ttft_p50.tolerance sets one from that arm's own clean runs.
     Suite("ttft", "ttft", per_arm=True, gate="ttft_p50", records=("metric",), default=False,
-          metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)"),
+          metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)",
+                                 measured_on="cpu"),
           default_workload="ttft_short"),
     Suite("kv_capacity", None, per_arm=True),
     Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True, checks=("prefix_reuse",)),

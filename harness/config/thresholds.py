@@ -5,7 +5,7 @@ The judgements that use them are in harness.judge."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -192,6 +192,10 @@ class MetricGateLimits(StrictModel):
 
     tolerance: Float | None = Field(None, ge=0)  # None: the catalogue's
     enforce: Bool = True  # False: computed and recorded, not enforced (two shared CPU cores time noise)
+    # The arm's device, set by load_gates from its arm files (never in gates.yaml): a catalogue tolerance measured on
+    # another device does not judge it (the gate FAILs "not measured for this arm" until this section sets one).
+    # None in thresholds recorded before it existed.
+    arm_device: Literal["gpu", "cpu"] | None = None
 
 
 class CoverageGates(StrictModel):
@@ -237,6 +241,26 @@ def lineage(arm: str, arms_dir: Path | None = None) -> list[str]:
     return [f.stem for f in reversed(files)]
 
 
+def arm_device(arm: str, arms_dir: Path | None = None) -> str | None:
+    """The device an arm's files name ("gpu" unless they say "cpu"); None when no arm file has the name."""
+    from harness.config.arms import ARMS_DIR, resolve_raw
+
+    try:
+        raw, _ = resolve_raw(arm, arms_dir or ARMS_DIR)
+    except ConfigError:
+        return None
+    return raw.get("device", "gpu")
+
+
+def with_arm_device(gates: Gates, device: str | None) -> Gates:
+    """Every catalogue timing gate's limits told the arm's device (harness/judge/metric_gate.py reads it)."""
+    if device is None:
+        return gates
+    limits = {name: gates.metric_gates.get(name, MetricGateLimits()).model_copy(update={"arm_device": device})
+              for name in metric_gates()}
+    return gates.model_copy(update={"metric_gates": limits})
+
+
 def load_gates(arm: str, path: Path = GATES_FILE, arms_dir: Path | None = None) -> Gates:
     """Defaults, then the sections of the arm's `extends:` ancestors, then the arm's own section: an arm made from
     another (a planted-fault variant, an eager twin) is judged with its base's limits unless it sets its own."""
@@ -247,8 +271,13 @@ def load_gates(arm: str, path: Path = GATES_FILE, arms_dir: Path | None = None) 
     merged = raw.get("defaults") or {}
     for name in lineage(arm, arms_dir):
         merged = deep_merge(merged, (raw.get("arms") or {}).get(name) or {})
+    set_by_hand = [g for g, limits in (merged.get("metric_gates") or {}).items()
+                   if isinstance(limits, dict) and "arm_device" in limits]
+    if set_by_hand:
+        raise ConfigError(f"{path}: metric_gates.{set_by_hand[0]}.arm_device for arm {arm!r}: the device comes from "
+                          "the arm's files (configs/arms), not gates.yaml; remove it")
     try:
-        return Gates.model_validate(merged)
+        return with_arm_device(Gates.model_validate(merged), arm_device(arm, arms_dir))
     except ValidationError as exc:
         raise ConfigError(f"{path}: invalid gates for arm {arm!r}: {'; '.join(field_errors(exc))}") from None
 

@@ -32,6 +32,14 @@ def metric_gate(records: list[Record], cand: str, ref: str, suite: Suite,
     spec: MetricGate = suite.metric_gate
     tolerance = limits.tolerance if limits and limits.tolerance is not None else spec.tolerance
     enforced = limits.enforce if limits else True
+    device = limits.arm_device if limits else None
+    if (limits is None or limits.tolerance is None) and device is not None and device != spec.measured_on:
+        # a tolerance measured on another device's noise would judge this arm silently: refuse instead
+        return GateResult(suite.gate, suite.name, cand, ref, False,
+                          f"FAIL (not measured for this arm: the catalogue's tolerance {spec.tolerance:g} is "
+                          f"{spec.derivation}, measured on {spec.measured_on.upper()}; {cand} runs on "
+                          f"{device.upper()}: set gates.yaml arms.{cand}.metric_gates.{suite.gate}.tolerance from "
+                          f"clean runs of {cand})", enforced=enforced)
     mine, theirs = (metric_of(records, a, suite.name, spec.metric) for a in (cand, ref))
     why = missing(mine, cand, suite.name, spec.metric) or missing(theirs, ref, suite.name, spec.metric)
     if why:
