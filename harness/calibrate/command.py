@@ -189,11 +189,13 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, ident, when, run_dirs,
                                vllm, previous[check]) for check in checks]
     ceilings = [c for d in derived for c in d.ceilings]
-    if ceilings:
-        raise ConfigError(f"calibrate: {'; '.join(ceilings)}: a derived value above its ceiling is refused, --trust "
-                          "or not (a ceiling is measured: configs/gates.yaml `calibration:`); nothing was written")
-    moves = [m for d in derived for m in d.moves]
     judges = judged_against(previous)
+    if ceilings:
+        also = f" (its repeats also failed against {judges}: {failed_names(failed)})" if failed else ""
+        raise ConfigError(f"calibrate: {'; '.join(ceilings)}: a derived value above its ceiling is refused, --trust "
+                          f"or not (a ceiling is measured: configs/gates.yaml `calibration:`){also}; nothing was "
+                          "written")
+    moves = [m for d in derived for m in d.moves]
     if (failed or moves) and trust is None:
         raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs))
     if trust is not None and not (failed or moves):
@@ -248,14 +250,18 @@ def judged_against(previous: dict[str, Calibration | None]) -> str:
     return f"the current calibration {', '.join(ids)}"
 
 
+def failed_names(failed: dict[str, list[int]]) -> str:
+    """'teacher_forcing in repeats 1, 2; graph_replay in repeat 2'"""
+    return "; ".join(f"{name} in repeat{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
+                     for name, ks in failed.items())
+
+
 def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str], judges: str,
             run_dirs: list[Path]) -> str:
     """The one message of a calibration refused for what --trust may override."""
     parts = []
     if failed:
-        named = "; ".join(f"{name} in repeat{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
-                          for name, ks in failed.items())
-        parts.append(f"its repeats failed against {judges}: {named}")
+        parts.append(f"its repeats failed against {judges}: {failed_names(failed)}")
     if moves:
         parts.append("; ".join(moves))
     runs = " ".join(str(d) for d in run_dirs)

@@ -3,73 +3,19 @@ calibration stored under the floor key and then used by later runs (limits and f
 calibration out: an aborted check, a check missing from a repeat, a key that changed, a repeat that was refused (the
 chain of trust and the other refusals of issue 45: test_trust.py)."""
 
-import functools
 import json
 from pathlib import Path
 
 import pytest
-import yaml
 from check_fields import check_fields
 from drift_lines import repeat
+from written_repeats import ARM, NOISE, marker, write_repeat
 
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
-from harness.records.manifest import REPEAT_ENV, ArmBuild, CalibrationRepeat, RunManifest, RunPair, write_manifest
-from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
-from harness.refcheck.floor_store import floor_dir, floor_key, load_calibration, load_floor
-
-ARM = "cpu-smoke"
-NOISE = "noisekey"  # the reference outputs' noise key (refcheck.store.ReferenceKey.noise_key)
-
-
-# tests/drift_lines.py draws bf16-like drift (|delta| ~0.03), which the CPU pair's measured ceilings (0.0104) refuse:
-# these tests calibrate cpu-smoke under the GPU arms' bf16 ceilings, from a gates.yaml of their own.
-BF16_CEILINGS = {"min_repeats": 2, "logit_step": 0.125, "max_drift_limit": 2.0, "max_tie_gap": 4.0,
-                 "max_drift_p50": 0.0625, "max_drift_limits": {c: 2.0 for c in ("teacher_forcing", "graph_replay",
-                                                                                   "graph_replay_eager", "prefix_reuse")}}
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
-    import harness.calibrate.command as command
-    from harness.config import thresholds
-
-    monkeypatch.setattr(command, "REPORTS_DIR", tmp_path / "reports")
-    gates = yaml.safe_load(thresholds.GATES_FILE.read_text())
-    gates["arms"].setdefault(ARM, {})["calibration"] = BF16_CEILINGS
-    (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
-    monkeypatch.setattr(command, "load_gates", functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml"))
-    return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), NOISE))
-
-
-def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComparison], status: str = "complete",
-                 check: str = "teacher_forcing", passed: bool = True, exit_code: int | None = 0,
-                 finished: str | None = "2026-12-05T08:00:00", build: str = "build-a",
-                 calibration: CalibrationRepeat | None = None) -> None:
-    """A repeat as qualify leaves it: run.json (its end, verdict and build) and results.jsonl."""
-    run_dir.mkdir(parents=True)
-    sink = run_dir / ARM / f"{check}_vs_cpu-ref_comparisons.jsonl"
-    sink.parent.mkdir()
-    sink.write_text("".join(c.model_dump_json() + "\n" for c in comparisons))
-    rec = ReferenceCheckRecord(run_id=run_dir.name, arm=ARM, suite=check, check=check, reference="cpu-ref",
-                               reference_key="refkey", passed=passed, detail="d", requests=len(comparisons),
-                               exact_matches=len(comparisons), first_divergence_min=None, max_drift=0.1, nonfinite=0,
-                               drift_limit=0.01, status=status, comparisons_path=str(sink), floor_path=str(floor))
-    server = ServerRecord(run_id=run_dir.name, arm=ARM, suite="launch", status="up", vllm_version="0.32.0")
-    (run_dir / "results.jsonl").write_text(server.model_dump_json() + "\n" + rec.model_dump_json() + "\n")
-    write_manifest(run_dir, RunManifest(run_id=run_dir.name, started="2026-12-05T07:00:00", finished=finished,
-                                        exit_code=exit_code, git_commit="c0ffee", calibration=calibration,
-                                        pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
-                                        builds={ARM: ArmBuild(vllm_version="0.32.0", build_hash=build)}))
-
-
-def marker(env: dict[str, str]) -> CalibrationRepeat:
-    """The repeat marker calibrate put in the repeat's environment, as qualify records it."""
-    from harness.qualify.record import calibration_repeat
-
-    return calibration_repeat(env[REPEAT_ENV])
+from harness.records.manifest import REPEAT_ENV, CalibrationRepeat
+from harness.refcheck.floor_store import load_calibration, load_floor
 
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):

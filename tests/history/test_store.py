@@ -110,3 +110,31 @@ def test_two_runs_of_one_name_are_two_runs_and_the_newest_answers_to_it(tmp_path
         rows = store.runs(db)
         assert [r.run_id for r in rows] == ["run", "run"] and len({r.run_key for r in rows}) == 2
         assert store.run_key(db, "run") == rows[-1].run_key and rows[-1].run_dir == str(second.resolve())
+
+
+def test_a_version_1_store_gains_the_build_and_judged_by_columns_and_keeps_its_rows(tmp_path):
+    """Schema 2 adds arms.build_hash (which build ran) and verdicts.judged_by (what judged each check: "first
+    calibration", "trusted by hand: REASON"); a store written before keeps its runs, with NULL there."""
+    db_path = tmp_path / "h.sqlite"
+    with sqlite3.connect(db_path) as db:
+        db.executescript(store.SCHEMA_V1 + "PRAGMA user_version = 1;")
+        db.execute("INSERT INTO runs (run_key, run_id, status, candidates, run_dir, manifest) VALUES "
+                   "('old@1', 'old', 'finished', 'a', '/x', '')")
+        db.execute("INSERT INTO verdicts VALUES ('old@1', 'a', 'check', 'teacher_forcing', 'r', 1, 'd')")
+    with store.connect(db_path) as db:
+        assert [(v.name, v.judged_by) for v in store.verdicts(db, "old@1")] == [("teacher_forcing", None)]
+    run = tmp_path / "trusted"
+    run.mkdir()
+    manifest = json.loads((REAL_RUN / "run.json").read_text())
+    manifest["builds"] = {"gpu-mla-120k": {"vllm_version": "0.25.0", "build_hash": "b0"}}
+    (run / "run.json").write_text(json.dumps(manifest))
+    lines = [json.loads(x) for x in (REAL_RUN / "results.jsonl").read_text().splitlines() if x.strip()]
+    judged = "calibrated 2026-12-05 (K=5, deterministic over 5 repeats): limit 0.1, tie gap 0; trusted by hand: why"
+    lines = [{**r, "judged_by": judged} if r["kind"] == "reference_check" else r for r in lines]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    append_run(run, db_path)
+    with store.connect(db_path) as db:
+        key = store.run_key(db, manifest.get("run_id", "trusted"))
+        assert {a.arm: a.build_hash for a in store.arms(db, key)} == {"gpu-mla-120k": "b0", "gpu-mla-120k-ref": None}
+        assert {v.judged_by for v in store.verdicts(db, key) if v.kind == "check" and v.name != "long_context"} == {
+            judged}
