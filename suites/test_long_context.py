@@ -5,7 +5,11 @@ tokens teacher-forced on the candidate. Every output is compared with the refere
 are length-dependent, so the record and the assertion name the first failing length.
 
 Cells go shortest first, one request at a time; each comparison is appended to the comparisons file as it is made, so
-a server death mid-grid keeps every cell compared and the record reads aborted (the gate: FAIL, no data)."""
+a server death mid-grid keeps every cell compared and the record reads aborted (the gate: FAIL, no data).
+
+The grid records two reference checks, each judged by its own limits and floor (its calibration's, or gates.yaml's):
+long_context (the cells one at a time and the sweep) and long_context_bursts (the bursts, where the workload plans
+any), so `harness calibrate` measures the bursts' spread apart from the one-at-a-time requests'."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from harness.refcheck.batches import record_fields
 from harness.refcheck.bursts import batch_invariance
 from harness.refcheck.long_context import shared_tokens
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
-from harness.refcheck.long_context_grid import run_grid
+from harness.refcheck.long_context_grid import BURSTS, CellLimits, run_grid
 
 
 def skip_reason(session, arm_name: str, served: bool) -> str | None:
@@ -36,9 +40,11 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
     _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
     gates = session.thresholds()
-    limits = check_limits(gates.reference_checks, arm, "long_context", stored.noise_key, session.run.calibration_repeat,
-                          session.run.build_of(arm.name))
-    judging = (limits.drift_limit, limits.tie_gap, gates.long_context.retrieval_margin)
+    limits, burst_limits = (check_limits(gates.reference_checks, arm, name, stored.noise_key,
+                                         session.run.calibration_repeat, session.run.build_of(arm.name))
+                            for name in ("long_context", BURSTS))
+    by_check = {"long_context": limits, BURSTS: burst_limits}
+    margin = gates.long_context.retrieval_margin
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
@@ -52,32 +58,37 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     sink.parent.mkdir(parents=True, exist_ok=True)
     sink.unlink(missing_ok=True)
     grid = run_grid(candidate, sampling, f"long-context-{session.run_id}", sink, w, prompts.all(), sweep.all(),
-                    stored.outputs, long_context_sweep_outputs.outputs, caching_on, shared, block, *judging)
-    run, cells = grid.run, grid.cells
-    floor = judge_floor("long_context", stored.arm, run.comparisons, bool(run.aborted), limits)
-    fields = apply_floor(record_fields("long_context", stored.arm, stored.key, run, limits.drift_limit, sink,
-                                       grid.extra, limits.tie_gap), floor)
-    hits = [c.cached_tokens for c in cells if c.cached_tokens is not None]
+                    stored.outputs, long_context_sweep_outputs.outputs, caching_on, shared, block,
+                    *(CellLimits(x.drift_limit, x.tie_gap, margin) for x in (limits, burst_limits)))
+    cells, checks, floors = grid.cells, [], []
+    for part in grid.checks():  # long_context, and long_context_bursts where bursts were planned
+        at = by_check[part.name]
+        floor = judge_floor(part.name, stored.arm, part.run.comparisons, bool(part.run.aborted), at)
+        fields = apply_floor(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit, part.sink,
+                                           part.extra, at.tie_gap), floor)
+        hits = [c.cached_tokens for c in part.cells if c.cached_tokens is not None]
+        checks.append(record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to_tokens(
+            part.cells), cached_tokens_proven=sum(hits) if hits else None))
+        floors += [floor.failure] if floor.failure else []
     first, to = first_failing_length(cells), checked_to_tokens(cells)
-    check = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=to,
-                   cached_tokens_proven=sum(hits) if hits else None)
-    failures = [f for c in cells for f in c.failures] + ([floor.failure] if floor.failure else [])
-    if run.aborted:
-        failures.insert(0, f"aborted after {len(cells)}/{grid.planned} cell(s): {run.aborted.splitlines()[0]}")
+    failures = [f for c in cells for f in c.failures] + floors
+    if grid.aborted:
+        failures.insert(0, f"aborted after {len(cells)}/{grid.planned} cell(s): {grid.aborted.splitlines()[0]}")
     grid_rec = record(LongContextRecord, arm=arm.name, workload=w.name, reference=stored.arm,
                       reference_key=stored.key, prompts_sha=prompts.fingerprint(), needle_source=prompts.needle_source,
                       prefix_caching=caching, lengths=sorted(w.lengths), depths=list(w.depths), modes=list(w.modes),
                       cells=cells, first_failing_length=first, checked_to_tokens=to,
-                      passed=not failures and check.passed, failures=failures,
-                      status="aborted" if run.aborted else "complete", reason=run.aborted,
+                      passed=not failures and all(c.passed for c in checks), failures=failures,
+                      status="aborted" if grid.aborted else "complete", reason=grid.aborted,
                       comparisons_path=str(sink), bursts_planned=grid.bursts_planned,
                       sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.run.length_seed,
                       sweep_planned=len(sweep.cells),
-                      batch_invariance=batch_invariance(grid.burst_alone, limits.drift_limit, limits.tie_gap))
+                      batch_invariance=batch_invariance(grid.burst_alone, burst_limits.drift_limit,
+                                                        burst_limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
     record(GateRecord, **long_context_gate(session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
     seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
                              f"{grid_summary(cells, grid.planned)}{seed}; prefix caching {caching}:\n"
-                             + "\n".join(failures or check.diverged))
+                             + "\n".join(failures or [d for c in checks for d in c.diverged]))

@@ -1,4 +1,6 @@
-"""Reading what one calibration repeat measured (I/O): per check, its record and its per-request comparisons.
+"""Reading what one calibration repeat measured (I/O): per check, its record and its per-request comparisons, each from
+the check's own comparisons file (long_context's bursts are a check of their own, long_context_bursts: their spread is
+measured apart from the one-at-a-time requests', never mixed into it).
 
 A repeat is only usable when every check ran to its end: an aborted check (a dead server, a failed request) measured
 part of the spread, and a calibration made of it would judge later runs by what it did not see.

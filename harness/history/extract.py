@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.config.suites import BY_NAME
 from harness.records.attempts import current_records
 from harness.records.manifest import RunManifest, interruption, load_manifest
 from harness.records.results import read_results
@@ -187,6 +188,9 @@ def metrics_of(records: list[Record]) -> list[MetricRow]:
     return list({(m.arm, m.metric): m for m in out}.values())
 
 
+GRID_CHECKS = BY_NAME["long_context"].checks  # long_context's reference checks: its grid record's cells cover them
+
+
 def coverage_of(records: list[Record]) -> list[CoverageRow]:
     """The context lengths each output check compared, at the batch size it sent them in: long_context's cells
     (one at a time, and in its bursts); a reference check's longest compared context (its own records keep no
@@ -195,8 +199,8 @@ def coverage_of(records: list[Record]) -> list[CoverageRow]:
     for r in records:
         if isinstance(r, LongContextRecord):
             out |= {CoverageRow(r.arm, "long_context", c.context_tokens or c.length, c.batch) for c in r.cells}
-        elif isinstance(r, ReferenceCheckRecord) and r.checked_to_tokens:
-            out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1))
+        elif isinstance(r, ReferenceCheckRecord) and r.checked_to_tokens and r.check not in GRID_CHECKS:
+            out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1))  # the grid's checks: its cells say it
         elif isinstance(r, LongPrefixRecord) and r.timed_to_tokens:
             out.add(CoverageRow(r.arm, "long_prefix", r.timed_to_tokens, r.concurrency))
     return sorted(out, key=lambda c: (c.arm, c.check, c.length, c.batch))

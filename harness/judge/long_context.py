@@ -49,6 +49,8 @@ def long_context_gate(records: list[Record], cand: str, ref: str) -> GateResult:
         detail = "; ".join(failures)
     else:
         to = f", outputs checked to {mine.checked_to_tokens:,} tokens" if mine.checked_to_tokens else ""
+        more = {m: sum(c.mode == m for c in mine.cells) for m in ("sweep", "burst")}
+        extra = "".join(f", {n} {m}" for m, n in more.items() if n)  # every cell counted, not only the grid's
         detail = (f"{len(mine.cells)} cells of {len(mine.lengths)} lengths (to {max(mine.lengths):,}) x "
-                  f"{len(mine.depths)} depths x {'/'.join(mine.modes)}/forced equal {ref}'s{to}")
+                  f"{len(mine.depths)} depths x {'/'.join(mine.modes)}/forced{extra} equal {ref}'s{to}")
     return GateResult(GATE, "long_context", cand, ref, not failures, detail, numbers)

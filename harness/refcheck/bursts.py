@@ -13,6 +13,7 @@ from __future__ import annotations
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison
 from harness.refcheck.compare import failure_line, is_tie_flip
 from harness.refcheck.long_context import ContextCell
+from harness.refcheck.long_context_cells import retrieval_drop
 from harness.tinymodel.copytask import copy_accuracy
 
 
@@ -51,7 +52,8 @@ def judge_burst(cell: ContextCell, burst: str, batch: int, vs_ref: RequestCompar
                 cand_tokens: list[int], ref_tokens: list[int], drift_limit: float, tie_gap: float,
                 margin: float) -> LongContextCell:
     """A burst output: judged against the reference's sequential output like a cold cell (drift, tie gap, retrieval
-    margin), and against the candidate's own output alone under the same limits."""
+    margin), and against the candidate's own output alone under the same limits: long_context_bursts' (calibrated on
+    burst comparisons of both kinds), never the one-at-a-time cells'."""
     acc_c, acc_r = copy_accuracy(cand_tokens, cell.expected), copy_accuracy(ref_tokens, cell.expected)
     where = f"request {vs_ref.request} [{cell.group}, burst {burst}, {batch} in flight]"
     failures = []
@@ -61,8 +63,8 @@ def judge_burst(cell: ContextCell, burst: str, batch: int, vs_ref: RequestCompar
         own = line.split(": ", 1)[1].replace("differs from the reference", "differs from its output alone")
         failures.append(f"{where} vs its own output alone: "
                         + own.replace("the reference's top-2 gap", "its own top-2 gap alone"))
-    if acc_c < acc_r - margin:
-        failures.append(f"{where}: retrieval accuracy {acc_c:.2f} < reference {acc_r:.2f} - margin {margin:g}")
+    if drop := retrieval_drop(acc_c, acc_r, margin):
+        failures.append(f"{where}: {drop}")
     compared = vs_ref.candidate_tokens if vs_ref.first_divergence is None else vs_ref.first_divergence + 1
     return LongContextCell(length=cell.length, depth=cell.depth, mode="burst", exact=vs_ref.exact,
                            first_divergence=vs_ref.first_divergence, tie_flip=is_tie_flip(vs_ref, tie_gap),

@@ -169,8 +169,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # suites on that launch, then cpu-smoke
     assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke"]
     checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
-    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_prefix_outputs"} \
-        and all(c["passed"] for c in checks.values())
+    assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_context_bursts",
+                           "long_prefix_outputs"} and all(c["passed"] for c in checks.values())
     # the timed requests' tokens equal cpu-ref's (float32; logprobs within ~1e-5), so the TPOT gate counts; prompt 3,512 +
     # 32 output tokens compared, by generation and by teacher forcing
     timed = checks["long_prefix_outputs"]
@@ -191,6 +191,10 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # then in bursts: each length's 3 depths at once (4 x 3), mixed-length bursts of 2, 4, 8 and 12 (the whole grid)
     bursts = [c for c in grid["cells"] if c["mode"] == "burst"]
     assert len(bursts) == grid["bursts_planned"] == 12 + 2 + 4 + 8 + 12 and all(c["passed"] for c in bursts)
+    # two checks, each counting its own comparisons: the cells one at a time and the sweep; each burst output against
+    # the reference and against its own output alone
+    assert checks["long_context"]["requests"] == len(sequential) + len(sweep)
+    assert checks["long_context_bursts"]["requests"] == 2 * len(bursts)
     assert [(r["batch"], r["requests"], r["failed"]) for r in grid["batch_invariance"]] == \
         [(2, 2, 0), (3, 12, 0), (4, 4, 0), (8, 8, 0), (12, 12, 0)]
     assert grid["prefix_caching"] == "on"  # cpu-smoke: every warm and partial hit proven from /metrics

@@ -167,6 +167,15 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     assert f"| {arm} " in table and "FAIL" in table, table
     outputs = _one(records, arm, "reference_check", check="long_prefix_outputs")
     assert outputs["passed"], outputs["detail"]  # the timed requests never meet the fault
+    # the bursts' own check fails, the one-at-a-time check stands, and the headline's long_context line counts the
+    # burst cells and fails with its gate (never "PASS (48/48 exact)" beside a failing gate)
+    assert not _one(records, arm, "reference_check", check="long_context_bursts")["passed"]
+    assert _one(records, arm, "reference_check", check="long_context")["passed"]
+    headline = (run / "tables" / "headline.md").read_text()
+    line = next(x for x in headline.splitlines() if x.startswith("- Check long_context "))
+    assert line.startswith("- Check long_context vs cpu-ref: FAIL (") and "failing: burst at 4,000 tokens" in line, \
+        headline
+    assert "- Gate long_context_outputs: FAIL" in headline, headline
 
 
 BAND_FAULT, BAND_L, BAND = "keys_ignored_in_band", 2600, 300
@@ -191,3 +200,9 @@ def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, fu
     failing = sorted({c["length"] for c in lc["cells"] if not c["passed"]})
     assert set(inside) <= set(failing) <= set(touching), (failing, touching)
     assert lc["first_failing_length"] == failing[0]
+    # the sweep is counted in the long_context check (its comparisons), and in the headline's line with its gate
+    assert not _one(_records(run), arm, "reference_check", check="long_context")["passed"]
+    line = next(x for x in (run / "tables" / "headline.md").read_text().splitlines()
+                if x.startswith("- Check long_context "))
+    assert line.startswith("- Check long_context vs cpu-ref: FAIL (") and f"failing: sweep at {failing[0]:,}" in line, \
+        line

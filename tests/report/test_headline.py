@@ -100,3 +100,9 @@ def test_the_headline_carries_the_grid_line_and_a_run_without_a_grid_keeps_each_
     # without the grid record (a run that predates it), the checks' own lines stay
     assert [x for x in check_lines([check("long_context", 24)], CAND, [], ref=REF)] == [
         "Check long_context vs cpu-ref: PASS (24/24 exact; not calibrated)"]
+
+
+def test_the_gates_own_sentence_counts_the_sweep_and_burst_cells():
+    gate = long_context_gate([with_sweep(with_bursts(grid()))], CAND, REF)
+    assert gate.passed and gate.detail.startswith("33 cells of 3 lengths (to 4,000) x 2 depths x "
+                                                  "cold/warm/partial/forced, 3 sweep, 6 burst equal cpu-ref's")
