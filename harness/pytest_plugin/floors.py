@@ -139,9 +139,11 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
                             "gates.yaml's limits alone)", detectable="no shift below the fixed drift limit (no floor "
                             "to pair with)")
     if floor is None:
+        # the one command that works: under require_floor this run fails, and accept-floor refuses a failing run
+        also = "" if limits.require_floor else (" (or accept a known-good run with `python -m harness accept-floor "
+                                                "--run RUN`)")
         missing = (f"not calibrated: no calibration or accepted floor for {check} of {limits.arm} vs {reference} at "
-                   f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build (or "
-                   "accept a known-good run with `python -m harness accept-floor --run RUN`)")
+                   f"{limits.floor_path}: run `python -m harness calibrate --arm {limits.arm}` on a good build{also}")
         sentence = f"FAIL (no data: {missing})" if limits.require_floor else missing
         return FloorVerdict(**where, floor=sentence, detectable="no shift below the fixed drift limit (no floor to "
                             "pair with)", failure=sentence if limits.require_floor else None)
