@@ -6,7 +6,7 @@
 #   ARM=gpu-mla STEPS="qualify-1 qualify-2" bash scripts/device_calibrate.sh       (next calls)
 #
 # STEPS, in order, each skipped when less than 60 s of DEADLINE_S (default 570) is left:
-#   calibrate    python -m harness calibrate --arm $ARM --repeats ${REPEATS:-3} --id cal-$ARM
+#   calibrate    python -m harness calibrate --arm $ARM [--repeats $REPEATS: default the arm's min_repeats] --id cal-$ARM
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
 # Every run directory made by this call comes back in $OUT/runs.tar.gz (server logs cut), with the calibration
 # table, the floors' calibration files and the exit code of each step in $OUT/steps.txt.
@@ -27,7 +27,7 @@ for step in ${STEPS:-calibrate}; do
   s0=$(date +%s)
   case $step in
     calibrate) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness calibrate --arm "$ARM" \
-                 --repeats "${REPEATS:-3}" --id "cal-$ARM" ${CALIBRATE_ARGS:-} ;;
+                 ${REPEATS:+--repeats "$REPEATS"} --id "cal-$ARM" ${CALIBRATE_ARGS:-} ;;
     qualify-*) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
                  --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
     *) echo "unknown step $step"; false ;;

@@ -253,7 +253,7 @@ def judged_against(previous: dict[str, Calibration | None]) -> str:
 def failed_names(failed: dict[str, list[int]]) -> str:
     """'teacher_forcing in repeats 1, 2; graph_replay in repeat 2'"""
     return "; ".join(f"{name} in repeat{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}"
-                     for name, ks in failed.items())
+                     for name, ks in sorted(failed.items()))
 
 
 def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str], judges: str,

@@ -141,16 +141,24 @@ def deltas(run: Path, check: str) -> dict[str, float]:
             for i, d in enumerate(c["deltas"]) if d is not None}
 
 
-def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noise_fails(tmp_path, refs):
-    """Calibration against real run-to-run noise, through the CLI. `calibrate --repeats 2` runs the checks twice, each
-    a fresh server under its own jitter seed (the repeat number) and its own order seed; both drift from cpu-ref at
-    ~90 % of the positions, and the calibration stores the limits derived from their spread and their mean as the
-    floor. Run b (seed 3, the same build: a realization the calibration never saw) passes, judged by the calibration
-    and paired with its floor, which state the shift it could have seen. Run c (seed 4, logits scaled by 1 + 0.001:
-    a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean runs' own drift, and fails
-    the paired tests. The seed and the fault reach the server through the environment, not the arm: one arm config,
-    one floor key, as for three builds of one vLLM version. cpu-ref's outputs come from the module's store (captured
-    by the first test; a lone run of this test captures them)."""
+def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is_refused(tmp_path, refs):
+    """Calibration against real run-to-run noise and the chain of trust, through the CLI. `calibrate --repeats 2` runs
+    the checks twice, each a fresh server under its own jitter seed (the repeat number) and its own order seed; both
+    drift from cpu-ref at ~90 % of the positions, and the calibration stores the limits derived from their spread,
+    their mean as the floor, and the build it measured (a hash of the scratch vllm package): the arm's first.
+
+    Then a new build: one more file in the same scratch copy (another build hash; the same arm config, so the same
+    calibration key), judged by that calibration without recalibrating. Run b (seed 3: a realization the calibration
+    never saw) passes, judged by the calibration and paired with its floor, which state the shift it could have seen;
+    it is the first passing run of another build, so the calibration stops saying "first calibration". Run c (seed 4,
+    logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean
+    runs' own drift, and fails the paired tests.
+
+    `calibrate` on that faulty build is refused: its repeats fail against the current calibration, named check by
+    check and repeat by repeat, exit code 2, nothing stored. `--from-runs` of the same repeats with `--trust REASON`
+    stores it (no server started again), and the next run's headline carries the reason. The seed and the fault reach
+    the server through the environment, not the arm. cpu-ref's outputs come from the module's store (captured by the
+    first test; a lone run of this test captures them)."""
     scratch = tmp_path / "scratch"
     lf.make_scratch("logit_jitter", scratch, lf.installed_site(), "cpu_noise")
     arms = tmp_path / "arms"
@@ -173,6 +181,9 @@ def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noi
         assert f"logit jitter: sigma=0.0015 seed={k}" in log
         assert json.loads((reports / f"cal-r{k}" / "run.json").read_text())["order_seed"] == k
     calibration = json.loads((reports / "cal" / "calibration.json").read_text())
+    built = calibration["build"]  # the scratch copy's package, by content
+    assert built["where"] == str(scratch / "vllm") and built["build_hash"] and calibration["trusted"] is None
+    assert calibration["judged_against"].startswith("gates.yaml (the arm's first calibration")
     by_check = {c["check"]: c for c in calibration["checks"]}
     assert set(by_check) == {"teacher_forcing", "graph_replay"}
     for check, c in by_check.items():
@@ -185,15 +196,22 @@ def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noi
     def qualify_run(name: str, **more: str):
         return qualify(tmp_path / name, refs, *suites, env={**env, **more})
 
+    def build_of(run: Path) -> str:
+        return json.loads((run / "run.json").read_text())["builds"]["cpu-noisy"]["build_hash"]
+
+    (scratch / "vllm" / "_rebuilt.py").write_text("# another build of the same version: one more file\n")
     code, out, records = qualify_run("b", HARNESS_NOISE_SEED="3")
     assert code == 0, out[-3000:]
+    assert build_of(tmp_path / "b") != built["build_hash"]
+    assert "calibration cal of cpu-noisy (teacher_forcing) confirmed: run b of another build" in out, out[-3000:]
     assert not (tmp_path / "b" / "cpu-ref").exists(), "the reference arm was launched despite a stored match"
     b = checks(records, "cpu-noisy")
     for check in ("teacher_forcing", "graph_replay"):
         assert b[check]["passed"] and "the calibration cal (mean of 2 clean repeats" in b[check]["floor"], b[check]
         assert b[check]["drift_limit"] == by_check[check]["after"]["drift_limit"], b[check]
         assert b[check]["judged_by"].startswith("calibrated ")
-        assert "(K=2, clean repeats 2/2 PASS)" in b[check]["judged_by"], b[check]["judged_by"]
+        assert "(K=2, held out: 0/2 repeats fail" in b[check]["judged_by"], b[check]["judged_by"]
+        assert b[check]["judged_by"].endswith("; first calibration"), b[check]["judged_by"]  # confirmed by this run
         assert b[check]["floor"].count("PASS: ") == 2, b[check]["floor"]
         first, again = deltas(reports / "cal-r1", check), deltas(tmp_path / "b", check)
         moved = sum(first[k] != again[k] for k in first.keys() & again.keys())
@@ -213,8 +231,29 @@ def test_a_noisy_build_calibrated_passes_its_next_run_and_a_shift_inside_the_noi
         assert c[check]["max_drift"] < 1.5 * by_check[check]["spread"]["max_drift"], (c[check], by_check[check])
         assert not c[check]["passed"] and "FAIL: " in c[check]["floor"], c[check]["floor"]
         assert any(line.startswith("FAIL: ") for line in c[check]["diverged"])
+        assert "first calibration" not in c[check]["judged_by"], c[check]["judged_by"]  # run b confirmed it
     verdicts = {r["Check"]: r["Verdict"] for r in table(tmp_path / "c", "reference_checks")}
     assert verdicts == {"teacher_forcing": "FAIL", "graph_replay": "FAIL"}, verdicts
+
+    # the chain of trust: the faulty build cannot calibrate itself into passing
+    stored = {p: p.read_text() for p in refs.glob("floors/cpu-noisy-*/*.calibration.json")}
+    bad = subprocess.run([sys.executable, "-m", "harness", "calibrate", *suites, "--repeats", "2", "--id", "bad",
+                          "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+                         env={**env, "HARNESS_NOISE_SCALE": SCALE})
+    assert bad.returncode == 2, bad.stdout[-3000:] + bad.stderr[-3000:]
+    assert ("calibrate cpu-noisy (bad) refused: its repeats failed against the current calibration cal: "
+            "graph_replay in repeats 1, 2; teacher_forcing in repeats 1, 2.") in bad.stderr, bad.stderr[-3000:]
+    assert {p: p.read_text() for p in refs.glob("floors/cpu-noisy-*/*.calibration.json")} == stored
+    assert not (reports / "bad").exists()
+    reason = "e2e: the 0.1 % scale fault, trusted on purpose"
+    trusted = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-noisy", "--id", "bad",
+                              "--from-runs", str(reports / "bad-r1"), str(reports / "bad-r2"), "--trust", reason],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert trusted.returncode == 0, trusted.stdout[-3000:] + trusted.stderr[-3000:]
+    assert json.loads((reports / "bad" / "calibration.json").read_text())["trusted"] == reason
+    code, out, records = qualify_run("d", HARNESS_NOISE_SEED="5", HARNESS_NOISE_SCALE=SCALE)
+    lines = [line for line in out.splitlines() if line.startswith("- Check ")]  # the headline qualify prints
+    assert len(lines) == 2 and all(f"; trusted by hand: {reason}" in line for line in lines), out[-3000:]
 
 
 def test_identical_arm_passes_against_its_own_stored_outputs(tmp_path, refs):
