@@ -69,8 +69,11 @@ SUITES = (
     # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
     # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
     Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False),
+    # spec_decode: its output check (candidate with a drafter against the same server without one) is calibrated like
+    # long_prefix_outputs: a hand-set limit measured on one arm (gpu-mtp: 40/40 exact, drift 0.000121) says nothing of
+    # DCP2 + MTP or a draft model, so every GPU spec arm requires its calibration.
     Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
-          needs_drafter=True, checks=("spec_decode",)),
+          needs_drafter=True, calibrated=True, checks=("spec_decode",)),
     # long_context: its grid's cells one at a time and its sweep (long_context), and its bursts against the
     # reference and against the candidate's own output alone (long_context_bursts): batch composition moves drift
     # in ways one-at-a-time requests never show, so the bursts have limits and a floor of their own.
