@@ -70,8 +70,8 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
         else:
             comparisons.append(compare_outputs(request_id(cand.concurrency, i), int(row.get("prompt_tokens") or 0),
                                                c_gen, r_gen, group=f"c{cand.concurrency}"))
-    limit = limits.limit_for(check_name(cand.concurrency))
-    judged = judge_comparisons(check_name(cand.concurrency), comparisons, limit, limits.tie_gap)
+    limit, tie_gap = limits.limit_for(check_name(cand.concurrency)), limits.tie_gap_for(check_name(cand.concurrency))
+    judged = judge_comparisons(check_name(cand.concurrency), comparisons, limit, tie_gap)
     uncovered = len(mine) - len(comparisons) - len(gaps)
     failures = [*gaps, *judged.failures]
     detail = judged.detail + (f"; {uncovered} of {len(mine)} request(s) beyond the reference's ramp, not compared"
@@ -81,7 +81,7 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
             "detail": detail, "drift_limit": limit, "diverged": failures,
             "status": "aborted" if no_data else "complete",
             "reason": "no data: no request of this level was compared" if no_data else None,
-            "checked_to_tokens": checked_to(comparisons), **summary_fields(comparisons, limits.tie_gap)}
+            "checked_to_tokens": checked_to(comparisons), **summary_fields(comparisons, tie_gap)}
 
 
 def test_capacity_vs_reference(harness_session, record):

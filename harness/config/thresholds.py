@@ -73,6 +73,8 @@ class ReferenceCheckGates(StrictModel):
     # prompts stay under 0.04): {check: limit}; drift_limit for every check not named.
     drift_limits: dict[str, Annotated[Float, Field(gt=0)]] = {}
     tie_gap: Float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
+    # Per check, as drift_limits, for a check no calibration covers whose measured clean flips differ: {check: gap}
+    tie_gaps: dict[str, Annotated[Float, Field(ge=0)]] = {}
     # An output check without a calibration (harness calibrate) or an accepted floor for the pair: True fails it
     # ("not calibrated"), False judges it by the limits above alone and says no shift below the limit could be seen.
     require_floor: bool = False
@@ -82,9 +84,18 @@ class ReferenceCheckGates(StrictModel):
     def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
         return known_drift_checks(value, "drift_limits")
 
+    @field_validator("tie_gaps")
+    @classmethod
+    def _known_tie_checks(cls, value: dict[str, float]) -> dict[str, float]:
+        return known_drift_checks(value, "tie_gaps")
+
     def limit_for(self, check: str) -> float:
         """The drift limit of one check (capacity_outputs_c8 goes by capacity_outputs)."""
         return self.drift_limits.get(drift_check_key(check), self.drift_limit)
+
+    def tie_gap_for(self, check: str) -> float:
+        """The tie gap of one check (capacity_outputs_c8 goes by capacity_outputs)."""
+        return self.tie_gaps.get(drift_check_key(check), self.tie_gap)
 
 
 class CalibrationGates(StrictModel):

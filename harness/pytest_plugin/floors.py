@@ -93,14 +93,14 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: st
     try:
         calibration = load_calibration(path, check)
     except CalibrationUnreadable as exc:
-        return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap, gates.require_floor, path, None,
-                           repeat, problem=str(exc))
+        return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), gates.require_floor,
+                           path, None, repeat, problem=str(exc))
     if calibration is not None:
         built = (calibration.build or {}).get("build_hash")
         return CheckLimits(check, arm.name, calibration.drift_limit, calibration.tie_gap, gates.require_floor, path,
                            calibration, repeat, confirmed=load_confirmation(path, calibration) is not None,
                            own_build=build is not None and build == built)
-    return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap,
+    return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check),
                        gates.require_floor and repeat is None, path, None, repeat)
 
 
