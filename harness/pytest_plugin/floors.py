@@ -57,8 +57,8 @@ class CheckLimits:
             return f"unreadable calibration: {self.problem}"
         if self.calibration is None and self.repeat is not None:
             return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}: the "
-                    f"arm's first calibration, no calibration to judge it by): limit {self.drift_limit:g}, tie gap "
-                    f"{self.tie_gap:g}")
+                    f"arm's first calibration, no readable calibration to judge it by): limit {self.drift_limit:g}, "
+                    f"tie gap {self.tie_gap:g}")
         if self.calibration is None:
             return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
         return self.calibration.short + "".join(f"; {label}" for label in self.labels)
@@ -93,6 +93,9 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: st
     try:
         calibration = load_calibration(path, check)
     except CalibrationUnreadable as exc:
+        if repeat is not None:  # the calibration that replaces it is judged as a first one: `calibrate` must mend it
+            return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), False, path, None,
+                               repeat)
         return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), gates.require_floor,
                            path, None, repeat, problem=str(exc))
     if calibration is not None:
