@@ -31,6 +31,7 @@ from harness.calibrate.trust import (
     against_current,
     check_id,
     check_trust,
+    copied_runs,
     failures,
     one_build,
     read_run,
@@ -171,6 +172,9 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     gates = load_gates(arm)
     distinct_runs(run_dirs, gates.calibration.min_repeats, arm)
     runs = [read_run(d) for d in run_dirs]
+    copy = copied_runs(runs)
+    if copy:
+        raise ConfigError(copy)
     stopped = [why for r in runs if (why := unusable(r, arm))]
     if stopped:
         raise ConfigError(f"calibrate: {'; '.join(stopped)}: a calibration is made of finished repeats of the arm "

@@ -148,6 +148,21 @@ def against_current(check: str, comparisons: list, current: Calibration, floor: 
     return None
 
 
+def copied_runs(runs: list[RepeatRun]) -> str | None:
+    """Two directories holding one run (a copy keeps run.json's run id and start): a calibration of them would measure
+    zero spread, as the same run given twice would; None when every run is its own."""
+    seen: dict[tuple, Path] = {}
+    for r in runs:
+        ident = (r.manifest.run_id, r.manifest.started)
+        if ident[0] is None:  # a run.json without its id: nothing to tell it by
+            continue
+        if ident in seen:
+            return (f"calibrate: {seen[ident]} and {r.run_dir} are the same run (run id {ident[0]}, started "
+                    f"{ident[1]}; one is a copy): a calibration's K repeats are K distinct runs; nothing was written")
+        seen[ident] = r.run_dir
+    return None
+
+
 def one_build(runs: list[RepeatRun], arm: str) -> ArmBuild:
     """The build every repeat ran (one build hash, one harness commit); a ConfigError naming the runs otherwise."""
     builds = {r.run_dir.name: (r.manifest.builds or {}).get(arm) for r in runs}
