@@ -93,17 +93,16 @@ def calibrate(arm: str, repeats: int | None, suites: list[str] | None, qualify_a
         raise ConfigError(f"calibrate --arm {arm}: the arm names no reference arm (`reference:`), and a calibration "
                           "measures a candidate's noise against its reference: set it in the arm's YAML or give "
                           "--reference; no repeat was run")
-    run_dirs = []
-    for k in range(1, repeats + 1):
-        run_dir = REPORTS_DIR / f"{ident}-r{k}"
-        run_dirs.append(run_dir)
-        state = repeat_state(run_dir, ident, k, repeats)
+    run_dirs = [REPORTS_DIR / f"{ident}-r{k}" for k in range(1, repeats + 1)]
+    states = [repeat_state(d, ident, k, repeats) for k, d in enumerate(run_dirs, 1)]
+    for k, (run_dir, state) in enumerate(zip(run_dirs, states, strict=True), 1):
+        if state == "foreign":  # before any repeat runs: not after hours of them
+            raise ConfigError(f"calibrate --id {ident}: {run_dir} holds a run that is not repeat {k} of {repeats} of "
+                              "this calibration; choose another --id (nothing was run or deleted)")
+    for k, (run_dir, state) in enumerate(zip(run_dirs, states, strict=True), 1):
         if state == "finished":  # the same calibration run again: continue it
             print(f"calibrate {arm}: repeat {k} of {repeats} kept from an earlier call: {run_dir}", flush=True)
             continue
-        if state == "foreign":
-            raise ConfigError(f"calibrate --id {ident}: {run_dir} holds a run that is not repeat {k} of {repeats} of "
-                              "this calibration; choose another --id (nothing was deleted)")
         if state == "partial":  # an interrupted repeat: its partial records would mix with the new ones
             shutil.rmtree(run_dir)
         print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
