@@ -200,7 +200,10 @@ def confirm_first_calibrations(manifest: RunManifest, records: list[Record]) -> 
         except CalibrationUnreadable:
             continue
         build = (manifest.builds or {}).get(r.arm)
-        if (calibration is None or not calibration.first or calibration.arm != r.arm or build is None
+        # judged by this calibration (its line starts with the calibration's): a check judged before it was stored
+        # (a resumed run's, by gates.yaml) vouches for nothing
+        if (calibration is None or not calibration.first or not (r.judged_by or "").startswith(calibration.short)
+                or calibration.arm != r.arm or build is None
                 or not build.build_hash or build.build_hash == (calibration.build or {}).get("build_hash")
                 or load_confirmation(path, calibration) is not None):
             continue

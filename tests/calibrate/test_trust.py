@@ -168,7 +168,9 @@ def run_manifest(build: str, exit_code: int = 0, calibration: CalibrationRepeat 
 
 
 def check_record(store: Path, passed: bool = True, arm: str = ARM) -> ReferenceCheckRecord:
-    return ReferenceCheckRecord(run_id="night", arm=arm, suite="teacher_forcing", check="teacher_forcing",
+    """A check judged by the calibration stored at `store` (its line, as check_limits wrote it)."""
+    judged_by = load_calibration(store, "teacher_forcing").short + "; first calibration"
+    return ReferenceCheckRecord(judged_by=judged_by, run_id="night", arm=arm, suite="teacher_forcing", check="teacher_forcing",
                                 reference="cpu-ref", reference_key="refkey", passed=passed, detail="d", requests=40,
                                 exact_matches=40, first_divergence_min=None, max_drift=0.1, nonfinite=0,
                                 drift_limit=0.4, floor_path=str(store))

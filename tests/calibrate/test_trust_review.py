@@ -9,8 +9,9 @@ from drift_lines import repeat
 from written_repeats import ARM, write_repeat
 
 from harness.config.errors import ConfigError
-from harness.records.manifest import CalibrationRepeat
-from harness.refcheck.floor_store import load_calibration
+from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair
+from harness.records.schema import ReferenceCheckRecord
+from harness.refcheck.floor_store import load_calibration, load_confirmation
 
 
 def test_a_copied_run_is_the_same_run_not_a_second_repeat(store, tmp_path):
@@ -35,4 +36,29 @@ def test_a_foreign_run_among_the_repeat_directories_is_refused_before_any_repeat
     with pytest.raises(ConfigError, match="holds a run that is not repeat 3 of 3 of this calibration"):
         calibrate(ARM, 3, ["teacher_forcing"], [], lambda argv, env: pytest.fail("a repeat ran"), "cal")
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["cal-r3"]
+
+
+def test_a_check_not_judged_by_the_first_calibration_does_not_confirm_it(store, tmp_path):
+    """A passing record judged by gates.yaml (a resumed run's check judged before the calibration was stored) vouches
+    for nothing: only a check the first calibration judged confirms it."""
+    from harness.calibrate.command import store_calibration
+    from harness.calibrate.trust import confirm_first_calibrations
+
+    dirs = [write_repeat(tmp_path / "reports" / f"cal-r{k}", store, repeat(k)) for k in (1, 2)]
+    assert store_calibration(ARM, "cal", dirs) == 0
+    cal = load_calibration(store, "teacher_forcing")
+    manifest = RunManifest(run_id="night", finished="2026-12-06T01:00:00", exit_code=0,
+                           pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
+                           builds={ARM: ArmBuild(vllm_version="0.33.0", build_hash="build-b")})
+
+    def record(judged_by: str) -> ReferenceCheckRecord:
+        return ReferenceCheckRecord(run_id="night", arm=ARM, suite="teacher_forcing", check="teacher_forcing",
+                                    reference="cpu-ref", reference_key="refkey", passed=True, detail="d", requests=40,
+                                    exact_matches=40, first_divergence_min=None, max_drift=0.1, nonfinite=0,
+                                    drift_limit=0.01, floor_path=str(store), judged_by=judged_by)
+
+    assert confirm_first_calibrations(manifest, [record("gates.yaml, not calibrated: limit 0.01, tie gap 0")]) == []
+    assert load_confirmation(store, cal) is None
+    assert len(confirm_first_calibrations(manifest, [record(f"{cal.short}; first calibration")])) == 1
+    assert load_confirmation(store, cal)["run"] == "night"
 
