@@ -82,7 +82,7 @@ def calibrate(arm: str, repeats: int | None, suites: list[str] | None, qualify_a
     arm as the command loaded it (with --set), `reference` the command line's."""
     ident = check_id(ident or f"calibrate-{arm}-{time.strftime('%Y%m%d-%H%M%S')}")
     trust = check_trust(trust)
-    candidate = candidate or load_arm(arm)
+    candidate = not_a_variant(arm, candidate or load_arm(arm))
     chosen = chosen_suites(suites)
     need = load_gates(arm).calibration.min_repeats
     repeats = repeats if repeats is not None else max(DEFAULT_REPEATS, need)
@@ -117,6 +117,18 @@ def calibrate(arm: str, repeats: int | None, suites: list[str] | None, qualify_a
                               f"({'interrupted' if code >= 128 else 'refused before its checks ran'}); nothing was "
                               "calibrated")
     return store_calibration(arm, ident, run_dirs, trust=trust, candidate=candidate)
+
+
+def not_a_variant(arm: str, candidate: Arm) -> Arm:
+    """A planted-fault variant (`calibration_from: BASE`) is judged by BASE's calibration, and its repeats' records name
+    BASE's key: calibrating it would store the fault's spread as BASE's calibration. Refused, naming BASE."""
+    base = candidate.calibration_from
+    if base:
+        raise ConfigError(f"calibrate --arm {arm}: the arm is judged by the calibration of {base} (calibration_from: "
+                          f"{base}, a planted-fault variant of it); calibrating it would store the fault as {base}'s "
+                          f"clean spread: run `python -m harness calibrate --arm {base}` on a good build; nothing was "
+                          "run or written")
+    return candidate
 
 
 def chosen_suites(suites: list[str] | None) -> list[str]:
@@ -167,7 +179,7 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     `trust` gives the reason, repeats that failed against the current calibration (gates.yaml for an arm's first) or a
     limit that moved more than calibration.max_move_factor from the previous one."""
     ident, trust = check_id(ident), check_trust(trust)
-    candidate = candidate or load_arm(arm)
+    candidate = not_a_variant(arm, candidate or load_arm(arm))
     gates = load_gates(arm)
     distinct_runs(run_dirs, gates.calibration.min_repeats, arm)
     runs = [read_run(d) for d in run_dirs]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from drift_lines import repeat
@@ -62,3 +63,25 @@ def test_a_check_not_judged_by_the_first_calibration_does_not_confirm_it(store, 
     assert len(confirm_first_calibrations(manifest, [record(f"{cal.short}; first calibration")])) == 1
     assert load_confirmation(store, cal)["run"] == "night"
 
+
+def test_a_planted_fault_variant_cannot_be_calibrated_into_the_key_of_the_build_it_varies(store, tmp_path):
+    """An arm with `calibration_from: BASE` is judged by BASE's calibration; calibrating it would store the faulty
+    variant's spread under BASE's key (judged by gates.yaml where BASE has none): refused, naming the arm to
+    calibrate, before any repeat runs or anything is written."""
+    from harness.calibrate.command import calibrate, store_calibration
+    from harness.config.arms import load_arm
+
+    arms = tmp_path / "arms"
+    arms.mkdir()
+    for name in ("cpu-smoke", "cpu-ref"):
+        (arms / f"{name}.yaml").write_text((Path(__file__).parents[2] / f"configs/arms/{name}.yaml").read_text())
+    (arms / "planted.yaml").write_text("extends: cpu-smoke\ncalibration_from: cpu-smoke\n"
+                                       "server: {env: {HARNESS_FAULT_L: '64'}}\n")
+    planted = load_arm("planted", arms_dir=arms)
+    with pytest.raises(ConfigError, match="calibration_from: cpu-smoke.*calibrate --arm cpu-smoke"):
+        calibrate("planted", 2, ["teacher_forcing"], [], lambda argv, env: pytest.fail("a repeat ran"), "cal",
+                  candidate=planted)
+    dirs = [write_repeat(tmp_path / "reports" / f"cal-r{k}", store, repeat(k)) for k in (1, 2)]
+    with pytest.raises(ConfigError, match="calibration_from: cpu-smoke"):
+        store_calibration("planted", "cal", dirs, candidate=planted)
+    assert load_calibration(store, "teacher_forcing") is None and not (tmp_path / "reports" / "cal").exists()
