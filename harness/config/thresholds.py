@@ -167,8 +167,8 @@ class DegenerationGates(StrictModel):
     # capped by a one-sided Fisher exact test of this run's rate against the clean rate, at this false-alarm rate.
     tie_flip_alpha: Float = Field(0.01, gt=0, lt=1)
     # Without a calibration (or one that measured no rate): the clean counts the cap is tested against ...
-    clean_outputs: Int = Field(42, ge=1)
-    clean_tie_flips: Int = Field(27, ge=0)
+    clean_outputs: Int = Field(14, ge=1)  # one repeat's outputs (degeneration.clean_flips says why)
+    clean_tie_flips: Int = Field(9, ge=0)
     # ... and the largest clean (candidate minus reference) span-fraction rise and distinct-2 drop of an output
     # after its tie flip: a flipped output fails a margin above these (harness/judge/degeneration.py).
     clean_span_fraction_delta: Float = Field(0.3125, ge=0, le=1)

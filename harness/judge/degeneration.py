@@ -13,7 +13,8 @@ recorded H200 keys fault did):
 - a flipped output still fails when it is more repetitive than the reference by the clean runs' largest such move
   after a flip (the calibration's, else gates.yaml's measured one) plus the ordinary margin;
 - the share of flipped outputs is capped: a one-sided Fisher exact test of this run's count against the clean count
-  (the calibration's divergences over its repeats' outputs, else gates.yaml's measured one), at tie_flip_alpha;
+  (the calibration's divergences per repeat over one repeat's outputs, else gates.yaml's measured one), at
+  tie_flip_alpha;
 - an output set that flipped entirely judged nothing: never a PASS.
 """
 
@@ -124,8 +125,13 @@ def clean_flips(limits: DegenerationGates, spread: Mapping | None = None) -> Cle
                       limits.clean_distinct_2_delta, False, False)
     if not spread:
         return hand
-    outputs = int(spread.get("repeats") or 0) * int(spread.get("requests") or 0)
-    flips = spread.get("tie_flips", spread.get("divergences"))
+    # One repeat's worth: the K repeats run the same prompts, and a near-deterministic build flips the same requests
+    # in each, so they are not K x n independent outputs; pooled as such they overstate how well the clean rate is
+    # known (bit-identical repeats: a clean run over the cap 2.4 % of the time at K = 3, 3.3 % at K = 5, not
+    # alpha). Their mean count, rounded up (a higher clean rate: a looser cap), of one repeat's outputs.
+    repeats, outputs = int(spread.get("repeats") or 0), int(spread.get("requests") or 0)
+    total = spread.get("tie_flips", spread.get("divergences"))
+    flips = None if total is None or repeats <= 0 else -(-int(total) // repeats)
     span, distinct = spread.get("span_fraction_delta_max"), spread.get("distinct_2_delta_max")
     counted = outputs > 0 and flips is not None and 0 <= flips <= outputs
     # a check whose calibration kept no diverged outputs (only graph_replay keeps both sides' tokens) measured no

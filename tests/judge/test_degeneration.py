@@ -151,7 +151,8 @@ def test_the_recorded_h200_case_passes_under_the_calibration_that_measured_it():
     the reference's own top-2 gap is 0.0156 (one bf16 step of a logit near 2), then a loop. Judged alone it is the
     issue's "45 of 64 units (reference 25 of 64)". In a run shaped as the H200 qualify runs were (88 outputs, 17 tie
     flips), judged by that calibration (its clean max after a flip is this very output: +0.3125 span, -0.175
-    distinct-2; 51 clean flips of 3 x 88), it passes: 0.3125 < 0.3125 + 0.25, and 17 flips are within the cap 28."""
+    distinct-2; 51 clean flips in 3 x 88, 17 of 88 a repeat), it passes: 0.3125 < 0.3125 + 0.25, and 17 flips are
+    within the cap 31."""
     row = json.loads((FIXTURES / "h200_graph_replay_r4b8_7.json").read_text())
     cand, ref = row["candidate"], row["reference"]
     assert cand[:44] == ref[:44] and cand[44] != ref[44]
@@ -165,7 +166,7 @@ def test_the_recorded_h200_case_passes_under_the_calibration_that_measured_it():
                                  calibrated=spread)
     assert fields["passed"], fields["flagged"]
     assert "request r4b8-7: token 44, reference top-2 gap 0.0156 <= tie_gap 0.638" in fields["tie_flipped"]
-    assert "17 of 88 within the cap; calibrated clean rate 0.193 (51 of 264), cap 28" in fields["detail"]
+    assert "17 of 88 within the cap; calibrated clean rate 0.193 (17 of 88), cap 31" in fields["detail"]
 
 
 def near_tie_then_loop(i: int) -> list[int]:
@@ -199,64 +200,82 @@ def test_a_clean_tie_flip_followed_by_ordinary_text_passes():
 
 def test_all_outputs_tie_flipped_is_never_a_pass():
     """Nothing was judged in full: "0 compared" is no PASS, whatever the cap (gates.yaml's clean counts allow all 4
-    of 4: 27 of 42 clean)."""
+    of 4: 9 of 14 clean)."""
     pairs, flipped = outputs(4, 0)
     assert tie_flip_cap(4, clean_flips(LIMITS), LIMITS.tie_flip_alpha) == 4
     fields = degeneration_fields(pairs, "cpu-ref", LIMITS, tie_flipped=flipped)
     assert not fields["passed"]
     assert fields["flagged"][0].startswith("no output judged: all 4 diverged first at a tie flip (uncalibrated: "
-                                           "gates.yaml's clean rate 0.643 (27 of 42), cap 4"), fields["flagged"]
+                                           "gates.yaml's clean rate 0.643 (9 of 14), cap 4"), fields["flagged"]
     assert fields["detail"].startswith("no output judged: all 4 diverged first at a tie flip")
 
 
 def test_tie_flips_over_the_cap_fail_and_at_the_cap_pass():
-    """The H200 graph_replay calibration: 51 clean flips of 3 x 88 outputs. Of 88 outputs, 28 flips pass (one-sided
-    Fisher p > 0.01) and 29 fail, naming the counts, the clean rate and the cap."""
+    """The H200 graph_replay calibration: 51 clean flips in 3 x 88 outputs, 17 of 88 a repeat. Of 88 outputs, 31
+    flips pass (one-sided Fisher p > 0.01) and 32 fail, naming the counts, the clean rate and the cap."""
     spread = calibrated_spread("graph_replay")
     clean = clean_flips(LIMITS, spread)
-    assert (clean.flips, clean.outputs, clean.rate_calibrated) == (51, 264, True)
-    assert tie_flip_cap(88, clean, 0.01) == 28
-    assert tie_flip_p(28, 88, clean) > 0.01 >= tie_flip_p(29, 88, clean)
-    pairs, flipped = outputs(28, 60)
+    assert (clean.flips, clean.outputs, clean.rate_calibrated) == (17, 88, True)
+    assert tie_flip_cap(88, clean, 0.01) == 31
+    assert tie_flip_p(31, 88, clean) > 0.01 >= tie_flip_p(32, 88, clean)
+    pairs, flipped = outputs(31, 57)
     at_cap = degeneration_fields(pairs, "gpu-mla-ref", LIMITS, tie_flipped=flipped, calibrated=spread)
     assert at_cap["passed"], at_cap["flagged"]
-    pairs, flipped = outputs(29, 59)
+    pairs, flipped = outputs(32, 56)
     over = degeneration_fields(pairs, "gpu-mla-ref", LIMITS, tie_flipped=flipped, calibrated=spread)
     assert not over["passed"]
-    assert over["flagged"] == ["too many tie flips: 29 of 88 outputs diverged first at a tie flip (calibrated clean "
-                               "rate 0.193 (51 of 264), cap 28: one-sided Fisher exact test, alpha 0.01)"]
+    assert over["flagged"] == ["too many tie flips: 32 of 88 outputs diverged first at a tie flip (calibrated clean "
+                               "rate 0.193 (17 of 88), cap 31: one-sided Fisher exact test, alpha 0.01)"]
 
 
 def test_the_cap_keeps_its_false_alarm_rate():
     """Exactly, over every calibration a clean build could have measured: a clean run (the same flip rate p as the
     calibration's) exceeds the cap at most alpha of the time, the calibration's own count k ~ Binomial(n, p)
-    included. H200 shapes: graph_replay (3 x 88, p 0.193, runs of 88), long_prefix_outputs (3 x 14, p 0.643, 12)."""
+    included. H200 shapes, one repeat's worth: graph_replay (88, p 0.193, runs of 88), long_prefix_outputs (14,
+    p 0.643, 12)."""
     from scipy.stats import binom
 
-    for n, m, p in [(264, 88, 51 / 264), (42, 12, 27 / 42), (216, 72, 36 / 216), (64, 32, 0.02)]:
+    for n, m, p in [(88, 88, 51 / 264), (14, 12, 27 / 42), (72, 72, 36 / 216), (64, 32, 0.02)]:
         caps = [tie_flip_cap(m, CleanFlips(k, n, 0, 0, True, True), 0.01) for k in range(n + 1)]
         rate = sum(binom.pmf(k, n, p) * binom.sf(cap, m, p) for k, cap in enumerate(caps))
         assert rate <= 0.01, (n, m, p, rate)
 
 
+def test_the_cap_keeps_its_false_alarm_rate_when_the_repeats_flip_the_same_requests():
+    """K repeats run the same prompts, and a near-deterministic build flips the same requests in each (H200 gpu-mla
+    graph_replay: 16-17 a run; 4 of its 6 checks bit-identical): the calibration then holds one build's count K
+    times, not K x n independent outputs. Judged through the stored spread as the suites pass it, a clean build (the
+    same rate p, its own count on the n prompts) must still exceed the cap at most alpha of the time, at K = 3 and at
+    the GPU arms' K = 5. Pooling the K copies as independent outputs read 2.4 % (K = 3) and 3.3 % (K = 5)."""
+    from scipy.stats import binom
+
+    for n, p in [(88, 51 / 264), (72, 36 / 216), (14, 27 / 42)]:
+        for repeats in (3, 5):
+            caps = [tie_flip_cap(n, clean_flips(LIMITS, {"repeats": repeats, "requests": n,
+                                                         "divergences": repeats * k}), 0.01) for k in range(n + 1)]
+            rate = sum(binom.pmf(k, n, p) * binom.sf(cap, n, p) for k, cap in enumerate(caps))
+            assert rate <= 0.01, (n, p, repeats, rate)
+
+
 def test_the_recorded_h200_keys_fault_flips_more_than_the_cap():
     """keys_past_L_ignored at 64,000 on the H200 (tests/fixtures/h200_drift_2026_12_03): 26 of long_context's 72
     outputs first diverge at a reference gap <= 0.0004, within the calibrated tie gap 0.0195, where the clean
-    calibration flipped 36 of 3 x 72: over the cap (22), whatever the degeneration of their texts."""
+    calibration flipped 36 in 3 x 72, 12 of 72 a repeat: over the cap (25), whatever the degeneration of their texts.
+    (The cap is shown on the recorded counts; long_context's own comparisons apply no cap.)"""
     rows = (FIXTURES / "h200_drift_2026_12_03" / "keys_64000_long_context.jsonl").read_text().splitlines()
     comparisons = [RequestComparison.model_validate_json(line) for line in rows]
     flipped = tie_flipped(comparisons, tie_gap=0.01953125)
     clean = clean_flips(LIMITS, calibrated_spread("long_context"))
     verdict = flip_verdicts(len(flipped), len(comparisons), clean, LIMITS.tie_flip_alpha)
-    assert (len(flipped), len(comparisons), tie_flip_cap(72, clean, 0.01)) == (26, 72, 22)
+    assert (len(flipped), len(comparisons), tie_flip_cap(72, clean, 0.01)) == (26, 72, 25)
     assert verdict.failure == ("too many tie flips: 26 of 72 outputs diverged first at a tie flip (calibrated clean "
-                               "rate 0.167 (36 of 216), cap 22: one-sided Fisher exact test, alpha 0.01)")
+                               "rate 0.167 (12 of 72), cap 25: one-sided Fisher exact test, alpha 0.01)")
 
 
 def test_a_calibration_without_diverged_outputs_keeps_its_rate_and_takes_the_measured_deltas():
     spread = calibrated_spread("long_prefix_outputs")
     assert spread["span_fraction_delta_max"] is None
     clean = clean_flips(LIMITS, spread)
-    assert (clean.flips, clean.outputs, clean.rate_calibrated, clean.deltas_calibrated) == (27, 42, True, False)
+    assert (clean.flips, clean.outputs, clean.rate_calibrated, clean.deltas_calibrated) == (9, 14, True, False)
     assert (clean.span_fraction_delta, clean.distinct_2_delta) == (0.3125, 0.175)
     assert clean_flips(LIMITS, {"repeats": 0, "requests": 0, "divergences": 0}) == clean_flips(LIMITS)
