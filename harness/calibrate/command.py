@@ -282,9 +282,9 @@ def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str]
     runs = " ".join(str(d) for d in run_dirs)
     return (f"calibrate {arm} ({ident}) refused: {'; '.join(parts)}. A calibration replaces the current one only when "
             "its own repeats pass against it: find the fault in the build, or store it anyway, stating why, with "
-            f"`python -m harness calibrate --arm {arm} --from-runs {runs} --trust \"REASON\"` (the repeats are kept; "
-            "the reason is kept in the calibration and the history and printed on every line it judges). Nothing was "
-            "written")
+            f"`python -m harness calibrate --arm {arm} --id {ident} --from-runs {runs} --trust \"REASON\"` (the "
+            "repeats are kept; the reason is kept in the calibration and the history and printed on every line it "
+            "judges). Nothing was written")
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,15 @@ def test_a_planted_fault_variant_cannot_be_calibrated_into_the_key_of_the_build_
     with pytest.raises(ConfigError, match="calibration_from: cpu-smoke"):
         store_calibration("planted", "cal", dirs, candidate=planted)
     assert load_calibration(store, "teacher_forcing") is None and not (tmp_path / "reports" / "cal").exists()
+
+
+def test_the_refusals_trust_command_keeps_the_calibrations_id(store, tmp_path):
+    """The command a refusal offers stores the calibration under the refused one's id (its repeats are <id>-r<k>), not
+    under --from-runs' default name."""
+    from harness.calibrate.command import store_calibration
+
+    dirs = [write_repeat(tmp_path / "reports" / f"cal-x-r{k}", store, repeat(k), passed=False, exit_code=1)
+            for k in (1, 2)]
+    with pytest.raises(ConfigError) as refused:
+        store_calibration(ARM, "cal-x", dirs)
+    assert f"calibrate --arm {ARM} --id cal-x --from-runs {dirs[0]} {dirs[1]} --trust" in str(refused.value)
