@@ -242,8 +242,8 @@ def flip_verdicts(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -
     """The tie flips of one run against their cap; every output flipped judged nothing and fails at any cap."""
     cap = tie_flip_cap(outputs, clean, alpha)
     basis = "calibrated clean rate" if clean.rate_calibrated else "uncalibrated: gates.yaml's clean rate"
-    why = (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs}), cap {cap}: one-sided Fisher exact test, "
-           f"alpha {alpha:g}")
+    why = (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs} a repeat), cap {cap}: one-sided Fisher exact "
+           f"test, alpha {alpha:g}")
     if outputs and flipped == outputs:
         return FlipVerdict(f"{flipped} of {outputs}; {why}", f"no output judged: all {outputs} diverged first at a "
                            f"tie flip ({why})")

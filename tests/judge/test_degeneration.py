@@ -166,7 +166,7 @@ def test_the_recorded_h200_case_passes_under_the_calibration_that_measured_it():
                                  calibrated=spread)
     assert fields["passed"], fields["flagged"]
     assert "request r4b8-7: token 44, reference top-2 gap 0.0156 <= tie_gap 0.638" in fields["tie_flipped"]
-    assert "17 of 88 within the cap; calibrated clean rate 0.193 (17 of 88), cap 31" in fields["detail"]
+    assert "17 of 88 within the cap; calibrated clean rate 0.193 (17 of 88 a repeat), cap 31" in fields["detail"]
 
 
 def near_tie_then_loop(i: int) -> list[int]:
@@ -206,7 +206,7 @@ def test_all_outputs_tie_flipped_is_never_a_pass():
     fields = degeneration_fields(pairs, "cpu-ref", LIMITS, tie_flipped=flipped)
     assert not fields["passed"]
     assert fields["flagged"][0].startswith("no output judged: all 4 diverged first at a tie flip (uncalibrated: "
-                                           "gates.yaml's clean rate 0.643 (9 of 14), cap 4"), fields["flagged"]
+                                           "gates.yaml's clean rate 0.643 (9 of 14 a repeat), cap 4"), fields["flagged"]
     assert fields["detail"].startswith("no output judged: all 4 diverged first at a tie flip")
 
 
@@ -225,7 +225,7 @@ def test_tie_flips_over_the_cap_fail_and_at_the_cap_pass():
     over = degeneration_fields(pairs, "gpu-mla-ref", LIMITS, tie_flipped=flipped, calibrated=spread)
     assert not over["passed"]
     assert over["flagged"] == ["too many tie flips: 32 of 88 outputs diverged first at a tie flip (calibrated clean "
-                               "rate 0.193 (17 of 88), cap 31: one-sided Fisher exact test, alpha 0.01)"]
+                               "rate 0.193 (17 of 88 a repeat), cap 31: one-sided Fisher exact test, alpha 0.01)"]
 
 
 def test_the_cap_keeps_its_false_alarm_rate():
@@ -269,7 +269,7 @@ def test_the_recorded_h200_keys_fault_flips_more_than_the_cap():
     verdict = flip_verdicts(len(flipped), len(comparisons), clean, LIMITS.tie_flip_alpha)
     assert (len(flipped), len(comparisons), tie_flip_cap(72, clean, 0.01)) == (26, 72, 25)
     assert verdict.failure == ("too many tie flips: 26 of 72 outputs diverged first at a tie flip (calibrated clean "
-                               "rate 0.167 (12 of 72), cap 25: one-sided Fisher exact test, alpha 0.01)")
+                               "rate 0.167 (12 of 72 a repeat), cap 25: one-sided Fisher exact test, alpha 0.01)")
 
 
 def test_a_calibration_without_diverged_outputs_keeps_its_rate_and_takes_the_measured_deltas():
