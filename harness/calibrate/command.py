@@ -370,14 +370,14 @@ def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:
 
 
 def held_out(fp: dict) -> str:
-    """The table cell of a check's false-positive statement: "deterministic (K)" or "x/K repeats (95 % CI), y/N
-    requests (95 % CI)"."""
+    """The table cell of a check's false-positive statement: "deterministic (K)" or "x/K repeats (95 % CI), y of N
+    requests" (the requests are no independent trials: no interval)."""
     if fp["deterministic"]:
         return f"deterministic over {fp['repeats']} (bit-identical)"
     if fp["repeat_ci"] is None:
         return "none held out"
-    return (f"{fp['failed_repeats']}/{fp['repeats']} repeats ({percent(fp['repeat_ci'])}), {fp['requests_over']}/"
-            f"{fp['requests']} requests ({percent(fp['request_ci'])})")
+    return (f"{fp['failed_repeats']}/{fp['repeats']} repeats ({percent(fp['repeat_ci'])}), {fp['requests_over']} of "
+            f"{fp['requests']} requests")
 
 
 def calibration_table(arm: str, ident: str, rows: list[dict]) -> str:

@@ -249,7 +249,7 @@ class FalsePositives:
     requests: int  # held-out requests judged (every request of every repeat)
     requests_over: int  # of them, over the others' fixed limits (drift limit, tie gap, non-finite)
     repeat_interval: tuple[float, float] | None  # exact 95 % interval of failed_repeats / repeats
-    request_interval: tuple[float, float] | None  # ... of requests_over / requests
+    request_interval: tuple[float, float] | None  # of requests_over / requests: recorded, never stated (not independent)
     failures: list[str]  # per failing held-out repeat: why
 
     @property
@@ -259,9 +259,12 @@ class FalsePositives:
             return f"deterministic over {self.repeats} repeats (bit-identical: no false-positive rate measurable)"
         if self.repeat_interval is None or self.request_interval is None:
             return f"{self.repeats} repeat(s): none to hold out, no false-positive rate measurable"
+        # Only the repeat-level rate gets an interval: a held-out repeat's requests are the same prompts every repeat
+        # and are judged against one shared limit, so they are no independent trials and a binomial interval over
+        # them would be far too narrow (the request count is stated, not given a rate).
         return (f"held out: {self.failed_repeats}/{self.repeats} repeats fail the others' limits or floor "
-                f"(95 % CI {percent(self.repeat_interval)}), {self.requests_over}/{self.requests} requests over "
-                f"them (95 % CI {percent(self.request_interval)})")
+                f"(95 % CI {percent(self.repeat_interval)}; {self.requests_over} of {self.requests} requests over "
+                "them)")
 
     @property
     def sentence(self) -> str:

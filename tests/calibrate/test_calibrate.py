@@ -37,7 +37,7 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert env[REPEAT_ENV] == "cal-x:2/3" and not any("calibration-repeat" in a for a in argv)
     calibration = load_calibration(store, "teacher_forcing")
     assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
-    assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %)")
+    assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %;")
     floor = load_floor(store, "teacher_forcing")
     assert len(floor.comparisons) == 40 and "the calibration cal-x (mean of 3 clean repeats" in floor.name
     table = (tmp_path / "reports" / "cal-x" / "calibration.md").read_text()

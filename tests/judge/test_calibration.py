@@ -97,8 +97,9 @@ def test_noisy_clean_repeats_state_their_held_out_rate_with_an_exact_interval():
     # Clopper-Pearson at 0 hits: the upper end is 1 - 0.025^(1/n)
     assert abs(fp.repeat_interval[1] - (1 - 0.025 ** (1 / 5))) < 1e-9 and fp.repeat_interval[0] == 0.0
     assert abs(fp.request_interval[1] - (1 - 0.025 ** (1 / 200))) < 1e-9
-    assert fp.sentence == ("held out: 0/5 repeats fail the others' limits or floor (95 % CI 0-52 %), 0/200 requests "
-                           "over them (95 % CI 0-1.8 %)")
+    # the requests are the same prompts every repeat, judged by one shared limit: counted, never given an interval
+    assert fp.sentence == ("held out: 0/5 repeats fail the others' limits or floor (95 % CI 0-52 %; 0 of 200 requests "
+                           "over them)")
 
 
 def test_a_repeat_that_diverges_where_the_reference_was_confident_is_a_false_positive_stated_with_its_interval():
@@ -109,7 +110,7 @@ def test_a_repeat_that_diverges_where_the_reference_was_confident_is_a_false_pos
     assert fp.failures[0].startswith("repeat 5: 1 request(s) over the limits (r2)")
     low, high = fp.repeat_interval  # 1 of 5: (0.025^(1/5) ... ) from the beta quantiles
     assert abs(low - 0.005050763) < 1e-6 and abs(high - 0.7164179) < 1e-6
-    assert fp.short.startswith("held out: 1/5 repeats fail the others' limits or floor (95 % CI 0.51-72 %), 1/200")
+    assert fp.short.startswith("held out: 1/5 repeats fail the others' limits or floor (95 % CI 0.51-72 %; 1 of 200")
     assert fp.sentence == fp.short + "; " + "; ".join(fp.failures)
 
 
