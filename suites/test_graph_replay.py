@@ -30,7 +30,7 @@ def check_against(stored, candidate, harness_session, record, check: str):
         calibrated=limits.calibration and limits.calibration.spread))
     fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
                            limits.tie_gap)
-    fields = with_floor(fields, stored, run, limits)
+    fields = with_floor(fields, stored, run, limits, gates.degeneration)
     return record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(run.comparisons)), run
 
 

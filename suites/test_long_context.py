@@ -18,7 +18,7 @@ import pytest
 from harness.config.errors import HarnessError
 from harness.judge.long_context import long_context_gate
 from harness.measure.metrics import cache_config, fetch_metrics, label_int
-from harness.pytest_plugin.floors import apply_floor, check_limits, judge_floor
+from harness.pytest_plugin.floors import apply_floor, cap_tie_flips, check_limits, judge_floor
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
 from harness.refcheck.bursts import batch_invariance
@@ -64,8 +64,9 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     for part in grid.checks():  # long_context, and long_context_bursts where bursts were planned
         at = by_check[part.name]
         floor = judge_floor(part.name, stored.arm, part.run.comparisons, bool(part.run.aborted), at)
-        fields = apply_floor(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit, part.sink,
-                                           part.extra, at.tie_gap), floor)
+        fields = cap_tie_flips(apply_floor(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit,
+                                                         part.sink, part.extra, at.tie_gap), floor),
+                               at, gates.degeneration)
         hits = [c.cached_tokens for c in part.cells if c.cached_tokens is not None]
         checks.append(record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to_tokens(
             part.cells), cached_tokens_proven=sum(hits) if hits else None))

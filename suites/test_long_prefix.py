@@ -51,7 +51,8 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
         calibrated=limits.calibration and limits.calibration.spread))
     fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
                             loops.flagged, run.aborted, reference_key=key)
-    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields.status == "aborted", limits)
+    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields.status == "aborted", limits,
+                           gates.degeneration)
     return record(ReferenceCheckRecord, arm=live.arm.name, of=fields, comparisons_path=str(run.sink))
 
 

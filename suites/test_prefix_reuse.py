@@ -48,7 +48,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
     fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
                            limits.drift_limit, sink, [proof] if proof else [], limits.tie_gap)
-    fields = with_floor(fields, reference_outputs, run, limits)
+    fields = with_floor(fields, reference_outputs, run, limits, harness_session.thresholds().degeneration)
     rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, cached_tokens_proven=hits,
                  checked_to_tokens=checked_to(run.comparisons))
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "

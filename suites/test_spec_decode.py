@@ -165,7 +165,7 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg,
     base = {"run_id": run_dir.name, "arm": cand, "suite": "spec_decode"}
     fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run, limit, sink, [], tie_gap)
     if limits is not None:
-        fields = with_floor_of(fields, ref, run.comparisons, bool(run.aborted), limits)
+        fields = with_floor_of(fields, ref, run.comparisons, bool(run.aborted), limits, gates_cfg.degeneration)
     check = ReferenceCheckRecord(**base, **fields.model_dump())
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))

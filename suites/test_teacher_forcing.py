@@ -45,7 +45,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     scored_n = sum(c.reference_tokens for c in run.comparisons)
     fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
                            limits.drift_limit, sink, [], limits.tie_gap)
-    fields = with_floor(fields, reference_outputs, run, limits)
+    fields = with_floor(fields, reference_outputs, run, limits, harness_session.thresholds().degeneration)
     rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(run.comparisons))
     assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)

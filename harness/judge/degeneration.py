@@ -238,16 +238,28 @@ class FlipVerdict:
     failure: str | None  # the sentence that fails the check (None: within the cap)
 
 
-def flip_verdicts(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> FlipVerdict:
-    """The tie flips of one run against their cap; every output flipped judged nothing and fails at any cap."""
+def cap_basis(outputs: int, clean: CleanFlips, alpha: float) -> tuple[int, str]:
+    """The cap on tie flips of `outputs`, and where it came from (the clause every cap sentence carries)."""
     cap = tie_flip_cap(outputs, clean, alpha)
     basis = "calibrated clean rate" if clean.rate_calibrated else "uncalibrated: gates.yaml's clean rate"
-    why = (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs} a repeat), cap {cap}: one-sided Fisher exact "
-           f"test, alpha {alpha:g}")
+    return cap, (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs} a repeat), cap {cap}: one-sided Fisher "
+                 f"exact test, alpha {alpha:g}")
+
+
+def too_many_tie_flips(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> str | None:
+    """The sentence that fails any check exempting `flipped` of its `outputs` as tie flips (the degeneration detector
+    and every reference check: harness/pytest_plugin/floors.cap_tie_flips), None within the cap."""
+    cap, why = cap_basis(outputs, clean, alpha)
+    return (f"too many tie flips: {flipped} of {outputs} outputs diverged first at a tie flip ({why})"
+            if flipped > cap else None)
+
+
+def flip_verdicts(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> FlipVerdict:
+    """The tie flips of one run against their cap; every output flipped judged nothing and fails at any cap."""
+    _, why = cap_basis(outputs, clean, alpha)
     if outputs and flipped == outputs:
         return FlipVerdict(f"{flipped} of {outputs}; {why}", f"no output judged: all {outputs} diverged first at a "
                            f"tie flip ({why})")
-    if flipped > cap:
-        return FlipVerdict(f"{flipped} of {outputs}; {why}", f"too many tie flips: {flipped} of {outputs} outputs "
-                           f"diverged first at a tie flip ({why})")
+    if failure := too_many_tie_flips(flipped, outputs, clean, alpha):
+        return FlipVerdict(f"{flipped} of {outputs}; {why}", failure)
     return FlipVerdict(f"{flipped} of {outputs} within the cap; {why}", None)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.arms import Arm, load_arm
-from harness.config.thresholds import ReferenceCheckGates
+from harness.config.thresholds import DegenerationGates, ReferenceCheckGates
+from harness.judge.degeneration import clean_flips, too_many_tie_flips
 from harness.judge.drift_floor import judge_against_floor
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
@@ -158,17 +159,33 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
                         failure=None if judged.passed else judged.sentence)
 
 
-def with_floor(fields: ReferenceCheckFields, stored: StoredOutputs, run: BatchRun,
-               limits: CheckLimits) -> ReferenceCheckFields:
+def with_floor(fields: ReferenceCheckFields, stored: StoredOutputs, run: BatchRun, limits: CheckLimits,
+               degeneration: DegenerationGates | None = None) -> ReferenceCheckFields:
     """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
-    return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits)
+    return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits, degeneration)
 
 
 def with_floor_of(fields: ReferenceCheckFields, reference: str, comparisons: list[RequestComparison], aborted: bool,
-                  limits: CheckLimits) -> ReferenceCheckFields:
-    """The record's fields plus the paired test against the floor; its failure fails the check and is listed with
-    the divergences."""
-    return apply_floor(fields, judge_floor(fields.check, reference, comparisons, aborted, limits))
+                  limits: CheckLimits, degeneration: DegenerationGates | None = None) -> ReferenceCheckFields:
+    """The record's fields plus the paired test against the floor and the cap on tie flips (`degeneration`: the run's
+    gates.yaml section, which every suite passes; None: its defaults); a failure of either fails the check and is
+    listed with the divergences."""
+    floored = apply_floor(fields, judge_floor(fields.check, reference, comparisons, aborted, limits))
+    return cap_tie_flips(floored, limits, degeneration or DegenerationGates())
+
+
+def cap_tie_flips(fields: ReferenceCheckFields, limits: CheckLimits,
+                  degeneration: DegenerationGates) -> ReferenceCheckFields:
+    """A reference check exempts a divergence within its tie gap (compare.is_tie_flip), so a fault that flips only
+    at near-ties would pass it: their number is capped as the degeneration detector's is, against the check's own
+    calibrated clean count (its spread), else gates.yaml degeneration's measured counts. Above the cap the check
+    fails "too many tie flips", listed with the divergences (once: graph_replay's degeneration lines carry it too)."""
+    clean = clean_flips(degeneration, limits.calibration.spread if limits.calibration else None)
+    failure = too_many_tie_flips(fields.tie_flips or 0, fields.requests, clean, degeneration.tie_flip_alpha)
+    if failure is None:
+        return fields
+    diverged = fields.diverged if failure in fields.diverged else [*fields.diverged, failure]
+    return fields.model_copy(update={"passed": False, "diverged": diverged})
 
 
 def apply_floor(fields: ReferenceCheckFields, verdict: FloorVerdict) -> ReferenceCheckFields:

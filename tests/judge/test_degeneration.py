@@ -261,7 +261,7 @@ def test_the_recorded_h200_keys_fault_flips_more_than_the_cap():
     """keys_past_L_ignored at 64,000 on the H200 (tests/fixtures/h200_drift_2026_12_03): 26 of long_context's 72
     outputs first diverge at a reference gap <= 0.0004, within the calibrated tie gap 0.0195, where the clean
     calibration flipped 36 in 3 x 72, 12 of 72 a repeat: over the cap (25), whatever the degeneration of their texts.
-    (The cap is shown on the recorded counts; long_context's own comparisons apply no cap.)"""
+    (long_context's own comparisons are capped alike: tests/refcheck/test_tie_flip_cap.py.)"""
     rows = (FIXTURES / "h200_drift_2026_12_03" / "keys_64000_long_context.jsonl").read_text().splitlines()
     comparisons = [RequestComparison.model_validate_json(line) for line in rows]
     flipped = tie_flipped(comparisons, tie_gap=0.01953125)
