@@ -331,16 +331,16 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
     limits = derive_limits(s, least, gates.tie_gap)
     fp = false_positives(repeats, least, gates.tie_gap, over_limits)
     gates_file = GATES_FILE.relative_to(REPO_ROOT) if GATES_FILE.is_relative_to(REPO_ROOT) else GATES_FILE
-    above = ceiling_violations(check, limits, s, ceilings, f"{gates_file}, arm {first.arm}")
+    repetition = [d for r in per_repeat for d in r.repetition_deltas]
+    deltas = (max((d[0] for d in repetition), default=None), max((d[1] for d in repetition), default=None))
+    above = ceiling_violations(check, limits, s, ceilings, f"{gates_file}, arm {first.arm}", deltas)
     moved = limit_moves(check, limits, None if previous is None else
                         Limits(previous.drift_limit, previous.tie_gap, previous.derivation),
                         ceilings.max_move_factor, ceilings.logit_step)
-    repetition = [d for r in per_repeat for d in r.repetition_deltas]
     moves = run_to_run_deviations(s.request_drifts)
     spread_fields = {**{k: v for k, v in asdict(s).items() if k != "request_drifts"}, "flip_gaps": s.flip_gaps[-20:],
                      "run_to_run_move_max": max(map(abs, moves), default=None),
-                     "span_fraction_delta_max": max((d[0] for d in repetition), default=None),
-                     "distinct_2_delta_max": max((d[1] for d in repetition), default=None)}
+                     "span_fraction_delta_max": deltas[0], "distinct_2_delta_max": deltas[1]}
     # margin 0: none is added (harness/judge/calibration.py MARGIN_MEASURED says why)
     calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), 0.0, limits.derivation,
                               fp.sentence, when, ident, spread_fields)

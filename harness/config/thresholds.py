@@ -110,12 +110,30 @@ class CalibrationGates(StrictModel):
     max_drift_limits: dict[str, Annotated[Float, Field(gt=0)]] = {}
     max_tie_gap: Float = Field(1.0, ge=0)  # ceiling of a derived tie gap (nats)
     max_drift_p50: Float = Field(0.0625, gt=0)  # ceiling of the clean repeats' median per-position |delta| (nats)
+    # The degeneration detector's calibrated values (harness/judge/degeneration.clean_flips): above these a clean
+    # count or collapse would switch the tie-flip cap or the after-flip limit off for good
+    max_tie_flip_rate: Float = Field(0.5, ge=0, le=1)  # clean tie flips a repeat / outputs (mean, rounded up)
+    max_tie_flip_rates: dict[str, Annotated[Float, Field(ge=0, le=1)]] = {}  # per check, where it differs
+    max_span_fraction_delta: Float = Field(0.5, ge=0, le=1)  # largest clean span-fraction rise after a flip
+    max_distinct_2_delta: Float = Field(0.35, ge=0, le=1)  # largest clean distinct-2 drop after a flip
     max_move_factor: Float = Field(2.0, gt=1)  # a limit moving more than this x from the previous one: --trust only
 
     @field_validator("max_drift_limits")
     @classmethod
     def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
         return known_drift_checks(value, "calibration.max_drift_limits")
+
+    @field_validator("max_tie_flip_rates")
+    @classmethod
+    def _known_flip_checks(cls, value: dict[str, float]) -> dict[str, float]:
+        return known_drift_checks(value, "calibration.max_tie_flip_rates")
+
+    def tie_flip_ceiling(self, check: str) -> tuple[float, str]:
+        """The ceiling of `check`'s clean tie-flip rate and the gates.yaml key that sets it."""
+        key = drift_check_key(check)
+        if key in self.max_tie_flip_rates:
+            return self.max_tie_flip_rates[key], f"calibration.max_tie_flip_rates.{key}"
+        return self.max_tie_flip_rate, "calibration.max_tie_flip_rate"
 
     def drift_ceiling(self, check: str) -> tuple[float, str]:
         """The ceiling of `check`'s drift limit and the gates.yaml key that sets it."""

@@ -163,19 +163,35 @@ def derive_limits(s: Spread, least_limit: float, least_tie_gap: float) -> Limits
     return Limits(limit, gap, why)
 
 
-def ceiling_violations(check: str, limits: Limits, s: Spread, ceilings: CalibrationGates, where: str) -> list[str]:
+def ceiling_violations(check: str, limits: Limits, s: Spread, ceilings: CalibrationGates, where: str,
+                       deltas: tuple[float | None, float | None] = (None, None)) -> list[str]:
     """Each value the calibration derived above its ceiling, one sentence each naming the value, the ceiling and the
     key that sets it (`where`: e.g. "configs/gates.yaml, arm gpu-mla"); any sentence refuses the calibration (--trust
-    cannot override it: a ceiling is what no clean build of the arm's dtype measures)."""
+    cannot override it: a ceiling is what no clean build of the arm's dtype measures). Beside the limits, what the
+    degeneration detector takes from the calibration: its clean tie-flip rate (as degeneration.clean_flips reads it,
+    one repeat's mean count rounded up) and `deltas`, the largest span-fraction rise and distinct-2 drop of a clean
+    diverged output (None: not measured)."""
     step = ceilings.logit_step
     drift_ceiling, drift_key = ceilings.drift_ceiling(check)
     values = [("drift limit", limits.drift_limit, drift_ceiling, drift_key),
               ("tie gap", limits.tie_gap, ceilings.max_tie_gap, "calibration.max_tie_gap"),
               ("median position drift", s.drift_p50, ceilings.max_drift_p50, "calibration.max_drift_p50")]
-    return [f"{check}: {name} {value:.3g} ({value / step:.3g} logit steps of {step:g}) is above its ceiling "
-            f"{ceiling:g} ({key} in {where}); a clean build of this arm does not measure that: a fault in the "
-            "calibrated build, or a ceiling to measure again"
-            for name, value, ceiling, key in values if value is not None and value > ceiling]
+    out = [f"{check}: {name} {value:.3g} ({value / step:.3g} logit steps of {step:g}) is above its ceiling "
+           f"{ceiling:g} ({key} in {where}); a clean build of this arm does not measure that: a fault in the "
+           "calibrated build, or a ceiling to measure again"
+           for name, value, ceiling, key in values if value is not None and value > ceiling]
+    flips = -(-s.divergences // s.repeats) if s.repeats > 0 else 0
+    rate_ceiling, rate_key = ceilings.tie_flip_ceiling(check)
+    shares = [(f"clean tie-flip rate ({flips} of {s.requests} outputs a repeat)",
+               flips / s.requests if s.requests else None, rate_ceiling, rate_key),
+              ("largest clean span-fraction rise after a flip", deltas[0], ceilings.max_span_fraction_delta,
+               "calibration.max_span_fraction_delta"),
+              ("largest clean distinct-2 drop after a flip", deltas[1], ceilings.max_distinct_2_delta,
+               "calibration.max_distinct_2_delta")]
+    return out + [f"{check}: {name} {value:.3g} is above its ceiling {ceiling:g} ({key} in {where}); a clean build "
+                  "of this arm does not measure that, and the degeneration detector would judge by it: a fault in "
+                  "the calibrated build, or a ceiling to measure again"
+                  for name, value, ceiling, key in shares if value is not None and value > ceiling]
 
 
 def limit_moves(check: str, limits: Limits, previous: Limits | None, max_move_factor: float,
