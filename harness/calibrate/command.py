@@ -11,8 +11,9 @@ noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The
 repeat through its environment (records.manifest.REPEAT_ENV), never a command-line flag.
 
 The chain of trust (harness/calibrate/trust.py): each repeat is judged by the calibration current for its key (an
-arm's first calibration: by gates.yaml without require_floor); a calibration whose repeats failed is refused, naming
-the checks and the repeats, unless --trust gives the reason, which then stays with it. Nothing is written until every
+arm's first calibration: by gates.yaml without require_floor); a calibration whose repeats failed, or one that replaces
+a calibration that cannot be read, is refused, naming the checks and the repeats (or the file), unless --trust gives
+the reason, which then stays with it. Nothing is written until every
 check of the calibration stands.
 """
 
@@ -199,29 +200,32 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
         raise ConfigError(f"calibrate: {', '.join(partial)} did not run in every repeat; a calibration compares like "
                           "with like: calibrate again")
     previous = {c: previous_calibration(measured[0][c].record.floor_path, c) for c in checks}
+    unreadable = {c: why for c in checks if (why := unreadable_calibration(measured[0][c].record.floor_path, c))}
     failed = failed_repeats(runs, measured, previous, arm)
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, ident, when, run_dirs,
                                vllm, previous[check]) for check in checks]
     ceilings = [c for d in derived for c in d.ceilings]
-    judges = judged_against(previous)
+    judges = judged_against(previous, list(unreadable.values()))
     if ceilings:
         also = f" (its repeats also failed against {judges}: {failed_names(failed)})" if failed else ""
         raise ConfigError(f"calibrate: {'; '.join(ceilings)}: a derived value above its ceiling is refused, --trust "
                           f"or not (a ceiling is measured: configs/gates.yaml `calibration:`){also}; nothing was "
                           "written")
     moves = [m for d in derived for m in d.moves]
-    if (failed or moves) and trust is None:
-        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs))
-    if trust is not None and not (failed or moves):
+    if (failed or moves or unreadable) and trust is None:
+        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs, list(unreadable.values())))
+    if trust is not None and not (failed or moves or unreadable):
         print(f"calibrate {arm}: --trust not needed: the repeats passed against {judges}; the reason is not recorded")
         trust = None
     provenance = {"build": build.model_dump(), "arm": arm, "model": model_identity(candidate),
                   "arm_config_sha": arm_config_sha(candidate), "trusted": trust}
     for d in derived:  # written only once every check stands
         prev = previous[d.calibration.check]
+        against = "gates.yaml" + (" (it replaced a calibration that could not be read)"
+                                  if d.calibration.check in unreadable else "")
         calibration = replace(d.calibration, **provenance, reference_key=d.source.get("reference_key"),
-                              judged_against=f"the calibration {prev.calibration}" if prev else "gates.yaml",
+                              judged_against=f"the calibration {prev.calibration}" if prev else against,
                               supersedes=prev.calibration if prev else None)
         save_calibration(d.path, calibration, d.floor, d.source)
     rows = [d.row for d in derived]
@@ -235,8 +239,10 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     (out / "calibration.md").write_text(table)
     print(table, end="")
     if trust is not None:
-        print(f"calibration of {arm} stored although {'its repeats failed' if failed else 'a limit moved'} against "
-              f"{judges}: trusted by hand: {trust} (printed on every line it judges)")
+        what = (f"its repeats failed against {judges}" if failed else f"a limit moved against {judges}" if moves
+                else f"the calibration it replaces cannot be read ({'; '.join(unreadable.values())})")
+        print(f"calibration of {arm} stored although {what}: trusted by hand: {trust} (printed on every line it "
+              "judges)")
     print(f"calibration of {arm} stored: {out / 'calibration.json'}; later runs are judged by it")
     return 0
 
@@ -258,8 +264,11 @@ def failed_repeats(runs: list[RepeatRun], measured: list[dict[str, CheckRepeat]]
     return failed
 
 
-def judged_against(previous: dict[str, Calibration | None]) -> str:
+def judged_against(previous: dict[str, Calibration | None], unreadable: list[str] = ()) -> str:
     ids = sorted({c.calibration for c in previous.values() if c is not None})
+    if unreadable:  # never "first": a calibration was there, and only --trust replaces it
+        return (f"gates.yaml (the current calibration cannot be read: {'; '.join(unreadable)})"
+                + (f" and the current calibration {', '.join(ids)}" if ids else ""))
     if not ids:
         return "gates.yaml (the arm's first calibration: no calibration to judge its repeats)"
     return f"the current calibration {', '.join(ids)}"
@@ -272,9 +281,12 @@ def failed_names(failed: dict[str, list[int]]) -> str:
 
 
 def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str], judges: str,
-            run_dirs: list[Path]) -> str:
+            run_dirs: list[Path], unreadable: list[str] = ()) -> str:
     """The one message of a calibration refused for what --trust may override."""
     parts = []
+    if unreadable:
+        parts.append(f"the current calibration cannot be read ({'; '.join(unreadable)}), so nothing measured judged "
+                     "its repeats, and an unreadable calibration is replaced only by an act of trust")
     if failed:
         parts.append(f"its repeats failed against {judges}: {failed_names(failed)}")
     if moves:
@@ -304,11 +316,22 @@ class CheckCalibration:
 
 
 def previous_calibration(floor_path: str, check: str) -> Calibration | None:
-    """The calibration stored for this key now, the one a new calibration would replace (None: the first)."""
+    """The calibration stored for this key now, the one a new calibration would replace (None: the first, or one that
+    cannot be read: unreadable_calibration, which only --trust replaces)."""
     try:
         return load_calibration(floor_here(floor_path), check)
     except CalibrationUnreadable:
-        return None  # replaced: an unreadable calibration judges nothing
+        return None
+
+
+def unreadable_calibration(floor_path: str, check: str) -> str | None:
+    """The file and why, where the key holds a calibration of `check` that cannot be read: the chain of trust is
+    broken there (nothing can judge the repeats), so replacing it takes --trust; None where it reads or is absent."""
+    try:
+        load_calibration(floor_here(floor_path), check)
+    except CalibrationUnreadable as exc:
+        return str(exc)
+    return None
 
 
 def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, ident: str, when: str,

@@ -51,15 +51,20 @@ class CheckLimits:
     problem: str | None = None  # the calibration stored for the key cannot be read: the check cannot be judged
     confirmed: bool = False  # a run of another build passed against the calibration (a first one's label goes)
     own_build: bool = False  # this run's build is the one the calibration measured
+    # a repeat's key holds a calibration that cannot be read: judged by gates.yaml, and the calibration made of it
+    # replaces the unreadable one only with --trust (harness/calibrate/command.py)
+    unreadable: str | None = None
 
     @property
     def judged_by(self) -> str:
         if self.problem is not None:
             return f"unreadable calibration: {self.problem}"
         if self.calibration is None and self.repeat is not None:
-            return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}: the "
-                    f"arm's first calibration, no readable calibration to judge it by): limit {self.drift_limit:g}, "
-                    f"tie gap {self.tie_gap:g}")
+            why = (f"the current calibration cannot be read ({self.unreadable}): replacing it takes `calibrate "
+                   "--trust \"REASON\"`" if self.unreadable else "the arm's first calibration, no calibration to "
+                   "judge it by")
+            return (f"gates.yaml (calibration {self.repeat.id}, repeat {self.repeat.repeat} of {self.repeat.of}: "
+                    f"{why}): limit {self.drift_limit:g}, tie gap {self.tie_gap:g}")
         if self.calibration is None:
             return f"gates.yaml, not calibrated: limit {self.drift_limit:g}, tie gap {self.tie_gap:g}"
         return self.calibration.short + "".join(f"; {label}" for label in self.labels)
@@ -87,16 +92,17 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: st
     ReferenceKey.noise_key): its calibration's where one is stored under the key, else gates.yaml's
     (capacity_outputs_c8 goes by capacity_outputs). A planted-fault variant (`calibration_from: ARM`) looks under that
     arm's key: it is judged as the build without the fault would be. A calibration repeat is judged by the current
-    calibration like any run; with none (the arm's first calibration) by gates.yaml without `require_floor`. `build`:
-    this run's build hash of the arm (harness/plan/build.py), None where unknown."""
+    calibration like any run; with none (the arm's first calibration), or one that cannot be read (its replacement then
+    needs `calibrate --trust`), by gates.yaml without `require_floor`. `build`: this run's build hash of the arm
+    (harness/plan/build.py), None where unknown."""
     keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
     path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, noise_key))
     try:
         calibration = load_calibration(path, check)
     except CalibrationUnreadable as exc:
-        if repeat is not None:  # the calibration that replaces it is judged as a first one: `calibrate` must mend it
+        if repeat is not None:  # judged by gates.yaml, so calibrate can name real failures; it then needs --trust
             return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), False, path, None,
-                               repeat)
+                               repeat, unreadable=str(exc))
         return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), gates.require_floor,
                            path, None, repeat, problem=str(exc))
     if calibration is not None:
@@ -138,8 +144,9 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
                             failure=failure)
     floor = load_floor(limits.floor_path, check)
     if floor is None and limits.repeat is not None:
+        whose = "the current calibration cannot be read" if limits.unreadable else "the arm's first calibration"
         return FloorVerdict(**where, floor=f"calibration repeat {limits.repeat.repeat} of {limits.repeat.of}: no "
-                            "calibration or accepted floor to pair with (the arm's first calibration: judged by "
+                            f"calibration or accepted floor to pair with ({whose}: judged by "
                             "gates.yaml's limits alone)", detectable="no shift below the fixed drift limit (no floor "
                             "to pair with)")
     if floor is None:

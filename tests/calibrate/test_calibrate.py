@@ -67,7 +67,7 @@ def test_a_first_calibrations_repeat_is_judged_by_gates_yaml_without_require_flo
     assert out.passed and out.floor.startswith("calibration repeat 2 of 3: no calibration or accepted floor to pair "
                                                "with (the arm's first calibration")
     assert out.judged_by == ("gates.yaml (calibration cal-x, repeat 2 of 3: the arm's first calibration, no "
-                             "readable calibration to judge it by): limit 0.01, tie gap 0")
+                             "calibration to judge it by): limit 0.01, tie gap 0")
 
 
 @pytest.mark.parametrize("fault, message", [
@@ -232,8 +232,12 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
                         limits)
     assert not out.passed and out.floor.startswith("FAIL (no data: the calibration cannot be read: ")
     assert why in out.floor and out.diverged == [out.floor]
-    # `calibrate` mends it: its repeats are judged as a first calibration's (the one stored cannot judge them)
+    # a repeat of the calibration that would replace it is judged by gates.yaml (so calibrate can name real failures),
+    # saying so -- never "first calibration": storing that calibration takes --trust (test_trust_review)
     mending = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE,
                            CalibrationRepeat(id="cal-2", repeat=1, of=2))
     assert mending.problem is None and mending.calibration is None and not mending.require_floor
+    assert why in mending.unreadable and "first calibration" not in mending.judged_by
+    assert mending.judged_by.startswith("gates.yaml (calibration cal-2, repeat 1 of 2: the current calibration cannot "
+                                        "be read (") and "replacing it takes `calibrate --trust" in mending.judged_by
     assert with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(7), False, mending).passed
