@@ -13,6 +13,7 @@ from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
 from harness.plan.redact import redact_arm_dump
+from harness.qualify.record import admitted_repeat
 from harness.qualify.request import AdmittedRun, QualifyRequest
 from harness.qualify.suites import check_pytest_args
 from harness.records.manifest import RunManifest, load_manifest
@@ -63,6 +64,7 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
     names, reference = named_candidates(request, resumed)
     if run_dir is None:
         run_dir = choose_run_dir(request.run_id, request.run_dir)
+    admitted_repeat(request.calibration_repeat, run_dir, names)  # a marker set by hand: refused before anything
     if request.baseline:
         check_baseline(request.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(names, reference, list(request.overrides))

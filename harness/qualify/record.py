@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.config.arms import Arm
 from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
+from harness.config.paths import REPORTS_DIR
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
 from harness.plan.build import arm_build
@@ -98,3 +99,20 @@ def calibration_repeat(text: str | None) -> CalibrationRepeat | None:
         raise ConfigError(f"{REPEAT_ENV}={text!r}: expected ID:K/N with 1 <= K <= N; only `python -m harness "
                           "calibrate` sets it")
     return CalibrationRepeat(id=ident, repeat=int(repeat), of=int(of))
+
+
+def admitted_repeat(text: str | None, run_dir: Path, candidates: list[str]) -> CalibrationRepeat | None:
+    """The marker as `calibrate` sets it, or refused: a repeat is judged without require_floor where its key has no
+    calibration, so a marker set by hand would pass an uncalibrated run. Honoured only in the directory calibrate
+    gives repeat K (reports/<ID>-r<K>) and with N at least each candidate's calibration.min_repeats."""
+    marker = calibration_repeat(text)
+    if marker is None:
+        return None
+    need = max((load_gates(c).calibration.min_repeats for c in candidates), default=1)
+    home = REPORTS_DIR / f"{marker.id}-r{marker.repeat}"
+    if run_dir.resolve() != home.resolve() or marker.of < need:
+        why = (f"a repeat of {marker.id} runs in {home}, not {run_dir}" if run_dir.resolve() != home.resolve() else
+               f"{', '.join(candidates)} calibrates with at least {need} repeats, not {marker.of}")
+        raise ConfigError(f"{REPEAT_ENV}={text}: refused ({why}): only `python -m harness calibrate` sets it; unset it "
+                          "to qualify; nothing was run or written")
+    return marker

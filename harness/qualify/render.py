@@ -61,7 +61,8 @@ def write_annotation(run_dir: Path, manifest: RunManifest | None, rendered: Rend
 
     path = run_dir / "annotation.md"
     pairs = [(p.candidate, p.reference) for p in (manifest.pairs if manifest else [])] or [("unknown arm", None)]
-    path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path))
+    path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path,
+                               manifest.calibration if manifest else None))
     return path
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.judge.baseline import Delta, power_lines
 from harness.judge.verdict import run_verdict
+from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
 from harness.report.capacity import pareto_points
@@ -98,12 +99,23 @@ def pairs_title(pairs: list[tuple[str, str | None]]) -> str:
     return ", ".join(f"{c} vs {r}" if r else c for c, r in pairs) or "no arm recorded"
 
 
+def not_a_qualification(repeat: CalibrationRepeat | None) -> list[str]:
+    """A calibration repeat's verdict line: its exit code says only how its checks went (judged without
+    require_floor where the key has no calibration yet), so nothing in its report may read as a qualification."""
+    if repeat is None:
+        return []
+    return [f"calibration repeat {repeat.repeat} of {repeat.of} of {repeat.id}: not a qualification (`python -m "
+            "harness calibrate` judges the repeats together)"]
+
+
 def annotation(pairs: list[tuple[str, str | None]], exit_code: int | None, tables: str, regressions: list[str] = (),
-               report_path: Path | None = None) -> str:
-    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line naming every candidate, then
-    the tables (headed by the headline, which in a run of several candidates opens with each one's verdict)."""
+               report_path: Path | None = None, repeat: CalibrationRepeat | None = None) -> str:
+    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line naming every candidate (a
+    calibration repeat's says it is none), then the tables (headed by the headline, which in a run of several
+    candidates opens with each one's verdict)."""
     shown = "not recorded" if exit_code is None else exit_code
-    lines = [f"## DCP qualification {run_verdict(exit_code)}: {pairs_title(pairs)} (exit code {shown})\n"]
+    verdict = f"DCP qualification {run_verdict(exit_code)}"
+    lines = [f"## {(not_a_qualification(repeat) or [verdict])[0]}: {pairs_title(pairs)} (exit code {shown})\n"]
     lines += [f"- **baseline regression**: {r}" for r in regressions]
     if report_path is not None:
         lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
@@ -147,7 +159,8 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     pairs = run_pairs(run)
     tables = build_tables(run.records, run.arm_order, gates, dict(pairs),
                           {c: t.capacity for c, t in recorded_thresholds(run).items()})
-    lines = [*(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
+    lines = [*not_a_qualification(run.manifest.calibration if run.manifest else None),
+             *(candidate_verdicts(run.records, pairs, gates) if len(pairs) > 1 else []),
              *headline(run.records, pairs, gates)]
     base = None
     regressions, shown_only = judged.regressions, judged.shown_only

@@ -97,3 +97,84 @@ def test_the_refusals_trust_command_keeps_the_calibrations_id(store, tmp_path):
     with pytest.raises(ConfigError) as refused:
         store_calibration(ARM, "cal-x", dirs)
     assert f"calibrate --arm {ARM} --id cal-x --from-runs {dirs[0]} {dirs[1]} --trust" in str(refused.value)
+
+
+def test_an_unreadable_calibration_is_replaced_only_with_trust(store, tmp_path, capsys):
+    """A damaged calibration does not switch the chain of trust off: the next calibration is no "first" one (nothing
+    measured judged its repeats), so it is refused naming the file and --trust, nothing written; with --trust it is
+    stored and the reason kept."""
+    from harness.calibrate.command import store_calibration
+
+    store_calibration(ARM, "cal", [write_repeat(tmp_path / "reports" / f"cal-r{k}", store, repeat(k)) for k in (1, 2)])
+    file = store / "teacher_forcing.calibration.json"
+    file.write_bytes(b'{"check": "teacher_forcing", "drift_li')
+    dirs = [write_repeat(tmp_path / "reports" / f"cal-2-r{k}", store, repeat(k + 2)) for k in (1, 2)]
+    with pytest.raises(ConfigError) as refused:
+        store_calibration(ARM, "cal-2", dirs)
+    message = str(refused.value)
+    assert f"the current calibration cannot be read ({file}: not JSON" in message
+    assert f"--id cal-2 --from-runs {dirs[0]} {dirs[1]} --trust \"REASON\"" in message and "Nothing was written" in message
+    assert file.read_bytes() == b'{"check": "teacher_forcing", "drift_li' and not (tmp_path / "reports" / "cal-2").exists()
+    assert store_calibration(ARM, "cal-2", dirs, trust="calibration.json truncated by a full disk") == 0
+    stored = load_calibration(store, "teacher_forcing")
+    assert stored.calibration == "cal-2" and stored.trusted == "calibration.json truncated by a full disk"
+    assert stored.judged_against == "gates.yaml (it replaced a calibration that could not be read)"
+    assert "trusted by hand: calibration.json truncated by a full disk" in stored.short + capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arm, marker, where, why", [
+    # the review's bypass: the marker by hand on an uncalibrated GPU arm, in a run directory of qualify's choosing
+    ("gpu-mla", "x:1/1", None, "a repeat of x runs in {reports}/x-r1, not {reports}/"),
+    ("gpu-mla", "x:1/1", "x-r1", "gpu-mla calibrates with at least 5 repeats, not 1"),  # gates.yaml min_repeats 5
+    ("gpu-mla", "x:2/5", "x-r1", "a repeat of x runs in {reports}/x-r2, not {reports}/x-r1"),
+])
+def test_a_repeat_marker_set_by_hand_is_refused(tmp_path, capsys, monkeypatch, arm, marker, where, why):
+    """A repeat is judged without require_floor where its key has no calibration: a marker set by hand would pass an
+    uncalibrated run. Only in the directory calibrate gives repeat K, and with N at least the arm's min_repeats."""
+    import harness.admission.rundir as rundir
+    import harness.qualify.record as record
+    from harness.cli import main
+    from harness.records.manifest import REPEAT_ENV
+
+    reports = tmp_path / "reports"
+    monkeypatch.setattr(record, "REPORTS_DIR", reports)
+    monkeypatch.setattr(rundir, "REPORTS_DIR", reports)
+    monkeypatch.setenv(REPEAT_ENV, marker)
+    assert main(["qualify", "--arm", arm, *(["--run-dir", str(reports / where)] if where else [])]) == 2
+    err = capsys.readouterr().err
+    assert f"{REPEAT_ENV}={marker}: refused ({why.format(reports=reports)}" in err
+    assert "only `python -m harness calibrate` sets it" in err and err.count("\n") == 1 and not reports.exists()
+
+
+def test_the_marker_calibrate_sets_is_honoured_in_its_repeats_directory(tmp_path, monkeypatch):
+    import harness.qualify.record as record
+
+    monkeypatch.setattr(record, "REPORTS_DIR", tmp_path / "reports")
+    assert record.admitted_repeat("x:2/5", tmp_path / "reports" / "x-r2", ["gpu-mla"]) == CalibrationRepeat(
+        id="x", repeat=2, of=5)
+    assert record.admitted_repeat(None, tmp_path / "elsewhere", ["gpu-mla"]) is None
+
+
+def test_a_repeats_report_says_it_is_not_a_qualification():
+    """Its exit code 0 says only that its checks passed (without require_floor on a first calibration): the
+    annotation's verdict line and the headline say it is no qualification, so it cannot be pasted as a PASS."""
+    from harness.report.render import annotation, not_a_qualification
+
+    cal = CalibrationRepeat(id="cal-x", repeat=2, of=5)
+    note = annotation([("gpu-mla", "gpu-ref")], 0, "tables", repeat=cal)
+    first = note.splitlines()[0]
+    assert first.startswith("## calibration repeat 2 of 5 of cal-x: not a qualification") and "PASS" not in first
+    assert first.endswith(": gpu-mla vs gpu-ref (exit code 0)")
+    assert not_a_qualification(cal)[0].startswith("calibration repeat 2 of 5 of cal-x: not a qualification")
+    assert annotation([("gpu-mla", "gpu-ref")], 0, "t").startswith("## DCP qualification PASSED: gpu-mla vs gpu-ref")
+    assert not_a_qualification(None) == []
+
+
+def test_a_repeats_rendered_headline_opens_with_it(store, tmp_path):
+    from harness.report.render import render_run
+
+    run = write_repeat(tmp_path / "reports" / "cal-x-r2", store, repeat(1),
+                       calibration=CalibrationRepeat(id="cal-x", repeat=2, of=5))
+    render_run(run)
+    assert (run / "tables" / "headline.md").read_text().startswith("- calibration repeat 2 of 5 of cal-x: not a "
+                                                                   "qualification")
