@@ -48,6 +48,7 @@ from harness.judge.calibration import (
     ceiling_violations,
     derive_limits,
     false_positives,
+    held_out_shifts,
     limit_moves,
     mean_floor,
     percent,
@@ -362,6 +363,8 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                         ceilings.max_move_factor, ceilings.logit_step)
     moves = run_to_run_deviations(s.request_drifts)
     spread_fields = {**{k: v for k, v in asdict(s).items() if k != "request_drifts"}, "flip_gaps": s.flip_gaps[-20:],
+                     # what the run-level floor test judges later runs by (drift_floor.judge_run_level)
+                     "floor_shifts": held_out_shifts(repeats),
                      "run_to_run_move_max": max(map(abs, moves), default=None),
                      "span_fraction_delta_max": deltas[0], "distinct_2_delta_max": deltas[1]}
     # margin 0: none is added (harness/judge/calibration.py MARGIN_MEASURED says why)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.errors import ConfigError
-from harness.judge.drift_floor import judge_against_floor
+from harness.judge.drift_floor import judge_floor_pairing
 from harness.records.attempts import current_records
 from harness.records.jsonl import numbered_rows
 from harness.records.manifest import RUN_JSON, ArmBuild, NotAManifest, RunManifest, interruption, read_manifest
@@ -142,7 +142,7 @@ def against_current(check: str, comparisons: list, current: Calibration, floor: 
     if verdict.failures:
         return f"{len(verdict.failures)} request(s) over its limits ({verdict.failures[0]})"
     if floor is not None:
-        paired = judge_against_floor(comparisons, floor.comparisons, floor.name)
+        paired = judge_floor_pairing(comparisons, floor.comparisons, floor.name, current.spread.get("floor_shifts"))
         if not paired.passed:
             return paired.sentence
     return None

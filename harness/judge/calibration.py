@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.config.thresholds import CalibrationGates
-from harness.judge.drift_floor import judge_against_floor, pair_key
+from harness.judge.drift_floor import MIN_RUN_SHIFTS, judge_floor_pairing, mean_shift, pair_key
 from harness.records.schema import RequestComparison
 
 ALPHA = 0.01  # a clean run exceeds a derived limit somewhere this often
@@ -265,7 +265,7 @@ class FalsePositives:
     requests: int  # held-out requests judged (every request of every repeat)
     requests_over: int  # of them, over the others' fixed limits (drift limit, tie gap, non-finite)
     repeat_interval: tuple[float, float] | None  # exact 95 % interval of failed_repeats / repeats
-    request_interval: tuple[float, float] | None  # of requests_over / requests: recorded, never stated (not independent)
+    request_interval: tuple[float, float] | None  # requests_over / requests: recorded, never stated (not independent)
     failures: list[str]  # per failing held-out repeat: why
 
     @property
@@ -307,7 +307,9 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
         limits = derive_limits(spread(others), least_limit, least_tie_gap)
         bad = [c.request for c in mine if over_limits(c, limits)]
         over += len(bad)
-        floor = judge_against_floor(mine, mean_floor(others), f"the other {len(others)} repeat(s)")
+        # judged as a later run is (harness/pytest_plugin/floors.py): run-level where the others can measure it
+        floor = judge_floor_pairing(mine, mean_floor(others), f"the other {len(others)} repeat(s)",
+                                    held_out_shifts(others) if len(others) >= MIN_RUN_SHIFTS else None)
         why = ([f"{len(bad)} request(s) over the limits ({', '.join(bad[:3])})"] if bad else []) + (
             [] if floor.passed else [floor.sentence])
         if why:
@@ -317,3 +319,16 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
     return FalsePositives(len(repeats), False, len(failures), n, over,
                           clopper_pearson(len(failures), held_out) if held_out else None,
                           clopper_pearson(over, n) if n else None, failures)
+
+
+def held_out_shifts(repeats: Sequence[Sequence[RequestComparison]]) -> list[float]:
+    """Each repeat's run-level shift (harness/judge/drift_floor.py mean_shift) against the mean floor of the others:
+    how far one clean run moves from a calibration's floor, what the run-level floor test judges later runs by.
+    Empty with fewer than two repeats."""
+    out = []
+    for k, mine in enumerate(repeats):
+        others = [r for j, r in enumerate(repeats) if j != k]
+        shift = mean_shift(mine, mean_floor(others)) if others else None
+        if shift is not None:
+            out.append(float(f"{shift:.7g}"))
+    return out

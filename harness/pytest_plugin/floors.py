@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.config.arms import Arm, load_arm
 from harness.config.thresholds import DegenerationGates, ReferenceCheckGates
 from harness.judge.degeneration import clean_flips, too_many_tie_flips
-from harness.judge.drift_floor import judge_against_floor
+from harness.judge.drift_floor import judge_floor_pairing
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.batches import BatchRun
@@ -161,7 +161,7 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
     if aborted:
         failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
         return FloorVerdict(**where, floor=failure, detectable=None, failure=failure)
-    judged = judge_against_floor(comparisons, floor.comparisons, floor.name)
+    judged = judge_floor_pairing(comparisons, floor.comparisons, floor.name, clean_shifts(limits.calibration))
     return FloorVerdict(**where, floor=judged.sentence, detectable=judged.detectable,
                         failure=None if judged.passed else judged.sentence)
 
@@ -199,3 +199,9 @@ def apply_floor(fields: ReferenceCheckFields, verdict: FloorVerdict) -> Referenc
     """The check with the floor's verdict: its failure fails the check, listed with the divergences."""
     failed = {"passed": False, "diverged": [*fields.diverged, verdict.failure]} if verdict.failure else {}
     return fields.model_copy(update={**verdict.fields(), **failed})
+
+
+def clean_shifts(calibration: Calibration | None) -> list[float] | None:
+    """The held-out run-level shifts a calibration measured (its floor test: drift_floor.judge_floor_pairing); None for
+    an accepted run's floor or a calibration stored before they were."""
+    return None if calibration is None else calibration.spread.get("floor_shifts")

@@ -50,7 +50,8 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert limits.judged_by.startswith("calibrated ") and "(K=3, held out: 0/3 repeats fail" in limits.judged_by
     fields = check_fields("teacher_forcing")
     clean = with_floor_of(fields, "cpu-ref", repeat(7), False, limits)
-    assert clean.passed and clean.floor.count("PASS: ") == 2, clean.floor
+    # K = 3 held-out shifts: the run-level floor test (drift_floor.judge_run_level), not per-request pairs
+    assert clean.passed and clean.floor.startswith("PASS: run-level shift of the mean |delta|"), clean.floor
     shifted = with_floor_of(fields, "cpu-ref", repeat(8, shift=0.01), False, limits)
     assert not shifted.passed and "FAIL: " in shifted.floor
 
