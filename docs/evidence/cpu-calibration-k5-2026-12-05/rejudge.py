@@ -1,10 +1,10 @@
-"""Re-judge the K=5 calibration's fresh clean runs and its faulty repeats with the run-level floor test (pure, no server):
+"""Re-judge the K=5 calibration's fresh clean runs and faulty repeats with the run-level floor test (no server):
 
-    PYTHONPATH=. .venv/bin/python docs/evidence/cpu-calibration-k5-2026-12-05/rejudge.py /tmp/calibration-false-positives
+    cd docs/evidence/cpu-calibration-k5-2026-12-05 && python rejudge.py /tmp/calibration-false-positives
 
-reads <work>/reports/fp-cal-r1..r5 (the calibration's repeats), clean-200, clean-201 and fp-fault-r1, r2 (the faulty
-build's refused repeats) as benchmarks/calibration_false_positives.py left them, and prints per check the held-out
-shifts, the 99 % run-level bound and each run's shift and verdict, beside the paired tests' verdict the runs got.
+reads <work>/reports/fp-cal-r1..r5 (the calibration's repeats), clean-200, clean-201 and fp-fault-r1, r2
+(the faulty build's refused repeats) as benchmarks/calibration_false_positives.py left them, and prints per check
+the held-out shifts, the 99 % run-level bound and each run's shift and verdict, beside the paired tests' verdict.
 """
 
 import json
@@ -39,7 +39,8 @@ def main(work: Path) -> None:
             mine = load(reports, run, check)
             level = judge_run_level(mine, floor, "cal", shifts).passed
             paired = judge_against_floor(mine, floor, "cal").passed
-            cells.append(f"{mean_shift(mine, floor):+.2e}: {'PASS' if level else 'FAIL'} (paired {'PASS' if paired else 'FAIL'})")
+            verdicts = ("PASS" if level else "FAIL", "PASS" if paired else "FAIL")
+            cells.append(f"{mean_shift(mine, floor):+.2e}: {verdicts[0]} (paired {verdicts[1]})")
         print(f"| {check} | {', '.join(f'{s:+.1e}' for s in shifts)} | {bound:+.2e} | " + " | ".join(cells) + " |")
 
 
