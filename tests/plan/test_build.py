@@ -59,3 +59,26 @@ def test_an_interpreter_without_vllm_gives_no_build_hash(tmp_path):
     empty.mkdir()
     got = build.arm_build(arm_on(empty))
     assert got.build_hash is None and got.where is None
+
+
+def test_a_torch_or_triton_upgrade_under_the_same_vllm_is_another_build():
+    same = build.build_hash("abc", {"torch": "2.11.0", "triton": "3.5.0"})
+    assert same == build.build_hash("abc", {"triton": "3.5.0", "torch": "2.11.0"})  # order-free
+    assert same != build.build_hash("abc", {"torch": "2.12.0", "triton": "3.5.0"})
+    assert same != build.build_hash("abd", {"torch": "2.11.0", "triton": "3.5.0"})
+
+
+def test_the_stack_versions_are_read_in_the_servers_interpreter(tmp_path, monkeypatch):
+    """The same scratch vllm with this interpreter's stack: the hash folds in what that interpreter has installed."""
+    import importlib.metadata as m
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    fake_vllm(tmp_path / "clean")
+    found = build.arm_build(arm_on(tmp_path / "clean"))
+    stack = {}
+    for name in build.STACK:
+        try:
+            stack[name] = m.version(name)
+        except m.PackageNotFoundError:
+            pass
+    assert found.build_hash == build.build_hash(build.package_hash(tmp_path / "clean" / "vllm"), stack)
