@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from harness.config.errors import ConfigError
 from harness.config.files import Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
@@ -79,15 +79,10 @@ class ReferenceCheckGates(StrictModel):
     # ("not calibrated"), False judges it by the limits above alone and says no shift below the limit could be seen.
     require_floor: bool = False
 
-    @field_validator("drift_limits")
+    @field_validator("drift_limits", "tie_gaps")
     @classmethod
-    def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
-        return known_drift_checks(value, "drift_limits")
-
-    @field_validator("tie_gaps")
-    @classmethod
-    def _known_tie_checks(cls, value: dict[str, float]) -> dict[str, float]:
-        return known_drift_checks(value, "tie_gaps")
+    def _known_checks(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return known_drift_checks(value, info.field_name)
 
     def limit_for(self, check: str) -> float:
         """The drift limit of one check (capacity_outputs_c8 goes by capacity_outputs)."""
@@ -118,15 +113,10 @@ class CalibrationGates(StrictModel):
     max_distinct_2_delta: Float = Field(0.35, ge=0, le=1)  # largest clean distinct-2 drop after a flip
     max_move_factor: Float = Field(2.0, gt=1)  # a limit moving more than this x from the previous one: --trust only
 
-    @field_validator("max_drift_limits")
+    @field_validator("max_drift_limits", "max_tie_flip_rates")
     @classmethod
-    def _known_checks(cls, value: dict[str, float]) -> dict[str, float]:
-        return known_drift_checks(value, "calibration.max_drift_limits")
-
-    @field_validator("max_tie_flip_rates")
-    @classmethod
-    def _known_flip_checks(cls, value: dict[str, float]) -> dict[str, float]:
-        return known_drift_checks(value, "calibration.max_tie_flip_rates")
+    def _known_checks(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return known_drift_checks(value, f"calibration.{info.field_name}")
 
     def tie_flip_ceiling(self, check: str) -> tuple[float, str]:
         """The ceiling of `check`'s clean tie-flip rate and the gates.yaml key that sets it."""
