@@ -7,7 +7,13 @@
 #
 # STEPS, in order, each skipped when less than 60 s of DEADLINE_S (default 570) is left:
 #   calibrate    python -m harness calibrate --arm $ARM [--repeats $REPEATS: default the arm's min_repeats] --id cal-$ARM
+#   trust        only after a `calibrate` of this call that exited 2 (refused): the same repeats stored with
+#                `--from-runs ... --trust "$TRUST"` (an arm's first calibration on a GPU: its repeats were judged by
+#                gates.yaml's seed limits, which clean bf16 noise exceeds; the reason stays on every line it judges)
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
+#   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults.py (table gpu) past L tokens, in a
+#                scratch copy of /tmp/site/vllm, as a variant of $ARM judged by $ARM's calibration (calibration_from),
+#                with the calibrated suites; EPS sets HARNESS_FAULT_EPS (precision_loss_past_L's strength)
 # Every run directory made by this call comes back in $OUT/runs.tar.gz (server logs cut), with the calibration
 # table, the floors' calibration files and the exit code of each step in $OUT/steps.txt.
 set -uo pipefail
@@ -28,11 +34,29 @@ for step in ${STEPS:-calibrate}; do
   case $step in
     calibrate) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness calibrate --arm "$ARM" \
                  ${REPEATS:+--repeats "$REPEATS"} --id "cal-$ARM" ${CALIBRATE_ARGS:-} ;;
+    trust) if [ "${cal_rc:-}" != 2 ]; then echo "trust skipped: calibrate exit ${cal_rc:-not run}"; true
+           else
+             k=${REPEATS:-5}
+             python3 -m harness calibrate --arm "$ARM" --id "cal-$ARM" --trust "${TRUST:?TRUST=reason}" \
+               --from-runs $(for i in $(seq 1 "$k"); do echo "cal-$ARM-r$i"; done)
+           fi ;;
     qualify-*) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
                  --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
+    fault:*) IFS=: read -r _ fname flen feps <<< "$step"
+             export HARNESS_ARMS_DIR=$KEEP/arms
+             [ -d "$KEEP/arms" ] || cp -r configs/arms "$KEEP/arms"
+             python3 -m harness.faults.length_faults scratch "$fname" --table gpu --site /tmp/site \
+               --out "$KEEP/lf/$fname" > "$OUT/scratch-$fname.json" 2>&1 || { cat "$OUT/scratch-$fname.json"; false; }
+             variant=$(python3 -m harness.faults.length_faults arm "$fname" --l "$flen" --scratch "$KEEP/lf/$fname" \
+               --arms-dir "$KEEP/arms" --base "$ARM" --reference "$(python3 -c "from harness.config.arms import load_arm
+print(load_arm('$ARM').reference)")" --pythonpath-tail /tmp/site)
+             HARNESS_FAULT_EPS=${feps:-0.05} timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify \
+               --arm "$variant" --run-id "fault-$fname-$flen${feps:+-$feps}" \
+               --suites graph_replay,long_context,long_prefix,prefix_reuse,teacher_forcing ;;
     *) echo "unknown step $step"; false ;;
   esac
-  echo "$step exit $? after $(( $(date +%s) - s0 )) s" | tee -a "$OUT/steps.txt"
+  rc=$?; [ "$step" = calibrate ] && cal_rc=$rc
+  echo "$step exit $rc after $(( $(date +%s) - s0 )) s" | tee -a "$OUT/steps.txt"
 done
 new=$(cd "$KEEP/reports" && find . -maxdepth 1 -mindepth 1 -type d -newer "$marker" | sed 's|^\./||')
 for d in $new; do tail_server_logs "$KEEP/reports/$d"; done
