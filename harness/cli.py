@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.calibrate.command import calibrate, store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import ConfigError, HarnessError
+from harness.config.numbers import seed, whole_number
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.history.command import add_parser as add_history_parser
 from harness.nightly.emit import pipeline_yaml
@@ -24,15 +25,6 @@ from harness.qualify.request import QualifyRequest
 from harness.records.manifest import REPEAT_ENV
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
-
-
-def whole_number(least: int):
-    """argparse type: a whole number of at least `least`, refused before anything starts."""
-    def parse(text: str) -> int:
-        if not text.strip().isdigit() or int(text) < least:
-            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least {least}")
-        return int(text)
-    return parse
 
 
 def cmd_qualify(args: argparse.Namespace) -> int:
@@ -82,7 +74,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     """A Buildkite pipeline (YAML on stdout, or --out) with one step per arm group; every arm validated first."""
-    text = pipeline_yaml(args.arms, args.nightly, args.queue, args.cpu_queue, args.parallel, args.history)
+    text = pipeline_yaml(args.arms, args.nightly, args.queue, args.cpu_queue, args.parallel, args.history,
+                         args.history_reset)
     if args.out:
         Path(args.out).write_text(text)
     else:
@@ -141,10 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
                    "regression beyond configs/gates.yaml `baseline:` fails the run")
-    p.add_argument("--order-seed", type=whole_number(0), default=0, metavar="N",
+    p.add_argument("--order-seed", type=seed(0), default=0, metavar="N",
                    help="send the reference checks' prompts in another batch composition and arrival order (0: the "
                    "canonical order); recorded in run.json, so a failure is reproducible")
-    p.add_argument("--length-seed", type=whole_number(1), metavar="N",
+    p.add_argument("--length-seed", type=seed(1), metavar="N",
                    help="the seed of the long_context sweep's jittered lengths (default: a new one each run, recorded "
                    "in run.json as length_seed; give it to check the same lengths again)")
     # refused (cmd_qualify): a repeat's marker comes from `calibrate` alone, through its environment (REPEAT_ENV)
@@ -201,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", help="nightly: a history store every agent reaches (shared filesystem) for all "
                    "nights; default: each group's reports/history-<group>.sqlite, carried from night to night as the "
                    "builds' artifact")
+    p.add_argument("--history-reset", metavar="REASON", help="nightly, for one build: each step starts its group's "
+                   "history anew (the first night, a lost store) instead of failing when the previous store cannot be "
+                   "fetched; REASON is shown in the annotation")
     p.add_argument("--out", help="write the YAML here instead of stdout")
     p.set_defaults(func=cmd_pipeline)
 

@@ -4,11 +4,14 @@ the lengths covered over the nights, and the nightly check (exit 1 on a change p
 from __future__ import annotations
 
 import argparse
+import difflib
+import sqlite3
 import sys
 from pathlib import Path
 
 from tabulate import tabulate
 
+from harness.config.numbers import whole_number
 from harness.config.paths import REPORTS_DIR
 from harness.history import store
 from harness.history.extract import RunRows, run_rows
@@ -64,14 +67,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def arm_metrics(db: sqlite3.Connection, command: str, arm: str) -> list[str]:
+    """The arm's metric names; an arm the store holds none of is refused, naming the arms it does hold."""
+    metrics = store.metric_names(db, arm)
+    if not metrics:
+        arms = store.arm_names(db)
+        raise store.HistoryError(f"history {command} --arm {arm!r}: no metric of that arm in "
+                                 f"{store.named(store.history_path())}; its arms: {', '.join(arms) or 'none yet'}")
+    return metrics
+
+
+def chosen_metrics(arm: str, asked: list[str] | None, known: list[str]) -> list[str]:
+    """The metrics named (default: every one); a name the arm does not have is refused, naming close or first ones."""
+    unknown = [m for m in asked or [] if m not in known]
+    if unknown:
+        like = difflib.get_close_matches(unknown[0], known, n=3) or known[:3]
+        raise store.HistoryError(f"history trend --metric {unknown[0]!r}: arm {arm} has no such metric; its "
+                                 f"{len(known)} metrics include {', '.join(like)} (without --metric: every one)")
+    return asked or known
+
+
 def cmd_trend(args: argparse.Namespace) -> int:
     from harness.history.trends import family, findings, series  # ruptures and scipy: only where a series is judged
 
     with store.connect() as db:
-        metrics = args.metric or store.metric_names(db, args.arm)
-        if not metrics:
-            raise store.HistoryError(f"history trend: arm {args.arm!r} has no metric in {store.history_path()}")
-        for metric in metrics:
+        for metric in chosen_metrics(args.arm, args.metric, arm_metrics(db, "trend", args.arm)):
             s = series(db, args.arm, metric)
             found = findings(s)
             cps = {f.key: f for f in found}
@@ -88,7 +108,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with store.connect() as db:
         out = []
-        for metric in store.metric_names(db, args.arm):
+        for metric in arm_metrics(db, "compare", args.arm):
             s = series(db, args.arm, metric)
             w = windows(s, args.baseline, args.window)
             out.append((metric, len(w.baseline), len(w.recent), f"{w.ratio:.3f}" if w.ratio else "n/a",
@@ -100,6 +120,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     with store.connect() as db:
+        arm_metrics(db, "coverage", args.arm)  # an arm the store does not hold: refused, not an empty answer
         rows = store.coverage(db, args.arm)
     checks: dict[str, dict[int, set]] = {}
     for key, c in rows:
@@ -161,7 +182,7 @@ def add_parser(sub) -> None:
     a = hs.add_parser("trend", help="an arm's metric(s) over the runs, change points marked")
     a.add_argument("--arm", required=True)
     a.add_argument("--metric", action="append", help="e.g. long_prefix.c1.tpot_p50_ms (default: every metric)")
-    a.add_argument("--last", type=int, default=30)
+    a.add_argument("--last", type=whole_number(1), default=30)
     a.set_defaults(func=cmd_trend)
     a = hs.add_parser("compare", help="PyTorch HUD's windows: the last runs against the ones before them")
     a.add_argument("--arm", required=True)
@@ -175,6 +196,7 @@ def add_parser(sub) -> None:
                       "or a speed-up on the night a correctness metric changed)")
     a.add_argument("--run", required=True, help="run id")
     a.set_defaults(func=cmd_check)
-    a = hs.add_parser("prune", help="keep only the newest N runs")
-    a.add_argument("--keep", type=int, required=True)
+    a = hs.add_parser("prune", help="keep only the newest N runs (N >= 1: to drop every run, delete the store file)")
+    a.add_argument("--keep", type=whole_number(1, why=" (to drop every run, delete the store file)"), required=True,
+                   metavar="N")
     a.set_defaults(func=cmd_prune)

@@ -53,11 +53,39 @@ MIGRATIONS = {1: SCHEMA_V1, 2: SCHEMA_V2}  # user_version N-1 -> N; a new versio
 
 
 class HistoryError(HarnessError):
-    """The store cannot be opened or read: the message names the file and what to do."""
+    """The store cannot be opened or read, or a command names what it does not hold: the message names the file (or
+    run, arm, metric) and what to do. Nothing was created or deleted."""
+
+    exit_code = 2
 
 
 def history_path() -> Path:
     return Path(os.environ.get("HARNESS_HISTORY") or REPORTS_DIR / "history.sqlite")
+
+
+def named(path: Path) -> str:
+    """The store as the user named it: HARNESS_HISTORY=PATH when the variable set it."""
+    return f"HARNESS_HISTORY={path}" if os.environ.get("HARNESS_HISTORY") and history_path() == path else str(path)
+
+
+def check_store_path(path: Path, create: bool) -> None:
+    """Refuses, before anything is made, a store that cannot be what the command needs. Reading: the file must
+    exist. Writing: a missing file is made, but only in an existing directory (a missing one is a typo, not a new
+    store); the harness's own reports directory is the exception: qualify makes it for the run anyway."""
+    if path.is_file():
+        return
+    if path.exists():
+        raise HistoryError(f"{named(path)}: not a file (a directory?); point HARNESS_HISTORY at a history store file")
+    if not create:
+        raise HistoryError(f"no history at {named(path)}: no such file; qualify appends every run to it, "
+                           "`python -m harness history backfill` builds one from run directories, or point "
+                           "HARNESS_HISTORY at an existing store")
+    if path.parent.is_dir() or path.parent.resolve() == REPORTS_DIR.resolve():
+        return
+    ancestor = next(p for p in path.parents if p.exists())  # the root exists
+    why = (f"{ancestor} is a file, not a directory" if not ancestor.is_dir()
+           else f"directory {path.parent} does not exist")
+    raise HistoryError(f"{named(path)}: {why}; nothing was created: make the directory first, or fix the path")
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -85,9 +113,11 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
 
 
 @contextmanager
-def connect(path: Path | None = None) -> Iterator[sqlite3.Connection]:
+def connect(path: Path | None = None, create: bool = False) -> Iterator[sqlite3.Connection]:
+    """The store, migrated; `create`: a missing file is made (appending), else refused (every reading command)."""
     path = path or history_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_store_path(path, create)
+    path.parent.mkdir(parents=True, exist_ok=True)  # only the reports directory can be missing here
     try:
         db = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")
@@ -114,7 +144,7 @@ def insert(db: sqlite3.Connection, table: str, row: object, **extra: object) -> 
 
 def append(rows: RunRows, path: Path | None = None) -> None:
     """The run's rows, replacing any it had (one transaction: a reader sees the old run or the new one)."""
-    with connect(path) as db:
+    with connect(path, create=True) as db:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("DELETE FROM runs WHERE run_key = ?", (rows.run.run_key,))
@@ -135,6 +165,10 @@ def runs(db: sqlite3.Connection, arm: str | None = None) -> list[RunRow]:
     where = "WHERE run_key IN (SELECT run_key FROM arms WHERE arm = ?)" if arm else ""
     sql = f"SELECT {', '.join(names)} FROM runs {where} ORDER BY started, appended"
     return [RunRow(*row) for row in db.execute(sql, (arm,) if arm else ())]
+
+
+def arm_names(db: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in db.execute("SELECT DISTINCT arm FROM metrics ORDER BY arm")]
 
 
 def metric_names(db: sqlite3.Connection, arm: str) -> list[str]:
@@ -176,7 +210,10 @@ def metric_rows(db: sqlite3.Connection, key: str) -> list[MetricRow]:
 
 
 def prune(db: sqlite3.Connection, keep_last: int) -> int:
-    """Deletes all but the newest `keep_last` runs; how many went."""
+    """Deletes all but the newest `keep_last` (at least 1: emptying the store is deleting its file) runs; how many
+    went."""
+    if keep_last < 1:
+        raise HistoryError(f"prune: keep {keep_last} runs: keep at least 1 (to drop every run, delete the store file)")
     keys = [r.run_key for r in runs(db)]
     doomed = keys[:max(0, len(keys) - keep_last)]
     db.execute("BEGIN IMMEDIATE")

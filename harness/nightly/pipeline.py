@@ -71,7 +71,7 @@ def run_id(group: ArmGroup, nightly: bool) -> str:
 
 
 def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: bool,
-         history: str | None = None) -> dict:
+         history: str | None = None, history_reset: str | None = None) -> dict:
     gpus = group.gpus(parallel)
     pool = f"{queue}-{gpus}gpu" if gpus else cpu_queue
     rid = run_id(group, nightly)
@@ -88,6 +88,8 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
         env["HARNESS_HISTORY"] = history or f"reports/history-{group.key}.sqlite"
         if not history:
             artifacts.append(env["HARNESS_HISTORY"])
+        if history_reset:  # the step starts a new store instead of failing on an unfetched one; "$$": no interpolation
+            env["HARNESS_HISTORY_RESET"] = history_reset.replace("$", "$$")
     if parallel and len(group.arms) > 1:
         env["HARNESS_PARALLEL"] = "1"
     agents = {"queue": queue, "gpus": str(gpus)} if gpus else {"queue": cpu_queue}
@@ -111,5 +113,5 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
 
 
 def pipeline(groups: list[ArmGroup], nightly: bool, queue: str = "gpu", cpu_queue: str = "cpu",
-             parallel: bool = False, history: str | None = None) -> dict:
-    return {"steps": [step(g, nightly, queue, cpu_queue, parallel, history) for g in groups]}
+             parallel: bool = False, history: str | None = None, history_reset: str | None = None) -> dict:
+    return {"steps": [step(g, nightly, queue, cpu_queue, parallel, history, history_reset) for g in groups]}

@@ -12,6 +12,7 @@ from harness.admission.verdicts import admit, check_parallel, strict_run
 from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
+from harness.history.store import check_store_path, history_path
 from harness.plan.redact import redact_arm_dump
 from harness.qualify.record import admitted_repeat
 from harness.qualify.request import AdmittedRun, QualifyRequest
@@ -60,6 +61,7 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
     run's checked against its run.json once its arms are loaded), the baseline, the arms with their shared workloads
     and GPUs, then admission (preflight, workloads, this machine, vLLM) and the pytest arguments."""
     suites = parse_suites(request.suites)
+    check_store_path(history_path(), create=True)  # the run is appended at its end: a mistyped store refused now
     run_dir, resumed = resumed_manifest(request) if request.resume else (None, None)
     names, reference = named_candidates(request, resumed)
     if run_dir is None:

@@ -7,7 +7,10 @@
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
 #   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent,
 #   the run appended (qualify does) and `harness history check` run on it; a change point the run reveals fails the
-#   step (its lines go into the annotation)
+#   step (its lines go into the annotation). A store that is neither here nor fetched fails the step before qualify,
+#   said in the annotation: a history silently restarted at one run would judge nothing for nights.
+#   [HARNESS_HISTORY_RESET=<reason>]: start the group's history anew tonight (the very first night, a lost store);
+#   no fetch, the reason is said in the annotation. Set for one build (`pipeline --history-reset`, or the build's env)
 #   HARNESS_QUALIFY_ARGS: extra arguments for qualify (and the dry run's plan), e.g. "--set model.path=/models/x"
 #   HARNESS_DRY_RUN=1: print what would run and run `harness plan --arms` on the group instead (CI checks every
 #   step so)
@@ -21,6 +24,7 @@ DRY=${HARNESS_DRY_RUN:-0}
 run() { if [ "$DRY" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 
 baseline_args=()
+prev_id="" prev_num=""
 if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
   prev_id=${NIGHTLY_BASELINE_BUILD:-}
   prev_num=${NIGHTLY_BASELINE_NUMBER:-}
@@ -28,11 +32,6 @@ if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
     api="https://api.buildkite.com/v2/organizations/${BUILDKITE_ORGANIZATION_SLUG}/pipelines/${BUILDKITE_PIPELINE_SLUG}"
     read -r prev_id prev_num < <(curl -sf -H "Authorization: Bearer ${BUILDKITE_API_TOKEN}" \
         "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
-  fi
-  if [ -n "$prev_id" ] && [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ] && [ ! -f "${HARNESS_HISTORY:-}" ]; then
-    # the group's history so far travels as the previous nightly's artifact; none yet: this night starts it
-    run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$prev_id" \
-      || echo "no history: the previous nightly has no $HARNESS_HISTORY; this night starts one"
   fi
   if [ -n "$prev_id" ] && [ -n "$prev_num" ]; then
     prev_run="nightly-${prev_num}-${group}"
@@ -45,6 +44,38 @@ if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
   else
     echo "no baseline: no previous nightly found (set BUILDKITE_API_TOKEN or NIGHTLY_BASELINE_BUILD/_NUMBER)"
   fi
+fi
+
+# The group's history so far: here (a shared path), or the previous nightly's artifact; without it the step fails
+# before qualify (a history silently restarted at one run judges nothing), unless a reset says why it starts anew.
+history_note=""
+if [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ]; then
+  : "${HARNESS_HISTORY:?set by the pipeline with HARNESS_HISTORY_CHECK}"
+  fetch_failed=""
+  if [ -f "$HARNESS_HISTORY" ]; then
+    [ -n "${HARNESS_HISTORY_RESET:-}" ] && history_note="HARNESS_HISTORY_RESET is set but $HARNESS_HISTORY is \
+here: nothing was reset (move the file aside to start anew)."
+  elif [ -n "${HARNESS_HISTORY_RESET:-}" ]; then
+    history_note="History reset (HARNESS_HISTORY_RESET): ${HARNESS_HISTORY_RESET}. This night starts a new store, \
+$HARNESS_HISTORY, without the previous nightly's: the nightly check has no earlier runs to judge against."
+  elif [ -z "$prev_id" ]; then
+    fetch_failed="no previous nightly build was found to fetch it from (BUILDKITE_API_TOKEN, or \
+NIGHTLY_BASELINE_BUILD and NIGHTLY_BASELINE_NUMBER, name it)"
+  elif ! run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$prev_id" \
+       || { [ "$DRY" != 1 ] && [ ! -f "$HARNESS_HISTORY" ]; }; then
+    fetch_failed="the previous nightly's artifact (build ${prev_num:-$prev_id}) could not be downloaded"
+  fi
+  if [ -n "$fetch_failed" ]; then
+    msg="Nightly history not fetched: $HARNESS_HISTORY is not here and $fetch_failed. Not qualified: the history \
+would silently restart at one run. Retry the step, name the build that holds the store (NIGHTLY_BASELINE_BUILD and \
+NIGHTLY_BASELINE_NUMBER), or start anew on purpose with a build whose env has HARNESS_HISTORY_RESET=<reason> (the \
+first night needs it; \`python -m harness pipeline --nightly --history-reset REASON\` sets it)."
+    echo "error: $msg" >&2
+    run buildkite-agent annotate --context "qualify-${group}" --style error "### qualify ${group}: $msg" \
+      || echo "warning: buildkite-agent annotate failed"
+    exit 1
+  fi
+  [ -n "$history_note" ] && echo "$history_note"
 fi
 
 parallel_args=()
@@ -70,7 +101,10 @@ if [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ]; then
   check=$("$PY" -m harness history check --run "$HARNESS_RUN_ID" 2>&1)
   check_code=$?
   echo "$check"
-  [ -f "$note" ] && printf '\n### Nightly history\n\n```\n%s\n```\n' "$check" >> "$note"
+  if [ -f "$note" ]; then
+    { printf '\n### Nightly history\n\n'; [ -n "$history_note" ] && printf '%s\n\n' "$history_note"
+      printf '```\n%s\n```\n' "$check"; } >> "$note"
+  fi
   [ "$code" = 0 ] && [ "$check_code" != 0 ] && code=1
 fi
 if [ -f "$note" ]; then

@@ -60,8 +60,9 @@ def test_the_same_nights_without_the_slowdown_pass_every_night(tmp_path):
 
 
 def test_a_run_not_in_the_history_is_a_clear_error(tmp_path):
+    append_run(REAL_RUN, tmp_path / "h.sqlite")  # a store that is not there is refused as such (test_history_input)
     check = history(tmp_path / "h.sqlite", "check", "--run", "nope")
-    assert check.returncode == 1 and "not in" in check.stderr and "append" in check.stderr
+    assert check.returncode == 2 and "not in" in check.stderr and "append" in check.stderr
 
 
 def finding(metric: str, before: float, after: float, runs=("a", "b", "c", "d", "e")) -> Finding:
@@ -148,4 +149,4 @@ def test_trend_view_states_the_coverage_of_the_stored_runs(slowed, monkeypatch):
 
 def test_backfill_of_a_path_that_is_no_directory_is_refused(tmp_path):
     out = history(tmp_path / "h.sqlite", "backfill", str(tmp_path / "nope"))
-    assert out.returncode == 1 and "not a directory" in out.stderr
+    assert out.returncode == 2 and "not a directory" in out.stderr

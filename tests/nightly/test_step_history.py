@@ -1,0 +1,151 @@
+"""The nightly step's history store (issue 47, item 5): scripts/buildkite/qualify_step.sh, run for real on a copy of
+the checkout's layout, with `buildkite-agent` and the harness's interpreter as stand-ins that log their calls (the
+agent serves artifacts from a folder; qualify writes an annotation and appends to the store; `history check` passes).
+A store neither here nor fetched fails the step before qualify and says so in the annotation; an explicit reset (the
+first night) starts one, its reason in the annotation; a fetched store is what qualify appends to."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from harness.config.paths import REPO_ROOT
+from harness.nightly.pipeline import STEP_SCRIPT
+
+GROUP = "cpu-smoke"
+STORE = f"reports/history-{GROUP}.sqlite"
+AGENT = """#!/bin/sh
+# buildkite-agent: artifact download PATH DEST --build ID from $ARTIFACTS/ID/PATH; annotate: body from argv or stdin
+echo "buildkite-agent $*" >> "$CALLS"
+case "$1 $2" in
+  "artifact download") [ -f "$ARTIFACTS/$6/$3" ] || { echo "no artifacts found for $3" >&2; exit 1; }
+                       mkdir -p "$(dirname "$4/$3")" && cp "$ARTIFACTS/$6/$3" "$4/$3" ;;
+  "annotate "*) { [ $# -gt 5 ] && echo "$6" || cat; } >> "$ANNOTATIONS" ;;
+esac
+"""
+PYTHON = """#!/bin/sh
+# the harness's interpreter: qualify writes the run's annotation and appends a line to the store; check passes
+echo "python $*" >> "$CALLS"
+case "$*" in
+  *"harness qualify"*) [ -f "$HARNESS_HISTORY" ] && echo "store before qualify: $(cat "$HARNESS_HISTORY")" >> "$CALLS"
+                       mkdir -p "reports/$HARNESS_RUN_ID" && echo "## $HARNESS_RUN_ID: PASSED" \\
+                         > "reports/$HARNESS_RUN_ID/annotation.md"
+                       echo "$HARNESS_RUN_ID" >> "$HARNESS_HISTORY" ;;
+  *"history check"*) echo "history check of $HARNESS_RUN_ID: PASS" ;;
+esac
+"""
+
+
+@pytest.fixture
+def step(tmp_path):
+    """Runs the step script from a copy under tmp_path (it works in its checkout's root: here tmp_path/checkout) with
+    the nightly env of build 42; returns (result, calls, annotations)."""
+    root = tmp_path / "checkout"
+    (root / STEP_SCRIPT).parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / STEP_SCRIPT, root / STEP_SCRIPT)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("buildkite-agent", AGENT), ("python", PYTHON)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    calls, annotations = tmp_path / "calls.log", tmp_path / "annotations.md"
+
+    def run(**env: str) -> tuple[subprocess.CompletedProcess, str, str]:
+        full = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "CALLS": str(calls),
+                "ANNOTATIONS": str(annotations), "ARTIFACTS": str(tmp_path / "artifacts"),
+                "HARNESS_PYTHON": str(bin_dir / "python"), "HARNESS_RUN_ID": f"nightly-42-{GROUP}",
+                "HARNESS_ARMS": GROUP, "CI": "true", "HARNESS_BASELINE_FROM": "previous-nightly",
+                "HARNESS_HISTORY_CHECK": "1", "HARNESS_HISTORY": STORE, **env}
+        out = subprocess.run(["bash", str(root / STEP_SCRIPT)], cwd=tmp_path, env=full, capture_output=True,
+                             text=True, timeout=60)
+        return (out, calls.read_text() if calls.exists() else "",
+                annotations.read_text() if annotations.exists() else "")
+
+    def artifact(build: str, path: str, text: str) -> None:
+        (tmp_path / "artifacts" / build / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "artifacts" / build / path).write_text(text)
+
+    run.root, run.artifact = root, artifact
+    return run
+
+
+PREVIOUS = {"NIGHTLY_BASELINE_BUILD": "b41", "NIGHTLY_BASELINE_NUMBER": "41"}
+
+
+def test_a_previous_store_that_cannot_be_fetched_fails_the_step_before_qualify_and_says_so(step):
+    out, calls, annotations = step(**PREVIOUS)  # build 41 has no artifacts at all
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert f"buildkite-agent artifact download {STORE} . --build b41" in calls
+    assert "harness qualify" not in calls and "history check" not in calls
+    assert "annotate --context qualify-cpu-smoke --style error" in calls
+    assert f"Nightly history not fetched: {STORE} is not here" in annotations
+    assert "(build 41) could not be downloaded" in annotations and "HARNESS_HISTORY_RESET=<reason>" in annotations
+    assert not (step.root / STORE).exists()
+
+
+def test_no_previous_nightly_to_fetch_from_fails_the_step_too(step):
+    out, calls, annotations = step()
+    assert out.returncode != 0 and "harness qualify" not in calls
+    assert "no previous nightly build was found to fetch it from" in annotations
+
+
+def test_a_download_that_leaves_no_file_is_a_failed_fetch(step, tmp_path):
+    agent = tmp_path / "bin" / "buildkite-agent"
+    agent.write_text(agent.read_text().replace('&& cp "$ARTIFACTS/$6/$3" "$4/$3"', "&& true"))
+    step.artifact("b41", STORE, "night-41\n")
+    out, calls, annotations = step(**PREVIOUS)
+    assert out.returncode != 0 and "harness qualify" not in calls and "not fetched" in annotations
+
+
+def test_the_first_night_is_an_explicit_reset_whose_reason_the_annotation_gives(step):
+    out, calls, annotations = step(HARNESS_HISTORY_RESET="first nightly of the DCP harness")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "artifact download" not in calls
+    assert "harness qualify --arms cpu-smoke" in calls and "history check --run nightly-42-cpu-smoke" in calls
+    assert "History reset (HARNESS_HISTORY_RESET): first nightly of the DCP harness." in annotations
+    assert "history check of nightly-42-cpu-smoke: PASS" in annotations
+    assert (step.root / STORE).read_text() == "nightly-42-cpu-smoke\n"
+
+
+def test_a_fetched_store_is_the_one_qualify_appends_to(step):
+    step.artifact("b41", STORE, "night-40\nnight-41\n")
+    out, calls, annotations = step(**PREVIOUS)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "store before qualify: night-40 night-41" in calls.replace("\n", " ")
+    assert "History reset" not in annotations and "not fetched" not in annotations
+    assert (step.root / STORE).read_text().split() == ["night-40", "night-41", "nightly-42-cpu-smoke"]
+
+
+def test_a_reset_never_touches_a_store_that_is_here(step):
+    shared = step.root / "shared.sqlite"
+    shared.write_text("night-41\n")
+    out, calls, annotations = step(HARNESS_HISTORY=str(shared), HARNESS_HISTORY_RESET="why not")
+    assert out.returncode == 0 and "artifact download" not in calls
+    assert shared.read_text().split() == ["night-41", "nightly-42-cpu-smoke"]
+    assert "nothing was reset" in annotations
+
+
+def emit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "pipeline", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_the_pipeline_passes_a_reset_to_every_nightly_step_for_one_build():
+    out = emit("--arms", "dcp8,cpu-smoke", "--nightly", "--history-reset", "store lost: disk of agent 3 ($HOST)")
+    assert out.returncode == 0, out.stderr
+    steps = yaml.safe_load(out.stdout)["steps"]
+    assert [s["env"]["HARNESS_HISTORY_RESET"] for s in steps] == ["store lost: disk of agent 3 ($$HOST)"] * 2
+    assert all("HARNESS_HISTORY_RESET" not in s["env"] for s in yaml.safe_load(
+        emit("--arms", "dcp8", "--nightly").stdout)["steps"])
+
+
+@pytest.mark.parametrize("args, needle", [(["--history-reset", "x"], "only a --nightly pipeline keeps a history"),
+                                          (["--nightly", "--history-reset", " "], "give the reason")])
+def test_a_reset_without_a_nightly_or_a_reason_is_refused(args, needle):
+    out = emit("--arms", "dcp8", *args)
+    assert out.returncode == 2 and needle in out.stderr and "--history-reset" in out.stderr and not out.stdout
