@@ -1,5 +1,6 @@
 """`harness history`: append or backfill runs, list them, a metric's trend with its change points, HUD-style windows,
-the lengths covered over the nights, and the nightly check (exit 1 on a change point the newest run reveals)."""
+the lengths covered over the nights, and the nightly check (harness/history/nightly.py: exit 1 on a lasting change at
+a stated false-alarm budget, 3 when it cannot judge)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from harness.config.numbers import whole_number
 from harness.config.paths import REPORTS_DIR
 from harness.history import store
 from harness.history.extract import RunRows, run_rows
+
+NOT_JUDGED = 3  # `history check`'s exit code when no gated series has enough runs
 
 
 def run_dirs_under(root: Path) -> list[Path]:
@@ -134,6 +137,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from harness.history.nightly import BUDGET, power_lines
     from harness.history.trends import nightly  # ruptures and scipy: only where a series is judged
 
     with store.connect() as db:
@@ -154,9 +158,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"FAIL: {line}")
     for line in verdict.notes:
         print(f"note: {line}")
-    print(f"history check of {args.run}: " + ("PASS (no change point at the newest runs)" if verdict.passed
-                                               else f"FAIL ({len(verdict.failures)} change point(s))"))
-    return 0 if verdict.passed else 1
+    for line in verdict.short:
+        print(f"not judged: {line} (not enough history)")
+    power = power_lines(verdict)
+    if power:
+        print(f"power at a false-alarm budget of {BUDGET:.0%} of clean nights over {verdict.family_size} gated series:")
+        print("\n".join(f"  {line}" for line in power))
+    print(verdict.headline(args.run))
+    # 3: nothing could be judged (too few runs): not a PASS, and no regression either; the pipeline says which
+    return 0 if verdict.passed else (1 if verdict.failures else NOT_JUDGED)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -192,8 +202,9 @@ def add_parser(sub) -> None:
     a = hs.add_parser("coverage", help="the context lengths and batch sizes each check covered, over every run")
     a.add_argument("--arm", required=True)
     a.set_defaults(func=cmd_coverage)
-    a = hs.add_parser("check", help="the nightly verdict: exit 1 on a change point the run reveals (a regression, "
-                      "or a speed-up on the night a correctness metric changed)")
+    a = hs.add_parser("check", help="the nightly verdict: exit 1 on a lasting change against the established "
+                      "level (a gated series' regression, or a speed-up on the night outputs changed) at a false-alarm "
+                      "budget of 1 % of clean nights; 3 when no gated series has enough runs (NOT JUDGED)")
     a.add_argument("--run", required=True, help="run id")
     a.set_defaults(func=cmd_check)
     a = hs.add_parser("prune", help="keep only the newest N runs (N >= 1: to drop every run, delete the store file)")

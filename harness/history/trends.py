@@ -1,21 +1,30 @@
-"""Series out of the store and what they say: change points, which of them are new tonight, HUD-style windows, and
-speed judged beside correctness. Pure apart from the queries (`series`, `nightly`)."""
+"""Series out of the store and what they say: change points (the trend), HUD-style windows, and each series as the
+nightly gate judges it (harness/history/nightly.py). A series is the runs that belong together: one arm config,
+reference, model and machine class, nightly runs only, in UTC start order. Pure apart from the queries (`series`,
+`nightly_runs`, `nightly`)."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import sqlite3
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 
 from harness.config.suites import SUITES
 from harness.history import store
-from harness.history.changepoints import MIN_SIZE, ChangePoint, change_points
+from harness.history.changepoints import ChangePoint, change_points
+from harness.history.nightly import BASELINE_RUNS, WINDOWS, Judged, NightlyVerdict, judge, on_log_scale, shift
 
 # Metrics where a larger value is better; every other one (times, drift, tie flips) is worse when it grows.
 HIGHER_IS_BETTER = (".exact_rate", "kv_capacity.tokens", ".accuracy", ".output_tokens_per_s")
 SPEED = (".tpot_", ".ttft_", ".itl_", ".output_tokens_per_s")
 CORRECTNESS = ("check.", "gsm8k.", "ruler.")
+DRIFT_RESOLUTION = 4e-6  # nats: two float32 steps at logits in [16, 32)
+TPOT_P50 = re.compile(r"long_prefix\.c\d+\.tpot_p50_ms")
 
 
 def higher_is_better(metric: str) -> bool:
@@ -39,6 +48,8 @@ class Series:
     runs: list[str]  # ids of the finished runs that measured it, oldest first
     values: list[float]
     keys: list[str] | None = None  # their store keys (ids may repeat); the ids where not given
+    versions: list[str | None] | None = None  # the arm's vLLM version in each run
+    left_out: int = 0  # runs of the arm that do not belong to this series (another config, reference, model, host)
 
     def key(self, i: int) -> str:
         return (self.keys or self.runs)[i]
@@ -76,29 +87,70 @@ class Finding:
                 f"{self.change.size()} from run {span}; p = {self.change.p_value:.2g}")
 
 
+def utc_start(run: store.RunRow) -> datetime:
+    """A run's start in UTC (run.json writes local time with its offset); an unreadable one sorts first."""
+    try:
+        return datetime.strptime(run.started or "", "%Y-%m-%dT%H:%M:%S%z").astimezone(timezone.utc)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+
+
+def host_class(manifest: str) -> str:
+    """The kind of machine a run timed on, from run.json's device: the GPU models, else the CPU model (a hostname
+    is one agent of a class; two agents of one class time alike)."""
+    try:
+        device = json.loads(manifest or "{}").get("device") or {}
+    except ValueError:
+        device = {}
+    if device.get("gpus"):
+        names = device["gpus"]
+        return f"gpu: {names[0]} x {len(names)}"
+    return f"cpu: {device['cpu']}" if device.get("cpu") else "unknown"
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """What runs must share to be one series: the arm's resolved config, its reference, its model and the class of
+    machine (a run of another config or host measures something else, not a step)."""
+
+    arm_sha: str | None
+    reference: str | None
+    model: str | None
+    host: str
+
+
+def nightly_runs(db: sqlite3.Connection, arm: str) -> list[tuple[store.RunRow, store.ArmRow, SeriesKey]]:
+    """The arm's finished nightly runs in UTC start order, each with its arm row and series key. Interrupted runs are
+    partial and a calibration's repeats are no nights (other order and length seeds): both left out."""
+    out = []
+    for run in sorted(store.runs(db, arm), key=utc_start):
+        if run.status != "finished" or run.calibration:
+            continue
+        row = next((a for a in store.arms(db, run.run_key) if a.arm == arm), None)
+        if row is not None:
+            out.append((run, row, SeriesKey(row.arm_sha, row.reference, row.model, host_class(run.manifest))))
+    return out
+
+
 def series(db: sqlite3.Connection, arm: str, metric: str, upto: str | None = None) -> Series:
-    """One arm's metric over its finished runs (interrupted ones are partial, and left out; so are a calibration's
-    repeats: no night, and their builds are judged by `calibrate`), up to the run whose store key is `upto`."""
-    values = store.metric_values(db, arm, metric)
-    rows = [r for r in store.runs(db, arm) if r.status == "finished" and not r.calibration and r.run_key in values]
-    keys = [r.run_key for r in rows]
+    """One arm's metric over the nightly runs that belong with its newest one (or with the run whose store key is
+    `upto`, the series then ending there)."""
+    runs = nightly_runs(db, arm)
+    keys = [r.run_key for r, _, _ in runs]
     if upto is not None and upto in keys:
-        rows = rows[:keys.index(upto) + 1]
-    return Series(arm, metric, [r.run_id for r in rows], [values[r.run_key] for r in rows], [r.run_key for r in rows])
+        runs = runs[:keys.index(upto) + 1]
+    if not runs:
+        return Series(arm, metric, [], [], [], [])
+    belongs = runs[-1][2]
+    values = store.metric_values(db, arm, metric)
+    kept = [(r, a) for r, a, k in runs if k == belongs and r.run_key in values]
+    return Series(arm, metric, [r.run_id for r, _ in kept], [values[r.run_key] for r, _ in kept],
+                  [r.run_key for r, _ in kept], [a.vllm_version for _, a in kept],
+                  left_out=sum(1 for _, _, k in runs if k != belongs))
 
 
 def findings(s: Series) -> list[Finding]:
     return [Finding(s.arm, s.metric, c, s.runs, s.keys) for c in change_points(s.values)]
-
-
-def new_at_newest(s: Series) -> list[Finding]:
-    """Change points the newest run reveals: found with it, at a level the newest run belongs to, and not found
-    (at that run) without it. A level needs MIN_SIZE runs, so a step shows the night its second run arrives."""
-    if len(s.values) < 2 * MIN_SIZE:
-        return []
-    before = {s.key(c.index) for c in change_points(s.values[:-1])}
-    latest = findings(s)[-1:]
-    return [f for f in latest if f.key not in before]
 
 
 @dataclass(frozen=True)
@@ -126,42 +178,69 @@ def violated(s: Series, w: Window) -> bool:
     return all(v > max(w.baseline) for v in w.recent)
 
 
-@dataclass
-class NightlyVerdict:
-    failures: list[str]  # change points that fail the night: regressions, speed gains with a correctness change
-    notes: list[str]  # improvements, older change points, HUD windows
+def gate_of(metric: str, gates: dict | None) -> tuple[str | None, float]:
+    """Why this metric may fail the night, from the gates the run recorded (run.json; None: gates.yaml's defaults),
+    and the smallest move that counts, on the tested scale: (None, 0) for a metric no enforced gate judges."""
+    gates = gates or {}
+    if family(metric) == "correctness":
+        # drift: logprobs are float32, whose step at logits in [16, 32) is 1.9e-6: the clean CPU nights' graph_replay
+        # max drift moves by 1.4e-6 (docs/evidence/cpu-history-2026-12-04); rates and accuracy move by whole requests
+        return "correctness", DRIFT_RESOLUTION if metric.endswith("_drift") else 0.0
+    if TPOT_P50.fullmatch(metric):
+        lp = gates.get("long_prefix") or {}
+        tolerance = lp.get("tpot_p50_tolerance", 0.05)
+        # a slowdown inside the gate's own tolerance is one qualify passes: the night does not fail on it either
+        enforced = lp.get("enforce_timing", True)
+        return ("gate long_prefix_tpot_p50 (enforced)" if enforced else None), math.log1p(tolerance)
+    for suite in SUITES:
+        spec = suite.metric_gate
+        if spec and metric == f"{suite.name}.{spec.metric}_p50":
+            own = (gates.get("metric_gates") or {}).get(suite.gate) or {}
+            tolerance = own.get("tolerance") if own.get("tolerance") is not None else spec.tolerance
+            return (f"gate {suite.gate} (enforced)" if own.get("enforce", True) else None), math.log1p(tolerance)
+    return None, 0.0
 
-    @property
-    def passed(self) -> bool:
-        return not self.failures
+
+def attribution(s: Series, window: int) -> str:
+    """Where the window holds the run at which the arm's vLLM version changed: that change, named."""
+    v = s.versions or []
+    for i in range(max(1, len(v) - window), len(v)):
+        if v[i] != v[i - 1]:
+            return f"the vLLM version moved {v[i - 1]} -> {v[i]} at run {s.runs[i]}: attributed to it"
+    return ""
 
 
-def judge_night(all_series: list[Series]) -> NightlyVerdict:
-    """A run's nightly verdict from its arms' series, each ending at the run (pure)."""
-    new = [f for s in all_series for f in new_at_newest(s)]
-    correctness_runs = {(f.arm, f.key) for f in new if f.family == "correctness"}
-    failures, notes = [], []
-    for f in new:
-        if f.regression:
-            failures.append(f"change point at the newest runs: {f.sentence()}")
-        elif f.family == "speed" and (f.arm, f.key) in correctness_runs:
-            failures.append(f"speed-up on the same run as a correctness change (outputs differ: judge them before "
-                            f"the speed): {f.sentence()}")
-        else:
-            notes.append(f"change point at the newest runs: {f.sentence()}")
-    for s in all_series:
-        w = windows(s)
-        if violated(s, w):
-            notes.append(f"{s.arm} {s.metric}: the last {len(w.recent)} runs are all worse than the {len(w.baseline)} "
-                         f"before them (median x{w.ratio:.3f}); HUD's window rule, not yet a change point")
-    return NightlyVerdict(failures, notes)
+def judged_series(s: Series, gates: dict | None) -> Judged:
+    gated, min_effect = gate_of(s.metric, gates)
+    worse_up = not higher_is_better(s.metric)
+    log = on_log_scale(s.values, family(s.metric))
+    worse = shift(s.values, worse_up, min_effect, log)
+    better = shift(s.values, not worse_up, min_effect, log) if worse is not None else None
+    x = np.log(s.values) if log else np.asarray(s.values, dtype=float)
+    base = x[:-WINDOWS[0]][-BASELINE_RUNS:]
+    noise = float(np.std(base, ddof=1)) if len(base) >= 2 else None
+    tail = attribution(s, max(w.window for w in (worse, better) if w)) if worse else ""
+    return Judged(s.arm, s.metric, family(s.metric), gated, len(s.values), worse, better, min_effect, tail, noise,
+                  tuple(s.runs))
+
+
+def run_gates(manifest: str, arm: str) -> dict | None:
+    """The gate thresholds the run resolved for a candidate (its pair's, else the run's)."""
+    try:
+        m = json.loads(manifest or "{}")
+    except ValueError:
+        return None
+    pair = next((p for p in m.get("pairs") or [] if p.get("candidate") == arm), {})
+    return pair.get("gates") or m.get("gates")
 
 
 def nightly(db: sqlite3.Connection, run_id: str) -> NightlyVerdict:
-    """Run `run_id`'s candidates' every metric up to it, judged as one night (the newest run of that id)."""
+    """Run `run_id`'s candidates' every metric, each over its series up to the run, judged as one night."""
     key = store.run_key(db, run_id)
     cands = [a.arm for a in store.arms(db, key) if a.role == "candidate"] if key else []
     if not cands:
         raise store.HistoryError(f"run {run_id!r} is not in the history (or has no candidate arm): append it "
                                  "first (`harness history append --run RUN`)")
-    return judge_night([series(db, arm, m, upto=key) for arm in cands for m in store.metric_names(db, arm)])
+    manifest = next(r.manifest for r in store.runs(db) if r.run_key == key)
+    return judge([judged_series(series(db, arm, m, upto=key), run_gates(manifest, arm))
+                  for arm in cands for m in store.metric_names(db, arm)])

@@ -59,7 +59,7 @@ def render_html(c: ReportContent) -> str:
         c=c, css=(TEMPLATES / "report.css").read_text(), flag_words=FLAG_WORDS, baseline=baseline,
         trend={"uri": data_uri(c.trend.png) if c.trend and c.trend.png else None,
                "note": c.trend.note if c.trend else "not rendered", "lines": c.trend.change_points if c.trend else [],
-               "coverage": c.trend.coverage if c.trend else []},
+               "coverage": c.trend.coverage if c.trend else [], "gate": c.trend.gate if c.trend else []},
         tables=[table_view(t, df) for t, df in c.tables], prov=c.provenance,
         plots=[{"title": t, "uri": data_uri(png) if png is not None else None, "note": note}
                for t, png, note in c.plots])

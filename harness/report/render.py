@@ -186,6 +186,8 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
                        [c for c, _ in pairs])
     if trend.change_points:
         md += "\n### Change points in the history\n\n" + "\n".join(f"- {c}" for c in trend.change_points) + "\n"
+    if trend.gate:
+        md += "\n### Nightly gate\n\n" + "\n".join(f"- {c}" for c in trend.gate) + "\n"
     if trend.coverage:
         md += "\n### Coverage over the runs in the history\n\n" + "\n".join(f"- {c}" for c in trend.coverage) + "\n"
     if run.problems:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.history import store
-from harness.history.trends import Series, family, findings, series
+from harness.history.nightly import BUDGET, power_lines
+from harness.history.trends import Series, family, findings, nightly, series
 from harness.report import plots
 
 LAST_RUNS = 30
@@ -19,6 +20,7 @@ class TrendView:
     note: str  # why there is no plot, or what it shows
     change_points: list[str] = field(default_factory=list)
     coverage: list[str] = field(default_factory=list)  # what the runs together checked: lengths and batch sizes
+    gate: list[str] = field(default_factory=list)  # the nightly gate on this run: its verdict, budget and power
 
 
 def coverage_lines(rows: list) -> list[str]:
@@ -68,6 +70,20 @@ def trend_view(run_id: str, candidates: list[str], last: int = LAST_RUNS) -> Tre
                                [f.change.index for f in found], current))
                 lines += [f.sentence() for f in found]
         covered = coverage_lines([row for arm in candidates for row in store.coverage(db, arm)])
+        gate = gate_lines(db, run_id)
     runs = max((len(p[1]) for p in panels), default=0)
     return TrendView(plots.trend(panels), f"the last {runs} finished runs of {', '.join(candidates)} in {path}; "
-                     "dashed: a change point's first run; ring: this run", lines, covered)
+                     "dashed: a change point's first run; ring: this run", lines, covered, gate)
+
+
+def gate_lines(db, run_id: str) -> list[str]:
+    """`history check`'s verdict on this run, the false-alarm budget it holds and each gated series' power."""
+    key = store.run_key(db, run_id)
+    row = next((r for r in store.runs(db) if r.run_key == key), None)
+    if row is None or row.calibration or row.status != "finished":
+        why = "a calibration repeat" if row and row.calibration else "interrupted (partial metrics)"
+        return [f"not judged as a night: run {run_id} is {why}"]
+    verdict = nightly(db, run_id)
+    return [verdict.headline(run_id), *verdict.failures, *verdict.notes,
+            *(f"not judged: {line}" for line in verdict.short),
+            *(f"power at the {BUDGET:.0%} budget: {line}" for line in power_lines(verdict))]

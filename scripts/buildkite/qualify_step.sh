@@ -6,8 +6,8 @@
 #   [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
 #   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent,
-#   the run appended (qualify does) and `harness history check` run on it; a change point the run reveals fails the
-#   step (its lines go into the annotation). A store that is neither here nor fetched fails the step before qualify,
+#   the run appended (qualify does) and `harness history check` run on it; a lasting change it finds fails the
+#   step (its lines go into the annotation); "NOT JUDGED" (too few runs: exit 3) colours it a warning, not a failure. A store that is neither here nor fetched fails the step before qualify,
 #   said in the annotation: a history silently restarted at one run would judge nothing for nights.
 #   [HARNESS_HISTORY_RESET=<reason>]: start the group's history anew tonight (the very first night, a lost store);
 #   no fetch, the reason is said in the annotation. Set for one build (`pipeline --history-reset`, or the build's env)
@@ -105,10 +105,13 @@ if [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ]; then
     { printf '\n### Nightly history\n\n'; [ -n "$history_note" ] && printf '%s\n\n' "$history_note"
       printf '```\n%s\n```\n' "$check"; } >> "$note"
   fi
-  [ "$code" = 0 ] && [ "$check_code" != 0 ] && code=1
+  # 3: NOT JUDGED (a series too short for the budget to mean anything): said in the annotation, in its warning
+  # colour, and no failure: the first nights after a reset are short by construction
+  [ "$check_code" = 3 ] && not_judged=1
+  [ "$code" = 0 ] && [ "$check_code" != 0 ] && [ "$check_code" != 3 ] && code=1
 fi
 if [ -f "$note" ]; then
-  style=success; [ "$code" = 0 ] || style=error
+  style=success; [ "${not_judged:-0}" = 1 ] && style=warning; [ "$code" = 0 ] || style=error
   buildkite-agent annotate --context "qualify-${group}" --style "$style" < "$note" \
     || echo "warning: buildkite-agent annotate failed"
 else

@@ -36,7 +36,7 @@ case "$*" in
                        mkdir -p "reports/$HARNESS_RUN_ID" && echo "## $HARNESS_RUN_ID: PASSED" \\
                          > "reports/$HARNESS_RUN_ID/annotation.md"
                        echo "$HARNESS_RUN_ID" >> "$HARNESS_HISTORY" ;;
-  *"history check"*) echo "history check of $HARNESS_RUN_ID: PASS" ;;
+  *"history check"*) echo "history check of $HARNESS_RUN_ID: ${CHECK_SAYS:-PASS}"; exit "${CHECK_EXIT:-0}" ;;
 esac
 """
 
@@ -128,6 +128,17 @@ def test_a_reset_never_touches_a_store_that_is_here(step):
     assert out.returncode == 0 and "artifact download" not in calls
     assert shared.read_text().split() == ["night-41", "nightly-42-cpu-smoke"]
     assert "nothing was reset" in annotations
+
+
+@pytest.mark.parametrize("says, code, style, step_code", [
+    ("NOT JUDGED (not enough history: cpu-smoke check.x: 3 of 6 runs)", 3, "warning", 0),
+    ("FAIL (1 lasting change(s) at budget 1%)", 1, "error", 1)])
+def test_a_check_that_cannot_judge_is_a_warning_and_one_that_fails_fails_the_step(step, says, code, style, step_code):
+    step.artifact("b41", STORE, "night-41\n")
+    out, calls, annotations = step(**PREVIOUS, CHECK_SAYS=says, CHECK_EXIT=str(code))
+    assert out.returncode == step_code, out.stdout + out.stderr
+    assert f"annotate --context qualify-cpu-smoke --style {style}" in calls
+    assert f"history check of nightly-42-cpu-smoke: {says}" in annotations
 
 
 def emit(*args: str) -> subprocess.CompletedProcess:
