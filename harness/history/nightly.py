@@ -43,6 +43,7 @@ class Shift:
     before: float  # the baseline's level (geometric mean on the log scale)
     after: float  # the window's level
     p_value: float  # one-sided, in the direction asked, x the windows tried (they are one test), <= 1
+    tried: int = len(WINDOWS) - 1  # windows tried: 4 in a steady series, else 3 (windows_for)
 
     @property
     def relative(self) -> float | None:
@@ -100,7 +101,7 @@ def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, log: boo
         return None
     k, (p, n) = min(tested, key=lambda t: t[1][0])
     level = (lambda s: float(np.exp(s.mean()))) if log else (lambda s: float(s.mean()))
-    return Shift(k, n, level(x[:-k][-BASELINE_RUNS:]), level(x[-k:]), min(1.0, p * len(windows)))
+    return Shift(k, n, level(x[:-k][-BASELINE_RUNS:]), level(x[-k:]), min(1.0, p * len(windows)), len(windows))
 
 
 def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
@@ -115,13 +116,13 @@ def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
 
 
 def smallest_step(noise: float, baseline: int, family_size: int, window: int = WINDOWS[-1],
-                  power: float = POWER) -> float:
+                  power: float = POWER, tried: int = len(WINDOWS) - 1) -> float:
     """The smallest step (on the tested scale) the gate finds with probability `power` once `window` runs sit at
     the new level, at a per-run noise `noise` with `baseline` runs before them and `family_size` series judged
     (the t-test's noncentral approximation: critical t plus the power quantile, in standard errors)."""
     if baseline < MIN_BASELINE or family_size < 1:
         return math.inf
-    alpha = BUDGET / family_size / len(WINDOWS)
+    alpha = BUDGET / family_size / tried
     df = baseline - 1
     return (stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
 
@@ -222,7 +223,7 @@ def power_lines(verdict: NightlyVerdict) -> list[str]:
             out.append(f"{j.arm} {j.metric}: constant over its baseline (bit-exact); any move past "
                        f"{j.min_effect:g} in two runs running is found")
             continue
-        step = max(smallest_step(j.noise, j.worse.baseline, verdict.family_size), j.min_effect)
+        step = max(smallest_step(j.noise, j.worse.baseline, verdict.family_size, tried=j.worse.tried), j.min_effect)
         size = f"{math.expm1(step):+.1%}" if log and math.isfinite(step) else f"{step:.3g}"
         out.append(f"{j.arm} {j.metric}: noise {noise} per run; smallest step found within {WINDOWS[-1]} nights "
                    f"({POWER:.0%}): {size}")
