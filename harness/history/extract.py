@@ -159,7 +159,10 @@ def metrics_of(records: list[Record]) -> list[MetricRow]:
     for r in records:
         if isinstance(r, LongPrefixRecord) and r.status == "complete" and not r.failed:
             level = f"long_prefix.c{r.concurrency}"
-            for name, summary in (("tpot", r.tpot), ("ttft", r.ttft), ("itl", r.itl)):
+            # A buffered level's TPOT and ITL time the delivery and its TTFT is the E2E: none is trended (an old
+            # record keeps those figures; its per-request TPOTs mark it, schema.LongPrefixRecord).
+            timed = () if r.timing_invalid else (("tpot", r.tpot), ("ttft", r.ttft), ("itl", r.itl))
+            for name, summary in timed:
                 for q in ("p50", "p90", "p99"):
                     value = getattr(summary, q)
                     put(r.arm, f"{level}.{name}_{q}_ms", value * 1e3 if value is not None else None, "ms")

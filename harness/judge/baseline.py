@@ -92,14 +92,19 @@ def power_lines(deltas: list[Delta]) -> list[str]:
 NOT_ENFORCED = " (not enforced for this arm: gates.yaml baseline.tpot_not_enforced)"
 
 
+def timed_tpots(r: LongPrefixRecord) -> list[float]:
+    """A level's per-request TPOTs; none where its streams arrived buffered (an older record still lists them)."""
+    return [] if r.timing_invalid else r.tpot_samples_s or []
+
+
 def tpot_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) -> list[Delta]:
     """Per arm and concurrency of this run, from the records' per-request TPOT samples. An arm in
     `tpot_not_enforced` (the CPU pair, whose client-side TPOT on shared cores measures scheduling) is flagged as
     usual, and the flag does not fail the run."""
-    old = {(r.arm, r.concurrency): r.tpot_samples_s or [] for r in base if isinstance(r, LongPrefixRecord)}
+    old = {(r.arm, r.concurrency): timed_tpots(r) for r in base if isinstance(r, LongPrefixRecord)}
     out = []
     for r in (r for r in cur if isinstance(r, LongPrefixRecord)):
-        d = tpot_delta(r.arm, r.concurrency, r.tpot_samples_s or [], old.get((r.arm, r.concurrency), []),
+        d = tpot_delta(r.arm, r.concurrency, timed_tpots(r), old.get((r.arm, r.concurrency), []),
                        t.tpot_alpha, t.tpot_effect_size_per_arm.get(r.arm, t.tpot_effect_size))
         if r.arm in t.tpot_not_enforced:
             d = replace(d, enforced=False, regression=d.regression and d.regression + NOT_ENFORCED)

@@ -76,9 +76,15 @@ def long_prefix_gaps(arm: str, levels: dict[int, LongPrefixRecord], wanted: set[
             out.append(f"no data: {arm} c{c} aborted after {r.requests} request(s)")
         elif r.failed > max_failed:
             out.append(f"no data: {arm} c{c}: {r.failed}/{r.requests} request(s) failed (at most {max_failed})")
-        elif r.tpot.p50 is None:
+        elif r.tpot.p50 is None and not r.timing_invalid:  # a buffered level: timing_gaps says why
             out.append(f"no data: {arm} c{c} has no TPOT p50")
     return out
+
+
+def timing_gaps(arm: str, levels: dict[int, LongPrefixRecord], wanted: set[int]) -> list[str]:
+    """The levels whose streams arrived buffered: nothing is missing, but their TPOT is not a timing."""
+    return [f"no data: {arm} c{c}: {levels[c].timing_invalid}" for c in sorted(wanted)
+            if c in levels and levels[c].timing_invalid]
 
 
 TIMING_NOT_ENFORCED = "not enforced for this arm: gates.yaml enforce_timing false"  # the gate's detail, the headline
@@ -89,7 +95,9 @@ def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGate
     """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run: the
     workload's `levels`, and any level either arm recorded (a level neither recorded is missing, not skipped). Only
     with valid outputs: when the timed requests' outputs differ from the reference's, or could not be compared, the
-    gate FAILS "outputs invalid: ..." with no ratio, enforced even where timing is not (judge/validity.py)."""
+    gate FAILS "outputs invalid: ..." with no ratio, enforced even where timing is not (judge/validity.py). A level
+    whose streams arrived buffered has no TPOT: the gate FAILS "no data: ... timing invalid (buffered stream)",
+    enforced only where timing is (a delivery artefact of the server's host, not missing input)."""
     mine = {r.concurrency: r for r in latest(records, LongPrefixRecord, cand)}
     theirs = {r.concurrency: r for r in latest(records, LongPrefixRecord, ref)}
     wanted = set(levels) | set(mine) | set(theirs)
@@ -102,6 +110,7 @@ def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGate
         failures.append(f"outputs invalid: {invalid}")
     numbers: dict[str, float | int | None] = {}
     no_data = bool(failures)  # missing or partial input, or invalid outputs, fails whether or not timing is enforced
+    failures += [*timing_gaps(cand, mine, wanted), *timing_gaps(ref, theirs, wanted)]
     if not failures:
         tol = limits.tpot_p50_tolerance
         for c in sorted(wanted):

@@ -164,7 +164,7 @@ def partial_run(sink: Path, t0_ns: int) -> LevelRun:
         for line in sink.read_text().splitlines():
             if line.strip():
                 d = json.loads(line)
-                d.pop("tpot_s", None), d.pop("ttft_s", None)
+                d.pop("tpot_s", None), d.pop("ttft_s", None), d.pop("buffered", None)  # derived, not fields
                 d["top"] = [{int(k): v for k, v in t.items()} for t in d.get("top") or []]
                 samples.append(RequestSample(**d))
     return LevelRun(samples, None, t0_ns, time.perf_counter_ns())

@@ -25,7 +25,7 @@ from harness.measure.telemetry import (
 from harness.measure.textbasis import to_ids, to_text
 from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import write_jsonl
-from harness.records.schema import Summary
+from harness.records.schema import Summary, buffered_reason
 from harness.serve.launch import LiveServer
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,13 @@ def request_errors(samples: list[RequestSample]) -> list[str]:
 
 
 def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
-    """Everything a LongPrefixRecord holds about one level, computed from raw samples and points."""
+    """Everything a LongPrefixRecord holds about one level, computed from raw samples and points. One buffered
+    request voids the level's TTFT, TPOT and ITL (schema.LongPrefixRecord.buffered_requests says why); E2E stays."""
     run = level.run
     ok = [s for s in run.samples if s.ok]
     window = (run.start_ns, run.end_ns)
+    buffered = sum(1 for s in ok if s.buffered)
+    timed = [] if buffered else ok
     return {
         "concurrency": level.concurrency,
         "status": "aborted" if run.aborted else "complete",
@@ -115,11 +118,13 @@ def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
         "requests": len(run.samples),
         "failed": sum(1 for s in run.samples if not s.ok),
         "errors": request_errors(run.samples),
-        "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
-        "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
-        "tpot_samples_s": [round(s.tpot_s, 9) for s in ok if s.tpot_s is not None],
+        "ttft": Summary.of([s.ttft_s for s in timed if s.ttft_s is not None]),
+        "tpot": Summary.of([s.tpot_s for s in timed if s.tpot_s is not None]),
+        "tpot_samples_s": [round(s.tpot_s, 9) for s in timed if s.tpot_s is not None],
         "bursty_requests": sum(1 for s in ok if s.bursty),
-        "itl": Summary.of([x for s in ok for x in s.itl_s]),
+        "buffered_requests": buffered,
+        "timing_invalid": buffered_reason(buffered, len(ok)) if buffered else None,
+        "itl": Summary.of([x for s in timed for x in s.itl_s]),
         "e2e": Summary.of([s.latency_ns * 1e-9 for s in ok]),
         "prompt_tokens_mean": mean(counted) if (counted := [s.prompt_tokens for s in ok if s.prompt_tokens]) else None,
         "timed_to_tokens": max((s.prompt_tokens + s.output_tokens for s in ok if s.prompt_tokens and s.output_tokens),

@@ -9,7 +9,7 @@ import time
 from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -86,6 +86,14 @@ class KvCapacityRecord(RecordBase):
     block_size: int | None = None
 
 
+BUFFERED_STREAM = "timing invalid (buffered stream)"  # a level whose streams reached the client at once
+BUFFERED_TPOT_S = 100e-6  # loadgen.BURST_GAP_NS: a request's raw TPOT under it is a buffered stream
+
+
+def buffered_reason(buffered: int, ok: int) -> str:
+    return f"{BUFFERED_STREAM}: {buffered}/{ok} requests' output arrived at once"
+
+
 class LongPrefixRecord(RecordBase):
     """One per (arm, concurrency level) of the long-prefix workload. Times in seconds."""
 
@@ -124,7 +132,24 @@ class LongPrefixRecord(RecordBase):
     # Successful requests whose tokens reached the client in bursts (loadgen.RequestSample.bursty): their TPOT timed
     # scheduling, not decode. None in records written before it existed.
     bursty_requests: int | None = None
+    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered). One is enough to
+    # void the level's TTFT, TPOT and ITL (absent, `timing_invalid` says why): the other requests of such a level came
+    # partly buffered too (docs/evidence/cpu-history-2026-12-04, c1 of nights 05 and 06: 3 of 4 requests buffered, the
+    # 4th at TPOT 2.4 and 1.7 ms, every TTFT ~220-300 ms, where clean nights read 4-6 ms and ~100 ms). None in records
+    # written before it existed: their per-request TPOTs say it (below).
+    buffered_requests: int | None = None
+    timing_invalid: str | None = None  # "timing invalid (buffered stream): ...", else None
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
+
+    @model_validator(mode="after")
+    def _buffered_from_samples(self) -> LongPrefixRecord:
+        """A record written before `buffered_requests` kept every request's raw TPOT: one under BUFFERED_TPOT_S is a
+        buffered stream, so the report, the gate and the history read such a level as the current code writes it."""
+        if self.buffered_requests is None and self.tpot_samples_s is not None:
+            self.buffered_requests = sum(1 for t in self.tpot_samples_s if t < BUFFERED_TPOT_S)
+            if self.buffered_requests and self.timing_invalid is None:
+                self.timing_invalid = buffered_reason(self.buffered_requests, self.requests - self.failed)
+        return self
 
 
 class CapacityRecord(RecordBase):

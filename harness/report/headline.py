@@ -28,8 +28,10 @@ def tpot_lines(records: list[Record], cand: str, ref: str, gates: list[GateResul
     """TPOT p50 per level; where the pair's TPOT gate does not enforce timing (the CPU pair: client-side TPOT on
     shared cores measures scheduling bursts), every figure says so beside it, so a pasted -99 % is not read as a
     speed-up."""
-    mine = {r.concurrency: r.tpot.p50 for r in latest(records, LongPrefixRecord, cand)}
-    theirs = {r.concurrency: r.tpot.p50 for r in latest(records, LongPrefixRecord, ref)}
+    mine = {r.concurrency: None if r.timing_invalid else r.tpot.p50 for r in latest(records, LongPrefixRecord, cand)}
+    theirs = {r.concurrency: None if r.timing_invalid else r.tpot.p50 for r in latest(records, LongPrefixRecord, ref)}
+    why = {(a, r.concurrency): f" ({r.timing_invalid})" for a in (cand, ref)
+           for r in latest(records, LongPrefixRecord, a) if r.timing_invalid}
     if not mine and not theirs:
         return []
     invalid = outputs_invalid(records, cand, ref) if mine else None
@@ -42,7 +44,8 @@ def tpot_lines(records: list[Record], cand: str, ref: str, gates: list[GateResul
     for c in sorted(mine.keys() | theirs.keys()):
         a, b = mine.get(c), theirs.get(c)
         if a is None or b is None:
-            out.append(f"TPOT p50 c{c}: no data for {cand if a is None else ref}")
+            who = cand if a is None else ref
+            out.append(f"TPOT p50 c{c}: no data for {who}{why.get((who, c), '')}")
         else:
             out.append(f"TPOT p50 c{c}: {cand} {a * 1e3:.3f} ms vs {ref} {b * 1e3:.3f} ms ({(a - b) / b:+.1%}){note}")
     return out

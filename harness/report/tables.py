@@ -13,6 +13,7 @@ from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
 from harness.judge.validity import outputs_check, outputs_invalid
 from harness.records.schema import (
+    BUFFERED_STREAM,
     ColdStartRecord,
     DcpOpsRecord,
     Gsm8kRecord,
@@ -144,6 +145,11 @@ def bursts(r: LongPrefixRecord) -> str:
     return f" ({r.bursty_requests}/{r.requests - r.failed} in bursts: scheduling, not decode)"
 
 
+def untimed(r: LongPrefixRecord) -> str | None:
+    """A timing cell's text where the level's streams arrived buffered (their figures would be delivery, not decode)."""
+    return BUFFERED_STREAM if r.timing_invalid else None
+
+
 def outputs_cell(records: list[Record], arm: str, references: dict[str, str | None]) -> str:
     """Whether an arm's timed outputs count: a candidate's matched its reference's (valid) or not (INVALID, and
     why: its figures are not credited); a reference's are what the others are compared with."""
@@ -161,14 +167,16 @@ def performance_table(records: list[Record], arm_order: list[str],
                       references: dict[str, str | None] | None = None) -> pd.DataFrame:
     """The seed's columns (Arm, Conc, TPOT p50/p90/p99 -- with how many requests arrived in bursts, where any did --,
     HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E p50, the scheduler's running/waiting peaks, NVML
-    memory, failures, and whether the arm's timed outputs count (`references`: each candidate's reference)."""
+    memory, failures, and whether the arm's timed outputs count (`references`: each candidate's reference). A level
+    whose streams arrived buffered shows why in place of its TPOT, TTFT and ITL."""
     refs = references or {}
     perf = [r for r in records if isinstance(r, LongPrefixRecord)]
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
-    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}", "TPOT p50/p90/p99": triple_ms(r.tpot) + bursts(r),
-             "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": ms(r.ttft.p50),
-             "TTFT basis": TTFT_BASIS[r.prompt_basis], "ITL p50": ms(r.itl.p50, 3),
+    rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}",
+             "TPOT p50/p90/p99": r.timing_invalid or triple_ms(r.tpot) + bursts(r),
+             "HBM use mean/peak": usage_pct(r.kv_usage), "TTFT p50": untimed(r) or ms(r.ttft.p50),
+             "TTFT basis": TTFT_BASIS[r.prompt_basis], "ITL p50": untimed(r) or ms(r.itl.p50, 3),
              "E2E p50": ms(r.e2e.p50), "Running/waiting peak": peaks(r.running_peak, r.waiting_peak),
              "GPU mem mean/peak": gpu_mem(r.gpu_memory_mib),
              "Failed": f"{r.failed}/{r.requests}" + (" (aborted)" if r.status == "aborted" else ""),

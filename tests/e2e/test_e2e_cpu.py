@@ -202,7 +202,12 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert all(c["cached_tokens"] >= c["length"] - 128 for c in warm)
     perf = [r for r in records if r["kind"] == "long_prefix"]
     assert {(r["arm"], r["concurrency"]) for r in perf} == {(a, c) for a in ("cpu-smoke", "cpu-ref") for c in (1, 2)}
-    assert all(r["failed"] == 0 and r["tpot"]["p50"] > 0 and r["kv_usage"]["n"] > 0 for r in perf)
+    assert all(r["failed"] == 0 and r["kv_usage"]["n"] > 0 for r in perf)
+    # On 2 shared cores a level's streams can reach the client at once: such a level has no timing and says why
+    timed = [r for r in perf if not r["timing_invalid"]]
+    assert all(r["tpot"]["p50"] > 0 for r in timed)
+    assert all(r["tpot"]["p50"] is None and r["timing_invalid"].startswith("timing invalid (buffered stream)")
+               for r in perf if r not in timed)
     # A compiled tiny model on CPU can finish a level between two scrapes; the eager reference cannot.
     assert any(r["kv_usage"]["peak"] > 0 for r in perf), "no scrape ever saw KV-cache use"
     assert all(r["gpu_memory_mib"] is None for r in perf)  # no GPU here: n/a, never 0
@@ -216,17 +221,22 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     assert gate["long_context_outputs"]["passed"] and "outputs checked to 4,024 tokens" in \
         gate["long_context_outputs"]["detail"]
     assert gate["gsm8k_paired_accuracy"]["passed"] and gate["gsm8k_paired_accuracy"]["numbers"]["paired"] == 16
-    assert set(gate["long_prefix_tpot_p50"]["numbers"]) == {"c1_ratio", "c2_ratio"}
+    all_timed = len(timed) == len(perf)  # the gate's ratios need every level of both arms timed
+    assert set(gate["long_prefix_tpot_p50"]["numbers"]) == ({"c1_ratio", "c2_ratio"} if all_timed else set())
+    assert all_timed != ("timing invalid (buffered stream)" in gate["long_prefix_tpot_p50"]["detail"])
     # The gates' numbers, recomputed here from the raw files the tools wrote (lm-eval's samples log, the per-request
     # stream timings), not from the harness's own records: a scoring or percentile bug cannot agree with itself.
     assert independent_gsm8k(acc, "cpu-smoke", "cpu-ref") == {
         k: gate["gsm8k_paired_accuracy"]["numbers"][k] for k in ("paired", "only_reference", "only_candidate")}
     assert {a: r["scores"]["strict-match"]["correct"] for a, r in acc.items()} == {
         a: sum(lm_eval_correct(r["samples_path"]).values()) for a, r in acc.items()}
-    for r in perf:
+    for r in perf:  # a buffered stream: the bench's TPOT under 0.1 ms, faster than any decode step
+        raw = raw_tpots(run / r["arm"] / f"long_prefix_c{r['concurrency']}.jsonl", r["concurrency"])
+        assert (min(raw) < 1e-4) == bool(r["timing_invalid"]), (r["arm"], r["concurrency"], raw)
+    for r in timed:
         assert r["tpot"]["p50"] == pytest.approx(raw_tpot_p50(run / r["arm"] / f"long_prefix_c{r['concurrency']}.jsonl",
                                                               r["concurrency"]), rel=1e-6), (r["arm"], r["concurrency"])
-    for c in (1, 2):
+    for c in (1, 2) if all_timed else ():
         ratio = (raw_tpot_p50(run / "cpu-smoke" / f"long_prefix_c{c}.jsonl", c)
                  / raw_tpot_p50(run / "cpu-ref" / f"long_prefix_c{c}.jsonl", c))
         assert gate["long_prefix_tpot_p50"]["numbers"][f"c{c}_ratio"] == pytest.approx(ratio, rel=1e-6)
@@ -267,6 +277,10 @@ def independent_gsm8k(acc: dict, cand: str, ref: str) -> dict[str, int]:
 
 
 def raw_tpot_p50(path: Path, level: int) -> float:
+    return statistics.median(raw_tpots(path, level))
+
+
+def raw_tpots(path: Path, level: int) -> list[float]:
     """vLLM bench's TPOT, (last token chunk - first) / (output tokens - 1), from each request's stream timings."""
     tpots = []
     for line in path.read_text().splitlines():
@@ -274,4 +288,4 @@ def raw_tpot_p50(path: Path, level: int) -> float:
         if s["level"] == level and s["error"] is None and s["output_tokens"] and s["output_tokens"] > 1:
             last = s["chunk_offsets_ns"][-1] if s["chunk_offsets_ns"] else s["latency_ns"]
             tpots.append((last - s["ttft_ns"]) / 1e9 / (s["output_tokens"] - 1))
-    return statistics.median(tpots)
+    return tpots

@@ -96,7 +96,8 @@ def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_
     fields = level_fields(level, m)
     assert fields["status"] == "aborted" and "last lines:" in fields["reason"]
     ok_on_disk = [json.loads(line) for line in sink.read_text().splitlines() if json.loads(line)["error"] is None]
-    assert len(ok_on_disk) >= 2 and fields["tpot"].n >= 2, "requests finished before the death were lost"
+    # (E2E: a level whose streams arrived buffered keeps no TPOT, and 2 shared cores can buffer them)
+    assert len(ok_on_disk) >= 2 and fields["e2e"].n >= 2, "requests finished before the death were lost"
     # random ids re-tokenize to other, more tokens from their text: the count is the server's, not len(ids)
     assert all(s["prompt_tokens"] > w.prompt_tokens for s in ok_on_disk), [s["prompt_tokens"] for s in ok_on_disk]
     # requests after the death fail fast (counted, kept with their error text) or, when the crash watch sees the
@@ -107,5 +108,5 @@ def test_engine_death_keeps_what_each_consumer_finished_and_names_the_death(tmp_
     unfinished = len(prompts.measured[1]) - fields["requests"]
     assert fields["failed"] + unfinished >= 1, fields
     assert unfinished == 0 or f"; {unfinished} request(s) not finished" in record["reason"], record["reason"]
-    assert fields["requests"] - fields["failed"] == fields["tpot"].n
+    assert fields["requests"] - fields["failed"] == fields["e2e"].n
     assert wait_gone(pids) == []

@@ -43,8 +43,11 @@ def test_candidate_and_reference_in_parallel_match_the_serial_tables(tmp_path, f
     # computed after the reference's test, from both arms' numbers; its verdict is not asserted: two servers timed on
     # two shared cores make TPOT noise (seen: cpu-ref p50 0.39 ms vs cpu-smoke 5.09 ms), which is why the CPU pair's
     # timing gate is not enforced (gates.yaml enforce_timing: false) and the pair runs serially by default
-    assert gate["time"] > ref_done["time"] and "no data" not in gate["detail"], gate["detail"]
-    assert gate["numbers"], gate
+    assert gate["time"] > ref_done["time"], gate
+    # data, never 'no data', but where a level's streams arrived buffered (2 shared cores can): no ratio then
+    gaps = [part for part in gate["detail"].split("; ") if part.startswith("no data")]
+    assert all("timing invalid (buffered stream)" in part for part in gaps), gate["detail"]
+    assert bool(gate["numbers"]) != bool(gaps), gate
     assert all("@" not in r["test"] for r in records if r.get("test")), "xdist's group suffix leaked into records"
     assert sorted(p.name for p in (run / ".workers").iterdir()) == ["gw0.done", "gw1.done"]
 

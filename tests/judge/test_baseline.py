@@ -238,3 +238,17 @@ def test_the_report_headline_states_the_baseline_diffs_power(tmp_path):
     base, cur = make_run(tmp_path, "base"), make_run(tmp_path, "cur")
     headline = render_run(cur, str(base)).markdown
     assert "Baseline TPOT p50 cpu-smoke c1: smallest detectable slowdown +100.0% (the effect size)" in headline
+
+
+def test_a_buffered_level_is_no_data_not_a_tpot_delta():
+    from harness.judge.baseline import tpot_deltas
+    from tests.judge.test_gates import lp
+
+    # an older record keeps night 05's buffered per-request TPOTs (0.018 ms): against a clean baseline they would
+    # read as a -99 % "speed-up", and a clean night after them as a +24,000 % regression
+    buffered = lp("a", 1, 0.0000188, requests=4, tpot_samples_s=[1.87e-5, 1.89e-5, 2.01e-5, 2.39e-3])
+    clean = lp("a", 1, 0.0041, requests=4, tpot_samples_s=[4.0e-3, 4.1e-3, 4.2e-3, 4.3e-3])
+    [now] = tpot_deltas([buffered], [clean], T)
+    [after] = tpot_deltas([clean], [buffered], T)
+    assert now.regression is None and now.test == "no data: no TPOT samples in this run"
+    assert after.regression is None and after.test == "no data: no TPOT samples in baseline"

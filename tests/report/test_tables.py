@@ -239,3 +239,32 @@ def test_spec_decode_table_shows_acceptance_speedup_and_the_gates_verdict():
     (row,) = spec_decode_table(bad, ["cpu-spec", "cpu-ref"], spec_decode_gates(bad, "cpu-spec", "cpu-ref",
                                                                                SpecDecodeGates())).to_dict("records")
     assert row["Verdict"] == "FAIL: collapse"
+
+
+
+def test_performance_table_and_headline_say_timing_invalid_for_a_buffered_level():
+    from harness.records.schema import LongPrefixRecord, Summary, buffered_reason
+    from harness.report.headline import tpot_lines
+    from harness.report.tables import performance_table
+    from tests.judge.test_gates import outputs
+
+    clean = lp("cpu-ref", 1, (4.1, 4.3, 4.4), (0.1, 0.2))
+    none = Summary.of([])
+    # as measure.long_prefix.level_fields writes a level with 3 of its 8 requests buffered
+    buffered = clean.model_copy(update={"arm": "cpu-smoke", "ttft": none, "tpot": none, "itl": none,
+                                        "tpot_samples_s": [], "buffered_requests": 3,
+                                        "timing_invalid": buffered_reason(3, 8)})
+    reason = "timing invalid (buffered stream): 3/8 requests' output arrived at once"
+    rows = {r["Arm"]: r for r in performance_table([buffered, clean], ["cpu-smoke", "cpu-ref"]).to_dict("records")}
+    row = rows["cpu-smoke"]
+    assert row["TPOT p50/p90/p99"] == reason
+    assert row["TTFT p50"] == row["ITL p50"] == "timing invalid (buffered stream)" and row["E2E p50"] == "1500.0 ms"
+    assert rows["cpu-ref"]["TPOT p50/p90/p99"] == "4.100/4.300/4.400 ms"
+    matched = outputs("cpu-smoke", "cpu-ref")  # the timed outputs matched: only the timing is void
+    assert tpot_lines([matched, buffered, clean], "cpu-smoke", "cpu-ref") == [
+        f"TPOT p50 c1: no data for cpu-smoke ({reason})"]
+    # a record written before buffered_requests still holds the buffered figures: its per-request TPOTs mark it
+    old = LongPrefixRecord(**{**clean.model_dump(exclude={"kind"}), "arm": "cpu-smoke",
+                              "tpot_samples_s": [1.87e-5, 1.89e-5, 2.01e-5, 2.1e-5, 2.2e-5, 2.3e-5, 2.4e-5, 2.39e-3]})
+    row = performance_table([old], ["cpu-smoke"]).to_dict("records")[0]
+    assert row["TPOT p50/p90/p99"] == reason.replace("3/8", "7/8") and row["TTFT p50"] == "timing invalid (buffered stream)"
