@@ -32,12 +32,13 @@ def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_
     with store.connect() as db:
         # by its directory: other runs of this session are named "run" too (their --run-dir), each its own entry
         [row] = [r for r in store.runs(db) if r.run_dir == str(run.resolve())]
-        tpot = store.metric_values(db, "cpu-smoke", TPOT)[row.run_key]
+        tpot = store.metric_values(db, "cpu-smoke", TPOT).get(row.run_key)
     assert row.run_id == run_id and row.status == "finished" and row.exit_code == code
     records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]
     record = next(r for r in records if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke"
                   and r["concurrency"] == 1)
-    assert tpot == pytest.approx(record["tpot"]["p50"] * 1e3)
+    # a level whose streams arrived buffered (2 shared cores can) has no TPOT, and the history keeps none
+    assert tpot == (None if record["timing_invalid"] else pytest.approx(record["tpot"]["p50"] * 1e3))
 
     copies = make_nights(run, tmp_path / "copies", 2, prefix="copy")
     procs = [subprocess.Popen([sys.executable, "-m", "harness", "history", "append", "--run", str(c)], cwd=REPO_ROOT,
@@ -47,20 +48,27 @@ def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_
         assert {"copy-00", "copy-01", run_id} <= {r.run_id for r in store.runs(db)}
 
 
-def test_planted_slowdown_in_real_records_is_flagged_at_its_night(full_pair_run, tmp_path):
+def test_planted_correctness_step_in_real_records_fails_at_its_night_or_the_next(full_pair_run, tmp_path):
+    """The real CPU pair's records as 12 nights: a +0.01-nat drift step from night 8 fails the night (correctness
+    always may), named at night 8; a 30 % TPOT slowdown beside it is noted, never failing (the CPU pair's timing is
+    not enforced); the same nights without either pass or are not judged (too few runs), never fail."""
     run, _, _ = full_pair_run
-    slowed, clean = tmp_path / "slowed.sqlite", tmp_path / "clean.sqlite"
-    for db, slow_from in ((slowed, 8), (clean, None)):
-        make_nights(run, tmp_path / db.stem, 12, slow_from=slow_from, sigma=0.03, seed=2)
+    stepped, clean = tmp_path / "stepped.sqlite", tmp_path / "clean.sqlite"
+    for db, step_from in ((stepped, 8), (clean, None)):
+        make_nights(run, tmp_path / db.stem, 12, slow_from=step_from, step=0.30, sigma=0.03, seed=2,
+                    drift_from=step_from)
         assert harness("history", "backfill", str(tmp_path / db.stem), db=db).returncode == 0
     verdicts = {db: {n: harness("history", "check", "--run", f"night-{n:02d}", db=db) for n in range(4, 12)}
-                for db in (slowed, clean)}
-    failing = [n for n, c in verdicts[slowed].items() if c.returncode == 1]
-    assert failing and failing[0] > 8, {n: c.stdout for n, c in verdicts[slowed].items()}  # once the level shows
-    first = verdicts[slowed][failing[0]].stdout
-    assert "cpu-smoke long_prefix.c1.tpot_p50_ms: regression" in first and "from run night-08 .. " in first, first
-    assert all(c.returncode == 0 for c in verdicts[clean].values()), [c.stdout for c in verdicts[clean].values()]
-    report = harness("report", "--run", str(tmp_path / "slowed" / "night-11"), db=slowed)
-    html = (tmp_path / "slowed" / "night-11" / "report.html").read_text()
+                for db in (stepped, clean)}
+    failing = [n for n, c in verdicts[stepped].items() if c.returncode == 1]
+    assert failing and failing[0] in (8, 9), {n: c.stdout for n, c in verdicts[stepped].items()}
+    first = verdicts[stepped][failing[0]].stdout
+    assert "max_drift: regression" in first and "since run night-08" in first, first
+    assert "FAIL: cpu-smoke long_prefix.c1.tpot" not in verdicts[stepped][11].stdout
+    assert all(c.returncode in (0, 3) for c in verdicts[clean].values()), [c.stdout for c in verdicts[clean].values()]
+    assert verdicts[clean][11].returncode == 0 and "PASS" in verdicts[clean][11].stdout
+    report = harness("report", "--run", str(tmp_path / "stepped" / "night-11"), db=stepped)
+    html = (tmp_path / "stepped" / "night-11" / "report.html").read_text()
     assert report.returncode in (0, 1) and "data:image/png" in html.split('id="trend"')[1].split("<h2>")[0]
-    assert "night-08" in html.split('id="trend"')[1]
+    gate = html.split("Nightly gate")[1].split("</ul>")[0]
+    assert "history check of night-11: FAIL" in gate and "since run night-08" in gate, gate
