@@ -26,10 +26,10 @@ def stepped(n: int, at: int, step: float, sigma: float, seed: int) -> list[float
     return v.tolist()
 
 
-def test_a_10_percent_slowdown_is_found_at_the_run_it_entered():
-    found = change_points(stepped(20, 10, 0.10, SIGMA_QUIET, seed=0))
-    assert [c.index for c in found] == [10]
-    assert found[0].relative == pytest.approx(0.10, abs=0.03) and found[0].p_value < 1e-3
+def test_a_10_percent_slowdown_found_at_its_run_is_sized_and_significant():
+    found = [c for s in SEEDS for c in change_points(stepped(20, 10, 0.10, SIGMA_QUIET, s)) if c.index == 10]
+    assert all(c.p_value < 1e-3 for c in found) and len(found) >= 80
+    assert float(np.median([c.relative for c in found])) == pytest.approx(0.10, abs=0.01)
 
 
 def test_planted_10_percent_steps_are_found_at_their_run_in_most_series_and_near_it_in_nearly_all():
@@ -49,12 +49,17 @@ def test_at_h200_noise_a_30_percent_step_is_found_near_its_run():
     assert sum(any(abs(i - 10) <= 1 for i in f) for f in found) >= 85  # benchmark: 0.94
 
 
-def test_one_slow_night_at_the_end_is_no_level_yet():
-    v = noisy(20, SIGMA_QUIET, 1).tolist()
-    v[-1] *= 1.5
-    assert change_points(v) == []
-    v.append(v[-1])  # a second one is
-    assert [c.index for c in change_points(v)] == [19]
+def test_one_slow_night_at_the_end_is_no_level_yet_and_four_are():
+    # each slow night has its own noise (no copies): one is an outlier in every seed (a level needs two runs); the
+    # Welch test at p < 0.001 needs about four runs of a new level (three: 76 of 100 seeds, its df is ~2), which is
+    # why the nightly gate (harness/history/nightly.py) tests windows against the baseline's spread instead
+    alone = at_level = 0
+    for s in SEEDS:
+        v = noisy(23, SIGMA_QUIET, s)
+        v[-4:] *= 1.5
+        alone += any(c.index == 19 for c in change_points(v[:20].tolist()))
+        at_level += [c.index for c in change_points(v.tolist())] == [19]
+    assert alone == 0 and at_level >= 95, (alone, at_level)
 
 
 def test_drift_series_step_is_found_and_its_clean_twin_is_not():
