@@ -1,1 +1,1 @@
-"""Planted faults: vLLM source edits (DCP ops; length, batch, band) and their kill matrix. Imports: config."""
+"""Planted faults: vLLM source edits (DCP ops; length, batch, band) and their kill matrix. Imports: config, probes."""

@@ -40,12 +40,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from harness.faults import mutations as mut
 from harness.faults.mutations import Edit, Fault, MutationError
+from harness.probes.ask import run_probe
 
 ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
 ENV_STEP = "HARNESS_FAULT_STEP_S"  # the load fault's delay per request in a step (seconds)
@@ -312,12 +312,12 @@ def table(name: str) -> dict[str, Fault]:
 
 # --- scratch copies ---------------------------------------------------------------------------------------------------
 def installed_site(python: str | None = None) -> Path:
-    """The site-packages directory holding the server interpreter's vllm (found without importing vllm)."""
+    """The site-packages directory holding the server interpreter's vllm (probe `site`: found without importing
+    vllm)."""
     if python is None:
         from harness.config.paths import server_python
         python = server_python()
-    code = "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    out = run_probe(python, "site")
     if out.returncode != 0 or not out.stdout.strip():
         raise MutationError(f"{python} cannot find vllm: {out.stderr.strip()[-300:]}")
     return Path(out.stdout.strip()).parent

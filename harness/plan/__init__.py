@@ -1,1 +1,1 @@
-"""Arm -> preflight verdicts and per-node argv + env (pure), checked by vLLM's parser; redaction. Imports: config."""
+"""Arm -> preflight verdicts, per-node argv + env (pure), vLLM's parser check; redaction. Imports: config, probes."""

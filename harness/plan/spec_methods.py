@@ -12,33 +12,9 @@ from dataclasses import dataclass
 
 from harness.config.arms import Arm, defining_file
 from harness.plan.preflight import Verdict, not_checked
-from harness.plan.server_env import ScriptFailed, run_cached_json_script
+from harness.plan.server_env import ProbeFailed, run_cached_json_probe
 
 RULE = "speculative_method_known"
-LIST_SCRIPT = r"""
-import json, sys, typing
-try:
-    import vllm
-except Exception as exc:
-    print(json.dumps({"importable": False, "error": repr(exc)})); sys.exit(0)
-def flat(t):
-    args = typing.get_args(t)
-    if not args:
-        return [t] if isinstance(t, str) else []
-    return [x for a in args for x in flat(a)]
-methods, where = [], None
-try:
-    import vllm.config.speculative as m
-    methods, where = flat(m.SpeculativeMethod), "vllm.config.speculative.SpeculativeMethod"
-except Exception:
-    try:
-        from vllm.config import SpeculativeConfig
-        hint = typing.get_type_hints(SpeculativeConfig).get("method")
-        methods, where = flat(hint), "SpeculativeConfig.method"
-    except Exception as exc:
-        where = repr(exc)
-print(json.dumps({"importable": True, "version": vllm.__version__, "methods": sorted(set(methods)), "where": where}))
-"""
 
 
 @dataclass(frozen=True)
@@ -68,8 +44,8 @@ def read_methods(python: str, timeout_s: float = 300) -> MethodListing:
     """I/O edge: the installed vLLM's accepted speculative methods (it imports vLLM's config, torch included: ~15 s
     on an idle 2-core machine, minutes on a loaded one)."""
     try:
-        result = run_cached_json_script(python, LIST_SCRIPT, timeout_s)
-    except ScriptFailed as exc:
+        result = run_cached_json_probe(python, "speculative-methods", timeout_s)
+    except ProbeFailed as exc:
         return MethodListing(None, None, f"could not list vLLM's speculative methods with {python} ({exc})")
     if not result["importable"]:
         return MethodListing(None, None, f"vLLM not importable with {python}")

@@ -12,35 +12,7 @@ import json
 
 from harness.plan.nodes import ENTRYPOINT_MODULES, NodeCommand
 from harness.plan.preflight import Verdict, not_checked
-from harness.plan.server_env import ScriptFailed, run_cached_json_script
-
-PARSE_SCRIPT = r"""
-import contextlib, io, json, sys
-try:
-    import vllm
-except Exception as exc:
-    print(json.dumps({"importable": False, "error": repr(exc)})); sys.exit(0)
-try:
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-except ImportError:
-    from vllm.utils import FlexibleArgumentParser
-try:
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser  # vLLM >= 0.30
-except ImportError:
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-results = []
-for argv in json.loads(sys.stdin.read()):
-    parser = make_arg_parser(FlexibleArgumentParser())
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            parser.parse_args(argv)
-        results.append(None)
-    except SystemExit:
-        lines = [l for l in err.getvalue().splitlines() if l.strip()]
-        results.append(lines[-1] if lines else "rejected")
-print(json.dumps({"importable": True, "version": vllm.__version__, "errors": results}))
-"""
+from harness.plan.server_env import ProbeFailed, run_cached_json_probe
 
 
 def cli_part(argv: tuple[str, ...]) -> list[str]:
@@ -59,8 +31,8 @@ def check_with_vllm(nodes: tuple[NodeCommand, ...], python: str, timeout_s: floa
     rule = "vllm_parses_argv"
     payload = json.dumps([cli_part(n.argv) for n in nodes])
     try:
-        result = run_cached_json_script(python, PARSE_SCRIPT, timeout_s, stdin=payload)
-    except ScriptFailed as exc:
+        result = run_cached_json_probe(python, "parse-argv", timeout_s, stdin=payload)
+    except ProbeFailed as exc:
         return not_checked(rule, f"could not run vLLM's parser with {python} ({exc})", strict)
     if not result["importable"]:
         return not_checked(rule, f"vLLM is not importable with {python}", strict)

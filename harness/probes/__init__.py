@@ -1,0 +1,1 @@
+"""vLLM probes: questions asked of the *server* environment's vLLM (`python -m harness.probes`). Imports: nothing."""
