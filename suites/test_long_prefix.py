@@ -70,7 +70,7 @@ def test_long_prefix(served_arm, harness_session, record, request):
 
     levels = [record(LongPrefixRecord, arm=arm.name, **fields)
               for fields in level_records(m, workload, prompts, out_dir)]
-    steady = next((r.tpot.p50 for r in levels if r.concurrency == workload.concurrency[0]), None)
+    steady = next((r for r in levels if r.concurrency == workload.concurrency[0]), None)
     cold = record(ColdStartRecord, arm=arm.name,
                   **cold_start_fields(m, workload, steady, limits.cold_start_tpot_factor))
     failures, notes = long_prefix_failures(arm.name, levels, cold, limits)

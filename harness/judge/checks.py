@@ -13,10 +13,13 @@ def failed_requests(arm: str, conc: int, failed: int, limit: int) -> str | None:
     return None
 
 
-def cold_start(arm: str, tpot_s: float | None, steady_p50_s: float | None, factor: float) -> str | None:
-    """A DCP transport not warmed before graph capture specialises on first use: it shows here."""
+def cold_start(arm: str, tpot_s: float | None, steady_p50_s: float | None, factor: float,
+               no_data: str | None = None) -> str | None:
+    """A DCP transport not warmed before graph capture specialises on first use: it shows here. Without both TPOTs
+    it fails "no data: <no_data>", never passes (a buffered first request or a void c1 level judged nothing)."""
     if tpot_s is None or steady_p50_s is None:
-        return None
+        why = no_data or ("no cold-start TPOT" if tpot_s is None else "no steady-state TPOT p50")
+        return f"{arm}: cold-start check: no data: {why}"
     if tpot_s > factor * steady_p50_s:
         return (f"{arm}: cold-start TPOT {tpot_s * 1e3:.3f} ms > {factor:g} x steady-state p50 "
                 f"{steady_p50_s * 1e3:.3f} ms")
@@ -58,9 +61,11 @@ def accuracy_floors(arm: str, correct: int, n: int, min_accuracy: float | None,
 def long_prefix_failures(arm: str, levels: list[LongPrefixRecord], cold: ColdStartRecord,
                          limits: LongPrefixGates) -> tuple[list[str], list[str]]:
     """(failures, warnings) of one arm's long-prefix run: failed requests per level, the cold start (a warning
-    where gates.yaml does not enforce timing), a failed warm-up request."""
+    where gates.yaml does not enforce timing; no data is a failure where it does), a failed warm-up request (its own
+    failure: no cold-start line beside it)."""
     failures = [failed_requests(arm, r.concurrency, r.failed, limits.max_failed_requests) for r in levels]
-    slow = cold_start(arm, cold.tpot_s, cold.steady_tpot_p50_s, cold.factor_limit)
+    slow = None if cold.error else cold_start(arm, cold.tpot_s, cold.steady_tpot_p50_s, cold.factor_limit,
+                                              cold.no_data)
     warnings = [f"not enforced (gates.yaml): {slow}"] if slow and not limits.enforce_timing else []
     failures += [slow if limits.enforce_timing else None,
                  f"{arm}: warm-up request failed: {cold.error}" if cold.error else None]

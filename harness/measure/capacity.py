@@ -92,6 +92,7 @@ def level_fields(w: CapacityWorkload, c: int, run: LevelRun, points: list, befor
         "tpot": Summary.of([s.tpot_s for s in ok if s.tpot_s is not None]),
         "ttft_samples_s": [s.ttft_s if s.ok else None for s in ordered],
         "tpot_samples_s": [s.tpot_s if s.ok else None for s in ordered],
+        "buffered_requests": sum(1 for s in ok if s.buffered),
         "kv_usage": kv, "waiting_share": share,
         "running_peak": running.peak if running else None, "waiting_peak": queued.peak if queued else None,
         "preemptions": preempted,

@@ -25,7 +25,7 @@ from harness.measure.telemetry import (
 from harness.measure.textbasis import to_ids, to_text
 from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import write_jsonl
-from harness.records.schema import Summary, buffered_reason
+from harness.records.schema import LongPrefixRecord, Summary, buffered_reason
 from harness.serve.launch import LiveServer
 
 log = logging.getLogger(__name__)
@@ -155,15 +155,35 @@ def level_records(m: Measurement, workload: LongPrefixWorkload, prompts: Prompts
     return out
 
 
-def cold_start_fields(m: Measurement, workload: LongPrefixWorkload, steady_tpot_p50_s: float | None,
+def cold_start_fields(m: Measurement, workload: LongPrefixWorkload, steady: LongPrefixRecord | None,
                       factor: float) -> dict:
-    """The first request after start (the first warm-up) against the steady state, as a ColdStartRecord's fields."""
+    """The first request after start (the first warm-up) against the steady state (`steady`: the first level's
+    record), as a ColdStartRecord's fields."""
     cold = m.warmup.samples[0] if m.warmup.samples else None
     tpot = cold.tpot_s if cold else None
+    steady_p50 = steady.tpot.p50 if steady else None
     return {"workload": workload.name, "ttft_s": cold.ttft_s if cold else None, "tpot_s": tpot,
-            "steady_tpot_p50_s": steady_tpot_p50_s, "factor_limit": factor,
-            "flagged": tpot is not None and steady_tpot_p50_s is not None and tpot > factor * steady_tpot_p50_s,
-            "error": cold.error if cold else None}
+            "steady_tpot_p50_s": steady_p50, "factor_limit": factor,
+            "flagged": tpot is not None and steady_p50 is not None and tpot > factor * steady_p50,
+            "error": cold.error if cold else None,
+            "no_data": cold_start_gap(cold, steady, workload.concurrency[0])}
+
+
+def cold_start_gap(cold: RequestSample | None, steady: LongPrefixRecord | None, level: int) -> str | None:
+    """Why the cold-start check has nothing to compare (its no-data reason), else None."""
+    if cold is None or not cold.ok:
+        return f"the warm-up request failed: {cold.error}" if cold and cold.error else "no warm-up request finished"
+    if cold.buffered:
+        return "the first request's output arrived at once (buffered stream): its TPOT is not a timing"
+    if cold.tpot_s is None:
+        return "the first request has no TPOT (fewer than 2 output tokens)"
+    if steady is None:
+        return f"no c{level} level to compare with"
+    if steady.timing_invalid:
+        return f"c{level}: {steady.timing_invalid}"
+    if steady.tpot.p50 is None:
+        return f"c{level} has no TPOT p50 ({steady.status}, {steady.failed}/{steady.requests} request(s) failed)"
+    return None
 
 
 def server_death(m: Measurement) -> str | None:

@@ -87,7 +87,9 @@ class KvCapacityRecord(RecordBase):
 
 
 BUFFERED_STREAM = "timing invalid (buffered stream)"  # a level whose streams reached the client at once
-BUFFERED_TPOT_S = 100e-6  # loadgen.BURST_GAP_NS: a request's raw TPOT under it is a buffered stream
+# loadgen.BURST_GAP_NS, read per token for records written before `buffered_requests` (their per-request TPOTs are all
+# they keep): a raw TPOT under it was a buffered stream. Samples are judged per chunk (RequestSample.buffered).
+BUFFERED_TPOT_S = 100e-6
 
 
 def buffered_reason(buffered: int, ok: int) -> str:
@@ -144,7 +146,9 @@ class LongPrefixRecord(RecordBase):
     @model_validator(mode="after")
     def _buffered_from_samples(self) -> LongPrefixRecord:
         """A record written before `buffered_requests` kept every request's raw TPOT: one under BUFFERED_TPOT_S is a
-        buffered stream, so the report, the gate and the history read such a level as the current code writes it."""
+        buffered stream, so the report, the gate and the history read such a level as the current code writes it.
+        Per token, as those records can only be read (they keep no chunk times), where the samples' rule is per
+        chunk: an old record of a speculative arm with many tokens per ~1 ms step can read buffered here."""
         if self.buffered_requests is None and self.tpot_samples_s is not None:
             self.buffered_requests = sum(1 for t in self.tpot_samples_s if t < BUFFERED_TPOT_S)
             if self.buffered_requests and self.timing_invalid is None:
@@ -174,6 +178,9 @@ class CapacityRecord(RecordBase):
     tpot: Summary
     ttft_samples_s: list[float | None] = []  # per request in request order (None: failed), for goodput under any SLO
     tpot_samples_s: list[float | None] = []
+    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered): no TPOT, so they
+    # are missing from `tpot` and cannot count as goodput. None in records written before it existed.
+    buffered_requests: int | None = None
     kv_usage: Usage | None = None
     waiting_share: float | None = None  # share of the level's /metrics points with a request waiting
     running_peak: float | None = None
@@ -197,6 +204,9 @@ class ColdStartRecord(RecordBase):
     factor_limit: float
     flagged: bool
     error: str | None = None
+    # Why either TPOT is missing (a buffered first request, a c1 level whose timing is void): the check reads FAIL
+    # "no data: <this>" where timing is enforced, never a pass. None where both are there, and in older records.
+    no_data: str | None = None
 
 
 class FilterScore(BaseModel):

@@ -193,9 +193,19 @@ def cold_start_table(records: list[Record], arm_order: list[str]) -> pd.DataFram
     cold = sorted((r for r in records if isinstance(r, ColdStartRecord)), key=lambda r: rank.get(r.arm, len(rank)))
     rows = [{"Arm": r.arm, "First TTFT": ms(r.ttft_s), "First TPOT": ms(r.tpot_s, 3),
              "Steady TPOT p50": ms(r.steady_tpot_p50_s, 3), "Limit": f"{r.factor_limit:g} x steady",
-             "Flag": f"error: {first_line(r.error, 80)}" if r.error else ("FLAGGED" if r.flagged else "ok")}
-            for r in cold]
+             "Flag": cold_start_flag(r)} for r in cold]
     return pd.DataFrame(rows)
+
+
+def cold_start_flag(r: ColdStartRecord) -> str:
+    """Without both TPOTs the check judged nothing: 'no data', never 'ok'."""
+    if r.error:
+        return f"error: {first_line(r.error, 80)}"
+    if r.flagged:
+        return "FLAGGED"
+    if r.tpot_s is None or r.steady_tpot_p50_s is None:
+        return f"no data: {first_line(r.no_data, 120)}" if r.no_data else "no data"
+    return "ok"
 
 
 def servers_table(records: list[Record]) -> pd.DataFrame:

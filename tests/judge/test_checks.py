@@ -26,3 +26,23 @@ def test_attention_backend_fallback_is_a_failed_check():
     assert "silent fallback" in checks.attention_backend_fallback("a", "FLASHMLA", ["TRITON_MLA"])
     assert "names no attention backend" in checks.attention_backend_fallback("a", "FLASHMLA", [])
     assert checks.attention_backend_fallback("a", None, []) is None
+
+
+def test_a_cold_start_without_both_tpots_fails_no_data_where_timing_is_enforced_and_warns_where_not():
+    from harness.config.thresholds import LongPrefixGates
+    from harness.records.schema import ColdStartRecord
+
+    why = "the first request's output arrived at once (buffered stream): its TPOT is not a timing"
+    assert checks.cold_start("a", None, 0.010, 2.0, why) == f"a: cold-start check: no data: {why}"
+    assert checks.cold_start("a", 0.010, None, 2.0) == "a: cold-start check: no data: no steady-state TPOT p50"
+    assert checks.cold_start("a", None, None, 2.0) == "a: cold-start check: no data: no cold-start TPOT"
+    cold = ColdStartRecord(run_id="r", arm="a", suite="long_prefix", workload="w", ttft_s=0.4, tpot_s=None,
+                           steady_tpot_p50_s=0.010, factor_limit=2.0, flagged=False, no_data=why)
+    failures, notes = checks.long_prefix_failures("a", [], cold, LongPrefixGates(enforce_timing=True))
+    assert failures == [f"a: cold-start check: no data: {why}"] and notes == []
+    failures, notes = checks.long_prefix_failures("a", [], cold, LongPrefixGates(enforce_timing=False))
+    assert failures == [] and notes == [f"not enforced (gates.yaml): a: cold-start check: no data: {why}"]
+    # a failed warm-up request is its own failure, with no cold-start line beside it
+    failed = cold.model_copy(update={"error": "HTTP 500: boom", "no_data": "the warm-up request failed: HTTP 500"})
+    assert checks.long_prefix_failures("a", [], failed, LongPrefixGates()) == (
+        ["a: warm-up request failed: HTTP 500: boom"], [])

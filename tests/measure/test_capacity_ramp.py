@@ -64,3 +64,18 @@ def test_a_cut_level_keeps_the_requests_that_finished(tmp_path: Path):
     assert [s.index for s in run.samples] == [0, 2] and run.samples[0].top[0] == {5: -0.1, 7: -2.0}
     assert run.aborted is None and run.end_ns > run.start_ns
     assert partial_run(tmp_path / "none.jsonl", 0).samples == []
+
+
+def test_a_level_counts_its_buffered_requests(tmp_path: Path):
+    from harness.records.schema import CapacityRecord
+    from harness.report.capacity import capacity_table
+
+    at_once = sample(2)
+    at_once.chunk_offsets_ns = [249_000_000 + 10_000 * k for k in range(8)]  # 8 chunks within 0.07 ms at the end
+    f = level_fields(W, 2, LevelRun([sample(0), sample(1), at_once], None, 0, 2_000_000_000), [], None, None, 1,
+                     "sha", tmp_path / "s.jsonl")
+    assert f["buffered_requests"] == 1 and f["tpot"].n == 2 and f["tpot_samples_s"][2] is None
+    r = CapacityRecord(run_id="r", arm="a", suite="capacity", **f)
+    assert capacity_table([r], ["a"], {}, set())["TPOT p50/p99 ms"].tolist() == ["25.0/25.0 (1 buffered: no TPOT)"]
+    clean = r.model_copy(update={"buffered_requests": 0})
+    assert capacity_table([clean], ["a"], {}, set())["TPOT p50/p99 ms"].tolist() == ["25.0/25.0"]

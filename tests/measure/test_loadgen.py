@@ -146,6 +146,21 @@ def test_a_stream_timed_as_decoded_keeps_its_tpot_and_itl():
     assert not sample(3, 100, 100, 1, [100]).buffered  # one token: nothing to spread
 
 
+def test_buffered_is_judged_per_chunk_not_per_token():
+    # an n-gram arm at high acceptance on GPU: a ~1 ms decode step carries 12 tokens; 0.083 ms per token, a decode
+    spec = sample(0, ttft_ms=50, latency_ms=61, out=120, chunks_ms=[50 + k for k in range(10)])
+    assert spec.raw_tpot_ns < 100_000 and not spec.buffered and spec.tpot_s is not None and len(spec.itl_s) == 9
+    # the real buffered shape: 32 chunks, the first at the end and the other 31 within 0.55 ms of it
+    assert buffered(0).buffered and (buffered(0).chunk_offsets_ns[-1] - buffered(0).chunk_offsets_ns[1]) < 550_000
+    # many tokens in one chunk, whatever their count
+    assert sample(1, ttft_ms=400, latency_ms=401, out=400, chunks_ms=[400]).buffered
+    assert sample(2, ttft_ms=400, latency_ms=401, out=2, chunks_ms=[400]).buffered
+    # two chunks 0.05 ms apart carrying 400 tokens: a burst per chunk too
+    burst = RequestSample(level=1, index=3, prompt_tokens=10, start_ns=0, ttft_ns=400 * MS, latency_ns=401 * MS,
+                          output_tokens=400, chunk_offsets_ns=[400 * MS, 400 * MS + 50_000])
+    assert burst.buffered and burst.tpot_s is None
+
+
 def level_of(samples: list[RequestSample]) -> dict:
     run = LevelRun(samples, None, start_ns=0, end_ns=2_000 * MS)
     m = Measurement(warmup=run, levels=[], metrics_points=[(MS, {"kv_usage": 0.5})], nvml_points=[],
@@ -176,3 +191,33 @@ def test_a_level_of_live_streams_is_timed_as_before():
     assert fields["buffered_requests"] == 0 and fields["timing_invalid"] is None
     assert fields["tpot"].n == 4 and abs(fields["tpot"].p50 - 0.010) < 1e-12 and fields["ttft"].p50 == 0.1
     assert fields["itl"].n == 4 * 31 and len(fields["tpot_samples_s"]) == 4
+
+
+def test_the_cold_start_says_why_it_has_no_data():
+    from harness.config.workloads import LongPrefixWorkload
+    from harness.measure.long_prefix import cold_start_fields
+    from harness.records.schema import LongPrefixRecord
+
+    def record(samples):
+        return LongPrefixRecord(run_id="r", arm="a", suite="long_prefix", workload="w", prompts_sha="x",
+                                samples_path="s", **level_of(samples))
+
+    def cold(warmup, steady):
+        m = Measurement(warmup=LevelRun(warmup, None, 0, 0), levels=[], metrics_points=[], nvml_points=[],
+                        nvml_available=False)
+        return cold_start_fields(m, workload, steady, 2.0)
+
+    workload = LongPrefixWorkload(name="w", prefix_tokens=10, suffix_tokens=5, output_tokens=32, concurrency=[1, 2],
+                                  requests_per_level=4)
+    live = [sample(i, ttft_ms=100, latency_ms=410, out=32, chunks_ms=[100 + 10 * k for k in range(32)])
+            for i in range(4)]
+    timed = cold([live[0]], record(live))
+    assert timed["no_data"] is None and not timed["flagged"] and timed["tpot_s"] == timed["steady_tpot_p50_s"]
+    first_buffered = cold([buffered(0)], record(live))
+    assert first_buffered["tpot_s"] is None and first_buffered["no_data"].startswith("the first request's output "
+                                                                                     "arrived at once")
+    void_c1 = cold([live[0]], record([buffered(0), *live[1:]]))
+    assert void_c1["steady_tpot_p50_s"] is None
+    assert void_c1["no_data"] == "c1: timing invalid (buffered stream): 1/4 requests' output arrived at once"
+    assert cold([], None)["no_data"] == "no warm-up request finished"
+    assert cold([live[0]], None)["no_data"] == "no c1 level to compare with"

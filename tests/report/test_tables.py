@@ -268,3 +268,15 @@ def test_performance_table_and_headline_say_timing_invalid_for_a_buffered_level(
                               "tpot_samples_s": [1.87e-5, 1.89e-5, 2.01e-5, 2.1e-5, 2.2e-5, 2.3e-5, 2.4e-5, 2.39e-3]})
     row = performance_table([old], ["cpu-smoke"]).to_dict("records")[0]
     assert row["TPOT p50/p90/p99"] == reason.replace("3/8", "7/8") and row["TTFT p50"] == "timing invalid (buffered stream)"
+
+
+def test_a_cold_start_with_no_data_reads_no_data_never_ok():
+    from harness.records.schema import ColdStartRecord
+    from harness.report.tables import cold_start_table
+
+    common = dict(run_id="r", suite="long_prefix", workload="w", ttft_s=0.4, factor_limit=2.0, flagged=False)
+    why = "c1: timing invalid (buffered stream): 1/4 requests' output arrived at once"
+    records = [ColdStartRecord(arm="a", tpot_s=0.005, steady_tpot_p50_s=None, no_data=why, **common),
+               ColdStartRecord(arm="b", tpot_s=None, steady_tpot_p50_s=0.005, **common),  # an older record
+               ColdStartRecord(arm="c", tpot_s=0.005, steady_tpot_p50_s=0.005, **common)]
+    assert cold_start_table(records, ["a", "b", "c"])["Flag"].tolist() == [f"no data: {why}", "no data", "ok"]
