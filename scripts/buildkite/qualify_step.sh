@@ -7,10 +7,14 @@
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
 #   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent,
 #   the run appended (qualify does) and `harness history check` run on it; a lasting change it finds fails the
-#   step (its lines go into the annotation); "NOT JUDGED" (too few runs: exit 3) colours it a warning, not a failure. A store that is neither here nor fetched fails the step before qualify,
-#   said in the annotation: a history silently restarted at one run would judge nothing for nights.
-#   [HARNESS_HISTORY_RESET=<reason>]: start the group's history anew tonight (the very first night, a lost store);
-#   no fetch, the reason is said in the annotation. Set for one build (`pipeline --history-reset`, or the build's env)
+#   step (its lines go into the annotation); "NOT JUDGED" (too few runs: exit 3) colours it a warning, not a
+#   failure. A store that is neither here nor fetched fails the step before qualify, said in the annotation: a
+#   history silently restarted at one run would judge nothing for nights. A store outside reports/ is a shared path
+#   (`pipeline --history PATH`): never uploaded, so never fetched; missing, it fails the same way.
+#   [HARNESS_HISTORY_RESET=<reason>]: start the group's history anew tonight (the very first night, a lost store)
+#   where there is none to continue: the previous nightly's store is still fetched first, and only where that fails
+#   (or no previous nightly exists, or a shared store is missing) does the night start a new one; the annotation says
+#   which happened. Set for one build (`pipeline --history-reset`, or the build's env)
 #   HARNESS_QUALIFY_ARGS: extra arguments for qualify (and the dry run's plan), e.g. "--set model.path=/models/x"
 #   HARNESS_DRY_RUN=1: print what would run and run `harness plan --arms` on the group instead (CI checks every
 #   step so)
@@ -31,7 +35,8 @@ if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
   if [ -z "$prev_id" ] && [ -n "${BUILDKITE_API_TOKEN:-}" ]; then
     api="https://api.buildkite.com/v2/organizations/${BUILDKITE_ORGANIZATION_SLUG}/pipelines/${BUILDKITE_PIPELINE_SLUG}"
     read -r prev_id prev_num < <(curl -sf -H "Authorization: Bearer ${BUILDKITE_API_TOKEN}" \
-        "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
+        "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" \
+        | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
   fi
   if [ -n "$prev_id" ] && [ -n "$prev_num" ]; then
     prev_run="nightly-${prev_num}-${group}"
@@ -48,28 +53,43 @@ fi
 
 # The group's history so far: here (a shared path), or the previous nightly's artifact; without it the step fails
 # before qualify (a history silently restarted at one run judges nothing), unless a reset says why it starts anew.
+# A reset never skips the fetch: resetting one group must not throw away another's history that can be fetched.
 history_note=""
 if [ "${HARNESS_HISTORY_CHECK:-0}" = 1 ]; then
   : "${HARNESS_HISTORY:?set by the pipeline with HARNESS_HISTORY_CHECK}"
-  fetch_failed=""
+  reset=${HARNESS_HISTORY_RESET:-}
+  case "$HARNESS_HISTORY" in reports/*) shared="" ;; *) shared=1 ;; esac  # the pipeline's artifact is reports/...
+  missing=""
   if [ -f "$HARNESS_HISTORY" ]; then
-    [ -n "${HARNESS_HISTORY_RESET:-}" ] && history_note="HARNESS_HISTORY_RESET is set but $HARNESS_HISTORY is \
+    [ -n "$reset" ] && history_note="HARNESS_HISTORY_RESET is set but $HARNESS_HISTORY is \
 here: nothing was reset (move the file aside to start anew)."
-  elif [ -n "${HARNESS_HISTORY_RESET:-}" ]; then
-    history_note="History reset (HARNESS_HISTORY_RESET): ${HARNESS_HISTORY_RESET}. This night starts a new store, \
-$HARNESS_HISTORY, without the previous nightly's: the nightly check has no earlier runs to judge against."
+  elif [ -n "$shared" ]; then
+    missing="the shared store $HARNESS_HISTORY (pipeline --history) is not there (an unmounted filesystem?)"
   elif [ -z "$prev_id" ]; then
-    fetch_failed="no previous nightly build was found to fetch it from (BUILDKITE_API_TOKEN, or \
-NIGHTLY_BASELINE_BUILD and NIGHTLY_BASELINE_NUMBER, name it)"
+    missing="$HARNESS_HISTORY is not here and no previous nightly build was found to fetch it from \
+(BUILDKITE_API_TOKEN, or NIGHTLY_BASELINE_BUILD and NIGHTLY_BASELINE_NUMBER, name it)"
   elif ! run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$prev_id" \
        || { [ "$DRY" != 1 ] && [ ! -f "$HARNESS_HISTORY" ]; }; then
-    fetch_failed="the previous nightly's artifact (build ${prev_num:-$prev_id}) could not be downloaded"
+    missing="$HARNESS_HISTORY is not here and the previous nightly's artifact (build ${prev_num:-$prev_id}) could \
+not be downloaded"
+  elif [ -n "$reset" ]; then
+    history_note="HARNESS_HISTORY_RESET is set (${reset}) but the previous nightly's store (build \
+${prev_num:-$prev_id}) was fetched: nothing was reset, the history goes on (a reset starts anew only where there is \
+no store to continue)."
   fi
-  if [ -n "$fetch_failed" ]; then
-    msg="Nightly history not fetched: $HARNESS_HISTORY is not here and $fetch_failed. Not qualified: the history \
-would silently restart at one run. Retry the step, name the build that holds the store (NIGHTLY_BASELINE_BUILD and \
-NIGHTLY_BASELINE_NUMBER), or start anew on purpose with a build whose env has HARNESS_HISTORY_RESET=<reason> (the \
-first night needs it; \`python -m harness pipeline --nightly --history-reset REASON\` sets it)."
+  if [ -n "$missing" ] && [ -n "$reset" ]; then
+    history_note="History reset (HARNESS_HISTORY_RESET): ${reset}. Nothing to continue: ${missing}. This night starts \
+a new store, $HARNESS_HISTORY: the nightly check has no earlier runs to judge against."
+  elif [ -n "$missing" ]; then
+    if [ -n "$shared" ]; then
+      what="not found" todo="Mount the filesystem (or correct pipeline --history) and retry the step"
+    else
+      what="not fetched"
+      todo="Retry the step, name the build that holds the store (NIGHTLY_BASELINE_BUILD and NIGHTLY_BASELINE_NUMBER)"
+    fi
+    msg="Nightly history ${what}: ${missing}. Not qualified: the history would silently restart at one run. \
+${todo}, or start anew on purpose with a build whose env has HARNESS_HISTORY_RESET=<reason> (the first night needs \
+it; \`python -m harness pipeline --nightly --history-reset REASON\` sets it)."
     echo "error: $msg" >&2
     run buildkite-agent annotate --context "qualify-${group}" --style error "### qualify ${group}: $msg" \
       || echo "warning: buildkite-agent annotate failed"

@@ -2,7 +2,9 @@
 the checkout's layout, with `buildkite-agent` and the harness's interpreter as stand-ins that log their calls (the
 agent serves artifacts from a folder; qualify writes an annotation and appends to the store; `history check` passes).
 A store neither here nor fetched fails the step before qualify and says so in the annotation; an explicit reset (the
-first night) starts one, its reason in the annotation; a fetched store is what qualify appends to."""
+first night) starts one, its reason in the annotation, but only where no store can be fetched (the fetch is always
+tried first); a fetched store is what qualify appends to; a missing shared store (`pipeline --history PATH`) is named
+as such, never as a failed download."""
 
 from __future__ import annotations
 
@@ -119,6 +121,41 @@ def test_a_fetched_store_is_the_one_qualify_appends_to(step):
     assert "store before qualify: night-40 night-41" in calls.replace("\n", " ")
     assert "History reset" not in annotations and "not fetched" not in annotations
     assert (step.root / STORE).read_text().split() == ["night-40", "night-41", "nightly-42-cpu-smoke"]
+
+
+def test_a_reset_still_fetches_the_previous_store_and_continues_it(step):
+    # `--history-reset` is per build: a group whose store can be fetched keeps its history
+    step.artifact("b41", STORE, "night-40\nnight-41\n")
+    out, calls, annotations = step(**PREVIOUS, HARNESS_HISTORY_RESET="lost the store of another group")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"buildkite-agent artifact download {STORE} . --build b41" in calls
+    assert (step.root / STORE).read_text().split() == ["night-40", "night-41", "nightly-42-cpu-smoke"]
+    assert ("HARNESS_HISTORY_RESET is set (lost the store of another group) but the previous nightly's store "
+            "(build 41) was fetched: nothing was reset") in annotations
+    assert "History reset" not in annotations
+
+
+def test_a_reset_starts_anew_only_after_the_fetch_failed_and_says_so(step):
+    out, calls, annotations = step(**PREVIOUS, HARNESS_HISTORY_RESET="store lost")  # build 41 has no store
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"buildkite-agent artifact download {STORE} . --build b41" in calls
+    assert (f"History reset (HARNESS_HISTORY_RESET): store lost. Nothing to continue: {STORE} is not here and the "
+            "previous nightly's artifact (build 41) could not be downloaded. This night starts a new store") in annotations
+    assert (step.root / STORE).read_text() == "nightly-42-cpu-smoke\n"
+
+
+def test_a_missing_shared_store_is_named_never_a_failed_download(step, tmp_path):
+    shared = tmp_path / "mnt" / "history.sqlite"  # a filesystem every agent reaches, not mounted tonight
+    out, calls, annotations = step(**PREVIOUS, HARNESS_HISTORY=str(shared))
+    assert out.returncode != 0 and "harness qualify" not in calls and f"artifact download {shared}" not in calls
+    assert f"Nightly history not found: the shared store {shared} (pipeline --history) is not there (an unmounted " \
+           "filesystem?)" in annotations
+    assert "could not be downloaded" not in annotations and "Mount the filesystem" in annotations
+    shared.parent.mkdir()  # mounted, empty: a reset starts the store there
+    out, calls, annotations = step(**PREVIOUS, HARNESS_HISTORY=str(shared), HARNESS_HISTORY_RESET="new shared path")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "History reset (HARNESS_HISTORY_RESET): new shared path. Nothing to continue: the shared store" in annotations
+    assert shared.read_text() == "nightly-42-cpu-smoke\n" and f"artifact download {shared}" not in calls
 
 
 def test_a_reset_never_touches_a_store_that_is_here(step):
