@@ -1,6 +1,7 @@
 """A series of nightly runs built from one real run directory: its run.json and results.jsonl copied per night, a day
 apart, the candidate's long-prefix TPOT scaled by seeded run-to-run noise and, from night `slow_from` on, by a planted
-slowdown; from night `drift_from` on, its reference checks' max drift moved by `drift_step` (a correctness step). What the history's tests feed `harness history` (the real records' every other field unchanged)."""
+slowdown; from night `drift_from` on, its reference checks' max drift moved by `drift_step` (a correctness step).
+What the history's tests feed `harness history` (the real records' every other field unchanged)."""
 
 from __future__ import annotations
 
