@@ -72,9 +72,35 @@ def found_within(m: int, trials: int, sigma: float, step: float, seed: int, hori
     for _ in range(trials):
         base = [4.0 * np.exp(rng.normal(0, sigma, 14 + horizon)) for _ in range(m)]
         base[0][14:] *= 1 + step
-        found = next((h for h in range(1, horizon + 1) if night([v[:14 + h] for v in base]).failures), None)
+        # found: a failure naming the stepped series (c0), not a false alarm elsewhere
+        found = next((h for h in range(1, horizon + 1)
+                      if any("long_prefix.c0." in f for f in night([v[:14 + h] for v in base]).failures)), None)
         first.append(found)
     return [sum(1 for f in first if f is not None and f <= h) / trials for h in range(1, horizon + 1)]
+
+
+def correctness_night(rng: np.random.Generator, kinds: dict[str, int], runs: int = 20) -> NightlyVerdict:
+    """One clean night of correctness series (and gated TPOT), each kind drawn from the noise it has: max drift
+    lognormal (sigma 0.5 in logs: GPU batch composition moved graph_replay's by up to 0.85 of ~1.0), tie-flip and
+    exact rates binomial over 32 requests (p 0.15 and 0.85: the H200 calibration's graph_replay), TPOT at 3 %."""
+    series_list = []
+    for kind, count in kinds.items():
+        for i in range(count):
+            if kind == "drift":
+                v, m = np.exp(rng.normal(np.log(0.5), 0.5, runs)), f"check.c{i}.max_drift"
+            elif kind == "tie":
+                v, m = rng.binomial(32, 0.15, runs) / 32, f"check.c{i}.tie_flip_rate"
+            elif kind == "exact":
+                v, m = rng.binomial(32, 0.85, runs) / 32, f"check.c{i}.exact_rate"
+            else:
+                v, m = 4.0 * np.exp(rng.normal(0, 0.03, runs)), f"long_prefix.c{i}.tpot_p50_ms"
+            series_list.append(Series("arm", m, [f"n{j:02d}" for j in range(runs)], list(v)))
+    return judge([judged_series(s, GPU_GATES) for s in series_list])
+
+
+def correctness_rate(kinds: dict[str, int], nights: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    return interval(sum(not correctness_night(rng, kinds).passed for _ in range(nights)), nights)
 
 
 def speedup_rule(trials: int, seed: int) -> list[float]:
@@ -166,6 +192,11 @@ def main() -> int:
                 print(f"  {size:2} series, {tails:8} noise {sigma:.0%}: {rate}")
     print(f"  {m:2} series, gaussian noise 3 %, 8 runs (short history): "
           f"{clean_rate(m, args.nights, 0.03, 'gaussian', 8, args.seed)}")
+    print("  correctness series (always gated), their own noise (correctness_night):")
+    for kinds in ({"drift": 6}, {"tie": 6}, {"exact": 6}, {"drift": 27},
+                  {"drift": 6, "tie": 6, "exact": 6, "tpot": 2}):
+        label = " + ".join(f"{n} {k}" for k, n in kinds.items())
+        print(f"    {label:32} {correctness_rate(kinds, args.nights, args.seed)}")
     print(f"\n== 3. power: one stepped series among {m}, 14 clean runs before the step ({args.trials} series each)")
     print("  noise   step   found within 1 / 2 / 5 nights")
     for sigma in (0.03, *H200_NOISE):

@@ -24,6 +24,12 @@ from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.config.suites import metric_families
 
+# Fields of a resolved arm that do not change what its server computes (names, paths, waits, placement): left out of
+# the reference store's key (harness/refcheck/store.py) and of a history series' identity (harness/history/trends.py).
+VOLATILE_ARM_FIELDS = {"name", "description", "extends", "reference", "timeouts", "workloads", "source_files",
+                       "launcher", "gpus", "eager_variant"}
+
+
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 # "auto" leaves the variable unset so vLLM decides; "force" sets 1; "off" sets 0.

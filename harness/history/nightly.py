@@ -4,13 +4,15 @@ the night's false alarms held to a stated budget?
 One test per series, against the **established level**, not the previous segment (a night that returns to the usual
 level after an odd one is no regression): the newest k runs against the up to 14 runs before them (k = 3, 4, 5: one or
 two odd nights are tails, three in a row a level, five carry a small step; k = 2 too in a steady series, e.g. a bit-
-exact build), a one-sided pooled t-test of the means in the worse direction, on the log scale for speed and capacity (a
-step is a ratio), linearly for correctness. Persistence: every run of the window must be worse than the baseline's mean
-by at least the metric's minimum effect (a TPOT gate's own tolerance; the float32 resolution of a drift), else that
-window does not count. A series' windows are one test (Bonferroni); the series of a night are one family: Holm over them
-at BUDGET, so under Gaussian noise a clean night fails with probability <= BUDGET whatever the number of series.
-Measured over 2,000 simulated nights of 27 series (benchmarks/nightly_gate.py, docs/history.md): 0.50 % at 3 %
-Gaussian noise, 1.15 % (95 % CI 0.73-1.72 %) at 10 %; with heavy tails (Student t, 3 df) 0.35 % and 0.80 %.
+exact build), a one-sided pooled t-test of the means in the worse direction on the scale where the kind's noise is
+closest to normal (Scale: times in logs, a max drift in logs above a float32 floor, rates through the arcsine square
+root). Persistence: every run of the window must be worse than the baseline's mean by at least the metric's minimum
+effect (a TPOT gate's own tolerance; 0 for correctness), else that window does not count. A series' windows are one test
+(Bonferroni); the series of a night are one family: Holm over them at BUDGET, so where the scale makes the noise
+Gaussian a clean night fails with probability <= BUDGET in expectation whatever the number of series. Measured over
+2,000 simulated nights (benchmarks/nightly_gate.py, docs/history.md): 27 TPOT series 0.50 % at 3 % noise, 1.15 % at 10 %
+(95 % CI 0.73-1.72 %), 0.35 % and 0.80 % with heavy tails; 27 lognormal drift series 1.20 % (0.77-1.78 %); a GPU arm's
+family of 6 drift, 6 tie-flip and 6 exact-rate series and 2 TPOT 0.25 %.
 
 Only what the run gates can fail the night: correctness series always; a speed or capacity series only where the
 run's own gates enforced a gate on it (a TPOT p50 under `enforce_timing: true`, a catalogue metric gate with
@@ -30,7 +32,7 @@ WINDOWS = (2, 3, 4, 5)  # recent runs tested: two make a level in a bit-exact se
 #                        small step (windows_for says why)
 BASELINE_RUNS = 14  # the established level: at most this many runs before the window (two weeks of nights)
 MIN_BASELINE = 4  # fewer and the baseline's spread is a guess (t with df < 3 has no usable tail)
-NEEDED = MIN_BASELINE + WINDOWS[0]  # runs a series needs before the night can judge it
+NEEDED = MIN_BASELINE + WINDOWS[1]  # runs a series needs before the night can judge it (a steady one: one fewer)
 POWER = 0.8  # the detection probability the stated power figures are at
 
 
@@ -54,10 +56,33 @@ class Shift:
         return f"{self.before:.4g} -> {self.after:.4g}" + (f" ({rel:+.1%})" if rel is not None else "")
 
 
-def on_log_scale(values: list[float], family: str) -> bool:
-    """Speed and capacity are judged as ratios (run-to-run noise is multiplicative); correctness linearly (a fault
-    adds drift, a rate moves by requests), so one exact night's zero drift never switches the scale."""
-    return family != "correctness" and bool(values) and all(v > 0 for v in values)
+DRIFT_FLOOR = 1e-5  # nats: below it a drift is float32 rounding (the clean CPU nights' max drift spans 5.5e-6-6.9e-6)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The scale a series is tested on, where its run-to-run noise is closest to normal and additive."""
+
+    name: str
+
+    def forward(self, values: np.ndarray) -> np.ndarray:
+        if self.name == "log":  # times, capacities: a step is a ratio, noise multiplicative
+            return np.log(values)
+        if self.name == "drift":  # max drift, a right-skewed extreme: log above the float32 floor
+            return np.log(np.maximum(values, DRIFT_FLOOR))
+        if self.name == "rate":  # k of n requests: the arcsine square root evens a binomial's variance out
+            return 2 * np.arcsin(np.sqrt(np.clip(values, 0.0, 1.0)))
+        return values
+
+    def back(self, x: float) -> float:
+        if self.name in ("log", "drift"):
+            return float(np.exp(x))
+        if self.name == "rate":
+            return float(np.sin(x / 2) ** 2)
+        return float(x)
+
+
+LINEAR = Scale("linear")
 
 
 def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float) -> tuple[float, int] | None:
@@ -91,21 +116,21 @@ def windows_for(x: np.ndarray, min_effect: float) -> tuple[int, ...]:
     return WINDOWS if len(base) >= 2 and float(np.ptp(base)) <= min_effect else WINDOWS[1:]
 
 
-def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, log: bool = False) -> Shift | None:
-    """The series' most significant window (None: too few runs to judge). `min_effect` is on the scale tested: a
-    log ratio where `log`, the value itself otherwise."""
-    x = np.log(np.asarray(values, dtype=float)) if log else np.asarray(values, dtype=float)
+def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, scale: Scale = LINEAR) -> Shift | None:
+    """The series' most significant window (None: too few runs to judge). `min_effect` is on the tested scale."""
+    x = scale.forward(np.asarray(values, dtype=float))
     windows = windows_for(x, min_effect)
     tested = [(k, r) for k in windows if len(x) > k and (r := window_p(x, k, worse_up, min_effect)) is not None]
     if not tested:
         return None
     k, (p, n) = min(tested, key=lambda t: t[1][0])
-    level = (lambda s: float(np.exp(s.mean()))) if log else (lambda s: float(s.mean()))
-    return Shift(k, n, level(x[:-k][-BASELINE_RUNS:]), level(x[-k:]), min(1.0, p * len(windows)), len(windows))
+    return Shift(k, n, scale.back(x[:-k][-BASELINE_RUNS:].mean()), scale.back(x[-k:].mean()),
+                 min(1.0, p * len(windows)), len(windows))
 
 
 def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
     """Holm's step-down: which hypotheses are rejected with the family-wise error held at alpha."""
+    p_values = [1.0 if math.isnan(p) else p for p in p_values]  # no p is no evidence
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     rejected = [False] * len(p_values)
     for rank, i in enumerate(order):
@@ -116,15 +141,19 @@ def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
 
 
 def smallest_step(noise: float, baseline: int, family_size: int, window: int = WINDOWS[-1],
-                  power: float = POWER, tried: int = len(WINDOWS) - 1) -> float:
+                  power: float = POWER, tried: int = len(WINDOWS) - 1, min_effect: float = 0.0) -> float:
     """The smallest step (on the tested scale) the gate finds with probability `power` once `window` runs sit at
     the new level, at a per-run noise `noise` with `baseline` runs before them and `family_size` series judged
     (the t-test's noncentral approximation: critical t plus the power quantile, in standard errors)."""
     if baseline < MIN_BASELINE or family_size < 1:
         return math.inf
     alpha = BUDGET / family_size / tried
-    df = baseline - 1
-    return (stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
+    df = baseline + window - 2
+    t_part = (stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
+    # persistence: every one of the window's runs past the baseline's mean by min_effect, all at once with
+    # probability `power` (each at power ** (1 / window)), the baseline mean's own error included
+    each = stats.norm.ppf(power ** (1 / window)) * noise * math.sqrt(1 + 1 / baseline)
+    return max(t_part, min_effect + each)
 
 
 @dataclass(frozen=True)
@@ -142,6 +171,8 @@ class Judged:
     attribution: str = ""  # "the vLLM version moved 0.31.0 -> 0.32.0 at run X" where the window holds such a run
     noise: float | None = None  # per-run spread of the baseline, on the tested scale
     run_ids: tuple[str, ...] = ()  # the series' runs, oldest first
+    scale: str = "linear"  # Scale.name it was tested on
+    missing: str | None = None  # not measured tonight: the run that last measured it (the series is not judged)
 
 
 @dataclass
@@ -153,7 +184,7 @@ class NightlyVerdict:
 
     @property
     def family_size(self) -> int:
-        return sum(1 for j in self.judged if j.gated and j.worse is not None)
+        return sum(1 for j in self.judged if j.gated and j.worse is not None and not j.missing)
 
     @property
     def judgeable(self) -> bool:
@@ -185,23 +216,33 @@ def judge(judged: list[Judged], alpha: float = BUDGET) -> NightlyVerdict:
     with both a speed and a correctness series (a speed-up on the night outputs changed: max of the two p values, a
     valid test of "both moved")."""
     verdict = NightlyVerdict(judged)
+    for j in judged:
+        if j.missing and j.gated:  # a gated series measured last night and not tonight cannot pass
+            verdict.failures.append(f"{j.arm} {j.metric}: not measured tonight (last measured by run {j.missing}): a "
+                                    "gated series with no value is no data, never a pass")
+        elif j.missing:
+            verdict.notes.append(f"{j.arm} {j.metric}: not measured tonight (last measured by run {j.missing})")
+    judged = [j for j in judged if not j.missing]
     verdict.short = [f"{j.arm} {j.metric}: {j.runs} of {NEEDED} runs" for j in judged if j.gated and j.worse is None]
     family: list[tuple[float, str]] = [(j.worse.p_value, describe(j, j.worse, "regression"))
                                        for j in judged if j.gated and j.worse is not None]
     for arm in dict.fromkeys(j.arm for j in judged):
-        speed = [j for j in judged if j.arm == arm and j.family == "speed" and j.better is not None]
+        # only gated timing: a speed-up no gate enforces is noise the night does not judge
+        speed = [j for j in judged if j.arm == arm and j.family == "speed" and j.gated and j.better is not None]
         changed = [j for j in judged if j.arm == arm and j.family == "correctness" and j.worse is not None
                    and j.better is not None]
         if speed and changed:
             fast = min(speed, key=lambda j: j.better.p_value)
             moved = min(changed, key=lambda j: min(j.worse.p_value, j.better.p_value))
             move = min((moved.worse, moved.better), key=lambda s: s.p_value)
-            # a change either way: the two one-sided tests are one two-sided test (x2)
-            family.append((max(fast.better.p_value, min(1.0, 2 * move.p_value)),
+            # the smallest of several p values is no p value: Bonferroni over the speed series, and over both
+            # directions of every correctness series; "both moved" is the larger of the two
+            family.append((max(min(1.0, fast.better.p_value * len(speed)),
+                               min(1.0, move.p_value * 2 * len(changed))),
                            f"speed-up on the night outputs changed (judge the outputs before the speed): "
                            f"{describe(fast, fast.better, 'faster')} beside {describe(moved, move, 'changed')}"))
     rejected = holm([p for p, _ in family], alpha)
-    verdict.failures = [line for (_, line), r in zip(family, rejected, strict=True) if r]
+    verdict.failures += [line for (_, line), r in zip(family, rejected, strict=True) if r]
     ungated = [j for j in judged if j.worse is not None and not j.gated]
     for j in ungated:
         if j.worse.p_value <= alpha / len(ungated):  # the same test at the same budget, reported only
@@ -217,14 +258,27 @@ def power_lines(verdict: NightlyVerdict) -> list[str]:
     for j in verdict.judged:
         if not j.gated or j.worse is None or j.noise is None:
             continue
-        log = j.family != "correctness"
-        noise = f"{j.noise:.1%}" if log else f"{j.noise:.3g}"
+        relative = j.scale in ("log", "drift")
+        noise = f"{j.noise:.1%}" if relative else f"{j.noise:.3g} ({j.scale} scale)"
         if j.noise == 0:
-            out.append(f"{j.arm} {j.metric}: constant over its baseline (bit-exact); any move past "
-                       f"{j.min_effect:g} in two runs running is found")
+            out.append(f"{j.arm} {j.metric}: constant over its baseline (steady); a move past {j.min_effect:g} "
+                       f"({j.scale} scale) held for two runs is found")
             continue
-        step = max(smallest_step(j.noise, j.worse.baseline, verdict.family_size, tried=j.worse.tried), j.min_effect)
-        size = f"{math.expm1(step):+.1%}" if log and math.isfinite(step) else f"{step:.3g}"
+        step = smallest_step(j.noise, j.worse.baseline, verdict.family_size, tried=j.worse.tried,
+                             min_effect=j.min_effect)
+        if not math.isfinite(step):
+            size = "none (too short a baseline)"
+        elif j.scale == "log":
+            size = f"{math.expm1(step):+.1%}"
+        elif j.scale == "drift":
+            size = f"x{math.exp(step):.3g} of its level"
+        elif j.scale == "rate":
+            scale = Scale("rate")
+            level = scale.forward(np.array([j.worse.before]))[0]
+            moved = level + step if level + step <= math.pi else level - step  # toward the inside of [0, 1]
+            size = f"{abs(scale.back(moved) - j.worse.before):.3g} (at its level {j.worse.before:.3g})"
+        else:
+            size = f"{step:.3g}"
         out.append(f"{j.arm} {j.metric}: noise {noise} per run; smallest step found within {WINDOWS[-1]} nights "
                    f"({POWER:.0%}): {size}")
     return out

@@ -5,6 +5,7 @@ reference, model and machine class, nightly runs only, in UTC start order. Pure 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -14,16 +15,16 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from harness.config.arms import VOLATILE_ARM_FIELDS
 from harness.config.suites import SUITES
 from harness.history import store
 from harness.history.changepoints import ChangePoint, change_points
-from harness.history.nightly import BASELINE_RUNS, WINDOWS, Judged, NightlyVerdict, judge, on_log_scale, shift
+from harness.history.nightly import BASELINE_RUNS, LINEAR, WINDOWS, Judged, NightlyVerdict, Scale, judge, shift
 
 # Metrics where a larger value is better; every other one (times, drift, tie flips) is worse when it grows.
 HIGHER_IS_BETTER = (".exact_rate", "kv_capacity.tokens", ".accuracy", ".output_tokens_per_s")
 SPEED = (".tpot_", ".ttft_", ".itl_", ".output_tokens_per_s")
 CORRECTNESS = ("check.", "gsm8k.", "ruler.")
-DRIFT_RESOLUTION = 4e-6  # nats: two float32 steps at logits in [16, 32)
 TPOT_P50 = re.compile(r"long_prefix\.c\d+\.tpot_p50_ms")
 
 
@@ -113,10 +114,33 @@ class SeriesKey:
     """What runs must share to be one series: the arm's resolved config, its reference, its model and the class of
     machine (a run of another config or host measures something else, not a step)."""
 
-    arm_sha: str | None
-    reference: str | None
+    config: str | None  # config_sha of the arm
+    reference: str | None  # the reference's name and config_sha
     model: str | None
     host: str
+
+
+def config_sha(fields: dict | None) -> str | None:
+    """An arm's resolved fields as run.json recorded them, without those that cannot change what its server
+    computes (paths, names, waits, placement: config.arms.VOLATILE_ARM_FIELDS; the server's host and port)."""
+    if not isinstance(fields, dict):
+        return None
+    kept = {k: v for k, v in fields.items() if k not in VOLATILE_ARM_FIELDS}
+    if isinstance(kept.get("server"), dict):
+        kept["server"] = {k: v for k, v in kept["server"].items() if k not in ("host", "port")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def series_key(run: store.RunRow, row: store.ArmRow) -> SeriesKey:
+    """What a run's arm must share with the others of its series, from the run's own run.json: the arm's config and
+    its reference's (drift, exact rate and tie flips are measured against the reference's outputs)."""
+    try:
+        arms = json.loads(run.manifest or "{}").get("arms") or {}
+    except ValueError:
+        arms = {}
+    mine = config_sha(arms.get(row.arm)) or row.arm_sha
+    theirs = config_sha(arms.get(row.reference)) if row.reference else None
+    return SeriesKey(mine, f"{row.reference}:{theirs}" if row.reference else None, row.model, host_class(run.manifest))
 
 
 def nightly_runs(db: sqlite3.Connection, arm: str) -> list[tuple[store.RunRow, store.ArmRow, SeriesKey]]:
@@ -128,7 +152,7 @@ def nightly_runs(db: sqlite3.Connection, arm: str) -> list[tuple[store.RunRow, s
             continue
         row = next((a for a in store.arms(db, run.run_key) if a.arm == arm), None)
         if row is not None:
-            out.append((run, row, SeriesKey(row.arm_sha, row.reference, row.model, host_class(run.manifest))))
+            out.append((run, row, series_key(run, row)))
     return out
 
 
@@ -179,13 +203,14 @@ def violated(s: Series, w: Window) -> bool:
 
 
 def gate_of(metric: str, gates: dict | None) -> tuple[str | None, float]:
-    """Why this metric may fail the night, from the gates the run recorded (run.json; None: gates.yaml's defaults),
-    and the smallest move that counts, on the tested scale: (None, 0) for a metric no enforced gate judges."""
-    gates = gates or {}
+    """Why this metric may fail the night, from the gates the run recorded (run.json; None: not recorded, so only
+    correctness), and the smallest move that counts, on the tested scale: (None, 0) for a metric no enforced gate
+    judges."""
     if family(metric) == "correctness":
-        # drift: logprobs are float32, whose step at logits in [16, 32) is 1.9e-6: the clean CPU nights' graph_replay
-        # max drift moves by 1.4e-6 (docs/evidence/cpu-history-2026-12-04); rates and accuracy move by whole requests
-        return "correctness", DRIFT_RESOLUTION if metric.endswith("_drift") else 0.0
+        # any lasting move of the outputs counts; a drift's float32 rounding sits under nightly.DRIFT_FLOOR
+        return "correctness", 0.0
+    if gates is None:  # a run that recorded no gates: its timing cannot be known to be enforced (trended only)
+        return None, 0.0
     if TPOT_P50.fullmatch(metric):
         lp = gates.get("long_prefix") or {}
         tolerance = lp.get("tpot_p50_tolerance", 0.05)
@@ -210,18 +235,29 @@ def attribution(s: Series, window: int) -> str:
     return ""
 
 
-def judged_series(s: Series, gates: dict | None) -> Judged:
+def scale_of(metric: str, values: list[float]) -> Scale:
+    if family(metric) == "correctness":
+        if metric.endswith("_drift"):
+            return Scale("drift")
+        return Scale("rate") if metric.endswith(("_rate", ".accuracy")) else LINEAR
+    return Scale("log") if values and all(v > 0 for v in values) else LINEAR
+
+
+def judged_series(s: Series, gates: dict | None, missing: str | None = None) -> Judged:
     gated, min_effect = gate_of(s.metric, gates)
+    if missing:
+        return Judged(s.arm, s.metric, family(s.metric), gated, len(s.values), None, run_ids=tuple(s.runs),
+                      missing=missing)
     worse_up = not higher_is_better(s.metric)
-    log = on_log_scale(s.values, family(s.metric))
-    worse = shift(s.values, worse_up, min_effect, log)
-    better = shift(s.values, not worse_up, min_effect, log) if worse is not None else None
-    x = np.log(s.values) if log else np.asarray(s.values, dtype=float)
+    scale = scale_of(s.metric, s.values)
+    worse = shift(s.values, worse_up, min_effect, scale)
+    better = shift(s.values, not worse_up, min_effect, scale) if worse is not None else None
+    x = scale.forward(np.asarray(s.values, dtype=float))
     base = x[:-WINDOWS[0]][-BASELINE_RUNS:]
     noise = float(np.std(base, ddof=1)) if len(base) >= 2 else None
     tail = attribution(s, max(w.window for w in (worse, better) if w)) if worse else ""
     return Judged(s.arm, s.metric, family(s.metric), gated, len(s.values), worse, better, min_effect, tail, noise,
-                  tuple(s.runs))
+                  tuple(s.runs), scale.name)
 
 
 def run_gates(manifest: str, arm: str) -> dict | None:
@@ -235,12 +271,26 @@ def run_gates(manifest: str, arm: str) -> dict | None:
 
 
 def nightly(db: sqlite3.Connection, run_id: str) -> NightlyVerdict:
-    """Run `run_id`'s candidates' every metric, each over its series up to the run, judged as one night."""
+    """Run `run_id`'s candidates' every metric, each over its series up to the run, judged as one night. A metric
+    the run did not measure is judged as missing where the series' previous run measured it (a gated one fails:
+    no data), and left alone where it was already gone."""
     key = store.run_key(db, run_id)
     cands = [a.arm for a in store.arms(db, key) if a.role == "candidate"] if key else []
     if not cands:
         raise store.HistoryError(f"run {run_id!r} is not in the history (or has no candidate arm): append it "
                                  "first (`harness history append --run RUN`)")
     manifest = next(r.manifest for r in store.runs(db) if r.run_key == key)
-    return judge([judged_series(series(db, arm, m, upto=key), run_gates(manifest, arm))
-                  for arm in cands for m in store.metric_names(db, arm)])
+    judged = []
+    for arm in cands:
+        runs = nightly_runs(db, arm)
+        keys = [r.run_key for r, _, _ in runs]
+        mine = runs[:keys.index(key) + 1] if key in keys else runs
+        previous = next((r for r, _, k in reversed(mine[:-1]) if mine and k == mine[-1][2]), None)
+        gates = run_gates(manifest, arm)
+        for metric in store.metric_names(db, arm):
+            s = series(db, arm, metric, upto=key)
+            if s.keys and s.keys[-1] == key:
+                judged.append(judged_series(s, gates))
+            elif previous is not None and s.keys and s.keys[-1] == previous.run_key:
+                judged.append(judged_series(s, gates, missing=previous.run_id))
+    return judge(judged)

@@ -61,7 +61,8 @@ def test_planted_correctness_step_in_real_records_fails_at_its_night_or_the_next
     verdicts = {db: {n: harness("history", "check", "--run", f"night-{n:02d}", db=db) for n in range(4, 12)}
                 for db in (stepped, clean)}
     failing = [n for n, c in verdicts[stepped].items() if c.returncode == 1]
-    assert failing and failing[0] in (8, 9), {n: c.stdout for n, c in verdicts[stepped].items()}
+    # a bit-exact CPU series: two runs make a level, so the step's second night (one run is no level)
+    assert failing and failing[0] == 9, {n: c.stdout for n, c in verdicts[stepped].items()}
     first = verdicts[stepped][failing[0]].stdout
     assert "max_drift: regression" in first and "since run night-08" in first, first
     assert "FAIL: cpu-smoke long_prefix.c1.tpot" not in verdicts[stepped][11].stdout

@@ -40,8 +40,9 @@ def slowed(tmp_path_factory):
 
 def test_planted_slowdown_fails_from_its_third_night_naming_the_run_it_entered(slowed):
     db, nights = slowed
-    checks = {n: history(db, "check", "--run", f"night-{n:02d}") for n in range(NEEDED - 2, 14)}  # night-00: run 1
-    short = checks[NEEDED - 2]
+    # night-00 is run 1; a steady series is judged from 6 runs (night-05), a noisy one from NEEDED = 7
+    checks = {n: history(db, "check", "--run", f"night-{n:02d}") for n in range(NEEDED - 3, 14)}
+    short = checks[NEEDED - 3]
     assert short.returncode == 3 and "NOT JUDGED (not enough history" in short.stdout, short.stdout
     failing = [n for n, c in checks.items() if c.returncode == 1]
     # two slow nights are a level only in a steady series: at 3 % noise the level takes three (night 11)
@@ -59,9 +60,9 @@ def test_the_same_nights_without_the_slowdown_pass_every_night_they_can_judge(tm
     db = tmp_path / "h.sqlite"
     for n in make_nights(REAL_RUN, tmp_path / "runs", 14, sigma=0.03, seed=4):
         append_run(n, db)
-    for night in range(NEEDED - 1, 14):
+    for night in range(NEEDED - 3, 14):
         check = history(db, "check", "--run", f"night-{night:02d}")
-        assert check.returncode == (0 if night + 1 >= NEEDED else 3), check.stdout
+        assert check.returncode == (0 if night + 1 >= NEEDED - 1 else 3), check.stdout  # steady series: 6 runs
     assert "0 change point(s)" in history(db, "trend", "--arm", "gpu-mla-120k", "--metric", TPOT).stdout
 
 

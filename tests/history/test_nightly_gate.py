@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.history.nightly import BUDGET, NEEDED, holm, judge, power_lines, shift, smallest_step
+from harness.history.nightly import BUDGET, NEEDED, Scale, holm, judge, power_lines, shift, smallest_step
 from harness.history.trends import Series, gate_of, judged_series
 
 TPOT = "long_prefix.c1.tpot_p50_ms"
@@ -74,6 +74,7 @@ def test_a_new_shift_after_a_bimodal_past_is_found():
     for seed in range(100):
         rng = np.random.default_rng(seed)
         values = timing(rng, 13, sigma=0.05, level=100.0)
+        values[1:10:3] *= 1.35  # a bimodal past: every third night at the upper mode
         values[10:] = rng.uniform(180, 257, 3)
         assert night({TPOT: values}).failures, seed
 
@@ -105,27 +106,34 @@ def test_a_bit_exact_series_ignores_float_rounding_but_not_a_real_move():
 
 
 def test_too_few_runs_is_not_judged_and_never_a_pass():
+    # 5 runs: too few for any series (a steady one is judged from NEEDED - 1, a noisy one from NEEDED)
     rng = np.random.default_rng(0)
-    verdict = night({TPOT: timing(rng, NEEDED - 1)})
+    verdict = night({TPOT: timing(rng, NEEDED - 2)})
     assert not verdict.passed and not verdict.failures and not verdict.judgeable
-    assert verdict.short == [f"arm {TPOT}: {NEEDED - 1} of {NEEDED} runs"]
+    assert verdict.short == [f"arm {TPOT}: {NEEDED - 2} of {NEEDED} runs"]
     assert "NOT JUDGED (not enough history: arm " in verdict.headline("n")
 
 
 def test_speed_up_on_the_night_outputs_changed_fails_in_most_seeds_and_alone_passes():
-    found = alone = 0
+    # a 20 % speed-up (3 % noise) five nights running, beside a drift step up (measured: 82 % of 200 seeds) or down
+    found = alone = improved = 0
     for seed in range(100):
         rng = np.random.default_rng(seed)
-        speed = timing(rng, 18)
-        drift = np.abs(0.02 + rng.normal(0, 0.01, 18))
+        speed = timing(rng, 19)
+        drift = np.abs(0.02 + rng.normal(0, 0.01, 19))
         speed[14:] *= 0.8
-        drift_changed = drift.copy()
-        drift_changed[14:] += 0.05
-        both = night({TPOT: speed, DRIFT: drift_changed})
-        found += any(f.startswith("speed-up on the night outputs changed") for f in both.failures)
+        changed = drift.copy()
+        changed[14:] += 0.05
+        verdict = night({TPOT: speed, DRIFT: changed})
+        found += any(f.startswith("speed-up on the night outputs changed") for f in verdict.failures)
         alone += bool(night({TPOT: speed, DRIFT: drift}).failures)
-    assert found >= 95, found
+        # outputs improved (a fix) and no speed change: no speed-up to blame, within the budget
+        fixed = drift.copy()
+        fixed[14:] *= 0.3
+        improved += any(f.startswith("speed-up") for f in night({TPOT: timing(rng, 19), DRIFT: fixed}).failures)
+    assert found >= 70, found
     assert alone <= 3, alone  # a speed-up alone is no failure; a clean drift series fails within the budget
+    assert improved <= 3, improved
 
 
 def test_the_vllm_version_change_in_the_window_is_named():
@@ -142,18 +150,20 @@ def test_holm_holds_the_family_and_rejects_in_order():
     assert holm([], alpha=0.01) == []
 
 
-@pytest.mark.parametrize("noise,step", [(0.03, 0.10), (0.03, 0.30)])
-def test_the_stated_power_matches_simulation_within_its_error(noise, step):
-    # the smallest step found within 5 nights at 80 % (stated per series): simulated, that step is found in
-    # 80 % of 200 series, give or take the binomial error (+-7 points at 3 sigma)
-    stated = smallest_step(noise, 14, 27)
+@pytest.mark.parametrize("noise", [0.01, 0.02, 0.03, 0.08])
+def test_the_stated_power_matches_simulation_within_its_error(noise):
+    # the smallest step found within 5 nights at 80 % (stated per series, the gate's 5 % minimum effect and its
+    # persistence rule included): simulated, that step is found in 80 % of 200 series, give or take the binomial
+    # error and the approximation (>= 70 %); and not far more often (<= 97 %: the statement is no loose bound)
+    min_effect = np.log1p(0.05)
+    stated = smallest_step(noise, 14, 27, min_effect=min_effect)
     found = 0
     for seed in range(200):
         rng = np.random.default_rng(seed)
         values = np.exp(rng.normal(0, noise, 19))
         values[14:] *= np.exp(stated)
-        found += bool(shift(list(values), True, 0.0, log=True).p_value <= BUDGET / 27)
-    assert 0.73 <= found / 200 <= 0.95, (found, stated)
+        found += bool(shift(list(values), True, min_effect, Scale("log")).p_value <= BUDGET / 27)
+    assert 0.70 <= found / 200 <= 0.97, (found, stated)
 
 
 def test_power_lines_state_the_step_per_gated_series():

@@ -87,3 +87,35 @@ def test_host_class_is_the_machine_kind_not_the_hostname():
         == "gpu: NVIDIA H200 x 2"
     assert host_class(json.dumps({"device": {"kind": "cpu", "cpu": "AMD EPYC x 2"}})) == "cpu: AMD EPYC x 2"
     assert host_class("") == "unknown" and host_class("not json") == "unknown"
+
+
+def test_paths_names_and_waits_do_not_split_a_series_but_the_reference_config_does(tmp_path):
+    def other_checkout(m):  # another agent's checkout path and timeouts: the same arm
+        m["arms"][ARM]["source_files"] = ["/var/lib/buildkite-agent/builds/agent-7/configs/arms/x.yaml"]
+        m["arms"][ARM]["timeouts"] = {"startup_s": 1}
+
+    def other_reference(m):  # the reference arm's server changed: its outputs, so the drifts, are another series
+        ref = m["arms"][ARM].get("reference") or "gpu-mla-120k-ref"
+        m["arms"][ref]["server"] = {**m["arms"][ref].get("server", {}), "max_num_seqs": 3}
+
+    db = nights_with(tmp_path, {1: other_checkout, 3: other_reference})
+    runs, left_out = ids(db)
+    assert "night-01" in runs and "night-03" not in runs and left_out == 1, (runs, left_out)
+
+
+def test_a_gated_series_not_measured_tonight_fails_as_no_data(tmp_path):
+    import sqlite3
+
+    from harness.history.trends import nightly
+
+    db = nights_with(tmp_path, {})
+    conn = sqlite3.connect(db)
+    key = conn.execute("SELECT run_key FROM runs WHERE run_id = 'night-07'").fetchone()[0]
+    conn.execute("DELETE FROM metrics WHERE run_key = ? AND metric LIKE 'check.long_context.%'", (key,))
+    conn.commit()
+    conn.close()
+    with store.connect(db) as c:
+        tonight = nightly(c, "night-07")
+    assert any("check.long_context.max_drift: not measured tonight (last measured by run night-06)" in f
+               for f in tonight.failures), tonight.failures
+    assert not tonight.passed
