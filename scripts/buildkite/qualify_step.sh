@@ -5,7 +5,8 @@
 #   env from the pipeline: HARNESS_RUN_ID, HARNESS_ARMS (the group's candidates, comma-separated),
 #   [HARNESS_BASELINE_FROM=previous-nightly], [HARNESS_PARALLEL=1]
 #   previous nightly: BUILDKITE_API_TOKEN (read_builds scope) to find it, or NIGHTLY_BASELINE_BUILD=<build id>
-#   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent,
+#   [HARNESS_HISTORY_CHECK=1 HARNESS_HISTORY=<store>]: nightly: the previous nightly's store fetched when absent
+#   (or, where it has none, the newest of the 9 nightlies before it that has one, said in the annotation),
 #   the run appended (qualify does) and `harness history check` run on it; a lasting change it finds fails the
 #   step (its lines go into the annotation); "NOT JUDGED" (too few runs: exit 3) colours it a warning, not a
 #   failure. A store that is neither here nor fetched fails the step before qualify, said in the annotation: a
@@ -29,14 +30,19 @@ run() { if [ "$DRY" = 1 ]; then echo "would run: $*"; else "$@"; fi; }
 
 baseline_args=()
 prev_id="" prev_num=""
+history_builds=()  # "<id> <number>" of the builds to fetch the history store from, newest first
 if [ "${HARNESS_BASELINE_FROM:-}" = previous-nightly ]; then
   prev_id=${NIGHTLY_BASELINE_BUILD:-}
   prev_num=${NIGHTLY_BASELINE_NUMBER:-}
-  if [ -z "$prev_id" ] && [ -n "${BUILDKITE_API_TOKEN:-}" ]; then
+  if [ -n "$prev_id" ]; then
+    history_builds=("$prev_id $prev_num")  # named by hand: that build only
+  elif [ -n "${BUILDKITE_API_TOKEN:-}" ]; then
     api="https://api.buildkite.com/v2/organizations/${BUILDKITE_ORGANIZATION_SLUG}/pipelines/${BUILDKITE_PIPELINE_SLUG}"
-    read -r prev_id prev_num < <(curl -sf -H "Authorization: Bearer ${BUILDKITE_API_TOKEN}" \
+    # every earlier nightly (at most 10): a night whose fetch failed uploaded no store, the one before may have it
+    mapfile -t history_builds < <(curl -sf -H "Authorization: Bearer ${BUILDKITE_API_TOKEN}" \
         "${api}/builds?branch=${BUILDKITE_BRANCH}&per_page=50" \
-        | "$PY" -m harness.nightly.previous "${BUILDKITE_BUILD_NUMBER}")
+        | "$PY" -m harness.nightly.previous --all "${BUILDKITE_BUILD_NUMBER}")
+    read -r prev_id prev_num <<< "${history_builds[0]:-}"
   fi
   if [ -n "$prev_id" ] && [ -n "$prev_num" ]; then
     prev_run="nightly-${prev_num}-${group}"
@@ -68,14 +74,32 @@ here: nothing was reset (move the file aside to start anew)."
   elif [ -z "$prev_id" ]; then
     missing="$HARNESS_HISTORY is not here and no previous nightly build was found to fetch it from \
 (BUILDKITE_API_TOKEN, or NIGHTLY_BASELINE_BUILD and NIGHTLY_BASELINE_NUMBER, name it)"
-  elif ! run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$prev_id" \
-       || { [ "$DRY" != 1 ] && [ ! -f "$HARNESS_HISTORY" ]; }; then
-    missing="$HARNESS_HISTORY is not here and the previous nightly's artifact (build ${prev_num:-$prev_id}) could \
+  else
+    fetched="" none=()  # the build the store came from; the newer ones that had none
+    for build in "${history_builds[@]}"; do
+      read -r id num <<< "$build"
+      if run buildkite-agent artifact download "$HARNESS_HISTORY" . --build "$id" \
+         && { [ "$DRY" = 1 ] || [ -f "$HARNESS_HISTORY" ]; }; then
+        fetched=${num:-$id}
+        break
+      fi
+      none+=("${num:-$id}")
+    done
+    had_none="build ${none[0]:-}"
+    [ "${#none[@]}" -gt 1 ] && had_none="builds ${none[0]}..${none[-1]}"
+    if [ -z "$fetched" ]; then
+      missing="$HARNESS_HISTORY is not here and the previous nightly's artifact (build ${prev_num:-$prev_id}) could \
 not be downloaded"
-  elif [ -n "$reset" ]; then
-    history_note="HARNESS_HISTORY_RESET is set (${reset}) but the previous nightly's store (build \
-${prev_num:-$prev_id}) was fetched: nothing was reset, the history goes on (a reset starts anew only where there is \
-no store to continue)."
+      [ "${#none[@]}" -gt 1 ] && missing="$missing, nor that of the earlier nightlies ($had_none had none)"
+    elif [ "${#none[@]}" -gt 0 ]; then
+      history_note="Nightly history store fetched from build ${fetched}: ${had_none} had none."
+    fi
+    if [ -n "$fetched" ] && [ -n "$reset" ]; then
+      store="the previous nightly's store (build ${fetched})"
+      [ "${#none[@]}" -gt 0 ] && store="the store of build ${fetched} (${had_none} had none)"
+      history_note="HARNESS_HISTORY_RESET is set (${reset}) but ${store} was fetched: nothing was reset, the history \
+goes on (a reset starts anew only where there is no store to continue)."
+    fi
   fi
   if [ -n "$missing" ] && [ -n "$reset" ]; then
     history_note="History reset (HARNESS_HISTORY_RESET): ${reset}. Nothing to continue: ${missing}. This night starts \

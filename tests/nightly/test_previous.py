@@ -28,3 +28,15 @@ def test_module_prints_id_and_number_or_nothing():
     assert out.returncode == 0 and out.stdout == "b9 9\n"
     out = subprocess.run([*run, "8"], input=json.dumps(BUILDS), capture_output=True, text=True, cwd=REPO_ROOT)
     assert out.returncode == 0 and out.stdout == ""
+
+
+def test_all_prints_every_earlier_nightly_newest_first_at_most_ten():
+    # where the step looks for the history store: a night whose fetch failed uploaded none (issue 47)
+    run = [sys.executable, "-m", "harness.nightly.previous", "--all"]
+    out = subprocess.run([*run, "12"], input=json.dumps(BUILDS), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert out.returncode == 0 and out.stdout == "b9 9\nb8 8\n"
+    many = [{"id": f"b{n}", "number": n, "source": "schedule", "state": "passed"} for n in range(1, 30)]
+    out = subprocess.run([*run, "25"], input=json.dumps(many), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert out.stdout.splitlines() == [f"b{n} {n}" for n in range(24, 14, -1)]
+    out = subprocess.run([*run, "8"], input=json.dumps(BUILDS), capture_output=True, text=True, cwd=REPO_ROOT)
+    assert out.returncode == 0 and out.stdout == ""

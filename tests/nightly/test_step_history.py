@@ -8,6 +8,7 @@ as such, never as a failed download."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,12 +35,18 @@ PYTHON = """#!/bin/sh
 # the harness's interpreter: qualify writes the run's annotation and appends a line to the store; check passes
 echo "python $*" >> "$CALLS"
 case "$*" in
+  *"harness.nightly.previous"*) PYTHONPATH="$REPO_ROOT" exec "$REAL_PYTHON" "$@" ;;  # the real pick of builds
   *"harness qualify"*) [ -f "$HARNESS_HISTORY" ] && echo "store before qualify: $(cat "$HARNESS_HISTORY")" >> "$CALLS"
                        mkdir -p "reports/$HARNESS_RUN_ID" && echo "## $HARNESS_RUN_ID: PASSED" \\
                          > "reports/$HARNESS_RUN_ID/annotation.md"
                        echo "$HARNESS_RUN_ID" >> "$HARNESS_HISTORY" ;;
   *"history check"*) echo "history check of $HARNESS_RUN_ID: ${CHECK_SAYS:-PASS}"; exit "${CHECK_EXIT:-0}" ;;
 esac
+"""
+CURL = """#!/bin/sh
+# curl of Buildkite's REST build list: the JSON in $BUILDS
+echo "curl $*" >> "$CALLS"
+cat "$BUILDS"
 """
 
 
@@ -52,7 +59,7 @@ def step(tmp_path):
     shutil.copy(REPO_ROOT / STEP_SCRIPT, root / STEP_SCRIPT)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("buildkite-agent", AGENT), ("python", PYTHON)):
+    for name, text in (("buildkite-agent", AGENT), ("python", PYTHON), ("curl", CURL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     calls, annotations = tmp_path / "calls.log", tmp_path / "annotations.md"
@@ -62,7 +69,8 @@ def step(tmp_path):
                 "ANNOTATIONS": str(annotations), "ARTIFACTS": str(tmp_path / "artifacts"),
                 "HARNESS_PYTHON": str(bin_dir / "python"), "HARNESS_RUN_ID": f"nightly-42-{GROUP}",
                 "HARNESS_ARMS": GROUP, "CI": "true", "HARNESS_BASELINE_FROM": "previous-nightly",
-                "HARNESS_HISTORY_CHECK": "1", "HARNESS_HISTORY": STORE, **env}
+                "HARNESS_HISTORY_CHECK": "1", "HARNESS_HISTORY": STORE, "REPO_ROOT": str(REPO_ROOT),
+                "REAL_PYTHON": sys.executable, "BUILDS": str(tmp_path / "builds.json"), **env}
         out = subprocess.run(["bash", str(root / STEP_SCRIPT)], cwd=tmp_path, env=full, capture_output=True,
                              text=True, timeout=60)
         return (out, calls.read_text() if calls.exists() else "",
@@ -77,6 +85,41 @@ def step(tmp_path):
 
 
 PREVIOUS = {"NIGHTLY_BASELINE_BUILD": "b41", "NIGHTLY_BASELINE_NUMBER": "41"}
+API = {"BUILDKITE_API_TOKEN": "t", "BUILDKITE_ORGANIZATION_SLUG": "org", "BUILDKITE_PIPELINE_SLUG": "dcp",
+       "BUILDKITE_BRANCH": "main", "BUILDKITE_BUILD_NUMBER": "42"}
+
+
+def api_builds(tmp_path) -> None:
+    """Buildkite's build list: nightlies 41 and 40 failed (no store uploaded), 39 passed; 38 was a manual build."""
+    builds = [{"id": "b42", "number": 42, "source": "schedule", "state": "running"},
+              {"id": "b41", "number": 41, "source": "schedule", "state": "failed"},
+              {"id": "b40", "number": 40, "source": "schedule", "state": "failed"},
+              {"id": "b39", "number": 39, "source": "schedule", "state": "passed"},
+              {"id": "b38", "number": 38, "source": "ui", "state": "passed"}]
+    (tmp_path / "builds.json").write_text(json.dumps(builds))
+
+
+def test_a_store_missing_from_the_previous_nightly_is_fetched_from_the_newest_one_that_has_it(step, tmp_path):
+    # a night whose fetch failed uploads no store: without looking further back every later night would fail too
+    api_builds(tmp_path)
+    step.artifact("b38", STORE, "manual\n")  # not a nightly: never a candidate
+    step.artifact("b39", STORE, "night-38\nnight-39\n")
+    out, calls, annotations = step(**API)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "harness.nightly.previous --all 42" in calls
+    assert "artifact download reports/nightly-41-cpu-smoke/results.jsonl baseline/ --build b41" in calls
+    assert [f"--build {b}" in calls for b in ("b41", "b40", "b39", "b38")] == [True, True, True, False]
+    assert (step.root / STORE).read_text().split() == ["night-38", "night-39", "nightly-42-cpu-smoke"]
+    assert "Nightly history store fetched from build 39: builds 41..40 had none." in annotations
+
+
+def test_no_earlier_nightly_with_a_store_fails_the_step_naming_the_builds_tried(step, tmp_path):
+    api_builds(tmp_path)
+    out, calls, annotations = step(**API)
+    assert out.returncode != 0 and "harness qualify" not in calls
+    assert "--build b39" in calls and "--build b38" not in calls
+    assert (f"Nightly history not fetched: {STORE} is not here and the previous nightly's artifact (build 41) could "
+            "not be downloaded, nor that of the earlier nightlies (builds 41..39 had none)") in annotations
 
 
 def test_a_previous_store_that_cannot_be_fetched_fails_the_step_before_qualify_and_says_so(step):
