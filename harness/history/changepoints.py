@@ -35,12 +35,21 @@ class ChangePoint:
 
     @property
     def relative(self) -> float | None:
-        """after / before - 1 (None when the level before is 0)."""
-        return self.after / self.before - 1 if self.before else None
+        return relative_change(self.before, self.after)
 
     def size(self) -> str:
-        rel = self.relative
-        return f"{self.before:.4g} -> {self.after:.4g}" + (f" ({rel:+.1%})" if rel is not None else "")
+        return change_text(self.before, self.after)
+
+
+def relative_change(before: float, after: float) -> float | None:
+    """after / before - 1 (None when the level before is 0)."""
+    return after / before - 1 if before else None
+
+
+def change_text(before: float, after: float) -> str:
+    """'4.1 -> 4.6 (+12.2%)': a level change as the history prints it (change points and the nightly gate)."""
+    rel = relative_change(before, after)
+    return f"{before:.4g} -> {after:.4g}" + (f" ({rel:+.1%})" if rel is not None else "")
 
 
 def noise_scale(x: np.ndarray) -> float:

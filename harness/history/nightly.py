@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from harness.history.changepoints import change_text, relative_change
+
 BUDGET = 0.01  # the share of clean nights allowed to fail, over every series the night judges
 WINDOWS = (2, 3, 4, 5)  # recent runs tested: two make a level in a bit-exact series, three elsewhere; five carry a
 #                        small step (windows_for says why)
@@ -49,11 +51,10 @@ class Shift:
 
     @property
     def relative(self) -> float | None:
-        return self.after / self.before - 1 if self.before else None
+        return relative_change(self.before, self.after)
 
     def size(self) -> str:
-        rel = self.relative
-        return f"{self.before:.4g} -> {self.after:.4g}" + (f" ({rel:+.1%})" if rel is not None else "")
+        return change_text(self.before, self.after)
 
 
 DRIFT_FLOOR = 1e-5  # nats: below it a drift is float32 rounding (the clean CPU nights' max drift spans 5.5e-6-6.9e-6)
