@@ -181,6 +181,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if not args.store.is_file():
+        ap.error(f"--store {args.store}: no history store there (a SQLite file `harness history` writes)")
     print(f"== 1. the real store {args.store}")
     args.store = copied(args.store)  # opening a store migrates it: the evidence stays as it was
     m = real_store(args.store)
