@@ -8,8 +8,10 @@ from harness.config.errors import ConfigError
 from harness.config.suites import workload_keys
 from harness.config.workloads import (
     Gsm8kWorkload,
+    OutputCoverageWorkload,
     RulerWorkload,
     SpecDecodeWorkload,
+    chunk_budget,
     load_workload,
     workload_for,
     workload_kind,
@@ -48,8 +50,11 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
         if isinstance(w, RulerWorkload):
             verdicts += ruler_verdicts(candidate, arm, w)
             continue
-        verdicts.append(check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name,
-                                            arm.model.max_model_len, getattr(w, "prompt_basis", "token_ids")))
+        if isinstance(w, OutputCoverageWorkload):
+            verdicts += coverage_verdicts(candidate, arm, w)
+        else:
+            verdicts.append(check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name,
+                                                arm.model.max_model_len, getattr(w, "prompt_basis", "token_ids")))
         try:
             space = token_space(arm, w)
             verdicts.append(Verdict("workload_vocabulary", True, f"workload {w.name}: {space.vocab_size} tokens"))
@@ -75,4 +80,18 @@ def ruler_verdicts(candidate: Arm, arm: Arm, w: RulerWorkload) -> list[Verdict]:
         out.append(Verdict("ruler_tokenizer", True, f"workload {w.name}: samples sized with {where}"))
     except ConfigError as exc:
         out.append(Verdict("ruler_tokenizer", False, str(exc)))
+    return out
+
+
+def coverage_verdicts(candidate: Arm, arm: Arm, w: OutputCoverageWorkload) -> list[Verdict]:
+    """output_coverage: its longest fixed cell within the arm's max_model_len, and the candidate's chunk budget known
+    (the chunk cells are placed by it)."""
+    prompt, output = w.longest()
+    out = [check_workload_fits(w.name, prompt, output, arm.name, arm.model.max_model_len)]
+    try:
+        budget = chunk_budget(candidate, w)
+        out.append(Verdict("coverage_chunk_budget", True, f"workload {w.name}: chunk cells around multiples of "
+                           f"{budget.tokens} ({budget.source})"))
+    except ConfigError as exc:
+        out.append(Verdict("coverage_chunk_budget", False, str(exc)))
     return out

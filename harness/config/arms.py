@@ -149,6 +149,7 @@ class BuiltinWorkloadChoice(Strict):
     long_context: str | None = None
     ruler: str | None = None
     capacity: str | None = None
+    output_coverage: str | None = None
 
 
 # The families the suite catalogue adds (its timing suites) are fields too: an arm chooses their workloads the same way,

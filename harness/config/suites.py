@@ -93,6 +93,12 @@ SUITES = (
           metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)",
                                  measured_on="cpu"),
           default_workload="ttft_short"),
+    # output_coverage: outputs where the work goes beyond the grid's copy prompts (harness/refcheck/coverage_cells.py),
+    # one reference check per family, each with limits of its own: a batch that preempts (kv_pressure) or mixes
+    # prefill chunks with decodes (chunk_boundaries) moves drift as the bursts do.
+    Suite("output_coverage", "output_coverage", per_arm=False, calibrated=True,
+          checks=("long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
+                  "multi_turn")),
     Suite("kv_capacity", None, per_arm=True),
     Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True, checks=("prefix_reuse",)),
     Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True,

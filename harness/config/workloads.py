@@ -4,6 +4,7 @@ The prompts a workload describes are built in harness.measure.prompts (long pref
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -251,6 +252,117 @@ class LongContextWorkload(StrictModel):
         return self.prompt_tokens + self.output_tokens
 
 
+class LongGenerationSpec(StrictModel):
+    """Prompts whose outputs are compared deep into a generation: each length generates `output_tokens`."""
+
+    lengths: list[Positive] = Field(min_length=1)
+    output_tokens: Int = Field(ge=1)
+
+
+class ShortPromptSpec(StrictModel):
+    """Prompts of a few tokens: every length here, and 1 to (the arm's DCP size x interleave + 1) besides (a DCP
+    rank may hold an empty KV shard)."""
+
+    lengths: list[Positive] = Field(min_length=1)
+
+
+class ChunkBoundarySpec(StrictModel):
+    """Prompt lengths `offsets` from every multiple of the arm's max_num_batched_tokens (the chunked-prefill budget)
+    up to max_model_len, sent alone (each chunk split exactly at the multiple) and then all at once (prefill chunks
+    mixed with the others' decode steps). `budget`: the chunk size assumed where the arm sets no
+    max_num_batched_tokens (vLLM's default depends on the build and device: state the one the arm runs with)."""
+
+    offsets: list[int] = Field([-1, 1], min_length=1)
+    budget: Int | None = Field(None, ge=2)
+    max_multiples: Int = Field(16, ge=1)  # the longest prompts' multiples are kept first beyond this many
+
+
+class MultiTurnSpec(StrictModel):
+    """One session replayed turn by turn under one cache salt with a fixed transcript: turn k's prompt is every earlier
+    user turn followed by the reference's output for it, then user turn k; each turn reuses the cached earlier ones."""
+
+    turns: Int = Field(ge=2)
+    user_tokens: Int = Field(ge=1)  # tokens per user turn
+    output_tokens: Int = Field(ge=1)  # each turn's generation (the reference's joins the transcript)
+
+    @property
+    def longest_prompt(self) -> int:
+        return self.turns * self.user_tokens + (self.turns - 1) * self.output_tokens
+
+
+class PressureSpec(StrictModel):
+    """A burst larger than the candidate's KV pool: `requests` prompts of `prompt_tokens`, all in flight at once. The
+    server's vllm:num_preemptions counter must rise over it (else the check has no data)."""
+
+    requests: Int = Field(ge=2)
+    prompt_tokens: Int = Field(ge=1)
+    output_tokens: Int = Field(ge=1)
+
+
+class RecycledSpec(StrictModel):
+    """Cells sent, then the KV pool filled with other prompts (`fill_factor` x its tokens, at most `max_fill_tokens`),
+    then the cells again under their salt (their cached blocks were evicted: recomputed into reused blocks) and under
+    a new one (fresh prompts on reused blocks holding other requests' KV)."""
+
+    prompts: Int = Field(ge=1)
+    prompt_tokens: Int = Field(ge=1)
+    fill_factor: Float = Field(1.5, ge=1.0)
+    fill_prompt_tokens: Int = Field(2000, ge=1)  # each fill prompt's length (sent four at a time, one output token)
+    max_fill_tokens: Int = Field(ge=1)  # an arm whose pool needs more has no data: cap its KV (server.kv_cache_blocks)
+
+
+class OutputCoverageWorkload(StrictModel):
+    """The output_coverage suite (suites/test_output_coverage.py, harness/refcheck/coverage_cells.py): cells where
+    the work goes beyond the long_context grid's copy prompts -- deep into a generation, under KV pressure and
+    preemption, on recycled blocks, at a few tokens, at chunk boundaries, over the turns of a session -- each output
+    compared with the reference's output of the same prompt sent alone."""
+
+    name: str
+    description: str = ""
+    seed: Int = 0
+    output_tokens: Int = Field(32, ge=1)  # short, chunk and recycled cells
+    top_logprobs: Int = Field(5, ge=1, le=20)
+    long_generation: LongGenerationSpec
+    short_prompts: ShortPromptSpec
+    chunk_boundaries: ChunkBoundarySpec = ChunkBoundarySpec()
+    multi_turn: MultiTurnSpec
+    # Both need a KV pool the sign-off can overfill: the CPU pair's candidate caps its KV (64 blocks); a GPU arm's
+    # pool of millions of tokens cannot be filled in a sign-off's time. A workload without them skips their checks
+    # with that reason (the report lists the skip), never passes them.
+    pressure: PressureSpec | None = None
+    recycled: RecycledSpec | None = None
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
+
+    def longest(self) -> tuple[int, int]:
+        """(prompt, output) tokens of the longest fixed cell (chunk cells are sized from the arm: they fit by
+        construction)."""
+        g = self.long_generation
+        cells = [(max(g.lengths), g.output_tokens), (max(self.short_prompts.lengths), self.output_tokens),
+                 (self.multi_turn.longest_prompt, self.multi_turn.output_tokens)]
+        cells += [(self.pressure.prompt_tokens, self.pressure.output_tokens)] if self.pressure else []
+        if self.recycled:
+            cells += [(self.recycled.prompt_tokens, self.output_tokens), (self.recycled.fill_prompt_tokens, 1)]
+        return max(cells, key=sum)
+
+
+@dataclass(frozen=True)
+class ChunkBudget:
+    tokens: int
+    source: str  # "arm cpu-smoke max_num_batched_tokens" or "workload output_coverage_gpu chunk_boundaries.budget"
+
+
+def chunk_budget(arm: Arm, w: OutputCoverageWorkload) -> ChunkBudget:
+    """The chunk size the candidate's prefill is split by: its max_num_batched_tokens, else the workload's stated
+    budget; ConfigError naming both fields when neither says."""
+    if arm.server.max_num_batched_tokens:
+        return ChunkBudget(arm.server.max_num_batched_tokens, f"arm {arm.name} max_num_batched_tokens")
+    if w.chunk_boundaries.budget:
+        return ChunkBudget(w.chunk_boundaries.budget, f"workload {w.name} chunk_boundaries.budget")
+    raise ConfigError(f"workload {w.name!r}: arm {arm.name!r} sets no server.max_num_batched_tokens, so the chunk "
+                      "boundaries are unknown: set it on the arm, or chunk_boundaries.budget in the workload")
+
+
 # lm-eval's RULER tasks whose data is generated from the model's tokenizer alone. The others need a download:
 # niah_single_2/3, niah_multikey_1, niah_multiquery and niah_multivalue fill their haystack with Paul Graham essays
 # (hub dataset baber/paul_graham_essays), ruler_qa_squad / ruler_qa_hotpot read SQuAD / HotpotQA from the hub.
@@ -337,6 +449,7 @@ FAMILIES: dict[str, tuple[str, type[BaseModel]]] = {
     "long_context": ("long_context_gpu", LongContextWorkload),
     "ruler": ("ruler_kimi", RulerWorkload),
     "capacity": ("capacity_gpu", CapacityWorkload),
+    "output_coverage": ("output_coverage_gpu", OutputCoverageWorkload),
     # the catalogue's timing suites (harness/config/suites.py MetricGate): one family each, a MetricWorkload
     **{family: (default, MetricWorkload) for family, default in metric_families().items()},
 }

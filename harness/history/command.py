@@ -125,15 +125,32 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     with store.connect() as db:
         arm_metrics(db, "coverage", args.arm)  # an arm the store does not hold: refused, not an empty answer
         rows = store.coverage(db, args.arm)
-    checks: dict[str, dict[int, set]] = {}
-    for key, c in rows:
-        checks.setdefault(c.check, {}).setdefault(c.length, set()).add((key, c.batch))
-    for check, lengths in sorted(checks.items()):
-        runs = {r for v in lengths.values() for r, _ in v}
-        batches = sorted({b for v in lengths.values() for _, b in v})
-        print(f"{args.arm} {check}: {len(lengths)} distinct lengths over {len(runs)} runs, "
-              f"{min(lengths)}..{max(lengths)} tokens, batch sizes {batches}")
+    for line in coverage_lines(args.arm, rows):
+        print(line)
     return 0
+
+
+def coverage_lines(arm: str, rows: list) -> list[str]:
+    """Per check: its distinct context lengths over the runs, batch sizes, and where the rows say so the most
+    generated tokens compared and the preemptions its runs proved."""
+    checks: dict[str, list] = {}
+    for key, c in rows:
+        checks.setdefault(c.check, []).append((key, c))
+    out = []
+    for check, got in sorted(checks.items()):
+        lengths = {c.length for _, c in got}
+        runs = {k for k, _ in got}
+        batches = sorted({c.batch for _, c in got})
+        line = (f"{arm} {check}: {len(lengths)} distinct lengths over {len(runs)} runs, "
+                f"{min(lengths)}..{max(lengths)} tokens, batch sizes {batches}")
+        generated = [c.generated for _, c in got if c.generated is not None]
+        if generated:
+            line += f", up to {max(generated)} generated tokens"
+        preempted = {k: c.preemptions for k, c in got if c.preemptions is not None}
+        if preempted:
+            line += f", {sum(preempted.values())} preemptions over {len(preempted)} runs"
+        out.append(line)
+    return out
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -84,6 +84,8 @@ class CoverageRow:
     check: str
     length: int  # context tokens checked
     batch: int  # requests decoding together (1: one at a time)
+    generated: int | None = None  # generated tokens compared (None: rows of records that did not say)
+    preemptions: int | None = None  # the server's preemptions over the check (kv_pressure), where it counted them
 
 
 @dataclass
@@ -196,14 +198,20 @@ GRID_CHECKS = BY_NAME["long_context"].checks  # long_context's reference checks:
 
 def coverage_of(records: list[Record]) -> list[CoverageRow]:
     """The context lengths each output check compared, at the batch size it sent them in: long_context's cells
-    (one at a time, and in its bursts); a reference check's longest compared context (its own records keep no
+    (one at a time, and in its bursts); output_coverage's every compared output, with its generated tokens (and
+    kv_pressure's preemptions); another reference check's longest compared context (its own records keep no
     per-request batch); the timed levels' longest context at their concurrency."""
     out = set()
     for r in records:
         if isinstance(r, LongContextRecord):
             out |= {CoverageRow(r.arm, "long_context", c.context_tokens or c.length, c.batch) for c in r.cells}
+        elif isinstance(r, ReferenceCheckRecord) and r.covered:  # output_coverage: every compared output
+            pre = int(r.preemptions_proven) if r.preemptions_proven is not None else None
+            out |= {CoverageRow(r.arm, r.check, c.prompt_tokens + c.generated, c.batch, c.generated, pre)
+                    for c in r.covered}
         elif isinstance(r, ReferenceCheckRecord) and r.checked_to_tokens and r.check not in GRID_CHECKS:
-            out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1))  # the grid's checks: its cells say it
+            out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1,  # the grid's checks: its cells say it
+                                r.checked_generated_tokens))
         elif isinstance(r, LongPrefixRecord) and r.timed_to_tokens:
             out.add(CoverageRow(r.arm, "long_prefix", r.timed_to_tokens, r.concurrency))
     return sorted(out, key=lambda c: (c.arm, c.check, c.length, c.batch))

@@ -22,7 +22,7 @@ from harness.config.errors import HarnessError
 from harness.config.paths import REPORTS_DIR
 from harness.history.extract import ArmRow, CoverageRow, MetricRow, RunRow, RunRows, VerdictRow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 LOCK_WAIT_S = 120.0  # a writer waits this long for another's append (each takes milliseconds)
 
 SCHEMA_V1 = """
@@ -49,7 +49,13 @@ SCHEMA_V2 = """
 ALTER TABLE arms ADD COLUMN build_hash TEXT;
 ALTER TABLE verdicts ADD COLUMN judged_by TEXT;
 """
-MIGRATIONS = {1: SCHEMA_V1, 2: SCHEMA_V2}  # user_version N-1 -> N; a new version adds its step here
+# Version 3: coverage rows say how many generated tokens they compared and, for a pressure check, how many requests
+# the server preempted (issue 46's dimensions); rows appended before it have neither (NULL).
+SCHEMA_V3 = """
+ALTER TABLE coverage ADD COLUMN generated INTEGER;
+ALTER TABLE coverage ADD COLUMN preemptions INTEGER;
+"""
+MIGRATIONS = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}  # user_version N-1 -> N; a new version adds its step here
 
 
 class HistoryError(HarnessError):
@@ -200,8 +206,9 @@ def arms(db: sqlite3.Connection, key: str) -> list[ArmRow]:
 
 
 def coverage(db: sqlite3.Connection, arm: str) -> list[tuple[str, CoverageRow]]:
-    sql = "SELECT run_key, arm, check_name, length, batch FROM coverage WHERE arm = ? ORDER BY check_name, length"
-    return [(r, CoverageRow(a, c, n, b)) for r, a, c, n, b in db.execute(sql, (arm,))]
+    sql = ("SELECT run_key, arm, check_name, length, batch, generated, preemptions FROM coverage WHERE arm = ? "
+           "ORDER BY check_name, length")
+    return [(r, CoverageRow(a, c, n, b, g, p)) for r, a, c, n, b, g, p in db.execute(sql, (arm,))]
 
 
 def metric_rows(db: sqlite3.Connection, key: str) -> list[MetricRow]:

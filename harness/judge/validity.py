@@ -71,6 +71,7 @@ class Coverage:
     checked_to: int | None  # the longest context any of them compared (None: none recorded it)
     timed_to: int | None  # the longest context the candidate was timed at (None: not timed, or not recorded)
     timed: bool  # the candidate has long-prefix records at all
+    generated_to: int | None = None  # the most generated tokens of one output compared (None: not recorded)
 
     @property
     def short(self) -> bool:
@@ -86,7 +87,9 @@ def coverage(records: list[Record], cand: str, ref: str) -> Coverage:
     reached = [r.checked_to_tokens for r in checks if r.checked_to_tokens is not None]
     timed = [r for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand]
     lengths = [r.timed_to_tokens for r in timed if r.timed_to_tokens is not None]
-    return Coverage(len(checks), max(reached, default=None), max(lengths, default=None), bool(timed))
+    generated = [r.checked_generated_tokens for r in checks if getattr(r, "checked_generated_tokens", None)]
+    return Coverage(len(checks), max(reached, default=None), max(lengths, default=None), bool(timed),
+                    max(generated, default=None))
 
 
 def coverage_sentence(c: Coverage) -> str:
@@ -97,6 +100,8 @@ def coverage_sentence(c: Coverage) -> str:
         checked = "outputs checked, to a length not recorded (the records predate checked_to_tokens)"
     else:
         checked = f"outputs checked to {c.checked_to:,} tokens"
+        if c.generated_to is not None:  # records before checked_generated_tokens keep the sentence they had
+            checked = f"outputs checked to {c.checked_to:,} context tokens and {c.generated_to:,} generated tokens"
     if not c.timed:
         return f"{checked}; nothing timed"
     if c.timed_to is None:

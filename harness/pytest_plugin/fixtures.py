@@ -13,7 +13,7 @@ from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
-from harness.pytest_plugin.references import CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP
+from harness.pytest_plugin.references import CHECKS, COVERAGE, LONG_CONTEXT, LONG_CONTEXT_SWEEP
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
@@ -115,6 +115,15 @@ def long_context_sweep_outputs(harness_session: HarnessSession) -> StoredOutputs
     if not sweep.cells:
         return StoredOutputs(harness_session.reference_name or "", "", Path(), {}, reused=True)
     return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT_SWEEP)
+
+
+@pytest.fixture
+def coverage_outputs(harness_session: HarnessSession) -> StoredOutputs:
+    """The reference arm's outputs for the candidate's output_coverage cells and session (captured like
+    reference_outputs: before the candidate starts)."""
+    stored = _stored(harness_session, harness_session.reference_name, which=COVERAGE)
+    capture_eager_variant(harness_session)
+    return stored
 
 
 def capture_eager_variant(session: HarnessSession) -> None:

@@ -7,14 +7,16 @@ from pathlib import Path
 
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
-from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload
+from harness.config.workloads import LongContextWorkload, OutputCoverageWorkload, ReferenceChecksWorkload
 from harness.measure.generation import Sampling
-from harness.measure.prompts import token_space
+from harness.measure.prompts import TokenSpace, token_space
 from harness.pytest_plugin.parallel import markers_dir
 from harness.pytest_plugin.servers import ArmServers
 from harness.pytest_plugin.started_run import StartedRun
 from harness.refcheck import store
 from harness.refcheck.batches import capture
+from harness.refcheck.coverage_cells import CoveragePrompts, build_coverage_prompts
+from harness.refcheck.coverage_send import capture_coverage
 from harness.refcheck.long_context import (
     LongContextPrompts,
     build_long_context_prompts,
@@ -31,12 +33,14 @@ from harness.refcheck.store import (
     reference_dir,
 )
 
-# The prompt sets whose reference outputs are stored: the reference checks' and the long_context grid.
+# The prompt sets whose reference outputs are stored: the reference checks', the long_context grid's and the
+# output_coverage cells'.
 CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP = "reference_checks", "long_context", "long_context_sweep"
+COVERAGE = "output_coverage"
 # The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
 # candidate starts).
 PROMPT_SET_FIXTURES = {"reference_outputs": CHECKS, "eager_outputs": CHECKS, "long_context_outputs": LONG_CONTEXT,
-                       "long_context_sweep_outputs": LONG_CONTEXT_SWEEP}
+                       "long_context_sweep_outputs": LONG_CONTEXT_SWEEP, "coverage_outputs": COVERAGE}
 
 
 def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
@@ -52,7 +56,7 @@ class ReferenceOutputs:
 
     def __init__(self, run: StartedRun, servers: ArmServers, refresh: bool = False):
         self.run, self.servers, self.refresh = run, servers, refresh
-        self.stored: dict[tuple[str, str], StoredOutputs] = {}  # (prompt set, arm) -> outputs
+        self.stored: dict[tuple[str, str, str], StoredOutputs] = {}  # (prompt set, arm, its prompts) -> outputs
         self._identity: dict[str, dict[str, str]] = {}  # arm -> its model's hashes (read once per run)
 
     def identity(self, name: str) -> dict[str, str]:
@@ -83,8 +87,21 @@ class ReferenceOutputs:
         return (w, build_sweep_prompts(w, token_space(cand, w), self.run.length_seed, published),
                 Sampling(w.output_tokens, w.top_logprobs))
 
-    def prompt_set(self, which: str, candidate: str) -> tuple[CheckPrompts | LongContextPrompts, Sampling]:
-        sets = {LONG_CONTEXT: self.long_context_prompts, LONG_CONTEXT_SWEEP: self.long_context_sweep_prompts}
+    def coverage_prompts(self, candidate: str) -> tuple[OutputCoverageWorkload, CoveragePrompts, TokenSpace]:
+        """The candidate's output_coverage cells (its chunk budget, DCP size and max_model_len place some of them)."""
+        cand = self.run.arm(candidate)
+        w = self.run.workload(COVERAGE, candidate)
+        space = token_space(cand, w)
+        return w, build_coverage_prompts(w, space, cand), space
+
+    def _coverage_set(self, candidate: str) -> tuple[OutputCoverageWorkload, CoveragePrompts, Sampling]:
+        w, prompts, _ = self.coverage_prompts(candidate)
+        return w, prompts, Sampling(prompts.max_tokens, w.top_logprobs)
+
+    def prompt_set(self, which: str, candidate: str) -> tuple[CheckPrompts | LongContextPrompts | CoveragePrompts,
+                                                                Sampling]:
+        sets = {LONG_CONTEXT: self.long_context_prompts, LONG_CONTEXT_SWEEP: self.long_context_sweep_prompts,
+                COVERAGE: self._coverage_set}
         _, prompts, sampling = sets.get(which, self.check_prompts)(candidate)
         return prompts, sampling
 
@@ -100,9 +117,11 @@ class ReferenceOutputs:
         difference = model_difference(cand, self.identity(cand.name), arm, self.identity(name))
         if difference:
             raise ConfigError(difference)
-        if (which, name) in self.stored:
-            return self.stored[(which, name)]
         prompts, sampling = self.prompt_set(which, candidate)
+        # keyed by the prompts too: the coverage cells follow each candidate's chunk budget and DCP size
+        cached = (which, name, prompts.fingerprint())
+        if cached in self.stored:
+            return self.stored[cached]
         key = make_key(arm, self.identity(name), prompts, sampling,
                        installed_vllm_version(arm.launcher.python or server_python()))
         # --refresh-reference is the capturing side's: a worker waiting for another's capture reads the store, and
@@ -115,7 +134,9 @@ class ReferenceOutputs:
             return None
         if stored is None:
             self.servers.release_all_but(name)
-            outputs = capture(self.servers.server(name), prompts.all(), sampling)
+            live = self.servers.server(name)
+            outputs = (capture_coverage(live, prompts, sampling.top_logprobs) if isinstance(prompts, CoveragePrompts)
+                       else capture(live, prompts.all(), sampling))
             if not keep_server:
                 self.servers.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())
@@ -124,5 +145,5 @@ class ReferenceOutputs:
                 marker = refreshed_marker(self.run.run_dir, name, which)
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.write_text(str(path))
-        self.stored[(which, name)] = stored
+        self.stored[cached] = stored
         return stored

@@ -327,6 +327,14 @@ def comparison_model(check: str) -> type[RequestComparison]:
     return TeacherForcedComparison if check == "teacher_forcing" else RequestComparison
 
 
+class CoveredRequest(BaseModel):
+    """One compared output of an output_coverage check: what it covered, for the history's coverage."""
+
+    prompt_tokens: int
+    generated: int  # generated tokens compared (up to and including a first divergence)
+    batch: int = 1  # requests sent at once with it
+
+
 class ReferenceCheckFields(BaseModel):
     """A reference check's verdict and numbers: built by refcheck (batches.record_fields, timed_outputs.checked_fields),
     completed by the paired test against the floor (pytest_plugin/floors.apply_floor), recorded as a
@@ -355,6 +363,12 @@ class ReferenceCheckFields(BaseModel):
     # The longest context (prompt + generated tokens) whose outputs this check compared: what the headline's
     # "outputs checked to N tokens" quotes. None in records written before it existed.
     checked_to_tokens: int | None = None
+    # The most generated tokens of one output this check compared (up to and including a first divergence): the
+    # headline's "and M generated tokens". None in records written before it existed.
+    checked_generated_tokens: int | None = None
+    # vllm:num_preemptions delta over the check's burst (output_coverage kv_pressure): its outputs were recomputed
+    preemptions_proven: float | None = None
+    covered: list[CoveredRequest] = []  # output_coverage: every compared output's prompt, generated tokens, batch
     # Teacher forcing only: the paired test against the accepted known-good run of the same pair (its store path,
     # where `harness accept-floor` writes), its verdict sentence, and the smallest shift this run could detect.
     floor_path: str | None = None

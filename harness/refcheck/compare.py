@@ -109,6 +109,11 @@ def checked_to(comparisons: list[RequestComparison]) -> int | None:
     return max(map(compared_to, comparisons), default=None)
 
 
+def generated_to(comparisons: list[RequestComparison]) -> int | None:
+    """The most generated tokens of one output a check compared (ReferenceCheckRecord.checked_generated_tokens)."""
+    return max((compared_to(c) - c.prompt_tokens for c in comparisons), default=None)
+
+
 def summary_fields(comparisons: list[RequestComparison], tie_gap: float = 0.0) -> dict:
     """The ReferenceCheckRecord numbers computed from the per-request comparisons."""
     divergences = [c.first_divergence for c in comparisons if c.first_divergence is not None]
@@ -117,4 +122,5 @@ def summary_fields(comparisons: list[RequestComparison], tie_gap: float = 0.0) -
             "first_divergence_min": min(divergences) if divergences else None,
             "max_drift": max(drifts) if drifts else None,
             "nonfinite": sum(not c.finite for c in comparisons),
-            "tie_flips": sum(is_tie_flip(c, tie_gap) for c in comparisons), "tie_gap": tie_gap}
+            "tie_flips": sum(is_tie_flip(c, tie_gap) for c in comparisons), "tie_gap": tie_gap,
+            "checked_generated_tokens": generated_to(comparisons)}

@@ -44,7 +44,8 @@ def capacity_table(records: list[Record], arm_order: list[str], limits: dict[str
                                                                            r.output_tokens_per_s / r.gpus),
                 "Req/s": num(r.requests_per_s, "{:.2f}"),
                 "TPOT p50/p99 ms": f"{ms(r.tpot.p50)}/{ms(r.tpot.p99)}"
-                                   + (f" ({r.buffered_requests} buffered: delivery, not decode)" if r.buffered_requests else ""),
+                                   + (f" ({r.buffered_requests} buffered: delivery, not decode)"
+                                      if r.buffered_requests else ""),
                 "TTFT p50/p99 ms": f"{ms(r.ttft.p50)}/{ms(r.ttft.p99)}",
                 "KV peak": "n/a" if kv is None else f"{100 * kv:.0f}%",
                 "Preemptions": num(r.preemptions, "{:.0f}"), "Waiting peak": num(r.waiting_peak, "{:.0f}"),

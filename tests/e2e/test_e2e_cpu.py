@@ -169,8 +169,19 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     # suites on that launch, then cpu-smoke
     assert all(r["status"] == "up" for r in servers) and [r["arm"] for r in servers] == ["cpu-ref", "cpu-smoke"]
     checks = {r["check"]: r for r in records if r["kind"] == "reference_check"}
+    coverage_checks = {"long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
+                       "multi_turn"}
     assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_context_bursts",
-                           "long_prefix_outputs"} and all(c["passed"] for c in checks.values())
+                           "long_prefix_outputs", *coverage_checks} and all(c["passed"] for c in checks.values())
+    # output_coverage (issue 46): 256 generated tokens compared, the burst preempted (the server's own counter), the
+    # cells after the fill recomputed on recycled blocks, every turn of the session reusing the earlier ones
+    assert checks["long_generation"]["checked_generated_tokens"] == 256
+    assert checks["kv_pressure"]["preemptions_proven"] > 0
+    assert checks["recycled_blocks"]["exact_matches"] == checks["recycled_blocks"]["requests"] == 9
+    assert checks["multi_turn"]["requests"] == 6 and checks["multi_turn"]["cached_tokens_proven"] >= 5 * 512
+    assert {c["prompt_tokens"] for c in checks["short_prompts"]["covered"]} >= set(range(1, 10)) | {129}
+    assert {c["prompt_tokens"] for c in checks["chunk_boundaries"]["covered"]} == {
+        k * 512 + d for k in range(1, 8) for d in (-1, 1)}
     # the timed requests' tokens equal cpu-ref's (float32; logprobs within ~1e-5), so the TPOT gate counts; prompt 3,512 +
     # 32 output tokens compared, by generation and by teacher forcing
     timed = checks["long_prefix_outputs"]
@@ -253,11 +264,14 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
                                                "test_gsm8k_vs_reference",
                                                "test_gsm8k_degeneration_vs_reference", "test_spec_decode_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
-                                               "test_teacher_forcing", "test_long_context", "test_dcp_ops"])
+                                               "test_teacher_forcing", "test_long_context", "test_dcp_ops",
+                                               "test_multi_turn", "test_recycled_blocks", "test_kv_pressure"]
+        + [f"test_output_coverage[{c}]" for c in ("long_generation", "short_prompts", "chunk_boundaries")])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
     # coverage: the long_context grid reached further than the timed long-prefix context
-    assert "- Coverage: outputs checked to 4,024 tokens; timed at 3,544 tokens\n" in (run / "annotation.md").read_text()
+    assert ("- Coverage: outputs checked to 4,024 context tokens and 256 generated tokens; timed at 3,544 tokens\n"
+            in (run / "annotation.md").read_text())
     ports = {int(r["base_url"].rsplit(":", 1)[1]) for r in servers}
     listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
     assert not ports & listening, "a server of the run still listens after qualify returned"

@@ -75,8 +75,9 @@ def test_no_comparison_is_a_failure_not_a_pass():
 def test_summary_fields():
     cs = [compare_outputs("a", 1, gen([1, 2]), gen([1, 2])), compare_outputs("b", 1, gen([1, 5, 6]), gen([1, 2, 6]))]
     s = summary_fields(cs)
+    # checked_generated_tokens: a's 2 equal tokens, b's first two (compared up to and including its divergence)
     assert s == {"requests": 2, "exact_matches": 1, "first_divergence_min": 1, "max_drift": 0.0, "nonfinite": 0,
-                 "tie_flips": 0, "tie_gap": 0.0}
+                 "tie_flips": 0, "tie_gap": 0.0, "checked_generated_tokens": 2}
 
 
 def test_aborted_check_keeps_comparisons_and_fails(tmp_path):

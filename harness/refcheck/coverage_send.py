@@ -1,0 +1,212 @@
+"""The output_coverage cells on a live server: the reference's capture (every cell alone, the session turn by turn on
+its own outputs) and the candidate's families, each leaving its comparisons, the failures beyond them (a proof that
+could not be given) and what its server's counters proved. Every comparison is appended to the check's comparisons
+file as it is made; a server death or a failed request stops the family with the reason (BatchRun.aborted) and keeps
+every comparison made before it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.config.errors import HarnessError
+from harness.measure.generation import Generation, Sampling
+from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
+from harness.records.schema import CoveredRequest
+from harness.refcheck.batches import BatchRun, send
+from harness.refcheck.compare import compare_outputs, compared_to
+from harness.refcheck.coverage_cells import (
+    CoverageCell,
+    CoveragePrompts,
+    pressure_shortfall,
+    turn_id,
+    turn_prompt,
+)
+from harness.refcheck.long_context import expected_hit
+from harness.refcheck.long_context_grid import abort_reason
+from harness.refcheck.prompts import CheckPrompt
+
+HITS = "vllm:prefix_cache_hits_total"
+PREEMPTIONS = "vllm:num_preemptions_total"
+
+
+def capture_coverage(live, prompts: CoveragePrompts, top_logprobs: int) -> dict[str, Generation]:
+    """The reference's outputs: every cell alone under its own cache salt, then the session turn by turn, each turn's
+    prompt holding the reference's own earlier outputs (computed from scratch: a salt per turn)."""
+    out = {c.id: send(live, [c.prompt()], Sampling(c.max_tokens, top_logprobs), cache_salt=f"reference-{c.id}")[0]
+           for c in prompts.cells}
+    turn = Sampling(prompts.turn_tokens, top_logprobs)
+    for k in range(1, len(prompts.turns) + 1):
+        tokens = turn_prompt(prompts.turns, {i: g.token_ids for i, g in out.items()}, k)
+        out[turn_id(k)] = send(live, [CheckPrompt(turn_id(k), tokens, "")], turn,
+                               cache_salt=f"reference-{turn_id(k)}")[0]
+    return out
+
+
+@dataclass
+class FamilyRun:
+    """What one family left: its comparisons (run), failures beyond them, and its counters' proofs."""
+
+    run: BatchRun = field(default_factory=BatchRun)
+    extra: list[str] = field(default_factory=list)
+    cached_tokens: float | None = None  # prefix-cache hits over the part that proves reuse (session, recycled)
+    preemptions: float | None = None  # vllm:num_preemptions delta over the pressure burst
+    notes: list[str] = field(default_factory=list)  # what the family covered, for the record's detail
+    covered: list[CoveredRequest] = field(default_factory=list)  # per comparison: prompt, generated, batch
+
+
+class CoverageServer:
+    """The I/O of one candidate's cells: requests, /metrics counters, the comparisons file."""
+
+    def __init__(self, live, top_logprobs: int, salt: str, sink: Path):
+        self.live, self.top, self.salt, self.sink = live, top_logprobs, salt, sink
+
+    def metrics(self) -> str:
+        return fetch_metrics(self.live.info.base_url)
+
+    def counter(self, name: str) -> float | None:
+        return counter_total(self.metrics(), name)
+
+    def pool(self) -> tuple[int | None, int | None]:
+        """(KV pool tokens, block size) from vllm:cache_config_info; None where the server does not say."""
+        info = cache_config(self.metrics())
+        blocks, block = label_int(info, "num_gpu_blocks"), label_int(info, "block_size")
+        return (blocks * block if blocks and block else None), block
+
+    def send(self, cells: list[CoverageCell], salt: str) -> list[Generation]:
+        """The cells in flight at once (one cell: alone), each generating its own max_tokens (one per call)."""
+        sampling = Sampling(cells[0].max_tokens, self.top)
+        return send(self.live, [c.prompt() for c in cells], sampling, cache_salt=f"{self.salt}-{salt}")
+
+    def compare(self, fam: FamilyRun, request: str, prompt_tokens: int, out: Generation, ref: Generation,
+                group: str, batch: int = 1) -> None:
+        c = compare_outputs(request, prompt_tokens, out, ref, group)
+        fam.run.comparisons.append(c)
+        fam.covered.append(CoveredRequest(prompt_tokens=prompt_tokens, generated=compared_to(c) - prompt_tokens,
+                                          batch=batch))
+        fam.run.outputs[request] = out.token_ids
+        with self.sink.open("a") as f:
+            f.write(c.model_dump_json() + "\n")
+
+
+def alone_then_together(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation],
+                        label: str, together: bool = True) -> FamilyRun:
+    """Each cell alone under its own salt (nothing cached), then (together) all of them at once under one salt: one
+    output per cell and mode against the reference's."""
+    fam = FamilyRun()
+    try:
+        for c in cells:
+            out = server.send([c], f"{label}-{c.id}")[0]
+            server.compare(fam, f"{c.id}-alone", len(c.tokens), out, reference[c.id], f"{c.group}, alone")
+        if together and len(cells) > 1:
+            outs = server.send(cells, f"{label}-together")
+            for c, out in zip(cells, outs, strict=True):
+                server.compare(fam, f"{c.id}-together", len(c.tokens), out, reference[c.id],
+                               f"{c.group}, {len(cells)} at once", len(cells))
+    except HarnessError as exc:
+        fam.run.aborted = abort_reason(label, exc, server.live)
+    return fam
+
+
+def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation]) -> FamilyRun:
+    """The cells all at once, more than the KV pool holds: the server must preempt (its own counter says so) and
+    every output, recomputed after preemption or not, must equal the reference's. No preemption: no data."""
+    fam = FamilyRun()
+    pool, _ = server.pool()
+    each = len(cells[0].tokens) + cells[0].max_tokens
+    if pool is None:
+        fam.extra.append("no data: /metrics has no vllm:cache_config_info num_gpu_blocks; the pressure on the KV "
+                         "pool cannot be shown")
+    elif short := pressure_shortfall(len(cells), each, pool):
+        fam.extra.append(f"no data: {short}")
+    before = server.counter(PREEMPTIONS)
+    try:
+        outs = server.send(cells, "pressure")
+    except HarnessError as exc:
+        fam.run.aborted = abort_reason("kv_pressure burst", exc, server.live)
+        return fam
+    after = server.counter(PREEMPTIONS)
+    for c, out in zip(cells, outs, strict=True):
+        server.compare(fam, f"{c.id}-burst", len(c.tokens), out, reference[c.id], f"{c.group}, burst of {len(cells)}",
+                       len(cells))
+    fam.preemptions = after - before if before is not None and after is not None else None
+    if fam.preemptions is None:
+        fam.extra.append(f"no data: /metrics has no {PREEMPTIONS} counter; preemption cannot be proven")
+    elif fam.preemptions <= 0:
+        fam.extra.append(f"no data: {PREEMPTIONS} did not rise over the burst of {len(cells)} x {each:,} tokens "
+                         f"(KV pool {pool or 0:,} tokens): nothing was preempted, so recompute was not exercised")
+    fam.notes.append(f"{len(cells)} requests x {each:,} tokens at once on a KV pool of {pool or 0:,} tokens: "
+                     f"{fam.preemptions or 0:g} preemption(s)")
+    return fam
+
+
+def recycled_blocks(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation],
+                    fill: list[list[int]], caching_on: bool) -> FamilyRun:
+    """The cells under one salt (the control, before the fill), then fill prompts writing more KV than the pool holds
+    (each under its own salt, one output token), then the cells again under the same salt -- their cached blocks were
+    evicted, so they are recomputed into reused blocks -- and under a new salt: every output against the reference's.
+    With prefix caching on, the second send must show fewer hits than a cached prompt would (the eviction happened)."""
+    fam = FamilyRun()
+    cacheable = sum(expected_hit(len(c.tokens), len(c.tokens), server.pool()[1] or 1) for c in cells)
+    try:
+        for c, out in zip(cells, server.send(cells, "recycled"), strict=True):
+            server.compare(fam, f"{c.id}-before-fill", len(c.tokens), out, reference[c.id], f"{c.group}, before fill",
+                           len(cells))
+        filler = [CoverageCell(f"fill-{i}", "fill", t, 1) for i, t in enumerate(fill)]
+        for i in range(0, len(filler), 4):  # four at a time: the pool turns over without one huge batch
+            server.send(filler[i:i + 4], f"fill-{i}")
+        before = server.counter(HITS)
+        for c, out in zip(cells, server.send(cells, "recycled"), strict=True):
+            server.compare(fam, f"{c.id}-after-fill", len(c.tokens), out, reference[c.id], f"{c.group}, after fill",
+                           len(cells))
+        after = server.counter(HITS)
+        for c, out in zip(cells, server.send(cells, "recycled-new-salt"), strict=True):
+            server.compare(fam, f"{c.id}-new-salt", len(c.tokens), out, reference[c.id], f"{c.group}, new salt",
+                           len(cells))
+    except HarnessError as exc:
+        fam.run.aborted = abort_reason("recycled_blocks", exc, server.live)
+        return fam
+    filled = sum(map(len, fill))
+    fam.notes.append(f"{filled:,} tokens of other prompts between the sends")
+    if caching_on:
+        fam.cached_tokens = after - before if before is not None and after is not None else None
+        if fam.cached_tokens is None:
+            fam.extra.append(f"no data: /metrics has no {HITS} counter; the eviction cannot be proven")
+        elif fam.cached_tokens >= cacheable:
+            fam.extra.append(f"not recycled: the cells hit {fam.cached_tokens:g} cached tokens after the fill "
+                             f"(all {cacheable} cacheable): their blocks were never evicted")
+    return fam
+
+
+def multi_turn(server: CoverageServer, prompts: CoveragePrompts, reference: dict[str, Generation],
+               caching_on: bool) -> FamilyRun:
+    """The session turn by turn under one salt with the reference's transcript: each turn's output against the
+    reference's; with prefix caching on, each turn after the first must hit the blocks of the turn before."""
+    fam = FamilyRun()
+    ref_tokens = {i: g.token_ids for i, g in reference.items()}
+    sampling = Sampling(prompts.turn_tokens, server.top)
+    _, block = server.pool()
+    previous = 0
+    hits = 0.0
+    try:
+        for k in range(1, len(prompts.turns) + 1):
+            tokens = turn_prompt(prompts.turns, ref_tokens, k)
+            before = server.counter(HITS)
+            out = send(server.live, [CheckPrompt(turn_id(k), tokens, "")], sampling,
+                       cache_salt=f"{server.salt}-session")[0]
+            after = server.counter(HITS)
+            server.compare(fam, turn_id(k), len(tokens), out, reference[turn_id(k)],
+                           f"multi_turn, turn {k} ({len(tokens):,} tokens)")
+            hit = after - before if before is not None and after is not None else None
+            want = expected_hit(len(tokens), previous, block or 1) if caching_on and k > 1 else 0
+            if caching_on and hit is None:
+                fam.extra.append(f"turn {k}: /metrics has no {HITS} counter; the reuse cannot be proven")
+            elif caching_on and hit < want:
+                fam.extra.append(f"turn {k}: prefix-cache hits {hit:g} tokens < {want} expected (the earlier turns "
+                                 "were not reused)")
+            hits += hit or 0
+            previous = len(tokens)
+    except HarnessError as exc:
+        fam.run.aborted = abort_reason(f"multi_turn turn {len(fam.run.comparisons) + 1}", exc, server.live)
+    fam.cached_tokens = hits if caching_on else None
+    return fam
