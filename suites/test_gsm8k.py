@@ -5,11 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.arms import model_files
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
+from harness.judge.gsm8k_outputs import answers_verdict, compare_answers
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
-from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord
+from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord, ReferenceCheckRecord
+from harness.refcheck.compare import summary_fields
 from harness.serve.serverlog import tail
 
 
@@ -39,9 +42,8 @@ def test_gsm8k_vs_reference(harness_session, record):
     assert gate.passed, gate.detail
 
 
-def test_gsm8k_degeneration_vs_reference(harness_session, record):
-    """Each candidate answer against the reference's answer to the same question: no answer clearly more
-    repetitive (a garbled arm loops; accuracy alone can miss it on a weak model)."""
+def answers_of(harness_session) -> list[dict[int, str]]:
+    """doc id -> answer text, for the candidate and the reference, from lm-eval's samples logs ({} where missing)."""
     cand, ref = harness_session.pair()
     records = harness_session.records()
     texts = []
@@ -49,6 +51,40 @@ def test_gsm8k_degeneration_vs_reference(harness_session, record):
         r = (latest(records, Gsm8kRecord, arm) or [None])[0]
         rows = read_jsonl(Path(r.samples_path))[0] if r and r.samples_path and Path(r.samples_path).is_file() else []
         texts.append(responses_by_doc(rows))
+    return texts
+
+
+def test_gsm8k_outputs_vs_reference(harness_session, record):
+    """Each candidate answer against the reference's, token by token in the model's tokenizer (issue 46): a fault deep
+    in a generation changes answers whether or not either arm gets them right."""
+    cand, ref = harness_session.pair()
+    allowed = harness_session.thresholds().gsm8k.max_diverged_answers
+    where = model_files(harness_session.arm(cand))
+    if where is None or not (where / "tokenizer.json").is_file():
+        pytest.fail(f"arm {cand!r}: no tokenizer.json beside its model ({where}): the answers cannot be compared in "
+                    "tokens", pytrace=False)
+    from tokenizers import Tokenizer  # lm-eval's dependency: only where answers are compared
+
+    tok = Tokenizer.from_file(str(where / "tokenizer.json"))
+    mine, theirs = answers_of(harness_session)
+    comparisons = compare_answers(mine, theirs, lambda text: tok.encode(text, add_special_tokens=False).ids)
+    passed, detail, lines = answers_verdict(comparisons, allowed if allowed is not None else 0)
+    if allowed is None:
+        pytest.skip(f"{detail}; not judged on arm {cand!r}: gates.yaml arms.{cand}.gsm8k.max_diverged_answers is "
+                    "unset (lm-eval keeps no logprobs, so a tie flip cannot be told apart: set it from a clean run)")
+    numbers = summary_fields(comparisons)
+    rec = record(ReferenceCheckRecord, arm=cand, check="gsm8k_outputs", reference=ref, reference_key="",
+                 passed=passed, detail=detail, drift_limit=0.0, diverged=lines,
+                 judged_by=f"gates.yaml gsm8k.max_diverged_answers {allowed}",
+                 **{k: v for k, v in numbers.items() if k not in ("tie_flips", "tie_gap")})
+    assert rec.passed, "\n".join([rec.detail, *rec.diverged[:20]])
+
+
+def test_gsm8k_degeneration_vs_reference(harness_session, record):
+    """Each candidate answer against the reference's answer to the same question: no answer clearly more
+    repetitive (a garbled arm loops; accuracy alone can miss it on a weak model)."""
+    cand, ref = harness_session.pair()
+    texts = answers_of(harness_session)
     pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
              for q in sorted(texts[0].keys() & texts[1].keys())]
     fields = degeneration_fields(pairs, ref, harness_session.thresholds().degeneration, " ".join)

@@ -16,7 +16,7 @@ from xdist.scheduler.loadscope import LoadScopeScheduling
 SHARED = {
     "full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end", "tests/e2e/test_e2e_length_fault.py",
                       "tests/e2e/test_e2e_parallel.py", "tests/e2e/test_e2e_resume.py", "tests/e2e/test_e2e_ruler.py",
-                      "tests/e2e/test_e2e_history.py"),
+                      "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_coverage_faults.py"),
     "cpu_ref_server": ("tests/e2e/test_e2e_gsm8k.py", "tests/e2e/test_e2e_teacher_forcing.py",
                        "tests/e2e/test_e2e_engine_death.py"),
 }

@@ -35,6 +35,10 @@ class Gsm8kGates(StrictModel):
     # A gate whose data can show no drop at mcnemar_alpha (0/16 against 0/16) reads "PASS (no signal: ...)"; true:
     # it FAILS instead; null: true in a strict run (--strict, CI=true), resolved when the run starts (for_run).
     require_signal: Bool | None = None
+    # The answers compared token by token with the reference's (harness/judge/gsm8k_outputs.py): how many may differ.
+    # lm-eval keeps no logprobs, so a tie flip cannot be told apart: set per arm from a build taken as good; null: the
+    # comparison is recorded in the test's skip reason, not judged.
+    max_diverged_answers: Int | None = Field(None, ge=0)
 
 
 class RulerGates(StrictModel):

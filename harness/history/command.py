@@ -15,7 +15,7 @@ from tabulate import tabulate
 from harness.config.numbers import whole_number
 from harness.config.paths import REPORTS_DIR
 from harness.history import store
-from harness.history.extract import RunRows, run_rows
+from harness.history.extract import RunRows, coverage_lines, run_rows
 
 NOT_JUDGED = 3  # `history check`'s exit code when no gated series has enough runs
 
@@ -125,32 +125,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     with store.connect() as db:
         arm_metrics(db, "coverage", args.arm)  # an arm the store does not hold: refused, not an empty answer
         rows = store.coverage(db, args.arm)
-    for line in coverage_lines(args.arm, rows):
+    for line in coverage_lines(rows):
         print(line)
     return 0
-
-
-def coverage_lines(arm: str, rows: list) -> list[str]:
-    """Per check: its distinct context lengths over the runs, batch sizes, and where the rows say so the most
-    generated tokens compared and the preemptions its runs proved."""
-    checks: dict[str, list] = {}
-    for key, c in rows:
-        checks.setdefault(c.check, []).append((key, c))
-    out = []
-    for check, got in sorted(checks.items()):
-        lengths = {c.length for _, c in got}
-        runs = {k for k, _ in got}
-        batches = sorted({c.batch for _, c in got})
-        line = (f"{arm} {check}: {len(lengths)} distinct lengths over {len(runs)} runs, "
-                f"{min(lengths)}..{max(lengths)} tokens, batch sizes {batches}")
-        generated = [c.generated for _, c in got if c.generated is not None]
-        if generated:
-            line += f", up to {max(generated)} generated tokens"
-        preempted = {k: c.preemptions for k, c in got if c.preemptions is not None}
-        if preempted:
-            line += f", {sum(preempted.values())} preemptions over {len(preempted)} runs"
-        out.append(line)
-    return out
 
 
 def cmd_check(args: argparse.Namespace) -> int:

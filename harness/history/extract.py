@@ -215,3 +215,26 @@ def coverage_of(records: list[Record]) -> list[CoverageRow]:
         elif isinstance(r, LongPrefixRecord) and r.timed_to_tokens:
             out.add(CoverageRow(r.arm, "long_prefix", r.timed_to_tokens, r.concurrency))
     return sorted(out, key=lambda c: (c.arm, c.check, c.length, c.batch))
+
+
+def coverage_lines(rows: list[tuple[str, CoverageRow]]) -> list[str]:
+    """Per arm and check over the stored runs (pure): 'cpu-smoke long_context: 57 distinct lengths, 512..4,024
+    tokens, over 12 runs; batch sizes 1, 2, 3', and where the rows say so (output_coverage, issue 46) the most
+    generated tokens compared and the preemptions the runs proved."""
+    by_check: dict[tuple[str, str], list] = {}
+    for run, c in rows:
+        by_check.setdefault((c.arm, c.check), []).append((run, c))
+    out = []
+    for (arm, check), items in sorted(by_check.items()):
+        lengths = sorted({c.length for _, c in items})
+        batches = ", ".join(str(b) for b in sorted({c.batch for _, c in items}))
+        line = (f"{arm} {check}: {len(lengths)} distinct lengths, {lengths[0]:,}..{lengths[-1]:,} tokens, over "
+                f"{len({r for r, _ in items})} runs; batch sizes {batches}")
+        generated = [c.generated for _, c in items if c.generated is not None]
+        if generated:
+            line += f"; up to {max(generated):,} generated tokens"
+        preempted = {r: c.preemptions for r, c in items if c.preemptions is not None}
+        if preempted:
+            line += f"; {sum(preempted.values()):,} preemptions over {len(preempted)} runs"
+        out.append(line)
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.history import store
+from harness.history.extract import coverage_lines
 from harness.history.nightly import BUDGET, power_lines
 from harness.history.trends import Series, family, findings, nightly, series
 from harness.report import plots
@@ -21,20 +22,6 @@ class TrendView:
     change_points: list[str] = field(default_factory=list)
     coverage: list[str] = field(default_factory=list)  # what the runs together checked: lengths and batch sizes
     gate: list[str] = field(default_factory=list)  # the nightly gate on this run: its verdict, budget and power
-
-
-def coverage_lines(rows: list) -> list[str]:
-    """'cpu-smoke long_context: 57 distinct lengths, 512..4,024 tokens, over 12 runs; batch sizes 1, 2, 3' (pure)."""
-    by_check: dict[tuple[str, str], list] = {}
-    for run, c in rows:
-        by_check.setdefault((c.arm, c.check), []).append((run, c))
-    out = []
-    for (arm, check), items in sorted(by_check.items()):
-        lengths = sorted({c.length for _, c in items})
-        batches = ", ".join(str(b) for b in sorted({c.batch for _, c in items}))
-        out.append(f"{arm} {check}: {len(lengths)} distinct lengths, {lengths[0]:,}..{lengths[-1]:,} tokens, over "
-                   f"{len({r for r, _ in items})} runs; batch sizes {batches}")
-    return out
 
 
 def key_metrics(names: list[str]) -> list[str]:

@@ -172,7 +172,10 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     coverage_checks = {"long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
                        "multi_turn"}
     assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_context_bursts",
-                           "long_prefix_outputs", *coverage_checks} and all(c["passed"] for c in checks.values())
+                           "long_prefix_outputs", "gsm8k_outputs", *coverage_checks} and all(c["passed"] for c in
+                                                                                       checks.values())
+    # GSM8K's answers token by token: identical on the float32 pair, 48 generated tokens at most
+    assert checks["gsm8k_outputs"]["exact_matches"] == checks["gsm8k_outputs"]["requests"] == 16
     # output_coverage (issue 46): 256 generated tokens compared, the burst preempted (the server's own counter), the
     # cells after the fill recomputed on recycled blocks, every turn of the session reusing the earlier ones
     assert checks["long_generation"]["checked_generated_tokens"] == 256
@@ -263,6 +266,7 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
          for a in ("cpu-smoke", "cpu-ref")] + ["test_ruler_vs_reference", "test_long_prefix_tpot_vs_reference",
                                                "test_gsm8k_vs_reference",
                                                "test_gsm8k_degeneration_vs_reference", "test_spec_decode_vs_reference",
+                                               "test_gsm8k_outputs_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
                                                "test_teacher_forcing", "test_long_context", "test_dcp_ops",
                                                "test_multi_turn", "test_recycled_blocks", "test_kv_pressure"]

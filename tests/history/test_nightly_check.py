@@ -126,13 +126,21 @@ def test_trend_page_renders_in_chromium_with_its_change_point_drawn(slowed, tmp_
 
 
 def test_coverage_accumulates_the_lengths_every_run_checked():
-    from harness.history.extract import CoverageRow
-    from harness.report.trend import coverage_lines
+    from harness.history.extract import CoverageRow, coverage_lines
 
     rows = [("n1", CoverageRow("a", "long_context", 512, 1)), ("n1", CoverageRow("a", "long_context", 2769, 1)),
             ("n2", CoverageRow("a", "long_context", 512, 3)), ("n2", CoverageRow("a", "long_context", 1814, 1))]
     assert coverage_lines(rows) == ["a long_context: 3 distinct lengths, 512..2,769 tokens, over 2 runs; "
                                     "batch sizes 1, 3"]
+    # issue 46's dimensions: generated tokens, and the preemptions a pressure check proved
+    rows = [("n1", CoverageRow("a", "kv_pressure", 3120, 12, 64, 1)), ("n2", CoverageRow("a", "kv_pressure", 3120, 12,
+                                                                                      64, 3)),
+            ("n1", CoverageRow("a", "long_generation", 3256, 1, 256))]
+    assert coverage_lines(rows) == [
+        "a kv_pressure: 1 distinct lengths, 3,120..3,120 tokens, over 2 runs; batch sizes 12; up to 64 generated "
+        "tokens; 4 preemptions over 2 runs",
+        "a long_generation: 1 distinct lengths, 3,256..3,256 tokens, over 1 runs; batch sizes 1; up to 256 generated "
+        "tokens"]
 
 
 def test_trend_view_states_the_coverage_of_the_stored_runs(slowed, monkeypatch):

@@ -138,3 +138,24 @@ def test_a_version_1_store_gains_the_build_and_judged_by_columns_and_keeps_its_r
         assert {a.arm: a.build_hash for a in store.arms(db, key)} == {"gpu-mla-120k": "b0", "gpu-mla-120k-ref": None}
         assert {v.judged_by for v in store.verdicts(db, key) if v.kind == "check" and v.name != "long_context"} == {
             judged}
+
+
+def test_a_version_2_store_gains_the_generated_and_preemption_columns_of_coverage(tmp_path):
+    """Schema 3 (issue 46): coverage rows say how many generated tokens they compared and how many requests a pressure
+    check saw preempted; rows stored before keep NULL there, and new rows round-trip both."""
+    from harness.history.extract import CoverageRow, RunRow, RunRows
+
+    db_path = tmp_path / "h.sqlite"
+    with sqlite3.connect(db_path) as db:
+        db.executescript(store.SCHEMA_V1 + store.SCHEMA_V2 + "PRAGMA user_version = 2;")
+        db.execute("INSERT INTO runs (run_key, run_id, status, candidates, run_dir, manifest) VALUES "
+                   "('old@1', 'old', 'finished', 'a', '/x', '')")
+        db.execute("INSERT INTO coverage VALUES ('old@1', 'a', 'long_context', 4024, 1)")
+    with store.connect(db_path) as db:
+        assert store.coverage(db, "a") == [("old@1", CoverageRow("a", "long_context", 4024, 1, None, None))]
+    fields = {f: None for f in RunRow.__dataclass_fields__}
+    row = RunRow(**{**fields, "run_key": "new@1", "run_id": "new", "status": "finished", "candidates": "a",
+                    "run_dir": "/y", "manifest": ""})
+    store.append(RunRows(row, coverage=[CoverageRow("a", "kv_pressure", 3120, 12, 64, 2)]), db_path)
+    with store.connect(db_path) as db:
+        assert ("new@1", CoverageRow("a", "kv_pressure", 3120, 12, 64, 2)) in store.coverage(db, "a")
