@@ -102,9 +102,11 @@ def test_each_coverage_fault_fails_its_cells_and_no_check_before_them(tmp_path, 
     lengths = {int(re.search(r"-L(\d+)-", r).group(1)) for r in diverged(chunk)}
     assert not chunk["passed"] and lengths and all(n % 512 == 1 for n in lengths), lengths
 
-    # preemption happened (the server's counter) and a resumed request recomputed the wrong tokens
+    # preemption happened (the server's counter) and the resumed request recomputed the wrong tokens: its output
+    # fails (measured: the greedy tokens held, its logprobs moved by 0.38 against a limit of 0.01)
     pressure = checks["kv_pressure"]
-    assert not pressure["passed"] and pressure["preemptions_proven"] > 0 and diverged(pressure)
+    assert not pressure["passed"] and pressure["preemptions_proven"] > 0
+    assert any(line.startswith("request kv_pressure-") for line in pressure["diverged"]), pressure["diverged"]
 
     # recycled blocks: equal before the fill; after it the cells "hit" blocks now holding the fill's KV
     recycled = checks["recycled_blocks"]
