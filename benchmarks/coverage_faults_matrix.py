@@ -74,7 +74,7 @@ def main() -> int:
         else:
             scratch = args.out / "scratch" / name
             lf.make_scratch([name], scratch, site, "cpu_coverage")
-            arm = f"cpu-smoke-{name.replace('_', '-')}"
+            arm = f"cpu-smoke-{name.replace('_', '-').lower()}"
             (arms / f"{arm}.yaml").write_text(lf.arm_yaml(name, 0, scratch) + knobs)
         code, wall, records = run_qualify(args.out, arms, arm, args.suites)
         table[name] = verdicts(records, arm)

@@ -110,8 +110,19 @@ def alone_then_together(server: CoverageServer, cells: list[CoverageCell], refer
 
 def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation]) -> FamilyRun:
     """The cells all at once, more than the KV pool holds: the server must preempt (its own counter says so) and
-    every output, recomputed after preemption or not, must equal the reference's. No preemption: no data."""
+    every output, recomputed after preemption or not, must equal the reference's. No preemption: no data.
+
+    Each prompt is sent alone first (one output token, the burst's salt), so the burst's prefills are prefix hits and
+    every request decodes from the same step: the one preempted (vLLM preempts the newest) has generated tokens for
+    its recompute to restore. Sent cold, chunked prefill admits the prompts one by one and the newest request is
+    still prefilling when the pool runs out: its recompute would exercise no generated token."""
     fam = FamilyRun()
+    try:
+        for c in cells:
+            server.send([CoverageCell(c.id, c.family, c.tokens, 1)], "pressure")
+    except HarnessError as exc:
+        fam.run.aborted = abort_reason("kv_pressure warm-up", exc, server.live)
+        return fam
     pool, _ = server.pool()
     each = len(cells[0].tokens) + cells[0].max_tokens
     if pool is None:
