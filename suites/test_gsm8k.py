@@ -8,7 +8,7 @@ import pytest
 from harness.config.arms import model_files
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import gsm8k_gate, latest
-from harness.judge.gsm8k_outputs import answers_verdict, compare_answers
+from harness.judge.gsm8k_outputs import CHECK, answers_verdict, compare_answers
 from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
 from harness.records.jsonl import read_jsonl
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord, ReferenceCheckRecord
@@ -61,19 +61,22 @@ def test_gsm8k_outputs_vs_reference(harness_session, record):
     allowed = harness_session.thresholds().gsm8k.max_diverged_answers
     where = model_files(harness_session.arm(cand))
     if where is None or not (where / "tokenizer.json").is_file():
-        pytest.fail(f"arm {cand!r}: no tokenizer.json beside its model ({where}): the answers cannot be compared in "
-                    "tokens", pytrace=False)
+        reason = (f"arm {cand!r}: no tokenizer.json beside its model ({where}): the answers cannot be compared in "
+                  "tokens")
+        if allowed is None:
+            pytest.skip(f"{reason}; not judged on this arm either (gsm8k.max_diverged_answers unset)")
+        pytest.fail(reason, pytrace=False)
     from tokenizers import Tokenizer  # lm-eval's dependency: only where answers are compared
 
     tok = Tokenizer.from_file(str(where / "tokenizer.json"))
     mine, theirs = answers_of(harness_session)
     comparisons = compare_answers(mine, theirs, lambda text: tok.encode(text, add_special_tokens=False).ids)
-    passed, detail, lines = answers_verdict(comparisons, allowed if allowed is not None else 0)
+    passed, detail, lines = answers_verdict(comparisons, allowed)
     if allowed is None:
         pytest.skip(f"{detail}; not judged on arm {cand!r}: gates.yaml arms.{cand}.gsm8k.max_diverged_answers is "
                     "unset (lm-eval keeps no logprobs, so a tie flip cannot be told apart: set it from a clean run)")
     numbers = summary_fields(comparisons)
-    rec = record(ReferenceCheckRecord, arm=cand, check="gsm8k_outputs", reference=ref, reference_key="",
+    rec = record(ReferenceCheckRecord, arm=cand, check=CHECK, reference=ref, reference_key="",
                  passed=passed, detail=detail, drift_limit=0.0, diverged=lines,
                  judged_by=f"gates.yaml gsm8k.max_diverged_answers {allowed}",
                  **{k: v for k, v in numbers.items() if k not in ("tie_flips", "tie_gap")})

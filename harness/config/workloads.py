@@ -326,7 +326,7 @@ class OutputCoverageWorkload(StrictModel):
     short_prompts: ShortPromptSpec
     chunk_boundaries: ChunkBoundarySpec = ChunkBoundarySpec()
     multi_turn: MultiTurnSpec
-    # Both need a KV pool the sign-off can overfill: the CPU pair's candidate caps its KV (64 blocks); a GPU arm's
+    # Both need a KV pool the sign-off can overfill: the CPU pair's candidate caps its KV (200 blocks); a GPU arm's
     # pool of millions of tokens cannot be filled in a sign-off's time. A workload without them skips their checks
     # with that reason (the report lists the skip), never passes them.
     pressure: PressureSpec | None = None

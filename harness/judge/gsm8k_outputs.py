@@ -1,9 +1,10 @@
-"""GSM8K's answers compared token by token (pure): each question's candidate answer against the reference's, in the
-model's own tokens. Accuracy on a weak model has no signal (the tiny Llama answers 0 of 16 on both arms); the
-answers themselves still say whether the candidate computed what the reference did, up to the workload's
-max_gen_toks generated tokens (48 on CPU). lm-eval keeps no logprobs, so a divergence here cannot be told from a tie
-flip: the judgement is a count, `gsm8k.max_diverged_answers` per arm, set from a build taken as good (the CPU pair
-is bit-exact in float32: 0); an arm without one is not judged, and the test says so instead of passing."""
+"""GSM8K's answers compared token by token (pure): each question's candidate answer against the reference's, both
+re-encoded with the model's tokenizer (lm-eval keeps the text, not the generated ids). Accuracy on a weak model has
+no signal (the tiny Llama answers 0 of 16 on both arms); the answers themselves still say whether the candidate
+computed what the reference did, up to the workload's max_gen_toks generated tokens (48 on CPU). lm-eval keeps no
+logprobs, so a divergence here cannot be told from a tie flip: the judgement is a count, `gsm8k.max_diverged_answers`
+per arm, set from a build taken as good (the CPU pair is bit-exact in float32: 0); an arm without one is not judged,
+and the test says so instead of passing."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ from collections.abc import Callable
 
 from harness.records.schema import RequestComparison
 
+CHECK = "gsm8k_outputs"
+
 
 def compare_answers(candidate: dict[int, str], reference: dict[int, str],
                     encode: Callable[[str], list[int]]) -> list[RequestComparison]:
-    """One comparison per question both arms answered: first differing token (or the shorter answer's end)."""
+    """One comparison per question either arm answered: the first differing token (or the shorter answer's end). A
+    question one arm has no answer for (a request error) diverges at token 0: a missing answer is never a match."""
     out = []
-    for q in sorted(candidate.keys() & reference.keys()):
+    for q in sorted(candidate.keys() | reference.keys()):
+        if q not in candidate or q not in reference:
+            missing = "candidate" if q not in candidate else "reference"
+            out.append(RequestComparison(request=f"question {q} (no {missing} answer)", prompt_tokens=0, exact=False,
+                                         first_divergence=0, candidate_tokens=0, reference_tokens=0, finite=True,
+                                         max_drift=None, group="GSM8K answer"))
+            continue
         cand, ref = encode(candidate[q]), encode(reference[q])
         n = min(len(cand), len(ref))
         first = next((i for i in range(n) if cand[i] != ref[i]), n if len(cand) != len(ref) else None)
@@ -26,16 +36,16 @@ def compare_answers(candidate: dict[int, str], reference: dict[int, str],
     return out
 
 
-def answers_verdict(comparisons: list[RequestComparison], allowed: int) -> tuple[bool, str, list[str]]:
-    """(passed, detail, one line per diverging answer): at most `allowed` answers may differ; no question compared
-    at all is a failure (no data)."""
+def answers_verdict(comparisons: list[RequestComparison], allowed: int | None) -> tuple[bool, str, list[str]]:
+    """(passed, detail, one line per diverging answer): at most `allowed` answers may differ (None: not judged, the
+    numbers only); no question compared at all is a failure (no data)."""
     diverged = [c for c in comparisons if not c.exact]
     lines = [f"{c.request}: token {c.first_divergence} differs ({c.candidate_tokens} vs {c.reference_tokens} tokens)"
              for c in diverged]
     if not comparisons:
-        return False, "gsm8k_outputs: no data (no question answered by both arms)", ["no comparisons"]
+        return False, f"{CHECK}: no data (no question answered by either arm)", ["no comparisons"]
     firsts = sorted(c.first_divergence for c in diverged)
-    detail = (f"gsm8k_outputs: {len(comparisons) - len(diverged)}/{len(comparisons)} answers identical token by token"
+    detail = (f"{CHECK}: {len(comparisons) - len(diverged)}/{len(comparisons)} answers identical token by token"
               + (f", first divergence at token {firsts[0]}" if firsts else "")
-              + f" (at most {allowed} may differ)")
-    return len(diverged) <= allowed, detail, lines
+              + (f" (at most {allowed} may differ)" if allowed is not None else ""))
+    return allowed is not None and len(diverged) <= allowed, detail, lines

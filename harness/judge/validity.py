@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.judge.gsm8k_outputs import CHECK as GSM8K_OUTPUTS
 from harness.records.schema import LongContextRecord, LongPrefixRecord, Record, ReferenceCheckRecord
 
 OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.timed_outputs.CHECK (judge may not import refcheck)
@@ -82,12 +83,14 @@ class Coverage:
 def coverage(records: list[Record], cand: str, ref: str) -> Coverage:
     """Every record of the candidate that carries checked_to_tokens against this reference (reference checks,
     long_context's grid) counts; an eager-variant check compares the candidate with itself and does not."""
-    checks = [r for r in records if hasattr(r, "checked_to_tokens") and r.arm == cand
-              and getattr(r, "reference", None) == ref]
+    compared = [r for r in records if hasattr(r, "checked_to_tokens") and r.arm == cand
+                and getattr(r, "reference", None) == ref]
+    # GSM8K's answers (gsm8k_outputs) count toward the generated tokens only: lm-eval's prompts have no length here
+    checks = [r for r in compared if getattr(r, "check", None) != GSM8K_OUTPUTS]
     reached = [r.checked_to_tokens for r in checks if r.checked_to_tokens is not None]
     timed = [r for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand]
     lengths = [r.timed_to_tokens for r in timed if r.timed_to_tokens is not None]
-    generated = [r.checked_generated_tokens for r in checks if getattr(r, "checked_generated_tokens", None)]
+    generated = [r.checked_generated_tokens for r in compared if getattr(r, "checked_generated_tokens", None)]
     return Coverage(len(checks), max(reached, default=None), max(lengths, default=None), bool(timed),
                     max(generated, default=None))
 
@@ -95,7 +98,8 @@ def coverage(records: list[Record], cand: str, ref: str) -> Coverage:
 def coverage_sentence(c: Coverage) -> str:
     """'outputs checked to 120,400 tokens; timed at 120,400 tokens', and what falls short."""
     if not c.checks:
-        checked = "outputs not checked"
+        checked = ("outputs not checked" if c.generated_to is None
+                   else f"GSM8K answers checked to {c.generated_to:,} generated tokens, no other output")
     elif c.checked_to is None:
         checked = "outputs checked, to a length not recorded (the records predate checked_to_tokens)"
     else:

@@ -56,7 +56,7 @@ class ReferenceOutputs:
 
     def __init__(self, run: StartedRun, servers: ArmServers, refresh: bool = False):
         self.run, self.servers, self.refresh = run, servers, refresh
-        self.stored: dict[tuple[str, str, str], StoredOutputs] = {}  # (prompt set, arm, its prompts) -> outputs
+        self.stored: dict[tuple, StoredOutputs] = {}  # (prompt set, arm, its prompts, sampling) -> outputs
         self._identity: dict[str, dict[str, str]] = {}  # arm -> its model's hashes (read once per run)
 
     def identity(self, name: str) -> dict[str, str]:
@@ -118,8 +118,9 @@ class ReferenceOutputs:
         if difference:
             raise ConfigError(difference)
         prompts, sampling = self.prompt_set(which, candidate)
-        # keyed by the prompts too: the coverage cells follow each candidate's chunk budget and DCP size
-        cached = (which, name, prompts.fingerprint())
+        # keyed by the prompts and sampling too: the coverage cells follow each candidate's chunk budget and DCP size,
+        # and candidates sharing a reference may ask for other output lengths
+        cached = (which, name, prompts.fingerprint(), sampling.max_tokens, sampling.top_logprobs)
         if cached in self.stored:
             return self.stored[cached]
         key = make_key(arm, self.identity(name), prompts, sampling,

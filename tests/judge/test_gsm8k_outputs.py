@@ -8,11 +8,16 @@ def words(text: str) -> list[int]:  # a tokenizer: one token per word
     return [hash(w) % 1000 for w in text.split()]
 
 
-def test_identical_answers_pass_and_only_questions_both_answered_count():
-    cs = compare_answers({1: "a b c", 2: "x"}, {1: "a b c", 3: "y"}, words)
-    assert [(c.request, c.exact) for c in cs] == [("question 1", True)]
+def test_identical_answers_pass_and_a_missing_answer_is_never_a_match():
+    cs = compare_answers({1: "a b c"}, {1: "a b c"}, words)
     passed, detail, lines = answers_verdict(cs, 0)
     assert passed and lines == [] and "1/1 answers identical" in detail
+    # a request error leaves a question unanswered on one side: it diverges, at token 0
+    cs = compare_answers({1: "a b c", 2: "x"}, {1: "a b c", 3: "y"}, words)
+    assert [(c.request, c.exact, c.first_divergence) for c in cs] == [
+        ("question 1", True, None), ("question 2 (no reference answer)", False, 0),
+        ("question 3 (no candidate answer)", False, 0)]
+    assert not answers_verdict(cs, 1)[0] and answers_verdict(cs, 2)[0]
 
 
 def test_a_divergence_is_placed_at_its_first_token_and_fails_beyond_the_allowance():
@@ -24,6 +29,8 @@ def test_a_divergence_is_placed_at_its_first_token_and_fails_beyond_the_allowanc
     assert answers_verdict(cs, 2)[0]
 
 
-def test_nothing_compared_is_no_data_not_a_pass():
-    passed, detail, _ = answers_verdict(compare_answers({}, {1: "a"}, words), 5)
+def test_nothing_compared_is_no_data_and_no_limit_is_no_verdict():
+    passed, detail, _ = answers_verdict(compare_answers({}, {}, words), 5)
     assert not passed and "no data" in detail
+    passed, detail, _ = answers_verdict(compare_answers({1: "a"}, {1: "a"}, words), None)
+    assert not passed and "may differ" not in detail  # the skip reason quotes the numbers, no limit

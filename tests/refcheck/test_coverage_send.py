@@ -5,11 +5,14 @@ tests/e2e/test_e2e_coverage_faults.py and the full-pair run."""
 
 from __future__ import annotations
 
+from harness.config.workloads import ChunkBudget, RecycledSpec
 from harness.measure.generation import Generation
-from harness.refcheck.coverage_cells import ChunkBudget, CoverageCell, CoveragePrompts, turn_id
+from harness.refcheck.coverage_cells import CoverageCell, CoveragePrompts, turn_id
 from harness.refcheck.coverage_send import (
     CoverageServer,
+    Pool,
     alone_then_together,
+    fitting_batches,
     kv_pressure,
     multi_turn,
     recycled_blocks,
@@ -25,9 +28,10 @@ class Scripted(CoverageServer):
     move by what the test says each send does."""
 
     def __init__(self, tmp_path, reference, pool=25_600, block=128, preempt_per_send=0.0, hits_per_send=0.0,
-                 wrong=()):
+                 wrong=(), caching=True):
         super().__init__(None, 5, "t", tmp_path / "comparisons.jsonl")
         self.reference, self.pool_tokens, self.block, self.wrong = reference, pool, block, set(wrong)
+        self.caching, self.sent = caching, []
         self.counts = {"vllm:num_preemptions_total": 0.0, "vllm:prefix_cache_hits_total": 0.0}
         self.preempt_per_send, self.hits_per_send = preempt_per_send, hits_per_send
 
@@ -35,12 +39,23 @@ class Scripted(CoverageServer):
         return self.counts[name]
 
     def pool(self):
-        return self.pool_tokens, self.block
+        return Pool(self.pool_tokens, self.block)
+
+    def caching_on(self):
+        return self.caching
 
     def send(self, cells, salt):
+        self.sent.append([c.id for c in cells])
         self.counts["vllm:num_preemptions_total"] += self.preempt_per_send
         self.counts["vllm:prefix_cache_hits_total"] += self.hits_per_send
         return [gen([9, 9, 9]) if c.id in self.wrong else self.reference.get(c.id, gen([1])) for c in cells]
+
+
+SPEC = RecycledSpec(prompts=3, prompt_tokens=1000, fill_prompt_tokens=2000, max_fill_tokens=50_000)
+
+
+def fill(lengths: list[int]) -> list[list[int]]:
+    return [[7] * n for n in lengths]
 
 
 def cells(family: str, n: int, length: int = 3500) -> list[CoverageCell]:
@@ -54,7 +69,7 @@ def reference_for(cs: list[CoverageCell]) -> dict[str, Generation]:
 def test_a_burst_that_preempted_and_matched_passes_its_proof(tmp_path):
     cs = cells("kv_pressure", 8)
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs), preempt_per_send=3), cs, reference_for(cs))
-    assert fam.extra == [] and fam.preemptions == 3 and all(c.exact for c in fam.run.comparisons)
+    assert fam.unproven == [] and fam.preemptions == 3 and all(c.exact for c in fam.run.comparisons)
     assert [c.batch for c in fam.covered] == [8] * 8
 
 
@@ -62,30 +77,30 @@ def test_a_burst_that_preempted_nothing_has_no_data_even_with_every_output_equal
     cs = cells("kv_pressure", 8)
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs)), cs, reference_for(cs))
     assert all(c.exact for c in fam.run.comparisons)
-    assert any(e.startswith("no data: vllm:num_preemptions_total did not rise") for e in fam.extra), fam.extra
+    assert any(e.startswith("no data: vllm:num_preemptions_total did not rise") for e in fam.unproven), fam.unproven
 
 
 def test_a_burst_that_fits_the_pool_is_named_before_it_is_sent(tmp_path):
     cs = cells("kv_pressure", 2, length=100)
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs), preempt_per_send=1), cs, reference_for(cs))
-    assert any("fits the KV pool of 25,600 tokens" in e for e in fam.extra), fam.extra
+    assert any("fits the KV pool of 25,600 tokens" in e for e in fam.unproven), fam.unproven
 
 
 def test_a_fill_that_evicted_nothing_fails_as_not_recycled(tmp_path):
     cs = cells("recycled_blocks", 3, length=1000)
     # every send hits the whole cacheable prompt: the fill never pushed the cells' blocks out
     still_cached = Scripted(tmp_path, reference_for(cs), hits_per_send=3 * 896)
-    fam = recycled_blocks(still_cached, cs, reference_for(cs), [[7] * 2000] * 4, caching_on=True)
-    assert any(e.startswith("not recycled") for e in fam.extra), fam.extra
+    fam = recycled_blocks(still_cached, cs, reference_for(cs), SPEC, fill)
+    assert any(e.startswith("not recycled") for e in fam.unproven), fam.unproven
     evicted = Scripted(tmp_path, reference_for(cs), hits_per_send=0)
-    fam = recycled_blocks(evicted, cs, reference_for(cs), [[7] * 2000] * 4, caching_on=True)
-    assert fam.extra == [] and len(fam.run.comparisons) == 9  # before the fill, after it, under a new salt
+    fam = recycled_blocks(evicted, cs, reference_for(cs), SPEC, fill)
+    assert fam.unproven == [] and len(fam.run.comparisons) == 9  # before the fill, after it, under a new salt
 
 
 def test_a_recycled_cell_that_reads_stale_kv_is_a_divergence(tmp_path):
     cs = cells("recycled_blocks", 3, length=1000)
-    fam = recycled_blocks(Scripted(tmp_path, reference_for(cs), wrong={cs[1].id}), cs, reference_for(cs),
-                          [[7] * 2000], caching_on=False)
+    fam = recycled_blocks(Scripted(tmp_path, reference_for(cs), wrong={cs[1].id}, caching=False), cs,
+                          reference_for(cs), SPEC, fill)
     assert sum(not c.exact for c in fam.run.comparisons) == 3  # that cell in each of its three sends
 
 
@@ -102,12 +117,12 @@ def test_a_session_whose_turns_were_not_reused_fails_and_each_turn_is_compared(t
 
     monkeypatch.setattr("harness.refcheck.coverage_send.send", fake_send)
     server, hits = Scripted(tmp_path, {}), 0
-    fam = multi_turn(server, prompts, reference, caching_on=True)
+    fam = multi_turn(server, prompts, reference)
     assert [n for n, _ in sent] == [300, 604, 908] and len({s for _, s in sent}) == 1  # one salt, growing prompt
     assert [c.request for c in fam.run.comparisons] == [turn_id(1), turn_id(2), turn_id(3)]
-    assert any("turn 2: prefix-cache hits 0 tokens < 256 expected" in e for e in fam.extra), fam.extra
+    assert any("turn 2: prefix-cache hits 0 tokens < 256 expected" in e for e in fam.unproven), fam.unproven
     server, hits, sent = Scripted(tmp_path, {}), 1000, []
-    assert multi_turn(server, prompts, reference, caching_on=True).extra == []
+    assert multi_turn(server, prompts, reference).unproven == []
 
 
 def test_cells_alone_then_together_compare_each_mode(tmp_path):
@@ -116,3 +131,32 @@ def test_cells_alone_then_together_compare_each_mode(tmp_path):
                               "short_prompts")
     assert [c.request for c in fam.run.comparisons if not c.exact] == [f"{cs[0].id}-alone", f"{cs[0].id}-together"]
     assert [c.batch for c in fam.covered] == [1, 1, 1, 3, 3, 3]
+
+
+def test_a_burst_that_cannot_press_without_caching_says_so_and_a_dead_server_is_an_abort(tmp_path):
+    cs = cells("kv_pressure", 8)
+    fam = kv_pressure(Scripted(tmp_path, reference_for(cs), preempt_per_send=1, caching=False), cs, reference_for(cs))
+    assert any("prefix caching off" in n for n in fam.notes)
+
+    class Dead(Scripted):
+        def pool(self):
+            raise __import__("harness.config.errors", fromlist=["WorkloadError"]).WorkloadError("gone")
+
+    dead = Dead(tmp_path, reference_for(cs))
+    dead.live = type("L", (), {"server": type("S", (), {"log_text": lambda self: "log"})()})()
+    fam = kv_pressure(dead, cs, reference_for(cs))
+    assert fam.run.aborted and "gone" in fam.run.aborted and fam.run.comparisons == []
+
+
+def test_the_pressure_prompts_are_cached_first_then_sent_at_once(tmp_path):
+    cs = cells("kv_pressure", 3)
+    server = Scripted(tmp_path, reference_for(cs), preempt_per_send=1)
+    kv_pressure(server, cs, reference_for(cs))
+    assert server.sent == [[cs[0].id], [cs[1].id], [cs[2].id], [c.id for c in cs]]
+
+
+def test_batches_meant_to_mix_chunks_with_decodes_fit_the_pool():
+    cs = [CoverageCell(f"c{i}", "chunk_boundaries", [1] * n, 32) for i, n in enumerate([511, 3585, 3073, 1023])]
+    assert [[c.id for c in b] for b in fitting_batches(cs, 5000)] == [["c0", "c1"], ["c2", "c3"]]
+    assert fitting_batches(cs, None) == [cs] and fitting_batches(cs, 10**6) == [cs]
+    assert [len(b) for b in fitting_batches(cs, 100)] == [1, 1, 1, 1]  # a cell alone even if it does not fit
