@@ -17,7 +17,7 @@ import pytest
 
 from harness.config.errors import HarnessError
 from harness.judge.long_context import long_context_gate
-from harness.measure.metrics import cache_config, fetch_metrics, label_int
+from harness.measure.metrics import cache_config, fetch_metrics, label_int, prefix_caching_on
 from harness.pytest_plugin.floors import apply_floor, cap_tie_flips, check_limits, judge_floor
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
@@ -47,7 +47,7 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     margin = gates.long_context.retrieval_margin
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
-    caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
+    caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
     try:
         shared = {n: shared_tokens(w, n, block) for n in w.lengths}
     except HarnessError as exc:

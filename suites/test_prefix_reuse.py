@@ -4,7 +4,7 @@ uncached prompts in one batch. The hit is proven from /metrics; every output mus
 import pytest
 
 from harness.judge.checks import prefix_hit_proven
-from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
+from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
@@ -27,7 +27,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
                           harness_session.run.build_of(arm.name))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
-    caching_on = arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
+    caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
     misaligned = [s for s in w.prefix_reuse.shared_tokens if s % block]
     if misaligned:
         pytest.fail(f"workload {w.name!r}: shared_tokens {misaligned} are not multiples of arm {arm.name!r}'s "

@@ -51,6 +51,12 @@ def cache_config(text: str) -> dict[str, str]:
     return by_engine.get("0") or (found[0][0] if found else {})
 
 
+def prefix_caching_on(arm_setting: bool | None, info: dict[str, str]) -> bool:
+    """Whether the server caches prefixes: the arm did not turn it off, and vllm:cache_config_info does not say it is
+    off (vLLM's own default where the arm leaves it unset)."""
+    return arm_setting is not False and info.get("enable_prefix_caching") != "False"
+
+
 def label_int(labels: dict[str, str], key: str) -> int | None:
     value = labels.get(key)
     try:

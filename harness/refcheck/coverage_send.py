@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.config.errors import HarnessError
 from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
-from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int
+from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import CoveredRequest
 from harness.refcheck.batches import BatchRun, send
 from harness.refcheck.compare import compare_outputs, compared_to
@@ -93,7 +93,7 @@ class CoverageServer:
 
     def caching_on(self) -> bool:
         info = cache_config(self.metrics())
-        return self.live.arm.server.enable_prefix_caching is not False and info.get("enable_prefix_caching") != "False"
+        return prefix_caching_on(self.live.arm.server.enable_prefix_caching, info)
 
     def send(self, cells: list[CoverageCell], salt: str) -> list[Generation]:
         """The cells in flight at once (one cell: alone), each generating its own max_tokens (one per call)."""

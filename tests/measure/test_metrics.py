@@ -76,3 +76,11 @@ def test_a_page_without_vllms_scheduler_gauges_is_no_point_not_zeros(page):
     # METRICS has the KV gauge but not running/waiting: partial, so no point either
     with pytest.raises(ValueError, match="not a vLLM server's metrics page"):
         scrape_values(page)
+
+
+def test_prefix_caching_is_on_unless_the_arm_or_the_server_says_off():
+    from harness.measure.metrics import prefix_caching_on
+
+    assert prefix_caching_on(None, {}) and prefix_caching_on(True, {"enable_prefix_caching": "True"})
+    assert not prefix_caching_on(False, {"enable_prefix_caching": "True"})
+    assert not prefix_caching_on(None, {"enable_prefix_caching": "False"})
