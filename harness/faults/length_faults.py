@@ -563,40 +563,34 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--base", default="cpu-smoke")
     a.add_argument("--reference", default="cpu-ref")
     a.add_argument("--pythonpath-tail", default="", help="appended to the server's PYTHONPATH (GPU: /tmp/site)")
-    for p in (sub.add_parser("apply"), sub.add_parser("restore")):
-        if p.prog.endswith("apply"):
-            p.add_argument("name")
+    for p in mut.add_apply_restore(sub):
         p.add_argument("--table", choices=TABLES, required=True)
-        p.add_argument("--site-dir", type=Path, required=True)
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "list":
-            for which in [args.table] if args.table else TABLES:
-                for f in TABLES[which]:
-                    print(f"{which}  {f.name:22} {f.site}\n{'':27} {f.what}")
-        elif args.cmd == "verify":
-            source = args.source or installed_site()
-            problems = verify_table(source, args.table)
-            together = " (and all at once)" if args.table in COMPOSABLE else ""
-            print("\n".join(problems) or f"all {len(TABLES[args.table])} {args.table} faults apply exactly once to "
-                                         f"{source}{together}")
-            return 1 if problems else 0
-        elif args.cmd == "scratch":
-            names = args.names[0] if len(args.names) == 1 else args.names
-            print(json.dumps(make_scratch(names, args.out, args.site or installed_site(), args.table)))
-        elif args.cmd == "arm":
-            name = arm_name(args.base, args.name, args.l)
-            args.arms_dir.mkdir(parents=True, exist_ok=True)
-            (args.arms_dir / f"{name}.yaml").write_text(
-                arm_yaml(args.name, args.l, args.scratch, args.base, args.reference or None, args.pythonpath_tail))
-            print(name)
-        elif args.cmd == "apply":
-            print(json.dumps(mut.apply(args.name, args.site_dir, table(args.table))))
-        else:
-            print(json.dumps(mut.restore(args.site_dir, table(args.table))))
-    except MutationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return mut.exit_code(_command, ap.parse_args(argv))
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.cmd == "list":
+        for which in [args.table] if args.table else TABLES:
+            for f in TABLES[which]:
+                print(f"{which}  {f.name:22} {f.site}\n{'':27} {f.what}")
+    elif args.cmd == "verify":
+        source = args.source or installed_site()
+        problems = verify_table(source, args.table)
+        together = " (and all at once)" if args.table in COMPOSABLE else ""
+        print("\n".join(problems) or f"all {len(TABLES[args.table])} {args.table} faults apply exactly once to "
+                                     f"{source}{together}")
+        return 1 if problems else 0
+    elif args.cmd == "scratch":
+        names = args.names[0] if len(args.names) == 1 else args.names
+        print(json.dumps(make_scratch(names, args.out, args.site or installed_site(), args.table)))
+    elif args.cmd == "arm":
+        name = arm_name(args.base, args.name, args.l)
+        args.arms_dir.mkdir(parents=True, exist_ok=True)
+        (args.arms_dir / f"{name}.yaml").write_text(
+            arm_yaml(args.name, args.l, args.scratch, args.base, args.reference or None, args.pythonpath_tail))
+        print(name)
+    else:
+        return mut.apply_or_restore(args, table(args.table))
     return 0
 
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,6 +210,47 @@ def verify(source: Path, faults: tuple[Fault, ...] = FAULTS) -> list[str]:
     return problems
 
 
+def add_apply_restore(sub: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    """The `apply NAME --site-dir DIR` and `restore --site-dir DIR` subcommands, shared with length_faults."""
+    a = sub.add_parser("apply")
+    a.add_argument("name")
+    r = sub.add_parser("restore")
+    for p in (a, r):
+        p.add_argument("--site-dir", type=Path, required=True)
+    return [a, r]
+
+
+def apply_or_restore(args: argparse.Namespace, table: dict[str, Fault] | None = None) -> int:
+    """Runs `apply` or `restore` from `add_apply_restore`'s arguments; the state record as JSON on stdout."""
+    done = apply(args.name, args.site_dir, table) if args.cmd == "apply" else restore(args.site_dir, table)
+    print(json.dumps(done))
+    return 0
+
+
+def exit_code(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Runs one CLI subcommand; a refused edit is exit code 2 with the reason on stderr, not a traceback."""
+    try:
+        return command(args)
+    except MutationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.cmd == "list" and args.names:
+        print("\n".join(BY_NAME))
+    elif args.cmd == "list":
+        for f in FAULTS:
+            print(f"{f.name:24} {f.site}\n{'':24} {f.what}")
+    elif args.cmd == "verify":
+        problems = verify(args.source)
+        print("\n".join(problems) or f"all {len(FAULTS)} faults apply exactly once to {args.source}")
+        return 1 if problems else 0
+    else:
+        return apply_or_restore(args)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -216,30 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--names", action="store_true", help="only the fault names, one a line")
     v = sub.add_parser("verify")
     v.add_argument("--source", type=Path, default=Path("/tmp/vllm025"), help="directory holding vllm/ (0.25.0)")
-    a = sub.add_parser("apply")
-    a.add_argument("name")
-    a.add_argument("--site-dir", type=Path, required=True)
-    r = sub.add_parser("restore")
-    r.add_argument("--site-dir", type=Path, required=True)
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "list" and args.names:
-            print("\n".join(BY_NAME))
-        elif args.cmd == "list":
-            for f in FAULTS:
-                print(f"{f.name:24} {f.site}\n{'':24} {f.what}")
-        elif args.cmd == "verify":
-            problems = verify(args.source)
-            print("\n".join(problems) or f"all {len(FAULTS)} faults apply exactly once to {args.source}")
-            return 1 if problems else 0
-        elif args.cmd == "apply":
-            print(json.dumps(apply(args.name, args.site_dir)))
-        else:
-            print(json.dumps(restore(args.site_dir)))
-    except MutationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    add_apply_restore(sub)
+    return exit_code(_command, ap.parse_args(argv))
 
 
 if __name__ == "__main__":
