@@ -5,9 +5,9 @@ arms that name an `eager_variant`, with the same arm under --enforce-eager."""
 import pytest
 
 from harness.judge.degeneration import degeneration_fields
-from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to, tie_flipped
 from harness.refcheck.order import reorder_rounds
 
@@ -16,8 +16,8 @@ def check_against(stored, candidate, harness_session, record, check: str):
     arm = candidate.arm
     _, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
     gates = harness_session.thresholds()
-    limits = check_limits(gates.reference_checks, arm, check, stored.noise_key, harness_session.run.calibration_repeat,
-                          harness_session.run.build_of(arm.name))
+    judging = reference_check(gates, arm, check, stored.noise_key, harness_session.run.calibration_repeat,
+                              harness_session.run.build_of(arm.name))
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     rounds = reorder_rounds(prompts.rounds, harness_session.run.order_seed)
@@ -26,12 +26,12 @@ def check_against(stored, candidate, harness_session, record, check: str):
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
         degeneration_pairs(run, stored.outputs), stored.arm, gates.degeneration,
-        tie_flipped=tie_flipped(run.comparisons, limits.tie_gap),
-        calibrated=limits.calibration and limits.calibration.spread))
-    fields = record_fields(check, stored.arm, stored.key, run, limits.drift_limit, sink, loops.flagged,
-                           limits.tie_gap)
-    fields = with_floor(fields, stored, run, limits, gates.degeneration)
-    return record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(run.comparisons)), run
+        tie_flipped=tie_flipped(run.comparisons, judging.tie_gap), calibrated=judging.calibrated_spread))
+    fields = record_fields(check, stored.arm, stored.key, run, judging.drift_limit, sink, loops.flagged,
+                           judging.tie_gap)
+    judged = judging.judge(fields, run.comparisons, bool(run.aborted))
+    return record(ReferenceCheckRecord, arm=arm.name, of=judged.fields,
+                  checked_to_tokens=checked_to(run.comparisons)), run
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):

@@ -18,10 +18,10 @@ import pytest
 from harness.config.errors import HarnessError
 from harness.judge.long_context import long_context_gate
 from harness.measure.metrics import cache_config, fetch_metrics, label_int, prefix_caching_on
-from harness.pytest_plugin.floors import apply_floor, cap_tie_flips, check_limits, judge_floor
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
 from harness.refcheck.bursts import batch_invariance
+from harness.refcheck.check import reference_check
 from harness.refcheck.long_context import shared_tokens
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
 from harness.refcheck.long_context_grid import BURSTS, CellLimits, run_grid
@@ -40,8 +40,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
     _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
     gates = session.thresholds()
-    limits, burst_limits = (check_limits(gates.reference_checks, arm, name, stored.noise_key,
-                                         session.run.calibration_repeat, session.run.build_of(arm.name))
+    limits, burst_limits = (reference_check(gates, arm, name, stored.noise_key, session.run.calibration_repeat,
+                                            session.run.build_of(arm.name))
                             for name in ("long_context", BURSTS))
     by_check = {"long_context": limits, BURSTS: burst_limits}
     margin = gates.long_context.retrieval_margin
@@ -63,14 +63,12 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     cells, checks, floors = grid.cells, [], []
     for part in grid.checks():  # long_context, and long_context_bursts where bursts were planned
         at = by_check[part.name]
-        floor = judge_floor(part.name, stored.arm, part.run.comparisons, bool(part.run.aborted), at)
-        fields = cap_tie_flips(apply_floor(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit,
-                                                         part.sink, part.extra, at.tie_gap), floor),
-                               at, gates.degeneration)
+        judged = at.judge(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit, part.sink,
+                                        part.extra, at.tie_gap), part.run.comparisons, bool(part.run.aborted))
         hits = [c.cached_tokens for c in part.cells if c.cached_tokens is not None]
-        checks.append(record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to_tokens(
+        checks.append(record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, checked_to_tokens=checked_to_tokens(
             part.cells), cached_tokens_proven=sum(hits) if hits else None))
-        floors += [floor.failure] if floor.failure else []
+        floors += [judged.floor_failure] if judged.floor_failure else []
     first, to = first_failing_length(cells), checked_to_tokens(cells)
     failures = [f for c in cells for f in c.failures] + floors
     if grid.aborted:

@@ -15,7 +15,6 @@ from harness.judge.gates import long_prefix_gates
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
-from harness.pytest_plugin.floors import check_limits, with_floor_of
 from harness.pytest_plugin.parallel import test_id as recorded_id  # not test_*: pytest would collect it
 from harness.records.schema import (
     ColdStartRecord,
@@ -24,6 +23,7 @@ from harness.records.schema import (
     LongPrefixRecord,
     ReferenceCheckRecord,
 )
+from harness.refcheck.check import reference_check
 from harness.refcheck.compare import tie_flipped
 from harness.refcheck.store import arm_config_sha, noise_digest
 from harness.refcheck.timed_check import compare_timed_outputs
@@ -44,16 +44,15 @@ def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, recor
     # new build is judged by the last trusted calibration).
     key = f"{run.reference_key}, reference config {arm_config_sha(session.arm(ref))}"
     noise = noise_digest({"reference": key, "model": session.references.identity(ref)})
-    limits = check_limits(gates.reference_checks, live.arm, CHECK, noise, session.run.calibration_repeat,
-                          session.run.build_of(live.arm.name))
+    check = reference_check(gates, live.arm, CHECK, noise, session.run.calibration_repeat,
+                            session.run.build_of(live.arm.name))
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
-        run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, limits.tie_gap),
-        calibrated=limits.calibration and limits.calibration.spread))
-    fields = checked_fields(run.generated, run.forced, run.gaps, ref, limits.drift_limit, limits.tie_gap,
+        run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, check.tie_gap),
+        calibrated=check.calibrated_spread))
+    fields = checked_fields(run.generated, run.forced, run.gaps, ref, check.drift_limit, check.tie_gap,
                             loops.flagged, run.aborted, reference_key=key)
-    fields = with_floor_of(fields, ref, [*run.generated, *run.forced], fields.status == "aborted", limits,
-                           gates.degeneration)
-    return record(ReferenceCheckRecord, arm=live.arm.name, of=fields, comparisons_path=str(run.sink))
+    judged = check.judge(fields, [*run.generated, *run.forced], fields.status == "aborted")
+    return record(ReferenceCheckRecord, arm=live.arm.name, of=judged.fields, comparisons_path=str(run.sink))
 
 
 def test_long_prefix(served_arm, harness_session, record, request):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
+from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.coverage_cells import CHUNK, LONG_GENERATION, MULTI_TURN, PRESSURE, RECYCLED, SHORT, random_tokens
 from harness.refcheck.coverage_send import (
@@ -51,11 +51,11 @@ class Family:
     def judge(self, fam: FamilyRun, record) -> None:
         """The family's ReferenceCheckRecord, at the check's limits and floor; the assertion names every failure."""
         arm, gates, run = self.candidate.arm, self.session.thresholds(), self.session.run
-        limits = check_limits(gates.reference_checks, arm, self.check, self.stored.noise_key, run.calibration_repeat,
-                              run.build_of(arm.name))
-        fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.run, limits.drift_limit,
-                               self.server.sink, fam.unproven, limits.tie_gap)
-        fields = with_floor(fields, self.stored, fam.run, limits, gates.degeneration)
+        check = reference_check(gates, arm, self.check, self.stored.noise_key, run.calibration_repeat,
+                                run.build_of(arm.name))
+        fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.run, check.drift_limit,
+                               self.server.sink, fam.unproven, check.tie_gap)
+        fields = check.judge(fields, fam.run.comparisons, bool(fam.run.aborted)).fields
         if fam.notes:
             fields = fields.model_copy(update={"detail": "; ".join([fields.detail, *fam.notes])})
         rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(fam.run.comparisons),

@@ -5,9 +5,9 @@ import pytest
 
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
-from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
+from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.prompts import expected_hit_tokens
@@ -22,9 +22,8 @@ def hit_counter(base_url: str) -> float | None:
 def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     w, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
-    limits = check_limits(harness_session.thresholds().reference_checks, arm, "prefix_reuse",
-                          reference_outputs.noise_key, harness_session.run.calibration_repeat,
-                          harness_session.run.build_of(arm.name))
+    check = reference_check(harness_session.thresholds(), arm, "prefix_reuse", reference_outputs.noise_key,
+                            harness_session.run.calibration_repeat, harness_session.run.build_of(arm.name))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
@@ -47,9 +46,9 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
         hits = after - before if before is not None and after is not None else None
     proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
     fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
-                           limits.drift_limit, sink, [proof] if proof else [], limits.tie_gap)
-    fields = with_floor(fields, reference_outputs, run, limits, harness_session.thresholds().degeneration)
-    rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, cached_tokens_proven=hits,
+                           check.drift_limit, sink, [proof] if proof else [], check.tie_gap)
+    judged = check.judge(fields, run.comparisons, bool(run.aborted))
+    rec = record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, cached_tokens_proven=hits,
                  checked_to_tokens=checked_to(run.comparisons))
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)

@@ -24,9 +24,9 @@ from harness.measure.spec_decode_metrics import (
     spec_counters,
     timing_fields,
 )
-from harness.pytest_plugin.floors import CheckLimits, check_limits, with_floor_of
 from harness.records.schema import DegenerationRecord, GateRecord, ReferenceCheckRecord, SpecDecodeRecord
 from harness.refcheck.batches import record_fields
+from harness.refcheck.check import ReferenceCheck, reference_check
 from harness.refcheck.compare import tie_flipped
 from harness.refcheck.spec_decode_equality import compare_samples
 from harness.refcheck.store import arm_config_sha, noise_digest
@@ -135,7 +135,7 @@ def test_spec_decode(served_arm, harness_session, record):
         assert counters_seen, f"arm {arm.name!r} has a speculative config but /metrics has no spec_decode counters"
 
 
-def equality_limits(session, cand: str, ref: str) -> CheckLimits:
+def equality_check(session, cand: str, ref: str) -> ReferenceCheck:
     """The output check's limits, as long_prefix_outputs': a calibration of this candidate against this reference's
     outputs of this run (its config, the prompt set and the model stand in for a store key), else gates.yaml's and,
     under require_floor (every GPU spec arm), FAIL "not calibrated"."""
@@ -143,15 +143,15 @@ def equality_limits(session, cand: str, ref: str) -> CheckLimits:
                None)
     key = f"spec_decode run {ref} (prompts {sha}), reference config {arm_config_sha(session.arm(ref))}"
     noise = noise_digest({"reference": key, "model": session.references.identity(ref)})
-    return check_limits(session.thresholds().reference_checks, session.arm(cand), EQUALITY_CHECK, noise,
-                        session.run.calibration_repeat, session.run.build_of(cand))
+    return reference_check(session.thresholds(), session.arm(cand), EQUALITY_CHECK, noise,
+                           session.run.calibration_repeat, session.run.build_of(cand))
 
 
 def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg,
-                 limits: CheckLimits | None = None) -> list:
+                 check: ReferenceCheck | None = None) -> list:
     """The output comparison and the degeneration record of the candidate against the reference (from the two
-    arms' samples files), ready to be written; nothing when either arm has no samples. `limits`: the check's
-    calibration (equality_limits), paired with its floor; None: gates.yaml's limits alone."""
+    arms' samples files), ready to be written; nothing when either arm has no samples. `check`: the check's limits
+    (equality_check), paired with its floor; None: gates.yaml's limits alone."""
     mine = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == cand]
     theirs = [r for r in records if isinstance(r, SpecDecodeRecord) and r.arm == ref]
     if not (mine and theirs and mine[-1].samples_path and theirs[-1].samples_path):
@@ -160,26 +160,26 @@ def compare_arms(records: list, cand: str, ref: str, run_dir: Path, gates_cfg,
     sink = run_dir / cand / f"spec_decode_vs_{ref}_comparisons.jsonl"
     run = compare_samples(c_samples, r_samples, sink)
     fixed = gates_cfg.reference_checks
-    limit = limits.drift_limit if limits else fixed.limit_for(EQUALITY_CHECK)
-    tie_gap = limits.tie_gap if limits else fixed.tie_gap
+    limit = check.drift_limit if check else fixed.limit_for(EQUALITY_CHECK)
+    tie_gap = check.tie_gap if check else fixed.tie_gap
     base = {"run_id": run_dir.name, "arm": cand, "suite": "spec_decode"}
     fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run, limit, sink, [], tie_gap)
-    if limits is not None:
-        fields = with_floor_of(fields, ref, run.comparisons, bool(run.aborted), limits, gates_cfg.degeneration)
-    check = ReferenceCheckRecord(**base, **fields.model_dump())
+    if check is not None:
+        fields = check.judge(fields, run.comparisons, bool(run.aborted)).fields
+    checked = ReferenceCheckRecord(**base, **fields.model_dump())
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]
-    spread = limits.calibration.spread if limits and limits.calibration else None
-    return [check, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join,
+    spread = check.calibrated_spread if check else None
+    return [checked, DegenerationRecord(**base, **degeneration_fields(pairs, ref, gates_cfg.degeneration, " ".join,
                                                                     tie_flipped(run.comparisons, tie_gap), spread))]
 
 
 def test_spec_decode_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
     gates_cfg = harness_session.thresholds()
-    limits = equality_limits(harness_session, cand, ref)
-    for r in compare_arms(harness_session.records(), cand, ref, harness_session.run_dir, gates_cfg, limits):
+    check = equality_check(harness_session, cand, ref)
+    for r in compare_arms(harness_session.records(), cand, ref, harness_session.run_dir, gates_cfg, check):
         harness_session.writer.append(r)
     gates = spec_decode_gates(harness_session.records(), cand, ref, gates_cfg.spec_decode)
     for g in gates:

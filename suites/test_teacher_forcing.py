@@ -7,9 +7,9 @@ import asyncio
 
 from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
-from harness.pytest_plugin.floors import check_limits, with_floor
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
@@ -18,9 +18,8 @@ from harness.refcheck.teacher_forcing import compare_forced
 def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     arm = candidate.arm
     _, prompts, _ = harness_session.references.check_prompts(harness_session.candidate_name)
-    limits = check_limits(harness_session.thresholds().reference_checks, arm, "teacher_forcing",
-                          reference_outputs.noise_key, harness_session.run.calibration_repeat,
-                          harness_session.run.build_of(arm.name))
+    check = reference_check(harness_session.thresholds(), arm, "teacher_forcing", reference_outputs.noise_key,
+                            harness_session.run.calibration_repeat, harness_session.run.build_of(arm.name))
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
@@ -44,9 +43,9 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     decode = sum(c.decode_path_positions for c in run.comparisons)
     scored_n = sum(c.reference_tokens for c in run.comparisons)
     fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
-                           limits.drift_limit, sink, [], limits.tie_gap)
-    fields = with_floor(fields, reference_outputs, run, limits, harness_session.thresholds().degeneration)
-    rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(run.comparisons))
+                           check.drift_limit, sink, [], check.tie_gap)
+    judged = check.judge(fields, run.comparisons, bool(run.aborted))
+    rec = record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, checked_to_tokens=checked_to(run.comparisons))
     assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))

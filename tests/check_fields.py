@@ -1,4 +1,4 @@
-"""A passing ReferenceCheckFields for the tests that add a floor's verdict to a check (pytest_plugin/floors.py)."""
+"""A passing ReferenceCheckFields for the tests that add a floor's verdict to a check (refcheck/check.py)."""
 
 from harness.records.schema import ReferenceCheckFields
 

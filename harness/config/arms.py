@@ -166,7 +166,7 @@ class Arm(Strict):
     reference: str | None = None  # the arm this one is compared with; None for a reference
     eager_variant: str | None = None  # this arm under --enforce-eager (an `extends:` arm): graph_replay compares too
     # A planted-fault variant of a calibrated build: its output checks are judged by that arm's calibration (limits
-    # and floor), as the build without the fault would be, not by one of its own (harness/pytest_plugin/floors.py).
+    # and floor), as the build without the fault would be, not by one of its own (harness/refcheck/check.py).
     calibration_from: str | None = None
     model: ModelSpec
     parallelism: Parallelism = Parallelism()

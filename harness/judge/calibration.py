@@ -307,7 +307,7 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
         limits = derive_limits(spread(others), least_limit, least_tie_gap)
         bad = [c.request for c in mine if over_limits(c, limits)]
         over += len(bad)
-        # judged as a later run is (harness/pytest_plugin/floors.py): run-level where the others can measure it
+        # judged as a later run is (harness/refcheck/check.py): run-level where the others can measure it
         floor = judge_floor_pairing(mine, mean_floor(others), f"the other {len(others)} repeat(s)",
                                     held_out_shifts(others) if len(others) >= MIN_RUN_SHIFTS else None)
         why = ([f"{len(bad)} request(s) over the limits ({', '.join(bad[:3])})"] if bad else []) + (

@@ -248,7 +248,7 @@ def cap_basis(outputs: int, clean: CleanFlips, alpha: float) -> tuple[int, str]:
 
 def too_many_tie_flips(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> str | None:
     """The sentence that fails any check exempting `flipped` of its `outputs` as tie flips (the degeneration detector
-    and every reference check: harness/pytest_plugin/floors.cap_tie_flips), None within the cap."""
+    and every reference check: harness/refcheck/check.cap_tie_flips), None within the cap."""
     cap, why = cap_basis(outputs, clean, alpha)
     return (f"too many tie flips: {flipped} of {outputs} outputs diverged first at a tie flip ({why})"
             if flipped > cap else None)

@@ -337,7 +337,7 @@ class CoveredRequest(BaseModel):
 
 class ReferenceCheckFields(BaseModel):
     """A reference check's verdict and numbers: built by refcheck (batches.record_fields, timed_outputs.checked_fields),
-    completed by the paired test against the floor (pytest_plugin/floors.apply_floor), recorded as a
+    completed by the paired test against the floor (refcheck/check.py ReferenceCheck.judge), recorded as a
     ReferenceCheckRecord. A typed value from one stage to the next: a verdict is its `passed` field, never a string."""
 
     model_config = ConfigDict(extra="forbid")

@@ -20,7 +20,7 @@ from harness.refcheck.floor_store import load_calibration, load_floor
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
     from harness.calibrate.command import calibrate
-    from harness.pytest_plugin.floors import check_limits, with_floor_of
+    from harness.refcheck.check import ReferenceCheck, check_limits
 
     asked = []
 
@@ -49,22 +49,22 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     assert limits.calibration == calibration and limits.drift_limit == calibration.drift_limit
     assert limits.judged_by.startswith("calibrated ") and "(K=3, held out: 0/3 repeats fail" in limits.judged_by
     fields = check_fields("teacher_forcing")
-    clean = with_floor_of(fields, "cpu-ref", repeat(7), False, limits)
+    clean = ReferenceCheck(limits).judge(fields, repeat(7), False).fields
     # K = 3 held-out shifts: the run-level floor test (drift_floor.judge_run_level), not per-request pairs
     assert clean.passed and clean.floor.startswith("PASS: run-level shift of the mean |delta|"), clean.floor
-    shifted = with_floor_of(fields, "cpu-ref", repeat(8, shift=0.01), False, limits)
+    shifted = ReferenceCheck(limits).judge(fields, repeat(8, shift=0.01), False).fields
     assert not shifted.passed and "FAIL: " in shifted.floor
 
 
 def test_a_first_calibrations_repeat_is_judged_by_gates_yaml_without_require_floor(store):
     """With no calibration for the key (the arm's first), a repeat has nothing but gates.yaml to be judged by: its
     limits, require_floor not applied (the repeats are what the first floor is made of)."""
-    from harness.pytest_plugin.floors import check_limits, with_floor_of
+    from harness.refcheck.check import ReferenceCheck, check_limits
 
     limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE,
                           CalibrationRepeat(id="cal-x", repeat=2, of=3))
     assert limits.calibration is None and not limits.require_floor
-    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(1), False, limits)
+    out = ReferenceCheck(limits).judge(check_fields("teacher_forcing"), repeat(1), False).fields
     assert out.passed and out.floor.startswith("calibration repeat 2 of 3: no calibration or accepted floor to pair "
                                                "with (the arm's first calibration")
     assert out.judged_by == ("gates.yaml (calibration cal-x, repeat 2 of 3: the arm's first calibration, no "
@@ -173,7 +173,7 @@ def test_a_run_directory_that_is_no_repeat_of_this_calibration_is_never_deleted(
 
 def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_varies(store, tmp_path):
     from harness.calibrate.command import store_calibration
-    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.check import check_limits
 
     dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
     for k, d in enumerate(dirs, 1):
@@ -197,7 +197,7 @@ def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_va
 
 def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges(store, tmp_path):
     from harness.calibrate.command import store_calibration
-    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.check import check_limits
     from harness.refcheck.floor_store import record_power
 
     with pytest.raises(FileNotFoundError, match="no calibration of teacher_forcing"):
@@ -220,7 +220,7 @@ def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges
 ])
 def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_gates_yaml(store, tmp_path, damage, why):
     from harness.calibrate.command import store_calibration
-    from harness.pytest_plugin.floors import check_limits, with_floor_of
+    from harness.refcheck.check import ReferenceCheck, check_limits
 
     dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
     for k, d in enumerate(dirs, 1):
@@ -229,8 +229,7 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
     (store / "teacher_forcing.calibration.json").write_bytes(damage)  # the floor file beside it is intact
     limits = check_limits(ReferenceCheckGates(), load_arm(ARM), "teacher_forcing", NOISE)
     assert limits.problem and why in limits.problem and limits.judged_by.startswith("unreadable calibration: ")
-    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(7), False,
-                        limits)
+    out = ReferenceCheck(limits).judge(check_fields("teacher_forcing"), repeat(7), False).fields
     assert not out.passed and out.floor.startswith("FAIL (no data: the calibration cannot be read: ")
     assert why in out.floor and out.diverged == [out.floor]
     # a repeat of the calibration that would replace it is judged by gates.yaml (so calibrate can name real failures),
@@ -241,4 +240,4 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
     assert why in mending.unreadable and "first calibration" not in mending.judged_by
     assert mending.judged_by.startswith("gates.yaml (calibration cal-2, repeat 1 of 2: the current calibration cannot "
                                         "be read (") and "replacing it takes `calibrate --trust" in mending.judged_by
-    assert with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(7), False, mending).passed
+    assert ReferenceCheck(mending).judge(check_fields("teacher_forcing"), repeat(7), False).fields.passed

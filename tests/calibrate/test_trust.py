@@ -31,7 +31,7 @@ def repeats(tmp_path: Path, store: Path, ident: str, seeds=(1, 2), **kw) -> list
 
 
 def limits(build: str | None = None, repeat_of: CalibrationRepeat | None = None):
-    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.check import check_limits
 
     return check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE, repeat_of,
                         build)
@@ -54,7 +54,7 @@ def nothing_written(tmp_path: Path, store: Path, ident: str, before: str | None)
 def test_a_calibration_judges_a_new_build_whose_reference_was_recaptured(store, tmp_path):
     """Outputs recaptured on vLLM 0.33 have another store key but the same noise key: the calibration measured on
     0.32 judges the new build's run, and names it as another build (no "own build")."""
-    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.check import check_limits
     from harness.refcheck.store import ReferenceKey
 
     meta = {"model": {"weights_sha": "w"}, "prompt_set_sha": "p", "sampling": {}, "arm_config_sha": "r"}
@@ -148,14 +148,14 @@ def test_a_repeat_is_judged_by_the_current_calibration_not_by_gates_yaml(store, 
     and its line says both."""
     from check_fields import check_fields
 
-    from harness.pytest_plugin.floors import with_floor_of
+    from harness.refcheck.check import ReferenceCheck
 
     assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
     lim = limits(repeat_of=CalibrationRepeat(id="cal-b", repeat=1, of=2))
     assert lim.calibration.calibration == "cal-a" and lim.require_floor
     assert lim.judged_by.startswith("calibrated ") and lim.judged_by.endswith(
         "; first calibration; this run: repeat 1 of 2 of calibration cal-b")
-    out = with_floor_of(check_fields("teacher_forcing"), "cpu-ref", repeat(3, shift=0.02), False, lim)
+    out = ReferenceCheck(lim).judge(check_fields("teacher_forcing"), repeat(3, shift=0.02), False).fields
     assert not out.passed and "FAIL: " in out.floor
 
 

@@ -140,36 +140,36 @@ def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, ca
 
 def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: bool = False):
     from harness.config.thresholds import ReferenceCheckGates
-    from harness.pytest_plugin.floors import check_limits
+    from harness.refcheck.check import check_limits
 
     return check_limits(ReferenceCheckGates(require_floor=require_floor), arm, check, key)
 
 
-def test_with_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
-    from harness.pytest_plugin.floors import with_floor
+def test_the_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
     from harness.refcheck.batches import BatchRun
-    from harness.refcheck.store import StoredOutputs
+    from harness.refcheck.check import ReferenceCheck
+
+    def judged(fields, run: BatchRun, limits):
+        return ReferenceCheck(limits).judge(fields, run.comparisons, bool(run.aborted)).fields
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")
-    stored = StoredOutputs("cpu-ref", "refkey", tmp_path / "ref.json", {}, reused=True)
-    fields = check_fields("teacher_forcing")
+    fields = check_fields("teacher_forcing")  # against cpu-ref's stored outputs
     clean = BatchRun(comparisons(seed=1))
-    optional = with_floor(fields, stored, clean, limits_for(arm, "refkey"))
+    optional = judged(fields, clean, limits_for(arm, "refkey"))
     assert optional.passed and optional.floor.startswith(
         "not calibrated: no calibration or accepted floor for teacher_forcing of cpu-smoke vs cpu-ref")
     assert "python -m harness calibrate --arm cpu-smoke" in optional.floor
     assert optional.judged_by == "gates.yaml, not calibrated: limit 0.01, tie gap 0"
-    required = with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True))
+    required = judged(fields, clean, limits_for(arm, "refkey", require_floor=True))
     assert not required.passed and required.floor.startswith("FAIL (no data: not calibrated")
     assert required.diverged == [required.floor]
 
     src = tmp_path / "tf.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons(seed=0)))
     save_floor(Path(optional.floor_path), "teacher_forcing", src, {"run": "n1"})
-    assert with_floor(fields, stored, clean, limits_for(arm, "refkey", require_floor=True)).passed
-    aborted = with_floor(fields, stored, BatchRun(comparisons(seed=1)[:3], "round 1: died"),
-                         limits_for(arm, "refkey", require_floor=True))
+    assert judged(fields, clean, limits_for(arm, "refkey", require_floor=True)).passed
+    aborted = judged(fields, BatchRun(comparisons(seed=1)[:3], "round 1: died"), limits_for(arm, "refkey", require_floor=True))
     assert not aborted.passed and aborted.floor.startswith("FAIL (no data: the check was aborted")
 
 
@@ -207,7 +207,7 @@ def test_accept_floor_stores_the_floored_checks_beside_a_capacity_check_without_
 
 
 def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(tmp_path, monkeypatch):
-    from harness.pytest_plugin.floors import with_floor_of
+    from harness.refcheck.check import ReferenceCheck
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")
@@ -219,18 +219,18 @@ def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(
 
     key = "long_prefix samples of cpu-ref in this run (prompts abc), reference config 123"
     check = "long_prefix_outputs"
-    first = with_floor_of(fields, "cpu-ref", lines(0.0, 0), False, limits_for(arm, key, check))
+    first = ReferenceCheck(limits_for(arm, key, check)).judge(fields, lines(0.0, 0), False).fields
     assert first.floor.startswith("not calibrated: no calibration or accepted floor for long_prefix_outputs of "
                                      "cpu-smoke vs cpu-ref")
     src = tmp_path / "lp.jsonl"
     src.write_text("".join(c.model_dump_json() + "\n" for c in lines(0.0, 0)))
     save_floor(Path(first.floor_path), "long_prefix_outputs", src, {"run": "n1"})
     assert len(load_floor(Path(first.floor_path), "long_prefix_outputs").comparisons) == 16
-    clean = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key, check, True))
+    clean = ReferenceCheck(limits_for(arm, key, check, True)).judge(fields, lines(0.0, 1), False).fields
     assert clean.passed and clean.floor.startswith("PASS"), clean.floor
-    shifted = with_floor_of(fields, "cpu-ref", lines(0.003, 1), False, limits_for(arm, key, check, True))
+    shifted = ReferenceCheck(limits_for(arm, key, check, True)).judge(fields, lines(0.003, 1), False).fields
     assert not shifted.passed and "FAIL: sign test" in shifted.floor, shifted.floor
-    other = with_floor_of(fields, "cpu-ref", lines(0.0, 1), False, limits_for(arm, key.replace("123", "456"), check, True))
+    other = ReferenceCheck(limits_for(arm, key.replace("123", "456"), check, True)).judge(fields, lines(0.0, 1), False).fields
     assert other.floor.startswith("FAIL (no data: not calibrated"), other.floor  # another reference config
 
 

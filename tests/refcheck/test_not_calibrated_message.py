@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import ConfigError
-from harness.pytest_plugin.floors import CheckLimits, judge_floor
 from harness.records.manifest import RunManifest
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.accept_floor import accept_floor
+from harness.refcheck.check import CheckLimits, judge_floor
 
 
 def verdict(tmp_path, require_floor: bool):

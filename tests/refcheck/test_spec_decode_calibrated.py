@@ -10,8 +10,8 @@ from pathlib import Path
 from harness.config.suites import BY_NAME, calibrated_suites
 from harness.config.thresholds import Gates
 from harness.measure.spec_decode_metrics import SpecSample
-from harness.pytest_plugin.floors import CheckLimits
 from harness.records.schema import ReferenceCheckRecord, SpecDecodeRecord, Summary
+from harness.refcheck.check import CheckLimits, ReferenceCheck
 from harness.refcheck.floor_store import save_floor
 from suites.test_spec_decode import compare_arms
 
@@ -27,8 +27,9 @@ def samples(run_dir: Path, arm: str, lp: float) -> SpecDecodeRecord:
                             samples_path=str(path))
 
 
-def limits(tmp_path: Path, require_floor: bool) -> CheckLimits:
-    return CheckLimits("spec_decode", "gpu-mtp", 0.25, 0.0, require_floor, tmp_path / "floors" / "gpu-mtp-k", None)
+def limits(tmp_path: Path, require_floor: bool) -> ReferenceCheck:
+    return ReferenceCheck(CheckLimits("spec_decode", "gpu-mtp", 0.25, 0.0, require_floor,
+                                      tmp_path / "floors" / "gpu-mtp-k", None))
 
 
 def check_of(out: list) -> ReferenceCheckRecord:
@@ -53,7 +54,7 @@ def test_a_calibrated_spec_arm_is_paired_with_its_floor(tmp_path):
     clean = [samples(tmp_path / "clean", "gpu-mtp", -0.1), samples(tmp_path / "clean", "gpu-mtp-ref", -0.1)]
     floor_run = check_of(compare_arms(clean, "gpu-mtp", "gpu-mtp-ref", tmp_path / "clean", Gates()))
     at = limits(tmp_path, True)
-    save_floor(at.floor_path, "spec_decode", Path(floor_run.comparisons_path), {"run": "clean"})
+    save_floor(at.limits.floor_path, "spec_decode", Path(floor_run.comparisons_path), {"run": "clean"})
     same = check_of(compare_arms(clean, "gpu-mtp", "gpu-mtp-ref", tmp_path / "clean", Gates(), at))
     assert same.passed and same.floor.startswith("PASS"), same.floor
     # every output still token-identical, every logprob moved by 0.05 (under the 0.25 limit): the floor sees it

@@ -1,4 +1,4 @@
-"""Every reference check caps the divergences it exempts as tie flips (floors.cap_tie_flips): N over the cap fails
+"""Every reference check caps the divergences it exempts as tie flips (refcheck/check.py cap_tie_flips): N over the cap fails
 "too many tie flips", N at the cap passes, for a check judged by its calibration (its own clean count) and one judged
 by gates.yaml (degeneration's measured counts); the recorded H200 keys fault is over long_context's cap."""
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 from harness.config.thresholds import DegenerationGates
 from harness.judge.degeneration import clean_flips, tie_flip_cap
-from harness.pytest_plugin.floors import CheckLimits, cap_tie_flips, with_floor_of
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips
 from harness.refcheck.floor_store import Calibration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -41,7 +41,7 @@ def judged(tmp_path: Path, n: int, flipped: int, spread: dict | None):
     run = BatchRun(comparisons(n, flipped))
     fields = record_fields("long_context", "gpu-mla-ref", "key", run, 0.0948, tmp_path / "c.jsonl", [], TIE_GAP)
     assert fields.passed  # every divergence is within the tie gap: without the cap, any number of them passes
-    return with_floor_of(fields, "gpu-mla-ref", run.comparisons, False, limits(tmp_path, spread), DEGEN)
+    return ReferenceCheck(limits(tmp_path, spread), DEGEN).judge(fields, run.comparisons, False).fields
 
 
 def test_a_calibrated_check_fails_one_flip_over_its_own_clean_count_and_passes_at_the_cap(tmp_path):

@@ -1,6 +1,6 @@
-"""Which limits judge a reference check, and its paired test against the pair's floor (the suites prefix_reuse,
-graph_replay, teacher_forcing and long_context against the reference store; long_prefix's timed outputs against the
-reference arm of the same run).
+"""One reference check of one candidate in one run (ReferenceCheck): which limits judge it, and its paired test
+against the pair's floor (prefix_reuse, graph_replay, teacher_forcing, output_coverage and long_context against the
+reference store; long_prefix's timed outputs and spec_decode's equality against the reference arm of the same run).
 
 A check calibrated for this key (`harness calibrate`: candidate config and the reference outputs' noise key, no vLLM
 version: a new build is judged by the last trusted calibration) is judged by the calibration's limits and paired with
@@ -14,16 +14,15 @@ own build."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config.arms import Arm, load_arm
-from harness.config.thresholds import DegenerationGates, ReferenceCheckGates
+from harness.config.thresholds import DegenerationGates, Gates, ReferenceCheckGates
 from harness.judge.degeneration import clean_flips, too_many_tie_flips
 from harness.judge.drift_floor import judge_floor_pairing
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
-from harness.refcheck.batches import BatchRun
 from harness.refcheck.floor_store import (
     Calibration,
     CalibrationUnreadable,
@@ -33,7 +32,7 @@ from harness.refcheck.floor_store import (
     load_confirmation,
     load_floor,
 )
-from harness.refcheck.store import StoredOutputs, reference_dir
+from harness.refcheck.store import reference_dir
 
 
 @dataclass(frozen=True)
@@ -166,19 +165,53 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
                         failure=None if judged.passed else judged.sentence)
 
 
-def with_floor(fields: ReferenceCheckFields, stored: StoredOutputs, run: BatchRun, limits: CheckLimits,
-               degeneration: DegenerationGates | None = None) -> ReferenceCheckFields:
-    """Against outputs from the reference store: the floor is keyed by the stored outputs' key."""
-    return with_floor_of(fields, stored.arm, run.comparisons, bool(run.aborted), limits, degeneration)
+@dataclass(frozen=True)
+class JudgedCheck:
+    """A check's record fields with its floor's verdict and the tie-flip cap applied; `floor_failure`: the floor's
+    failing sentence (also listed in the fields' divergences), None where the floor stands."""
+
+    fields: ReferenceCheckFields
+    floor_failure: str | None = None
 
 
-def with_floor_of(fields: ReferenceCheckFields, reference: str, comparisons: list[RequestComparison], aborted: bool,
-                  limits: CheckLimits, degeneration: DegenerationGates | None = None) -> ReferenceCheckFields:
-    """The record's fields plus the paired test against the floor and the cap on tie flips (`degeneration`: the run's
-    gates.yaml section, which every suite passes; None: its defaults); a failure of either fails the check and is
-    listed with the divergences."""
-    floored = apply_floor(fields, judge_floor(fields.check, reference, comparisons, aborted, limits))
-    return cap_tie_flips(floored, limits, degeneration or DegenerationGates())
+@dataclass(frozen=True)
+class ReferenceCheck:
+    """One reference check of one candidate in one run, built once (reference_check): the limits it is judged by
+    (calibrated, or gates.yaml's) and gates.yaml's degeneration section (the tie-flip cap's clean counts). Every
+    reference check -- long_context, prefix_reuse, graph_replay, teacher_forcing, output_coverage, long_prefix's
+    outputs, spec_decode's equality -- records what `judge` returns."""
+
+    limits: CheckLimits
+    degeneration: DegenerationGates = field(default_factory=DegenerationGates)
+
+    @property
+    def drift_limit(self) -> float:
+        return self.limits.drift_limit
+
+    @property
+    def tie_gap(self) -> float:
+        return self.limits.tie_gap
+
+    @property
+    def calibrated_spread(self) -> dict | None:
+        """The calibration's clean spread (the degeneration detector's calibrated counts); None: not calibrated."""
+        return self.limits.calibration.spread if self.limits.calibration else None
+
+    def judge(self, fields: ReferenceCheckFields, comparisons: list[RequestComparison],
+              aborted: bool) -> JudgedCheck:
+        """The record's fields plus the paired test against the floor and the cap on tie flips; a failure of either
+        fails the check and is listed with the divergences."""
+        verdict = judge_floor(fields.check, fields.reference, comparisons, aborted, self.limits)
+        return JudgedCheck(cap_tie_flips(apply_floor(fields, verdict), self.limits, self.degeneration),
+                           verdict.failure)
+
+
+def reference_check(gates: Gates, arm: Arm, check: str, noise_key: str, repeat: CalibrationRepeat | None = None,
+                    build: str | None = None) -> ReferenceCheck:
+    """`check` of candidate `arm` against reference outputs of this noise key, judged by the run's recorded `gates`
+    (check_limits: calibrated, or reference_checks'; the tie-flip cap from degeneration's)."""
+    limits = check_limits(gates.reference_checks, arm, check, noise_key, repeat, build)
+    return ReferenceCheck(limits, gates.degeneration)
 
 
 def cap_tie_flips(fields: ReferenceCheckFields, limits: CheckLimits,
