@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,15 @@ class Case:
 
     def geometry(self) -> dict:
         return {k: v for k, v in self.params.items() if k not in ("seed",)}
+
+
+@dataclass(frozen=True)
+class Partials:
+    """The per-rank partial outputs a combine case feeds the op: their shape and the pattern planted in them."""
+    tokens: int
+    heads: int
+    head_dim: int
+    pattern: str = "random"  # see combine_inputs
 
 
 @dataclass
@@ -73,33 +82,32 @@ def masked_lses(inp: CombineInputs) -> np.ndarray:
 def build_cases(world: int, device: str) -> list[Case]:
     cases: list[Case] = []
 
-    def combine(op, name, dtype, b, h, d, pattern="random", return_lse=True, base_e=True, seed=0, **extra):
+    def combine(op, name, dtype, partials, return_lse=True, base_e=True, seed=0, **extra):
         cases.append(Case(f"{op}/{name}/{dtype}", "combine", op, dict(
-            dtype=dtype, tokens=b, heads=h, head_dim=d, pattern=pattern, return_lse=return_lse,
-            base_e=base_e, seed=seed, **extra)))
+            dtype=dtype, **asdict(partials), return_lse=return_lse, base_e=base_e, seed=seed, **extra)))
 
     rs = "cp_lse_ag_out_rs"
     for i, dtype in enumerate(("bfloat16", "float16", "float32")):
-        combine(rs, "h16d512", dtype, 7, 16, 512, seed=10 + i)
-    combine(rs, "transport96", "bfloat16", 33, 96, 512, return_lse=False, seed=20)
-    combine(rs, "transport96", "float32", 33, 96, 512, seed=21)
-    combine(rs, "h32d128b64", "bfloat16", 64, 32, 128, seed=22)
-    combine(rs, "base2", "float32", 5, 16, 512, base_e=False, seed=23)
-    combine(rs, "large_lse", "float32", 9, 16, 512, pattern="large_lse", seed=24)
-    combine(rs, "empty_shard", "float32", 12, 16, 512, pattern="empty_shard", seed=25)
-    combine(rs, "empty_shard", "bfloat16", 12, 16, 512, pattern="empty_shard", seed=26)
-    combine(rs, "padding_rows", "float32", 16, 16, 512, pattern="padding", seed=27)
-    combine(rs, "masked_args", "float32", 12, 16, 512, pattern="masked_args", seed=28)
+        combine(rs, "h16d512", dtype, Partials(7, 16, 512), seed=10 + i)
+    combine(rs, "transport96", "bfloat16", Partials(33, 96, 512), return_lse=False, seed=20)
+    combine(rs, "transport96", "float32", Partials(33, 96, 512), seed=21)
+    combine(rs, "h32d128b64", "bfloat16", Partials(64, 32, 128), seed=22)
+    combine(rs, "base2", "float32", Partials(5, 16, 512), base_e=False, seed=23)
+    combine(rs, "large_lse", "float32", Partials(9, 16, 512, "large_lse"), seed=24)
+    combine(rs, "empty_shard", "float32", Partials(12, 16, 512, "empty_shard"), seed=25)
+    combine(rs, "empty_shard", "bfloat16", Partials(12, 16, 512, "empty_shard"), seed=26)
+    combine(rs, "padding_rows", "float32", Partials(16, 16, 512, "padding"), seed=27)
+    combine(rs, "masked_args", "float32", Partials(12, 16, 512, "masked_args"), seed=28)
     ar = "cp_lse_ag_out_ar"
-    combine(ar, "h16d512", "float32", 7, 16, 512, seed=30)
-    combine(ar, "h16d512", "bfloat16", 7, 16, 512, seed=31)
+    combine(ar, "h16d512", "float32", Partials(7, 16, 512), seed=30)
+    combine(ar, "h16d512", "bfloat16", Partials(7, 16, 512), seed=31)
     a2a = "dcp_a2a_lse_reduce"
-    combine(a2a, "h16d512", "float32", 7, 16, 512, seed=40)
-    combine(a2a, "h16d512", "bfloat16", 7, 16, 512, seed=41)
+    combine(a2a, "h16d512", "float32", Partials(7, 16, 512), seed=40)
+    combine(a2a, "h16d512", "bfloat16", Partials(7, 16, 512), seed=41)
     # The all-to-all reduce weights outputs by multiplication, so an empty shard's NaN output poisons the sum
     # (NaN x 0; measured on H200 with 0.25.0, where ag_rs zeroes it). It is not 0.25.0's default backend (ag_rs is):
     # its empty-shard case feeds zero outputs, the contract it needs; docs/evidence records the NaN finding.
-    combine(a2a, "empty_shard", "bfloat16", 12, 16, 512, pattern="empty_shard", seed=42, empty_out=0.0)
+    combine(a2a, "empty_shard", "bfloat16", Partials(12, 16, 512, "empty_shard"), seed=42, empty_out=0.0)
     cases.append(Case("_lse_weighted_combine/empty_shard/float32", "torch_combine", "_lse_weighted_combine",
                       dict(dtype="float32", tokens=12, heads=16, head_dim=64, pattern="empty_shard",
                            return_lse=True, base_e=True, seed=50, empty_out=0.0)))
