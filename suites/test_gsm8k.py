@@ -1,43 +1,41 @@
-"""GSM8K through lm-eval's local-completions against each arm, and the paired statistical gate (computed from
-results.jsonl)."""
+"""GSM8K through lm-eval's local-completions against each arm, and the paired statistical gate (its catalogue entry's
+AccuracyGate, computed from results.jsonl)."""
 
 from pathlib import Path
 
 import pytest
 
 from harness.config.arms import model_files
+from harness.config.suites import BY_NAME
+from harness.judge.catalogue_gate import catalogue_gate
 from harness.judge.degeneration import degeneration_fields, text_units
-from harness.judge.gates import gsm8k_gate, latest
+from harness.judge.gates import latest
 from harness.judge.gsm8k_outputs import CHECK, answers_verdict, compare_answers
-from harness.measure.gsm8k import evaluate, gsm8k_fields, make_model, responses_by_doc, select_task
+from harness.measure.gsm8k import evaluate, gsm8k_fields, responses_by_doc, select_task
+from harness.measure.lm_eval_arm import arm_model, evaluation_failure
 from harness.records.jsonl import read_jsonl
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord, ReferenceCheckRecord
 from harness.refcheck.compare import summary_fields
-from harness.serve.serverlog import tail
+
+SUITE = BY_NAME["gsm8k"]
 
 
 def test_gsm8k(served_arm, harness_session, record):
     arm = served_arm.arm
     w = harness_session.workload("gsm8k")
     source = select_task(harness_session.run_dir / "gsm8k_task")  # data validated before any request
-    lm = make_model(served_arm.info.base_url, arm.model.served_name, w.num_concurrent, w.max_retries,
-                    arm.timeouts.request_s, w.max_gen_toks, served_arm.server.check_alive)
+    lm = arm_model(served_arm, w, w.max_gen_toks)
     ev = evaluate(lm, source, w.num_fewshot, w.limit, harness_session.run_dir / arm.name / "gsm8k")
     rec = record(Gsm8kRecord, arm=arm.name, **gsm8k_fields(ev, source, w))
-    if ev.dead:
-        pytest.fail(f"arm {arm.name!r}: server died during GSM8K after {rec.n - ev.request_errors} answered "
-                    f"questions; samples kept in {ev.samples_path}.\n{ev.dead}", pytrace=False)
-    assert ev.error is None, f"arm {arm.name!r}: {ev.error}\n{tail(served_arm.server.log_text(), 5)}"
-    limit = harness_session.thresholds().gsm8k.max_request_errors
-    assert ev.request_errors <= limit, (
-        f"arm {arm.name!r}: {ev.request_errors} GSM8K request(s) failed after retries (at most {limit}); "
-        f"last error: {lm.last_error}")
+    failure = evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds().gsm8k.max_request_errors,
+                                 SUITE.accuracy_gate)
+    if failure:
+        pytest.fail(failure, pytrace=False)
 
 
 def test_gsm8k_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    limits = harness_session.thresholds().gsm8k
-    gate = gsm8k_gate(harness_session.records(), cand, ref, limits)
+    gate = catalogue_gate(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
 

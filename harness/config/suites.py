@@ -1,14 +1,20 @@
 """The suite catalogue: every qualification suite in suites/ once, with what the rest of the harness needs to know
 about it. Every other list of suites (the workloads a run checks, the suites run per arm, the gates the report
 recomputes, the default selection) derives from SUITES; tests/config/test_suites.py fails when a file in suites/ has
-no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below (and, if it
-gates with a gate of its own, its gate function in harness/judge/suite_gates.py).
+no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below.
 
-A timing suite gates with no code outside its test file: its entry names a MetricGate (the metric its MetricRecords
-carry, which way is better, a tolerance derived from measured noise) and its workload family with a default workload
-YAML (a MetricWorkload: prompt lengths x requests); the arm field `workloads.<family>`, the gates.yaml section
-`metric_gates.<gate>`, the record kind `metric` and the gate itself follow from the entry. Such a suite is three
-files: this entry, configs/workloads/<default>.yaml and suites/test_<name>.py."""
+A gated suite declares its gate's shape as one of the catalogue's gate kinds (GATE_KINDS), each judged by one function
+(harness/judge/catalogue_gate.py): the suite's own vs-reference test and the report's recomputation both go through
+its entry. Adding a gated suite of an existing kind is a catalogue entry, a workload and a test file:
+- MetricGate (median timing): the entry names the metric its MetricRecords carry, which way is better, a tolerance
+  derived from measured noise and its workload family with a default workload YAML (a MetricWorkload: prompt lengths x
+  requests); the arm field `workloads.<family>`, the gates.yaml section `metric_gates.<gate>`, the record kind `metric`
+  and the gate itself follow from the entry (ttft: this entry, configs/workloads/ttft_short.yaml, suites/test_ttft.py).
+- AccuracyGate (paired accuracy): the entry names the record kind holding each item's correctness, the gates.yaml
+  section of its limits and how its sentences name the task and its items; the test file writes one record per arm
+  through lm-eval (harness/measure/lm_eval_arm.py) and judges the pair through the entry (gsm8k, ruler).
+A suite whose gate is of no kind here (long_prefix, spec_decode, long_context, capacity) still has its gate function in
+harness/judge/suite_gates.py GATE_FUNCTIONS."""
 
 from __future__ import annotations
 
@@ -37,6 +43,27 @@ class MetricGate:
 
 
 @dataclass(frozen=True)
+class AccuracyGate:
+    """A gate from the catalogue alone: each item (question, sample) the candidate answered against the reference's
+    answer to the same item, exact McNemar on the discordant items, failing only where the candidate is worse; where
+    `by_length`, also per prompt length, each test at alpha / (1 + lengths) (harness/judge/accuracy_gate.py). An arm
+    whose record is missing, aborted, empty or has more request errors than its limits allow is "no data"."""
+
+    limits: str  # the gates.yaml section (a Gates field) of its limits: mcnemar_alpha, max_request_errors, ...
+    per_item: str  # the record's field of item -> correct (keyed by the limits' `filter` first, where they name one)
+    task: str  # how its sentences name the task: "GSM8K"
+    item: str  # and one item: "question"
+    items: str  # and several in its power sentence: "questions" ("6 of 40 paired questions lost")
+    by_length: bool = False  # items keyed "<task>@<length>#<doc id>" are also tested per length
+    # Both arms were sent one generated data set (the record's data_sha): another set, or an item one arm alone
+    # answered, is no data.
+    shared_data: bool = False
+
+
+GATE_KINDS = (MetricGate, AccuracyGate)  # the gate shapes a catalogue entry may declare, each with one judge
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str  # suites/test_<name>.py
     workload: str | None  # the key under an arm's `workloads:` it runs (harness/config/workloads.py); None: none
@@ -47,14 +74,24 @@ class Suite:
     needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
     calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
     metric_gate: MetricGate | None = None  # a gate from the catalogue (records: the `metric` kind)
+    accuracy_gate: AccuracyGate | None = None  # a gate from the catalogue (records: its own kind, records[0])
     default_workload: str | None = None  # a family of its own: the MetricWorkload it runs when an arm chooses none
     # The reference checks (ReferenceCheckRecord.check) its test writes, each judged by a drift limit: what
     # gates.yaml drift_limits may name and what `harness calibrate` calibrates, each on its own comparisons.
     checks: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        if self.metric_gate and self.accuracy_gate:
+            raise ValueError(f"suite {self.name}: one gate kind per entry")
+
     @property
     def path(self):
         return SUITES_DIR / f"test_{self.name}.py"
+
+    @property
+    def gate_kind(self) -> MetricGate | AccuracyGate | None:
+        """The catalogue gate kind its entry declares; None: not gated, or gated by a function of its own."""
+        return self.metric_gate or self.accuracy_gate
 
     def runs_for(self, speculative: bool) -> bool:
         """Whether a candidate with (or without) a speculative section runs it (its static skip rule)."""
@@ -65,10 +102,13 @@ class Suite:
 SUITES = (
     Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",),
           calibrated=True, checks=("long_prefix_outputs",)),
-    Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",)),
+    Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",),
+          accuracy_gate=AccuracyGate("gsm8k", "per_question", "GSM8K", "question", "questions")),
     # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
     # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
-    Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False),
+    Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False,
+          accuracy_gate=AccuracyGate("ruler", "per_sample", "RULER", "sample", "RULER samples", by_length=True,
+                                     shared_data=True)),
     # spec_decode: its output check (candidate with a drafter against the same server without one) is calibrated like
     # long_prefix_outputs: a hand-set limit measured on one arm (gpu-mtp: 40/40 exact, drift 0.000121) says nothing of
     # DCP2 + MTP or a draft model, so every GPU spec arm requires its calibration.

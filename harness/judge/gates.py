@@ -10,17 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.config.thresholds import CoverageGates, Gates, Gsm8kGates, LongPrefixGates
-from harness.judge.checks import accuracy_floors
-from harness.judge.stats import mcnemar_exact_p, paired_power
+from harness.config.thresholds import CoverageGates, Gates, LongPrefixGates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
-from harness.records.schema import (
-    GateRecord,
-    Gsm8kRecord,
-    LongPrefixRecord,
-    Record,
-)
+from harness.records.schema import GateRecord, LongPrefixRecord, Record
 
 
 @dataclass(frozen=True)
@@ -152,58 +145,3 @@ def paired_accuracy(cand: dict[int, bool], ref: dict[int, bool]) -> tuple[int, i
     b = sum(1 for q in common if ref[q] and not cand[q])
     c = sum(1 for q in common if cand[q] and not ref[q])
     return len(common), b, c
-
-
-def mcnemar_regression(arm: str, ref: str, b: int, c: int, alpha: float) -> str | None:
-    """Fails only when the candidate is worse and the paired exact test rejects equal accuracy."""
-    p = mcnemar_exact_p(b, c)
-    if b > c and p < alpha:
-        return (f"{arm} is less accurate than {ref}: {b} questions only {ref} got right vs {c} only {arm} got right "
-                f"(exact McNemar p = {p:.4f} < {alpha:g})")
-    return None
-
-
-def gsm8k_gaps(arm: str, r: Gsm8kRecord | None, limits: Gsm8kGates) -> list[str]:
-    """Why one arm's GSM8K record cannot be judged: missing, aborted, failed requests, nothing per question."""
-    if r is None:
-        return [f"no data: no gsm8k record for {arm}"]
-    if r.status == "aborted":
-        return [f"no data: {arm} GSM8K aborted after {r.n} question(s)"]
-    if r.n == 0:
-        return [f"no data: {arm} answered no GSM8K question"]
-    if r.request_errors > limits.max_request_errors:
-        return [f"no data: {arm}: {r.request_errors}/{r.n} GSM8K request(s) failed "
-                f"(at most {limits.max_request_errors})"]
-    if not (r.per_question or {}).get(limits.filter):
-        return [f"no data: {arm} has no per-question {limits.filter} results (its samples log is missing)"]
-    return []
-
-
-def gsm8k_gate(records: list[Record], cand: str, ref: str, limits: Gsm8kGates) -> GateResult:
-    """Exact McNemar on the paired per-question results, plus the candidate's optional accuracy floors. The detail
-    states the smallest drop the paired questions could show; where none could, the gate passes with no signal, or
-    fails where limits.require_signal (a strict run)."""
-    mine, theirs = ((latest(records, Gsm8kRecord, a) or [None])[0] for a in (cand, ref))
-    failures = [*gsm8k_gaps(cand, mine, limits), *gsm8k_gaps(ref, theirs, limits)]
-    numbers: dict[str, float | int | None] = {}
-    no_signal = None
-    if not failures:
-        mine_q, theirs_q = mine.per_question[limits.filter], theirs.per_question[limits.filter]
-        n, b, c = paired_accuracy(mine_q, theirs_q)
-        reference_right = sum(1 for q in mine_q.keys() & theirs_q.keys() if theirs_q[q])
-        lost, power = paired_power(ref, n, c, reference_right, limits.mcnemar_alpha, "questions")
-        numbers = {"paired": n, "only_reference": b, "only_candidate": c, "p_value": mcnemar_exact_p(b, c),
-                   "min_lost": lost, "detectable_drop": None if lost is None else (lost - c) / n}
-        failures = [f for f in (mcnemar_regression(cand, ref, b, c, limits.mcnemar_alpha),
-                                *accuracy_floors(cand, mine.scores[limits.filter].correct, mine.n,
-                                                 limits.min_accuracy, limits.wilson_floor)) if f]
-        if not failures and lost is None:
-            no_signal = power
-            if limits.require_signal:
-                failures.append(f"no signal: {power}; a strict run (--strict, CI=true) needs a gate that can fail "
-                                "(more questions: the workload's limit; or gates.yaml gsm8k.require_signal: false)")
-        detail = "; ".join(failures) or f"{n} paired questions, {b} only {ref} right, {c} only {cand} right; {power}"
-    else:
-        detail = "; ".join(failures)
-    return GateResult("gsm8k_paired_accuracy", "gsm8k", cand, ref, not failures, detail, numbers,
-                      no_signal=None if failures else no_signal, power=None if failures or no_signal else power)

@@ -1,7 +1,8 @@
-"""Each gated suite's gate function, and all of a pair's gates at once: the dispatcher over the per-suite gate
-modules (gates.py for long_prefix and GSM8K, spec_decode_gates.py, long_context.py, ruler.py, capacity.py); which
-suites gate, on which records and in which order, is the suite catalogue's (harness/config/suites.py). It sits above
-them, so none of them imports it and gates.py imports none of them: no cycle."""
+"""Each gated suite's gate, and all of a pair's gates at once: a suite whose catalogue entry declares a gate kind is
+judged through its entry (catalogue_gate.py: ttft, gsm8k, ruler); the others by their gate function here, over the
+per-suite gate modules (gates.py for long_prefix, spec_decode_gates.py, long_context.py, capacity.py). Which suites
+gate, on which records and in which order, is the suite catalogue's (harness/config/suites.py). It sits above them,
+so none of them imports it and gates.py imports none of them: no cycle."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from harness.config.suites import Suite
 from harness.config.suites import gated_suites as catalogued_gates
 from harness.config.thresholds import Gates
 from harness.judge.capacity import capacity_gate
-from harness.judge.gates import GateResult, gsm8k_gate, long_prefix_gates
+from harness.judge.catalogue_gate import catalogue_gate
+from harness.judge.gates import GateResult, long_prefix_gates
 from harness.judge.long_context import long_context_gate
-from harness.judge.metric_gate import metric_gate
-from harness.judge.ruler import ruler_gate
 from harness.judge.spec_decode_gates import spec_decode_gates, suite_skipped
 from harness.records.schema import GateRecord, Record
 
@@ -21,23 +21,21 @@ def spec_decode_suite_gates(records: list[Record], cand: str, ref: str, gates: G
     return [] if suite_skipped(records) else spec_decode_gates(records, cand, ref, gates.spec_decode)
 
 
-# The gate function of each gated suite of the catalogue (harness/config/suites.py), which also gives the order.
-# Each takes (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
+# The gate function of each gated suite whose entry declares no gate kind (harness/config/suites.py). Each takes
+# (records, candidate, reference, gates, the pair's workloads as run.json recorded them or None).
 GATE_FUNCTIONS = {"long_prefix": long_prefix_gates,
-                  "gsm8k": lambda rs, c, r, g, w=None: [gsm8k_gate(rs, c, r, g.gsm8k)],
-                  "ruler": lambda rs, c, r, g, w=None: [ruler_gate(rs, c, r, g.ruler)],
                   "spec_decode": lambda rs, c, r, g, w=None: spec_decode_suite_gates(rs, c, r, g),
                   "long_context": lambda rs, c, r, g, w=None: [long_context_gate(rs, c, r)],
                   "capacity": lambda rs, c, r, g, w=None: [capacity_gate(rs, c, r, g.capacity)]}
 
 
+def through_entry(suite: Suite):
+    """A suite whose catalogue entry declares its gate kind: judged through the entry."""
+    return lambda rs, c, r, g, w=None: [catalogue_gate(suite, rs, c, r, g)]
 
-def catalogue_gate(suite: Suite):
-    """A suite whose catalogue entry names a MetricGate: its gate needs no function of its own."""
-    return lambda rs, c, r, g, w=None: [metric_gate(rs, c, r, suite, g.metric_gates.get(suite.gate))]
 
-
-SUITE_GATES = {s.name: catalogue_gate(s) if s.metric_gate else GATE_FUNCTIONS[s.name] for s in catalogued_gates()}
+# Every gated suite's gate, in the catalogue's order (the Gates table's).
+SUITE_GATES = {s.name: through_entry(s) if s.gate_kind else GATE_FUNCTIONS[s.name] for s in catalogued_gates()}
 
 
 def gated_suites(records: list[Record]) -> list[str]:

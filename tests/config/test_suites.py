@@ -38,8 +38,33 @@ def test_each_gated_suite_has_its_gate_function_in_the_catalogues_order():
     from harness.judge.suite_gates import GATE_FUNCTIONS, SUITE_GATES
 
     gated = [s.name for s in SUITES if s.gate]
-    own = [s.name for s in SUITES if s.gate and not s.metric_gate]  # a MetricGate's suite needs no function
+    own = [s.name for s in SUITES if s.gate and not s.gate_kind]  # a gate kind's suite needs no function
     assert set(GATE_FUNCTIONS) == set(own) and list(SUITE_GATES) == gated
+
+
+def test_every_gate_kind_has_one_judge_and_the_kinds_are_declared_on_gated_entries():
+    from harness.config.suites import GATE_KINDS
+    from harness.config.thresholds import Gates
+    from harness.judge.catalogue_gate import JUDGES
+
+    assert set(JUDGES) == set(GATE_KINDS)
+    kinds = {s.name: type(s.gate_kind).__name__ for s in SUITES if s.gate_kind}
+    assert kinds == {"gsm8k": "AccuracyGate", "ruler": "AccuracyGate", "ttft": "MetricGate"}
+    for suite in SUITES:
+        assert not suite.gate_kind or suite.gate, suite.name  # a kind judges a named gate
+        if suite.accuracy_gate:  # its limits are a gates.yaml section, its items a field of its record kind
+            assert suite.accuracy_gate.limits in Gates.model_fields, suite.name
+            model = next(m for m in record_models() if m.model_fields["kind"].default == suite.records[0])
+            assert suite.accuracy_gate.per_item in model.model_fields, suite.name
+
+
+def test_an_accuracy_suite_is_its_entry_its_workload_and_its_test_file():
+    """Its test file judges the pair through its entry (catalogue_gate) and calls no gate function of its own."""
+    import re
+
+    for suite in SUITES:
+        if suite.accuracy_gate:
+            assert re.findall(r"(\w+_gate)\(", suite.path.read_text()) == ["catalogue_gate"], suite.name
 
 
 def test_derived_lists():

@@ -1,10 +1,17 @@
 """Candidate-vs-reference gates computed from records alone; missing, failed or partial input reads FAIL."""
 
+from harness.config.suites import BY_NAME
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge import gates, suite_gates
+from harness.judge.catalogue_gate import catalogue_gate
 from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 
 TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
+
+
+def gsm8k_gate(records: list, cand: str, ref: str, limits: Gsm8kGates):
+    """GSM8K's gate, judged through its catalogue entry (an AccuracyGate) as its test and the report judge it."""
+    return catalogue_gate(BY_NAME["gsm8k"], records, cand, ref, Gates(gsm8k=limits))
 
 
 def outputs(cand: str, ref: str, passed: bool = True, **kw) -> ReferenceCheckRecord:
@@ -86,28 +93,30 @@ def test_a_relaunched_arms_later_record_replaces_the_earlier_one():
 
 def test_gsm8k_gate_uses_discordant_pairs():
     ref = [i % 10 != 0 for i in range(100)]  # 90 right
-    assert gates.gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates()).passed
+    assert gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates()).passed
     worse = [v and i >= 24 for i, v in enumerate(ref)]  # loses 1-9, 11-19, 21-23: 21 questions
-    r = gates.gsm8k_gate([gsm("dcp8", worse), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    r = gsm8k_gate([gsm("dcp8", worse), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
     assert not r.passed and "exact McNemar p" in r.detail
     assert r.numbers["paired"] == 100 and r.numbers["only_reference"] == 21 and r.numbers["only_candidate"] == 0
-    assert gates.mcnemar_regression("dcp8", "tp8", 3, 1, 0.05) is None  # not significant
-    assert gates.mcnemar_regression("dcp8", "tp8", 0, 30, 0.05) is None  # better is never a failure
+    assert gsm8k_gate([gsm("dcp8", [False] * 3 + [True]), gsm("tp8", [True] * 3 + [False])], "dcp8", "tp8",
+                      Gsm8kGates()).passed  # 3 lost, 1 won: not significant
+    assert gsm8k_gate([gsm("dcp8", [True] * 30), gsm("tp8", [False] * 30)], "dcp8", "tp8",
+                      Gsm8kGates()).passed  # better is never a failure
 
 
 def test_gsm8k_gate_with_every_request_failed_is_fail_no_data_not_pass():
     # 16/16 request errors score every question wrong; against a reference that got 1 right McNemar would pass.
-    r = gates.gsm8k_gate([gsm("cpu-smoke", [False] * 16, request_errors=16), gsm("cpu-ref", [True] + [False] * 15)],
+    r = gsm8k_gate([gsm("cpu-smoke", [False] * 16, request_errors=16), gsm("cpu-ref", [True] + [False] * 15)],
                          "cpu-smoke", "cpu-ref", Gsm8kGates())
     assert not r.passed and r.detail == "no data: cpu-smoke: 16/16 GSM8K request(s) failed (at most 0)"
 
 
 def test_gsm8k_gate_missing_aborted_or_without_per_question_results_is_fail_no_data():
-    assert gates.gsm8k_gate([gsm("a", [True])], "a", "b", Gsm8kGates()).detail == "no data: no gsm8k record for b"
-    aborted = gates.gsm8k_gate([gsm("a", [True], status="aborted"), gsm("b", [True])], "a", "b", Gsm8kGates())
+    assert gsm8k_gate([gsm("a", [True])], "a", "b", Gsm8kGates()).detail == "no data: no gsm8k record for b"
+    aborted = gsm8k_gate([gsm("a", [True], status="aborted"), gsm("b", [True])], "a", "b", Gsm8kGates())
     assert aborted.detail == "no data: a GSM8K aborted after 1 question(s)"
     bare = gsm("b", [True]).model_copy(update={"per_question": None})
-    r = gates.gsm8k_gate([gsm("a", [True]), bare], "a", "b", Gsm8kGates())
+    r = gsm8k_gate([gsm("a", [True]), bare], "a", "b", Gsm8kGates())
     assert not r.passed and "no data: b has no per-question strict-match results" in r.detail
 
 
@@ -123,7 +132,7 @@ def test_gsm8k_gate_states_the_smallest_drop_its_paired_questions_could_show():
     """Exact McNemar at alpha 0.05 rejects only from 6 lost questions with none won (p = 2 x 0.5^6 = 0.031): on 16
     questions where the reference got 10 right, the smallest detectable drop is 6/16 = 37.5 pt."""
     ref = [True] * 10 + [False] * 6
-    r = gates.gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    r = gsm8k_gate([gsm("dcp8", ref), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
     assert r.passed and r.no_signal is None
     assert "smallest detectable drop 37.5 pt (6 of 16 paired questions lost with 0 won" in r.detail
     assert (r.numbers["min_lost"], r.numbers["detectable_drop"]) == (6, 6 / 16)
@@ -131,8 +140,8 @@ def test_gsm8k_gate_states_the_smallest_drop_its_paired_questions_could_show():
 
     assert check_lines([], "dcp8", [r]) == ["Gate gsm8k_paired_accuracy: PASS (smallest detectable drop 37.5 pt (6 of "
                                             "16 paired questions lost with 0 won, exact McNemar at alpha 0.05))"]
-    lost5 = gates.gsm8k_gate([gsm("dcp8", [False] * 5 + ref[5:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
-    lost6 = gates.gsm8k_gate([gsm("dcp8", [False] * 6 + ref[6:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    lost5 = gsm8k_gate([gsm("dcp8", [False] * 5 + ref[5:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
+    lost6 = gsm8k_gate([gsm("dcp8", [False] * 6 + ref[6:]), gsm("tp8", ref)], "dcp8", "tp8", Gsm8kGates())
     assert lost5.passed and not lost6.passed  # the stated power is the gate's own: 5 lost passes, 6 fail
 
 
@@ -143,20 +152,20 @@ def test_gsm8k_gate_without_signal_passes_saying_so_and_fails_a_strict_run():
     from harness.report.headline import check_lines
 
     records = [gsm("cpu-smoke", [False] * 16), gsm("cpu-ref", [False] * 16)]
-    loose = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), False).gsm8k)
+    loose = gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), False).gsm8k)
     assert loose.passed and loose.numbers["min_lost"] is None and loose.numbers["detectable_drop"] is None
     why = "no accuracy drop is detectable: cpu-ref got 0 of 16 paired questions right, and exact McNemar at alpha " \
           "0.05 needs 6 lost with 0 won"
     assert loose.no_signal == why and why in loose.detail
     assert check_lines([], "cpu-smoke", [loose]) == [f"Gate gsm8k_paired_accuracy: PASS (no signal: {why})"]
-    strict = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), True).gsm8k)
+    strict = gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(Gates(), True).gsm8k)
     assert not strict.passed and strict.no_signal is None and strict.detail.startswith(f"no signal: {why}; a strict")
     assert check_lines([], "cpu-smoke", [strict])[0].startswith("Gate gsm8k_paired_accuracy: FAIL (no signal: ")
     # the CPU pair's own section keeps it a PASS (no signal) in CI: it qualifies the pipeline, not accuracy
-    shipped = gates.gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(load_gates("cpu-smoke"), True).gsm8k)
+    shipped = gsm8k_gate(records, "cpu-smoke", "cpu-ref", for_run(load_gates("cpu-smoke"), True).gsm8k)
     assert shipped.passed and shipped.no_signal == why
     five = [True] * 5 + [False] * 11  # 5 right: even losing all 5 stays below the 6 McNemar needs
-    assert gates.gsm8k_gate([gsm("a", five), gsm("b", five)], "a", "b", Gsm8kGates()).no_signal is not None
+    assert gsm8k_gate([gsm("a", five), gsm("b", five)], "a", "b", Gsm8kGates()).no_signal is not None
 
 
 def test_mcnemar_min_lost_is_the_exact_tests_own_threshold():
