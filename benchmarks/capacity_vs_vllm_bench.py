@@ -33,8 +33,15 @@ from vllm_bench_client import bench_argv, bench_run, supports_custom_buckets, wr
 
 from harness.config.arms import load_arm
 from harness.config.workloads import CapacityWorkload, load_workload, workload_for
-from harness.measure.capacity import build_capacity_prompts, level_fields, level_prompts, prompts_sha, served_gpus
-from harness.measure.loadgen import run_level
+from harness.measure.capacity import (
+    LevelMetrics,
+    build_capacity_prompts,
+    level_fields,
+    level_prompts,
+    prompts_sha,
+    served_gpus,
+)
+from harness.measure.loadgen import Endpoint, run_level
 from harness.measure.metrics import fetch_metrics
 from harness.measure.prompts import token_space
 from harness.measure.telemetry import MetricsSampler, usage_between
@@ -56,11 +63,11 @@ async def harness_level(live: LiveServer, w: CapacityWorkload, c: int, prompts: 
     sends the bench's request shape through the same code."""
     before = await sampler.scrape_once()
     shape = BARE if client == "bare" else {}
-    run = await run_level(live.info.base_url, live.arm.model.served_name, prompts, w.output_tokens, c, c,
-                          live.arm.timeouts.request_s, live.server.check_alive, sink,
+    run = await run_level(Endpoint.of(live), prompts, w.output_tokens, c, c, sink,
                           extra={"cache_salt": f"vs-bench-{label or client}-c{c}", **shape})
     after = await sampler.scrape_once()
-    f = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm), prompts_sha(prompts), sink)
+    f = level_fields(w, c, run, LevelMetrics(sampler.points, before, after), served_gpus(live.arm),
+                     prompts_sha(prompts), sink)
     return {"tok_s": f["output_tokens_per_s"], "req_s": f["requests_per_s"], "tpot_p50": f["tpot"].p50,
             "tpot_p99": f["tpot"].p99, "ttft_p50": f["ttft"].p50, "tpot_mean": f["tpot"].mean,
             "ttft_mean": f["ttft"].mean, "e2e_mean": e2e_mean(run), "failed": f["failed"], "requests": f["requests"],
@@ -103,8 +110,7 @@ async def arm_levels(live: LiveServer, w: CapacityWorkload, tmp: Path, on_level=
     task = asyncio.ensure_future(sampler.run())
     levels, past, t0 = [], None, time.monotonic()
     try:
-        await run_level(live.info.base_url, live.arm.model.served_name, same.ids[:1], w.output_tokens, 1, 0,
-                        live.arm.timeouts.request_s, live.server.check_alive,
+        await run_level(Endpoint.of(live), same.ids[:1], w.output_tokens, 1, 0,
                         extra={"cache_salt": "vs-bench-warm-up"})
         for i, c in enumerate(w.concurrency):
             ids, texts = level_prompts(w, same.ids, c), level_prompts(w, same.texts, c)

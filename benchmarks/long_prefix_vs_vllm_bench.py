@@ -29,7 +29,7 @@ from vllm_bench_client import bench_argv, bench_run, supports_custom_buckets, wr
 
 from harness.config.arms import load_arm
 from harness.config.workloads import load_workload
-from harness.measure.loadgen import run_level
+from harness.measure.loadgen import Endpoint, run_level
 from harness.measure.metrics import fetch_metrics
 from harness.measure.prompts import build_prompts, token_space
 from harness.measure.textbasis import canonical
@@ -41,8 +41,7 @@ CLIENTS = ("ids", "text", "bench")
 
 def harness_run(live: LiveServer, prompts: list, out: int, salt: str) -> dict:
     cpu0 = time.process_time()
-    run = asyncio.run(run_level(live.info.base_url, live.arm.model.served_name, prompts, out, 1, 1,
-                                live.arm.timeouts.request_s, live.server.check_alive, extra={"cache_salt": salt}))
+    run = asyncio.run(run_level(Endpoint.of(live), prompts, out, 1, 1, extra={"cache_salt": salt}))
     cpu = time.process_time() - cpu0
     ok = [s for s in run.samples if s.ok]
     assert len(ok) == len(prompts), [s.error for s in run.samples if s.error]

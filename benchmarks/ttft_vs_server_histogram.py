@@ -23,7 +23,7 @@ from histograms import server_p50  # benchmarks/
 
 from harness.config.arms import load_arm
 from harness.config.workloads import MetricWorkload, load_workload
-from harness.measure.loadgen import run_level
+from harness.measure.loadgen import Endpoint, run_level
 from harness.measure.metrics import fetch_metrics
 from harness.measure.prompts import metric_prompts, token_space
 from harness.serve.launch import launch
@@ -43,12 +43,12 @@ def main() -> int:
     rows = []
     try:
         base, model, timeout = live.info.base_url, arm.model.served_name, arm.timeouts.request_s
-        asyncio.run(run_level(base, model, warmup, w.output_tokens, 1, 0, timeout, live.server.check_alive))
+        to = Endpoint(base, model, timeout, live.server.check_alive)
+        asyncio.run(run_level(to, warmup, w.output_tokens, 1, 0))
         for i in range(args.rounds):
             before = fetch_metrics(base)
             # each round under a cache salt of its own: the same prompts again would be prefix-cache hits
-            run = asyncio.run(run_level(base, model, measured, w.output_tokens, 1, 1, timeout,
-                                        live.server.check_alive, extra={"cache_salt": f"ttft-round-{i}"}))
+            run = asyncio.run(run_level(to, measured, w.output_tokens, 1, 1, extra={"cache_salt": f"ttft-round-{i}"}))
             server = server_p50(before, fetch_metrics(base))
             client = [s.ttft_s for s in run.samples if s.ok]
             row = {"round": i + 1, "n": len(client), "client_p50": median(client), "client_mean": mean(client),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.config.workloads import CapacityWorkload
 from harness.console import progress
-from harness.measure.loadgen import LevelRun, RequestSample, run_level
+from harness.measure.loadgen import Endpoint, LevelSamples, RequestSample, run_level
 from harness.measure.prompts import TokenSpace
 from harness.measure.telemetry import MetricsSampler, counter_delta, usage_between
 from harness.records.schema import Summary
@@ -68,14 +68,24 @@ def raw_tpot_s(sample) -> float | None:
     return raw * 1e-9 if raw is not None else None
 
 
-def level_fields(w: CapacityWorkload, c: int, run: LevelRun, points: list, before: dict | None, after: dict | None,
-                 gpus: int, sha: str, sink: Path, cut: str | None = None) -> dict:
+@dataclass(frozen=True)
+class LevelMetrics:
+    """The server's /metrics around one level: the points sampled while it ran (time ns, values) and the counters
+    scraped just before and just after it (None where a scrape failed)."""
+    points: list
+    before: dict | None
+    after: dict | None
+
+
+def level_fields(w: CapacityWorkload, c: int, batch: LevelSamples, metrics: LevelMetrics, gpus: int, sha: str,
+                 sink: Path, cut: str | None = None) -> dict:
     """Everything a CapacityRecord holds about one level (pure)."""
-    window = (run.start_ns, run.end_ns)
-    ok = [s for s in run.samples if s.ok]
-    ordered = sorted(run.samples, key=lambda s: s.index)
-    duration = max((run.end_ns - run.start_ns) * 1e-9, 1e-9)
+    window = (batch.start_ns, batch.end_ns)
+    ok = [s for s in batch.samples if s.ok]
+    ordered = sorted(batch.samples, key=lambda s: s.index)
+    duration = max((batch.end_ns - batch.start_ns) * 1e-9, 1e-9)
     tokens = sum(s.output_tokens or 0 for s in ok)
+    points, before, after = metrics.points, metrics.before, metrics.after
     kv = usage_between(points, "kv_usage", *window)
     waiting = [v["waiting"] for t, v in points if window[0] <= t <= window[1] and "waiting" in v]
     share = sum(1 for x in waiting if x > 0) / len(waiting) if waiting else None
@@ -84,12 +94,12 @@ def level_fields(w: CapacityWorkload, c: int, run: LevelRun, points: list, befor
     queued = usage_between(points, "waiting", *window)
     saturated = saturation(w, c, kv.peak if kv else None, share, preempted, running.peak if running else None,
                            queued.peak if queued else None)
-    reason = run.aborted or cut
+    reason = batch.aborted or cut
     return {
         "workload": w.name, "prompts_sha": sha, "concurrency": c,
-        "status": "aborted" if run.aborted else "cut" if cut else "complete", "reason": reason,
-        "requests": len(run.samples), "planned": w.rounds * c, "failed": len(run.samples) - len(ok),
-        "errors": [f"request {s.index}: {s.error}" for s in run.samples if s.error],
+        "status": "aborted" if batch.aborted else "cut" if cut else "complete", "reason": reason,
+        "requests": len(batch.samples), "planned": w.rounds * c, "failed": len(batch.samples) - len(ok),
+        "errors": [f"request {s.index}: {s.error}" for s in batch.samples if s.error],
         "duration_s": duration, "output_tokens": tokens,
         "output_tokens_per_s": tokens / duration if ok else None,
         "requests_per_s": len(ok) / duration if ok else None, "gpus": gpus,
@@ -119,17 +129,16 @@ class RampLevel:
 
 async def ramp(live: LiveServer, w: CapacityWorkload, prompts: list[list[int]], out_dir: Path) -> list[RampLevel]:
     """Each level in turn until saturation (+ levels_past_saturation), a cut level, or a dead server."""
-    base, model = live.info.base_url, live.arm.model.served_name
+    to = Endpoint.of(live)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sampler = MetricsSampler(base, w.metrics_interval_s)
+    sampler = MetricsSampler(to.base_url, w.metrics_interval_s)
     task = asyncio.ensure_future(sampler.run())
     levels: list[RampLevel] = []
     past = None
     try:
         # One untimed request first: a server's first request pays one-off costs (CI saw a compiled cpu-smoke's take
         # 3.0 s against 0.15 s for the next), which would sink c1's throughput and so fake a gain at c2 (the knee).
-        await run_level(base, model, level_prompts(w, prompts, 1)[:1], w.output_tokens, 1, 0,
-                        live.arm.timeouts.request_s, live.server.check_alive, out_dir / "capacity_warmup.jsonl",
+        await run_level(to, level_prompts(w, prompts, 1)[:1], w.output_tokens, 1, 0, out_dir / "capacity_warmup.jsonl",
                         extra={"cache_salt": "harness-capacity-warmup"})
         for c in w.concurrency:
             todo = level_prompts(w, prompts, c)
@@ -139,20 +148,19 @@ async def ramp(live: LiveServer, w: CapacityWorkload, prompts: list[list[int]], 
             t0 = time.perf_counter_ns()
             with progress.bar(f"{live.arm.name}: capacity c{c}", len(todo), "requests") as bar:
                 try:
-                    run = await asyncio.wait_for(
-                        run_level(base, model, todo, w.output_tokens, c, c, live.arm.timeouts.request_s,
-                                  live.server.check_alive, sink, bar.update, {"cache_salt": cache_salt(c)}),
+                    batch = await asyncio.wait_for(
+                        run_level(to, todo, w.output_tokens, c, c, sink, bar.update, {"cache_salt": cache_salt(c)}),
                         timeout=w.max_level_s)
                     cut = None
                 except TimeoutError:
-                    run, cut = partial_run(sink, t0), f"still running after max_level_s {w.max_level_s:g} s"
+                    batch, cut = partial_level(sink, t0), f"still running after max_level_s {w.max_level_s:g} s"
             after = await sampler.scrape_once()
-            fields = level_fields(w, c, run, sampler.points, before, after, served_gpus(live.arm),
+            fields = level_fields(w, c, batch, LevelMetrics(sampler.points, before, after), served_gpus(live.arm),
                                   prompts_sha(todo), sink, cut)
-            levels.append(RampLevel(fields, run.aborted))
+            levels.append(RampLevel(fields, batch.aborted))
             log.info("arm %s: capacity c%d: %d/%d requests, %s", live.arm.name, c, fields["requests"],
                      fields["planned"], fields["saturation"] or "not saturated")
-            if run.aborted or cut:
+            if batch.aborted or cut:
                 break
             if fields["saturated"] and past is None:
                 past = 0
@@ -166,7 +174,7 @@ async def ramp(live: LiveServer, w: CapacityWorkload, prompts: list[list[int]], 
     return levels
 
 
-def partial_run(sink: Path, t0_ns: int) -> LevelRun:
+def partial_level(sink: Path, t0_ns: int) -> LevelSamples:
     """A level cut at max_level_s: the requests that finished (its samples file), timed from its start."""
     samples = []
     if sink.is_file():
@@ -176,7 +184,7 @@ def partial_run(sink: Path, t0_ns: int) -> LevelRun:
                 d.pop("tpot_s", None), d.pop("ttft_s", None), d.pop("buffered", None)  # derived, not fields
                 d["top"] = [{int(k): v for k, v in t.items()} for t in d.get("top") or []]
                 samples.append(RequestSample(**d))
-    return LevelRun(samples, None, t0_ns, time.perf_counter_ns())
+    return LevelSamples(samples, None, t0_ns, time.perf_counter_ns())
 
 
 def served_gpus(arm) -> int:

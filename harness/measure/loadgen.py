@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -29,6 +30,9 @@ from harness.config.errors import WorkloadError
 from harness.measure.generation import parse_choice
 from harness.measure.http import stream_completion
 from harness.records.jsonl import append_line
+
+if TYPE_CHECKING:
+    from harness.serve.launch import LiveServer
 
 NS = 1e-9
 
@@ -156,11 +160,27 @@ async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sampl
 
 
 @dataclass
-class LevelRun:
+class LevelSamples:
+    """One level's requests as they ended, and the window they were sent in."""
     samples: list[RequestSample]
     aborted: str | None  # why the level stopped early (server death), else None
     start_ns: int
     end_ns: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The server a level's requests go to: its URL, the model name it serves, each request's timeout and the
+    liveness check the watcher polls (it raises once the server is gone)."""
+    base_url: str
+    model: str
+    timeout_s: float
+    alive: Callable[[], None]
+
+    @classmethod
+    def of(cls, live: LiveServer) -> Endpoint:
+        return cls(live.info.base_url, live.arm.model.served_name, live.arm.timeouts.request_s,
+                   live.server.check_alive)
 
 
 async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
@@ -173,11 +193,11 @@ async def watch(alive: Callable[[], None], interval_s: float = 0.5) -> str:
         await asyncio.sleep(interval_s)
 
 
-async def run_level(base_url: str, model: str, prompts: list[list[int]] | list[str], output_tokens: int,
-                    concurrency: int, level: int, timeout_s: float, alive: Callable[[], None], sink: Path | None = None,
-                    on_done: Callable[[], object] | None = None, extra: dict | None = None) -> LevelRun:
-    """Send `prompts` (token ids or text) with at most `concurrency` in flight; every sample is appended to `sink` as
-    it ends."""
+async def run_level(to: Endpoint, prompts: list[list[int]] | list[str], output_tokens: int, concurrency: int,
+                    level: int, sink: Path | None = None, on_done: Callable[[], object] | None = None,
+                    extra: dict | None = None) -> LevelSamples:
+    """Send `prompts` (token ids or text) to `to` with at most `concurrency` in flight; every sample is appended to
+    `sink` as it ends."""
     gate = asyncio.Semaphore(concurrency)
     samples: list[RequestSample] = []
     limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency + 1)
@@ -186,8 +206,8 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]] | list[s
         async def one(i: int, prompt: list[int] | str) -> None:
             async with gate:
                 sample = RequestSample(level, i, None if isinstance(prompt, str) else len(prompt))
-                body = completion_body(model, prompt, output_tokens, extra)
-                await stream_one(client, base_url, body, sample, timeout_s)
+                body = completion_body(to.model, prompt, output_tokens, extra)
+                await stream_one(client, to.base_url, body, sample, to.timeout_s)
                 samples.append(sample)
                 if sink is not None:
                     append_line(sink, sample.to_json())
@@ -196,7 +216,7 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]] | list[s
 
         t0 = time.perf_counter_ns()
         work = asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
-        watcher = asyncio.ensure_future(watch(alive))
+        watcher = asyncio.ensure_future(watch(to.alive))
         done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
         aborted = None
         if watcher in done:
@@ -211,7 +231,7 @@ async def run_level(base_url: str, model: str, prompts: list[list[int]] | list[s
             await work
             # Requests to a dead server fail fast, often before the watcher's next poll: check once more.
             try:
-                alive()
+                to.alive()
             except Exception as exc:  # noqa: BLE001
                 aborted = str(exc)
-        return LevelRun(sorted(samples, key=lambda s: s.index), aborted, t0, time.perf_counter_ns())
+        return LevelSamples(sorted(samples, key=lambda s: s.index), aborted, t0, time.perf_counter_ns())

@@ -12,7 +12,7 @@ from statistics import mean
 from harness.config.errors import ConfigError
 from harness.config.workloads import LongPrefixWorkload
 from harness.console import progress
-from harness.measure.loadgen import LevelRun, RequestSample, run_level
+from harness.measure.loadgen import Endpoint, LevelSamples, RequestSample, run_level
 from harness.measure.prompts import Prompts
 from harness.measure.telemetry import (
     MetricsSampler,
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class LevelMeasurement:
     concurrency: int
-    run: LevelRun
+    run: LevelSamples
     before: dict[str, float] | None  # /metrics just before and after the level (counter deltas)
     after: dict[str, float] | None
     telemetry_path: Path | None = None  # the level's /metrics + NVML time series (JSONL)
@@ -42,7 +42,7 @@ class LevelMeasurement:
 
 @dataclass
 class Measurement:
-    warmup: LevelRun
+    warmup: LevelSamples
     levels: list[LevelMeasurement]
     metrics_points: list
     nvml_points: list
@@ -63,7 +63,7 @@ async def check_text_fits(live: LiveServer, workload: LongPrefixWorkload, texts:
 
 async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, out_dir: Path) -> Measurement:
     base, model = live.info.base_url, live.arm.model.served_name
-    timeout = live.arm.timeouts.request_s
+    to = Endpoint.of(live)
     out_dir.mkdir(parents=True, exist_ok=True)
     sampler = MetricsSampler(base, workload.metrics_interval_s)
     nvml = NvmlSampler(live.arm.gpus)  # NVML counts physical GPUs: CUDA_VISIBLE_DEVICES does not apply
@@ -74,15 +74,14 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
         await check_text_fits(live, workload, [*warm, *(t for level in measured.values() for t in level)])
     tasks = [asyncio.ensure_future(sampler.run()), asyncio.ensure_future(nvml.run(workload.metrics_interval_s))]
     try:
-        warmup = await run_level(base, model, warm, workload.output_tokens, 1, 0, timeout,
-                                 live.server.check_alive, out_dir / "long_prefix_warmup.jsonl")
+        warmup = await run_level(to, warm, workload.output_tokens, 1, 0, out_dir / "long_prefix_warmup.jsonl")
         levels: list[LevelMeasurement] = []
         if warmup.aborted is None:
             for c in workload.concurrency:
                 before = await sampler.scrape_once()
                 with progress.bar(f"{live.arm.name}: long_prefix c{c}", len(prompts.measured[c]), "requests") as bar:
-                    run = await run_level(base, model, measured[c], workload.output_tokens, c, c, timeout,
-                                          live.server.check_alive, out_dir / f"long_prefix_c{c}.jsonl", bar.update)
+                    run = await run_level(to, measured[c], workload.output_tokens, c, c,
+                                          out_dir / f"long_prefix_c{c}.jsonl", bar.update)
                 log.info("arm %s: long_prefix c%d: %d requests done%s", live.arm.name, c, len(run.samples),
                          f"; aborted: {run.aborted.splitlines()[0]}" if run.aborted else "")
                 after = await sampler.scrape_once()

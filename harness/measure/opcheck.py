@@ -18,7 +18,8 @@ RUNNER_CODES = {0: "every case PASS or SKIP", 1: "a case FAILed or ERRORed", 2: 
 
 
 @dataclass
-class OpSuiteRun:
+class OpCaseResults:
+    """What the op runner left: its per-case JSON, how the subprocess ended and the log of its output."""
     result: dict | None  # the runner's JSON; None when it wrote none (or none that parses)
     exit_code: int | None  # None: killed after the timeout
     problem: str  # why there is no result, or what the exit code says beyond the JSON; "" when all is well
@@ -30,7 +31,7 @@ def tail(text: str, lines: int = 15) -> str:
 
 
 def run_op_suite(python: str, world: int, device: str, out: Path, limits: DcpOpsGates,
-                 timeout_s: float = 600.0) -> OpSuiteRun:
+                 timeout_s: float = 600.0) -> OpCaseResults:
     """`python -m harness.opcheck.runner --world N --device D --out <out>`; its output goes to <out>.log."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
@@ -47,14 +48,14 @@ def run_op_suite(python: str, world: int, device: str, out: Path, limits: DcpOps
                        for x in (exc.stdout, exc.stderr))
     except OSError as exc:
         log.write_text(f"{' '.join(argv)}\n{exc}\n")
-        return OpSuiteRun(None, None, f"cannot start the server interpreter {python}: {exc}", log)
+        return OpCaseResults(None, None, f"cannot start the server interpreter {python}: {exc}", log)
     log.write_text(f"$ {' '.join(argv)}\n{text}")
     why = (f"killed after {timeout_s + 120:.0f} s" if code is None
            else f"exit code {code} ({RUNNER_CODES.get(code, 'the runner crashed')})")
     try:
         result = json.loads(out.read_text())
     except FileNotFoundError:
-        return OpSuiteRun(None, code, f"the runner wrote no {out.name} ({why}); last output:\n{tail(text)}", log)
+        return OpCaseResults(None, code, f"the runner wrote no {out.name} ({why}); last output:\n{tail(text)}", log)
     except json.JSONDecodeError as exc:
-        return OpSuiteRun(None, code, f"{out} is not JSON ({exc}; {why})", log)
-    return OpSuiteRun(result, code, "" if code in RUNNER_CODES else f"{why}; last output:\n{tail(text)}", log)
+        return OpCaseResults(None, code, f"{out} is not JSON ({exc}; {why})", log)
+    return OpCaseResults(result, code, "" if code in RUNNER_CODES else f"{why}; last output:\n{tail(text)}", log)

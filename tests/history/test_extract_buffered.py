@@ -6,7 +6,7 @@ trended such a c1 TPOT p50 of 0.018 ms beside clean nights' 4-6 ms, and `history
 from __future__ import annotations
 
 from harness.history.extract import metrics_of
-from harness.measure.loadgen import LevelRun
+from harness.measure.loadgen import LevelSamples
 from harness.measure.long_prefix import LevelMeasurement, Measurement, level_fields
 from harness.records.schema import LongPrefixRecord, Summary, Usage
 from tests.measure.test_loadgen import MS, buffered, sample
@@ -14,7 +14,7 @@ from tests.measure.test_loadgen import MS, buffered, sample
 
 def record(samples) -> LongPrefixRecord:
     """The LongPrefixRecord the suite writes for one c1 level of these samples."""
-    run = LevelRun(samples, None, start_ns=0, end_ns=2_000 * MS)
+    run = LevelSamples(samples, None, start_ns=0, end_ns=2_000 * MS)
     m = Measurement(warmup=run, levels=[], metrics_points=[(MS, {"kv_usage": 0.5})], nvml_points=[],
                     nvml_available=False)
     return LongPrefixRecord(run_id="r", arm="cpu-smoke", suite="long_prefix", workload="w", prompts_sha="x",

@@ -1,6 +1,6 @@
 """TPOT/ITL arithmetic and per-level summaries from synthetic samples (the live path is in test_e2e_cpu)."""
 
-from harness.measure.loadgen import LevelRun, RequestSample, completion_body
+from harness.measure.loadgen import LevelSamples, RequestSample, completion_body
 from harness.measure.long_prefix import LevelMeasurement, Measurement, level_fields
 
 MS = 1_000_000
@@ -45,7 +45,7 @@ def test_level_fields_count_failures_and_summarize_only_successes():
     samples = [sample(0, 100, 200, 11, [100, 150, 200]), sample(1, 120, 240, 11, [120, 240]),
                sample(2, 0, 0, None, [], error="ReadTimeout: timed out")]
     samples[2].latency_ns = None
-    run = LevelRun(samples, None, start_ns=0, end_ns=300 * MS)
+    run = LevelSamples(samples, None, start_ns=0, end_ns=300 * MS)
     points = [(50 * MS, {"kv_usage": 0.1, "running": 1.0, "waiting": 0.0}),
               (150 * MS, {"kv_usage": 0.3, "running": 2.0, "waiting": 1.0}),
               (900 * MS, {"kv_usage": 0.9, "running": 2.0, "waiting": 0.0})]  # after the level: ignored
@@ -66,7 +66,7 @@ def test_level_records_say_which_prompt_basis_was_sent(tmp_path):
     from harness.measure.prompts import Prompts
 
     w = load_workload("long_prefix_cpu").model_copy(update={"concurrency": [1], "prompt_basis": "text"})
-    run = LevelRun([sample(0, 100, 200, 11, [100, 200])], None, start_ns=0, end_ns=300 * MS)
+    run = LevelSamples([sample(0, 100, 200, 11, [100, 200])], None, start_ns=0, end_ns=300 * MS)
     m = Measurement(warmup=run, levels=[LevelMeasurement(1, run, None, None)], metrics_points=[], nvml_points=[],
                     nvml_available=False)
     (rec,) = level_records(m, w, Prompts([1], [[1, 2]], {1: [[1, 3]]}), tmp_path)
@@ -82,7 +82,7 @@ def test_a_stream_whose_tokens_arrive_in_one_burst_is_marked_and_counted():
     one_late_chunk = sample(2, ttft_ms=100, latency_ms=200, out=4, chunks_ms=[100, 100, 150, 200])  # 1 of 3 gaps
     assert burst.bursty and not steady.bursty and not one_late_chunk.bursty
     assert not sample(3, 100, 100, 1, [100]).bursty  # one chunk: no gap to judge
-    run = LevelRun(samples=[burst, steady], aborted=None, start_ns=0, end_ns=600 * MS)
+    run = LevelSamples(samples=[burst, steady], aborted=None, start_ns=0, end_ns=600 * MS)
     m = Measurement(warmup=run, levels=[], metrics_points=[], nvml_points=[], nvml_available=False)
     fields = level_fields(LevelMeasurement(1, run, None, None), m)
     assert fields["bursty_requests"] == 1
@@ -162,7 +162,7 @@ def test_buffered_is_judged_per_chunk_not_per_token():
 
 
 def level_of(samples: list[RequestSample]) -> dict:
-    run = LevelRun(samples, None, start_ns=0, end_ns=2_000 * MS)
+    run = LevelSamples(samples, None, start_ns=0, end_ns=2_000 * MS)
     m = Measurement(warmup=run, levels=[], metrics_points=[(MS, {"kv_usage": 0.5})], nvml_points=[],
                     nvml_available=False)
     return level_fields(LevelMeasurement(1, run, None, None), m)
@@ -203,7 +203,7 @@ def test_the_cold_start_says_why_it_has_no_data():
                                 samples_path="s", **level_of(samples))
 
     def cold(warmup, steady):
-        m = Measurement(warmup=LevelRun(warmup, None, 0, 0), levels=[], metrics_points=[], nvml_points=[],
+        m = Measurement(warmup=LevelSamples(warmup, None, 0, 0), levels=[], metrics_points=[], nvml_points=[],
                         nvml_available=False)
         return cold_start_fields(m, workload, steady, 2.0)
 

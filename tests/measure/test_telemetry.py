@@ -23,10 +23,10 @@ def test_series_roundtrip_skips_a_truncated_line(tmp_path):
 
 
 def test_level_fields_reference_the_series_file(tmp_path):
-    from harness.measure.loadgen import LevelRun
+    from harness.measure.loadgen import LevelSamples
     from harness.measure.long_prefix import LevelMeasurement, Measurement, level_fields
 
-    run = LevelRun(samples=[], aborted=None, start_ns=0, end_ns=10)
+    run = LevelSamples(samples=[], aborted=None, start_ns=0, end_ns=10)
     m = Measurement(warmup=run, levels=[], metrics_points=[], nvml_points=[], nvml_available=False)
     assert level_fields(LevelMeasurement(1, run, None, None, tmp_path / "telemetry_c1.jsonl"), m)[
         "telemetry_path"] == str(tmp_path / "telemetry_c1.jsonl")
