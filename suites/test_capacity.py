@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.suites import BY_NAME
 from harness.config.workloads import CapacityWorkload
-from harness.judge.capacity import capacity_gate, check_name, verdicts
+from harness.judge.capacity import check_name, verdicts
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.gates import latest
 from harness.measure.capacity import build_capacity_prompts, ramp
 from harness.measure.prompts import token_space
@@ -92,7 +94,7 @@ def test_capacity_vs_reference(harness_session, record):
     for level in sorted(latest(records, CapacityRecord, cand), key=lambda r: r.concurrency):
         record(ReferenceCheckRecord, arm=cand, reference_key=f"run {ref}",
                **compare_level(level, ref_levels, ref, gates.reference_checks))
-    gate = capacity_gate(harness_session.records(), cand, ref, gates.capacity)
+    (gate,) = catalogue_gates(BY_NAME["capacity"], harness_session.records(), cand, ref, gates)
     record(GateRecord, **gate.record_fields())
     lines = [f"c{v.concurrency}: {v.why}" for v in verdicts(harness_session.records(), cand, gates.capacity, True)]
     assert gate.passed, gate.detail + "\n" + "\n".join(lines)

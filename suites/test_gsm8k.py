@@ -7,7 +7,7 @@ import pytest
 
 from harness.config.arms import model_files
 from harness.config.suites import BY_NAME
-from harness.judge.catalogue_gate import catalogue_gate
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.gates import latest
 from harness.judge.gsm8k_outputs import CHECK, answers_verdict, compare_answers
@@ -35,7 +35,7 @@ def test_gsm8k(served_arm, harness_session, record):
 
 def test_gsm8k_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = catalogue_gate(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
 

@@ -9,9 +9,10 @@ import warnings
 
 import pytest
 
+from harness.config.suites import BY_NAME
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.checks import long_prefix_failures
 from harness.judge.degeneration import degeneration_fields
-from harness.judge.gates import long_prefix_gates
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
@@ -91,8 +92,8 @@ def test_long_prefix(served_arm, harness_session, record, request):
 def test_long_prefix_tpot_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
     levels = harness_session.workload("long_prefix", cand).concurrency
-    gates = long_prefix_gates(harness_session.records(), cand, ref, harness_session.thresholds(),
-                              {"long_prefix": {"concurrency": levels}})
+    gates = catalogue_gates(BY_NAME["long_prefix"], harness_session.records(), cand, ref, harness_session.thresholds(),
+                            {"long_prefix": {"concurrency": levels}})
     for gate in gates:
         record(GateRecord, **gate.record_fields())
     for gate in (g for g in gates if not g.passed and not g.enforced):

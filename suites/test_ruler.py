@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from harness.config.suites import BY_NAME
-from harness.judge.catalogue_gate import catalogue_gate
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.measure.lm_eval_arm import arm_model, evaluation_failure
 from harness.measure.ruler import evaluate, prepare_data, ruler_fields, tokenizer_dir
 from harness.records.schema import GateRecord, RulerRecord
@@ -35,6 +35,6 @@ def test_ruler(served_arm, harness_session, record):
 
 def test_ruler_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = catalogue_gate(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail

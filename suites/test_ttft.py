@@ -6,7 +6,7 @@ Runs when named (`--suites ttft`). A suite of three files: this one, its catalog
 import pytest
 
 from harness.config.suites import BY_NAME
-from harness.judge.metric_gate import metric_gate
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.measure.metric_workload import metric_fields, run_metric_workload
 from harness.plan.preflight import check_workload_fits
 from harness.records.schema import GateRecord, MetricRecord
@@ -30,7 +30,6 @@ def test_ttft(served_arm, harness_session, record):
 
 def test_ttft_vs_reference(harness_session, record):
     cand, ref = harness_session.pair()
-    gate = metric_gate(harness_session.records(), cand, ref, SUITE,
-                       harness_session.thresholds().metric_gates.get(SUITE.gate))
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed or not gate.enforced, gate.detail

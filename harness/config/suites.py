@@ -4,8 +4,9 @@ recomputes, the default selection) derives from SUITES; tests/config/test_suites
 no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below.
 
 A gated suite declares its gate's shape as one of the catalogue's gate kinds (GATE_KINDS), each judged by one function
-(harness/judge/catalogue_gate.py): the suite's own vs-reference test and the report's recomputation both go through
-its entry. Adding a gated suite of an existing kind is a catalogue entry, a workload and a test file:
+(harness/judge/catalogue_gate.py JUDGES): the suite's own vs-reference test and the report's recomputation both reach
+its gate through its entry, and no suite has a gate function of its own. Adding a gated suite of an existing kind is a
+catalogue entry, a workload and a test file:
 - MetricGate (median timing): the entry names the metric its MetricRecords carry, which way is better, a tolerance
   derived from measured noise and its workload family with a default workload YAML (a MetricWorkload: prompt lengths x
   requests); the arm field `workloads.<family>`, the gates.yaml section `metric_gates.<gate>`, the record kind `metric`
@@ -13,8 +14,8 @@ its entry. Adding a gated suite of an existing kind is a catalogue entry, a work
 - AccuracyGate (paired accuracy): the entry names the record kind holding each item's correctness, the gates.yaml
   section of its limits and how its sentences name the task and its items; the test file writes one record per arm
   through lm-eval (harness/measure/lm_eval_arm.py) and judges the pair through the entry (gsm8k, ruler).
-A suite whose gate is of no kind here (long_prefix, spec_decode, long_context, capacity) still has its gate function in
-harness/judge/suite_gates.py GATE_FUNCTIONS."""
+The other kinds have one suite each so far: LevelTimingGate (long_prefix), SloCapacityGate (capacity),
+RecordedVerdictGate (long_context) and SpeculativeGates (spec_decode); a new shape is a kind here and its judge."""
 
 from __future__ import annotations
 
@@ -60,7 +61,41 @@ class AccuracyGate:
     shared_data: bool = False
 
 
-GATE_KINDS = (MetricGate, AccuracyGate)  # the gate shapes a catalogue entry may declare, each with one judge
+@dataclass(frozen=True)
+class LevelTimingGate:
+    """TPOT at each load level: at every concurrency the workload plans or either arm ran, the candidate's TPOT p50
+    within a tolerance of the reference's, judged only on valid outputs (the timed requests' outputs equal the
+    reference's); and, where gates.yaml coverage.require_checked_to_timed, outputs checked as far as the run timed
+    (harness/judge/gates.py long_prefix_gates)."""
+
+    limits: str  # the gates.yaml section of its limits: tpot_p50_tolerance, max_failed_requests, enforce_timing
+
+
+@dataclass(frozen=True)
+class SloCapacityGate:
+    """Capacity at an SLO: the highest level of the candidate's ramp meeting the SLO (TPOT and TTFT p99, no failed
+    request, outputs equal to the reference's) against the reference's, at least a required factor
+    (harness/judge/capacity.py)."""
+
+    limits: str  # the gates.yaml section of its limits: the SLO, min_ratio, kv_ratio_share, knee_gain
+
+
+@dataclass(frozen=True)
+class RecordedVerdictGate:
+    """The suite judges each comparison as it runs and records the whole verdict; the gate reads that record back,
+    complete or "no data" (harness/judge/long_context.py)."""
+
+
+@dataclass(frozen=True)
+class SpeculativeGates:
+    """Speculative decoding's gates: acceptance, its per-position curve, collapse, output equality, degeneration,
+    speed-up and the draft's KV policy, none where the suite skipped (harness/judge/spec_decode_gates.py)."""
+
+    limits: str  # the gates.yaml section of its limits
+
+
+GateKind = MetricGate | AccuracyGate | LevelTimingGate | SloCapacityGate | RecordedVerdictGate | SpeculativeGates
+GATE_KINDS = (MetricGate, AccuracyGate, LevelTimingGate, SloCapacityGate, RecordedVerdictGate, SpeculativeGates)
 
 
 @dataclass(frozen=True)
@@ -73,25 +108,25 @@ class Suite:
     default: bool = True  # runs without --suites; False: only when named (cost, or an arm that can reach it)
     needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
     calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
-    metric_gate: MetricGate | None = None  # a gate from the catalogue (records: the `metric` kind)
-    accuracy_gate: AccuracyGate | None = None  # a gate from the catalogue (records: its own kind, records[0])
+    gate_kind: GateKind | None = None  # its gate's shape (one of GATE_KINDS), judged by that kind's function
     default_workload: str | None = None  # a family of its own: the MetricWorkload it runs when an arm chooses none
     # The reference checks (ReferenceCheckRecord.check) its test writes, each judged by a drift limit: what
     # gates.yaml drift_limits may name and what `harness calibrate` calibrates, each on its own comparisons.
     checks: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.metric_gate and self.accuracy_gate:
-            raise ValueError(f"suite {self.name}: one gate kind per entry")
 
     @property
     def path(self):
         return SUITES_DIR / f"test_{self.name}.py"
 
     @property
-    def gate_kind(self) -> MetricGate | AccuracyGate | None:
-        """The catalogue gate kind its entry declares; None: not gated, or gated by a function of its own."""
-        return self.metric_gate or self.accuracy_gate
+    def metric_gate(self) -> MetricGate | None:
+        """Its gate kind where that is a MetricGate (its records are the `metric` kind)."""
+        return self.gate_kind if isinstance(self.gate_kind, MetricGate) else None
+
+    @property
+    def accuracy_gate(self) -> AccuracyGate | None:
+        """Its gate kind where that is an AccuracyGate (its records are its own kind, records[0])."""
+        return self.gate_kind if isinstance(self.gate_kind, AccuracyGate) else None
 
     def runs_for(self, speculative: bool) -> bool:
         """Whether a candidate with (or without) a speculative section runs it (its static skip rule)."""
@@ -101,28 +136,28 @@ class Suite:
 # Gated suites first, in the order the Gates table lists their gates.
 SUITES = (
     Suite("long_prefix", "long_prefix", per_arm=True, gate="long_prefix_tpot_p50", records=("long_prefix",),
-          calibrated=True, checks=("long_prefix_outputs",)),
+          calibrated=True, checks=("long_prefix_outputs",), gate_kind=LevelTimingGate("long_prefix")),
     Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",),
-          accuracy_gate=AccuracyGate("gsm8k", "per_question", "GSM8K", "question", "questions")),
+          gate_kind=AccuracyGate("gsm8k", "per_question", "GSM8K", "question", "questions")),
     # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
     # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
     Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False,
-          accuracy_gate=AccuracyGate("ruler", "per_sample", "RULER", "sample", "RULER samples", by_length=True,
-                                     shared_data=True)),
+          gate_kind=AccuracyGate("ruler", "per_sample", "RULER", "sample", "RULER samples", by_length=True,
+                                 shared_data=True)),
     # spec_decode: its output check (candidate with a drafter against the same server without one) is calibrated like
     # long_prefix_outputs: a hand-set limit measured on one arm (gpu-mtp: 40/40 exact, drift 0.000121) says nothing of
     # DCP2 + MTP or a draft model, so every GPU spec arm requires its calibration.
     Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
-          needs_drafter=True, calibrated=True, checks=("spec_decode",)),
+          needs_drafter=True, calibrated=True, checks=("spec_decode",), gate_kind=SpeculativeGates("spec_decode")),
     # long_context: its grid's cells one at a time and its sweep (long_context), and its bursts against the
     # reference and against the candidate's own output alone (long_context_bursts): batch composition moves drift
     # in ways one-at-a-time requests never show, so the bursts have limits and a floor of their own.
     Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",),
-          calibrated=True, checks=("long_context", "long_context_bursts")),
+          calibrated=True, checks=("long_context", "long_context_bursts"), gate_kind=RecordedVerdictGate()),
     # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
     # --num-gpu-blocks-override).
     Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False,
-          checks=("capacity_outputs",)),
+          checks=("capacity_outputs",), gate_kind=SloCapacityGate("capacity")),
     # ttft: time to first token at short prompt lengths, each arm alone, cold; the gate compares the medians. Named
     # only. Its tolerance, from the noise of 8 clean CPU-pair runs (docs/evidence/cpu-ttft-2026-12-05.md): candidate/
     # reference median ratios 0.77-1.15, the largest |log ratio| 0.26 (two runs with one of the two cores kept busy);
@@ -130,8 +165,8 @@ SUITES = (
     # GPU arms: not measured (no device); a GPU arm's gate FAILs "not measured for this arm" until gates.yaml
     # arms.<arm>.metric_gates.ttft_p50.tolerance sets one from that arm's own clean runs.
     Suite("ttft", "ttft", per_arm=True, gate="ttft_p50", records=("metric",), default=False,
-          metric_gate=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)",
-                                 measured_on="cpu"),
+          gate_kind=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)",
+                               measured_on="cpu"),
           default_workload="ttft_short"),
     # output_coverage: outputs where the work goes beyond the grid's copy prompts (harness/refcheck/coverage_cells.py),
     # one reference check per family, each with limits of its own: a batch that preempts (kv_pressure) or mixes

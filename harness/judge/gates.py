@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.config.thresholds import CoverageGates, Gates, LongPrefixGates
+from harness.config.thresholds import CoverageGates, LongPrefixGates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import GateRecord, LongPrefixRecord, Record
@@ -131,11 +131,13 @@ def coverage_gate(records: list[Record], cand: str, ref: str, limits: CoverageGa
                       limits.require_checked_to_timed)
 
 
-def long_prefix_gates(records: list[Record], cand: str, ref: str, gates: Gates, workloads=None) -> list[GateResult]:
-    """The TPOT gate, and the coverage gate where gates.yaml asks for it."""
-    out = [tpot_gate(records, cand, ref, gates.long_prefix, concurrency_levels(workloads))]
-    if gates.coverage.require_checked_to_timed:
-        out.append(coverage_gate(records, cand, ref, gates.coverage))
+def long_prefix_gates(records: list[Record], cand: str, ref: str, limits: LongPrefixGates, coverage: CoverageGates,
+                      workloads=None) -> list[GateResult]:
+    """The TPOT gate (a LevelTimingGate, harness/config/suites.py), and the coverage gate where gates.yaml asks for
+    it; the levels the workload planned from the pair's workloads as run.json recorded them."""
+    out = [tpot_gate(records, cand, ref, limits, concurrency_levels(workloads))]
+    if coverage.require_checked_to_timed:
+        out.append(coverage_gate(records, cand, ref, coverage))
     return out
 
 

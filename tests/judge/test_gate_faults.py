@@ -9,8 +9,9 @@ import json
 import pytest
 from reportrun import ARMS, make_run
 
+from harness.config.suites import BY_NAME, gated_suites
 from harness.config.thresholds import Gates
-from harness.judge.suite_gates import SUITE_GATES
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.records.results import read_results
 from harness.report.render import render_run
 
@@ -74,7 +75,8 @@ def test_every_gate_has_its_fault_table():
     # spec_decode's gates have their own fault table: tests/judge/test_spec_decode_gates.py; long_context's:
     # tests/judge/test_long_context_gate.py; ruler's: tests/judge/test_ruler_gate.py; capacity's:
     # tests/judge/test_capacity_gate.py; the catalogue's timing gates (ttft): tests/judge/test_metric_gate.py
-    assert set(GATE_SUITE.values()) | {"spec_decode", "long_context", "ruler", "capacity", "ttft"} == set(SUITE_GATES) \
+    assert set(GATE_SUITE.values()) | {"spec_decode", "long_context", "ruler", "capacity", "ttft"} == \
+        {s.name for s in gated_suites()} \
         and set(FAULTS) == set(GATE_SUITE)
 
 
@@ -98,7 +100,7 @@ def test_a_gate_without_its_data_is_fail_no_data(tmp_path, gate, fault, needle):
     records, problems = read_results(results)
     assert not problems
     suite = GATE_SUITE[gate]
-    (result,) = [g for g in SUITE_GATES[suite](records, CAND, REF, Gates()) if g.gate == gate]
+    (result,) = [g for g in catalogue_gates(BY_NAME[suite], records, CAND, REF, Gates()) if g.gate == gate]
     assert not result.passed and needle in result.detail, result.detail
     rendered = render_run(run)  # run.json says pytest exited 0: the verdict still follows the failing gate
     assert rendered.exit_code == 1 and "FAILED" in (run / "report.html").read_text()

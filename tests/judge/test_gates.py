@@ -3,7 +3,7 @@
 from harness.config.suites import BY_NAME
 from harness.config.thresholds import Gates, Gsm8kGates, LongPrefixGates
 from harness.judge import gates, suite_gates
-from harness.judge.catalogue_gate import catalogue_gate
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.records.schema import FilterScore, Gsm8kRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 
 TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
@@ -11,7 +11,8 @@ TOL = LongPrefixGates(tpot_p50_tolerance=0.05)
 
 def gsm8k_gate(records: list, cand: str, ref: str, limits: Gsm8kGates):
     """GSM8K's gate, judged through its catalogue entry (an AccuracyGate) as its test and the report judge it."""
-    return catalogue_gate(BY_NAME["gsm8k"], records, cand, ref, Gates(gsm8k=limits))
+    (gate,) = catalogue_gates(BY_NAME["gsm8k"], records, cand, ref, Gates(gsm8k=limits))
+    return gate
 
 
 def outputs(cand: str, ref: str, passed: bool = True, **kw) -> ReferenceCheckRecord:

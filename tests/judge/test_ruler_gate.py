@@ -4,7 +4,7 @@ on either arm, or different samples, reads FAIL "no data"."""
 from harness.config.suites import BY_NAME
 from harness.config.thresholds import Gates, RulerGates
 from harness.judge.accuracy_gate import by_length
-from harness.judge.catalogue_gate import catalogue_gate
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.records.schema import RulerCell, RulerRecord
 
@@ -14,7 +14,8 @@ TASKS = ("niah_single_1", "ruler_vt")
 
 def ruler_gate(records: list, cand: str, ref: str, limits: RulerGates):
     """RULER's gate, judged through its catalogue entry (an AccuracyGate) as its test and the report judge it."""
-    return catalogue_gate(BY_NAME["ruler"], records, cand, ref, Gates(ruler=limits))
+    (gate,) = catalogue_gates(BY_NAME["ruler"], records, cand, ref, Gates(ruler=limits))
+    return gate
 
 
 def ruler(arm: str, right: dict[int, list[bool]], **kw) -> RulerRecord:

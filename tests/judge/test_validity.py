@@ -4,8 +4,10 @@ Performance table's outputs cell, and the optional coverage gate."""
 
 from __future__ import annotations
 
+from harness.config.suites import BY_NAME
 from harness.config.thresholds import CoverageGates, Gates, LongPrefixGates, load_gates
 from harness.judge import gates, suite_gates
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
 from harness.records.schema import LongContextRecord, LongPrefixRecord, ReferenceCheckRecord, Summary
 from harness.report.headline import headline
@@ -176,10 +178,10 @@ def test_coverage_gate_only_where_gates_yaml_asks_and_fails_when_timed_past_the_
     assert load_gates("cpu-smoke").coverage.require_checked_to_timed is False  # the shipped default
     assert load_gates("gpu-mla").long_prefix.teacher_forced_requests == 2
     records = [*FASTER, check(), check(check="prefix_reuse", checked_to=20_032)]
-    off = gates.long_prefix_gates(records, "gpu-mla", "gpu-mla-ref", Gates())
+    off = catalogue_gates(BY_NAME["long_prefix"], records, "gpu-mla", "gpu-mla-ref", Gates())
     assert [g.gate for g in off] == ["long_prefix_tpot_p50"]
     on = Gates(coverage=CoverageGates(require_checked_to_timed=True))
-    ok = gates.long_prefix_gates(records, "gpu-mla", "gpu-mla-ref", on)
+    ok = catalogue_gates(BY_NAME["long_prefix"], records, "gpu-mla", "gpu-mla-ref", on)
     assert [(g.gate, g.passed, g.enforced) for g in ok] == [("long_prefix_tpot_p50", True, True),
                                                            ("coverage_checked_to_timed", True, True)]
     assert ok[1].numbers == {"checked_to_tokens": 120_400, "timed_to_tokens": 120_400}

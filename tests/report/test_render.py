@@ -191,9 +191,9 @@ def test_an_arm_with_only_a_server_record_gets_no_table_rows(tmp_path):
 def test_gates_re_rendered_from_the_file_equal_the_live_verdicts(tmp_path):
     """What the comparison tests record during a run (each gate computed on the records read back) is exactly the
     Gates table `harness report` recomputes later from the stored run alone."""
-    from harness.config.thresholds import load_gates
     from harness.config.suites import BY_NAME
-    from harness.judge.catalogue_gate import catalogue_gate
+    from harness.config.thresholds import load_gates
+    from harness.judge.catalogue_gate import catalogue_gates
     from harness.judge.gates import GateResult, tpot_gate
     from harness.records.results import ResultsWriter, read_results
     from harness.records.schema import GateRecord
@@ -204,7 +204,7 @@ def test_gates_re_rendered_from_the_file_equal_the_live_verdicts(tmp_path):
     results = run / "results.jsonl"
     limits = load_gates("cpu-smoke")
     for live in (tpot_gate(read_results(results)[0], "cpu-smoke", "cpu-ref", limits.long_prefix),
-                 catalogue_gate(BY_NAME["gsm8k"], read_results(results)[0], "cpu-smoke", "cpu-ref", limits)):
+                 *catalogue_gates(BY_NAME["gsm8k"], read_results(results)[0], "cpu-smoke", "cpu-ref", limits)):
         ResultsWriter(results).append(GateRecord(run_id="r1", suite=live.suite, **live.record_fields()))
     recorded = [GateResult.from_record(r) for r in read_results(results)[0] if isinstance(r, GateRecord)]
     assert [g.passed for g in recorded] == [False, False]  # a failing run: both gates have something to say
