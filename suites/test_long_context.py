@@ -16,7 +16,8 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import HarnessError
-from harness.judge.long_context import long_context_gate
+from harness.config.suites import BY_NAME
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.measure.metrics import cache_config, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
@@ -85,7 +86,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                       batch_invariance=batch_invariance(grid.burst_alone, burst_limits.drift_limit,
                                                         burst_limits.tie_gap))
     # the live verdict, as `harness report` recomputes it from the records
-    record(GateRecord, **long_context_gate(session.records(), arm.name, stored.arm).record_fields())
+    (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm, session.thresholds())
+    record(GateRecord, **gate.record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
     seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness.config.paths import gsm8k_dir
+from harness.config.suites import BY_NAME
 from harness.config.workloads import SpecDecodeWorkload
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.judge.degeneration import degeneration_fields, mean_span_fraction, text_units
 from harness.judge.ngram_replay import lookup_bounds, replay
-from harness.judge.spec_decode_gates import EQUALITY_CHECK, acceptance_length, position_rates, spec_decode_gates
+from harness.judge.spec_decode_gates import EQUALITY_CHECK, acceptance_length, position_rates
 from harness.measure.metrics import fetch_metrics
 from harness.measure.spec_decode_metrics import (
     load_spec_prompts,
@@ -181,7 +183,7 @@ def test_spec_decode_vs_reference(harness_session, record):
     check = equality_check(harness_session, cand, ref)
     for r in compare_arms(harness_session.records(), cand, ref, harness_session.run_dir, gates_cfg, check):
         harness_session.writer.append(r)
-    gates = spec_decode_gates(harness_session.records(), cand, ref, gates_cfg.spec_decode)
+    gates = catalogue_gates(BY_NAME["spec_decode"], harness_session.records(), cand, ref, gates_cfg)
     for g in gates:
         record(GateRecord, **g.record_fields())
     failed = [f"{g.gate}: {g.detail}" for g in gates if not g.passed and g.enforced]
