@@ -27,9 +27,7 @@ def test_gsm8k(served_arm, harness_session, record):
     lm = arm_model(served_arm, w, w.max_gen_toks)
     ev = evaluate(lm, source, w.num_fewshot, w.limit, harness_session.run_dir / arm.name / "gsm8k")
     rec = record(Gsm8kRecord, arm=arm.name, **gsm8k_fields(ev, source, w))
-    failure = evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds().gsm8k.max_request_errors,
-                                 SUITE.accuracy_gate)
-    if failure:
+    if failure := evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds(), SUITE):
         pytest.fail(failure, pytrace=False)
 
 

@@ -27,9 +27,7 @@ def test_ruler(served_arm, harness_session, record):
     lm = arm_model(served_arm, w, MAX_GEN_TOKS)
     ev = evaluate(lm, data, harness_session.run_dir / arm.name / "ruler")
     rec = record(RulerRecord, arm=arm.name, **ruler_fields(ev, data, w))
-    failure = evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds().ruler.max_request_errors,
-                                 SUITE.accuracy_gate)
-    if failure:
+    if failure := evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds(), SUITE):
         pytest.fail(failure, pytrace=False)
 
 

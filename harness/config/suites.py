@@ -184,6 +184,11 @@ SUITES = (
 BY_NAME = {s.name: s for s in SUITES}
 
 
+def limits_of(suite: Suite, gates):
+    """The gates.yaml section (a thresholds.Gates field) its gate kind names as its limits."""
+    return getattr(gates, suite.gate_kind.limits)
+
+
 def all_suites() -> list[str]:
     return sorted(BY_NAME)
 

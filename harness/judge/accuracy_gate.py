@@ -9,17 +9,12 @@ run). Missing, aborted or partial input on either arm, or (shared data) differen
 
 from __future__ import annotations
 
-from harness.config.suites import AccuracyGate, Suite
+from harness.config.suites import AccuracyGate, Suite, limits_of
 from harness.config.thresholds import Gates
 from harness.judge.checks import accuracy_floors
 from harness.judge.gates import GateResult, paired_accuracy
 from harness.judge.stats import mcnemar_exact_p, paired_power
 from harness.records.schema import Record
-
-
-def accuracy_limits(suite: Suite, gates: Gates):
-    """The gates.yaml section the suite's AccuracyGate names (Gsm8kGates, RulerGates)."""
-    return getattr(gates, suite.accuracy_gate.limits)
 
 
 def record_of(records: list[Record], kind: str, arm: str) -> Record | None:
@@ -78,7 +73,7 @@ def no_signal_failure(spec: AccuracyGate, power: str) -> str:
 
 
 def accuracy_gate(records: list[Record], cand: str, ref: str, suite: Suite, gates: Gates) -> GateResult:
-    spec, limits, kind = suite.accuracy_gate, accuracy_limits(suite, gates), suite.records[0]
+    spec, limits, kind = suite.accuracy_gate, limits_of(suite, gates), suite.records[0]
     mine, theirs = (record_of(records, kind, a) for a in (cand, ref))
     failures = [*gaps(cand, mine, kind, spec, limits), *gaps(ref, theirs, kind, spec, limits)]
     if not failures and spec.shared_data:

@@ -13,6 +13,7 @@ from harness.config.suites import (
     SloCapacityGate,
     SpeculativeGates,
     Suite,
+    limits_of,
 )
 from harness.config.thresholds import Gates
 from harness.judge.accuracy_gate import accuracy_gate
@@ -23,22 +24,16 @@ from harness.judge.metric_gate import metric_gate
 from harness.judge.spec_decode_gates import spec_decode_gates, suite_skipped
 from harness.records.schema import Record
 
-
-def limits(suite: Suite, gates: Gates):
-    """The gates.yaml section its gate kind names."""
-    return getattr(gates, suite.gate_kind.limits)
-
-
 # kind -> its judge: (records, candidate, reference, the suite's entry, the candidate's gates.yaml limits, the pair's
 # workloads as run.json recorded them or None) -> the suite's gates, its own (suite.gate) first
 JUDGES = {
     MetricGate: lambda rs, c, r, suite, g, w: [metric_gate(rs, c, r, suite, g.metric_gates.get(suite.gate))],
     AccuracyGate: lambda rs, c, r, suite, g, w: [accuracy_gate(rs, c, r, suite, g)],
-    LevelTimingGate: lambda rs, c, r, suite, g, w: long_prefix_gates(rs, c, r, limits(suite, g), g.coverage, w),
-    SloCapacityGate: lambda rs, c, r, suite, g, w: [capacity_gate(rs, c, r, limits(suite, g))],
+    LevelTimingGate: lambda rs, c, r, suite, g, w: long_prefix_gates(rs, c, r, limits_of(suite, g), g.coverage, w),
+    SloCapacityGate: lambda rs, c, r, suite, g, w: [capacity_gate(rs, c, r, limits_of(suite, g))],
     RecordedVerdictGate: lambda rs, c, r, suite, g, w: [long_context_gate(rs, c, r)],
     SpeculativeGates: lambda rs, c, r, suite, g, w: ([] if suite_skipped(rs)
-                                                    else spec_decode_gates(rs, c, r, limits(suite, g))),
+                                                    else spec_decode_gates(rs, c, r, limits_of(suite, g))),
 }
 
 

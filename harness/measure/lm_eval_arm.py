@@ -4,7 +4,8 @@ requests failed after retries than its limits allow)."""
 
 from __future__ import annotations
 
-from harness.config.suites import AccuracyGate
+from harness.config.suites import Suite, limits_of
+from harness.config.thresholds import Gates
 from harness.config.workloads import Gsm8kWorkload, RulerWorkload
 from harness.measure.gsm8k import make_model
 from harness.serve.launch import LiveServer
@@ -18,11 +19,11 @@ def arm_model(served: LiveServer, w: Gsm8kWorkload | RulerWorkload, max_gen_toks
                       arm.timeouts.request_s, max_gen_toks, served.server.check_alive)
 
 
-def evaluation_failure(served: LiveServer, lm, ev, answered: int, allowed_errors: int,
-                       task: AccuracyGate) -> str | None:
+def evaluation_failure(served: LiveServer, lm, ev, answered: int, gates: Gates, suite: Suite) -> str | None:
     """Why the arm's evaluation `ev` fails its test, None when it stands; `answered`: its record's n (request errors
-    included), `task`: the suite's AccuracyGate, for how it names the task and its items."""
-    name = served.arm.name
+    included); the suite's AccuracyGate names the task, its items and its limits' section (max_request_errors)."""
+    name, task = served.arm.name, suite.accuracy_gate
+    allowed_errors = limits_of(suite, gates).max_request_errors
     if ev.dead:
         return (f"arm {name!r}: server died during {task.task} after {answered - ev.request_errors} answered "
                 f"{task.item}s; samples kept in {ev.samples_path}.\n{ev.dead}")
