@@ -28,7 +28,11 @@ def run_dirs_under(root: Path) -> list[Path]:
 
 def append_run(run_dir: Path, path: Path | None = None) -> RunRows:
     """Appends one run directory; its rows, with the problems met reading it (what could be read is stored)."""
-    rows = run_rows(run_dir)
+    return append_rows(run_rows(run_dir), path)
+
+
+def append_rows(rows: RunRows, path: Path | None = None) -> RunRows:
+    """Appends a run read already (qualify's end reads its run once, harness/qualify/render.py)."""
     store.append(rows, path)
     return rows
 

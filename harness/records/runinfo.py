@@ -91,19 +91,24 @@ def concurrency_levels(workloads: dict | None) -> list[int]:
 
 
 def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
-                    pytest_exit_code: int | None = None) -> RunManifest:
-    """Add the end time, exit code (and pytest's, where a baseline regression changed it) and device to run.json."""
+                    pytest_exit_code: int | None = None,
+                    read: RunManifest | ManifestProblem | None = None) -> RunManifest:
+    """Add the end time, exit code (and pytest's, where a baseline regression changed it) and device to run.json.
+    `read`: run.json as the caller read it already (the manifest, or the problem that kept it from one); None: read
+    here."""
     end = dict(finished=now(), exit_code=exit_code, device=device_info(),
                pytest_exit_code=exit_code if pytest_exit_code is None else pytest_exit_code)
     if baseline:
         end["baseline"] = baseline
-    try:
-        manifest = read_manifest(run_dir)
-    except NotAManifest:
+    if read is None:
+        try:
+            read = read_manifest(run_dir)
+        except ManifestProblem as exc:
+            read = exc
+    if isinstance(read, NotAManifest):
         return RunManifest(run_id=run_dir.name, **end)  # never overwrite a run.json this harness cannot read
-    except ManifestProblem:
-        manifest = None  # a missing (or not JSON) run.json still gets the end: the report names what is missing
-    manifest = (manifest or RunManifest(schema_version=SCHEMA_VERSION, run_id=run_dir.name)).model_copy(update=end)
+    if not isinstance(read, RunManifest):  # a missing (or not JSON) run.json still gets the end: the report names it
+        read = RunManifest(schema_version=SCHEMA_VERSION, run_id=run_dir.name)
+    manifest = read.model_copy(update=end)
     write_manifest(run_dir, manifest)
     return manifest
-

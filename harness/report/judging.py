@@ -15,7 +15,7 @@ from harness.judge.suite_gates import evaluate_gates, gated_suites
 from harness.judge.verdict import run_exit_code
 from harness.records.manifest import RunManifest, RunPair
 from harness.records.results import locate_results
-from harness.report.rundata import RunData, load_results, load_run
+from harness.report.rundata import RunData, load_results
 
 
 @dataclass
@@ -74,20 +74,28 @@ def run_gates(run: RunData) -> list[GateResult]:
     return out
 
 
-def judge(run: RunData, baseline: str | None = None, exit_code: int | None = None) -> Judgement:
+@dataclass(frozen=True)
+class Baseline:
+    """The earlier run a run is diffed against, read once: its results file and its records."""
+
+    path: Path
+    run: RunData
+
+
+def load_baseline(arg: str) -> Baseline:
+    """--baseline as a run directory, results file or run id, read (no run.json needed)."""
+    path = locate_results(arg)
+    return Baseline(path, load_results(path))
+
+
+def judge(run: RunData, baseline: Baseline | None = None, exit_code: int | None = None) -> Judgement:
     """The run's gates, baseline diff and exit code. `exit_code`: pytest's, as qualify passes it; None: the one
     run.json recorded (pytest's where both are)."""
     raw = exit_code if exit_code is not None else recorded_exit_code(run.manifest)
     gates = run_gates(run)
-    if not baseline:
+    if baseline is None:
         return Judgement(gates, run_exit_code(raw, [], gates))
-    path = locate_results(baseline)
-    base = load_results(path)
-    deltas = baseline_deltas(run.records, base.records, load_thresholds())
+    deltas = baseline_deltas(run.records, baseline.run.records, load_thresholds())
     regressions = [d.regression for d in deltas if d.fails]
-    return Judgement(gates, run_exit_code(raw, regressions, gates), str(path), deltas, regressions,
-                     [d.regression for d in deltas if d.regression and not d.enforced], base.problems)
-
-
-def judge_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Judgement:
-    return judge(load_run(run_dir), baseline, exit_code)
+    return Judgement(gates, run_exit_code(raw, regressions, gates), str(baseline.path), deltas, regressions,
+                     [d.regression for d in deltas if d.regression and not d.enforced], baseline.run.problems)

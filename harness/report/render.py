@@ -2,7 +2,8 @@
 
 Reads only <run-dir>/results.jsonl, run.json and the raw files the records reference, so a report can be
 re-rendered later or on another machine. Steps: load_run -> judge (judging.py: gates, baseline deltas, exit code)
--> build_tables / gaps / plots -> write_tables + report.html.
+-> render_judged (build_tables / gaps / plots -> write_tables + report.html); qualify's end hands render_judged the
+run it read once (harness/qualify/render.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from harness.report.capacity import pareto_points
 from harness.report.completeness import gaps
 from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
-from harness.report.judging import Judgement, judge, recorded_thresholds, run_pairs
+from harness.report.judging import Judgement, judge, load_baseline, recorded_thresholds, run_pairs
 from harness.report.long_context import heatmaps
 from harness.report.provenance import summarize_provenance
 from harness.report.rundata import RunData, kv_series, load_run, tpot_samples
@@ -149,12 +150,16 @@ def with_delta_columns(tables: list[tuple[str, pd.DataFrame]], deltas: list[Delt
     return out
 
 
-def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None,
-               judged: Judgement | None = None) -> Rendered:
-    """Render the run directory; `judged`: its judgement made already (qualify judges before it records the end),
-    else judged here with `baseline` and `exit_code` (judging.judge)."""
+def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None = None) -> Rendered:
+    """Read, judge (judging.judge with `baseline` and `exit_code`) and render a run directory."""
     run = load_run(run_dir)
-    judged = judged or judge(run, baseline, exit_code)
+    return render_judged(run, judge(run, load_baseline(baseline) if baseline else None, exit_code))
+
+
+def render_judged(run: RunData, judged: Judgement) -> Rendered:
+    """Render the run as read, with its judgement made already (qualify judges before it records the end): its
+    tables, report.html and the Markdown of both."""
+    run_dir = run.run_dir
     gates = judged.gates
     pairs = run_pairs(run)
     tables = build_tables(run.records, run.arm_order, gates, dict(pairs),
@@ -165,16 +170,17 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
     base = None
     regressions, shown_only = judged.regressions, judged.shown_only
     tables_for_files = tables
+    problems = list(run.problems)  # the reader's, then the baseline's and the plots' (the run as read is not changed)
     if judged.baseline:
         base = (judged.baseline, deltas_table(judged.deltas), regressions, shown_only)
-        run.problems += judged.problems
+        problems += judged.problems
         tables = with_delta_columns(tables, judged.deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
         lines += power_lines(judged.deltas)  # what the diff could have caught at its n: a pass says nothing below it
     code = judged.exit_code
     missing = gaps(run.manifest, run.records, run.arm_order, [c for c, _ in pairs])
     figures, plot_problems = make_plots(run)
-    run.problems += plot_problems
+    problems += plot_problems
     md = write_headline(run_dir / "tables", lines) + write_tables(run_dir / "tables", tables_for_files)
     if regressions:
         md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
@@ -190,12 +196,12 @@ def render_run(run_dir: Path, baseline: str | None = None, exit_code: int | None
         md += "\n### Nightly gate\n\n" + "\n".join(f"- {c}" for c in trend.gate) + "\n"
     if trend.coverage:
         md += "\n### Coverage over the runs in the history\n\n" + "\n".join(f"- {c}" for c in trend.coverage) + "\n"
-    if run.problems:
-        md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in run.problems) + "\n"
+    if problems:
+        md += "\n### Results file problems\n\n" + "\n".join(f"- {p}" for p in problems) + "\n"
     title = f"DCP qualification {run_dir.name}: {pairs_title(pairs)}"
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance(run.manifest, run.records, code)
-    content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, run.problems,
+    content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, problems,
                             figures, base, lines, trend)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))

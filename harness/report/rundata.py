@@ -36,14 +36,19 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     manifest, info_problems = load_manifest(run_dir)
     records, problems = read_results(run_dir / "results.jsonl")
-    records = current_records(records)  # a resumed run: each test's latest attempt only
-    return with_tpot_samples(with_per_question(RunData(run_dir, manifest, records, info_problems + problems)))
+    return run_data(run_dir, manifest, records, info_problems + problems)
+
+
+def run_data(run_dir: Path, manifest: RunManifest | None, records: list[Record], problems: list[str]) -> RunData:
+    """The run from run.json and results.jsonl as read (qualify's end reads them once, harness/qualify/render.py):
+    a resumed run's tests by their latest attempt only, older records completed from the files they name."""
+    return with_tpot_samples(with_per_question(RunData(run_dir, manifest, current_records(records), problems)))
 
 
 def load_results(results: Path) -> RunData:
     """A baseline run, known by its results file alone (no run.json needed); its problems say "baseline"."""
     records, problems = read_results(results)
-    run = with_tpot_samples(with_per_question(RunData(results.parent, None, current_records(records), problems)))
+    run = run_data(results.parent, None, records, problems)
     run.problems = [f"baseline {p}" for p in run.problems]
     return run
 

@@ -229,7 +229,7 @@ def test_a_judge_step_that_fails_still_records_the_end_with_pytests_code(fake_qu
     def broken(*args):
         raise RuntimeError("planted: the judge step broke")
 
-    monkeypatch.setattr(render, "judge_run", broken)
+    monkeypatch.setattr(render, "judge", broken)
     with pytest.raises(RuntimeError, match="planted"):
         fake_qualify(1.0, pytest_code=1)
     (run,) = fake_qualify.calls
@@ -252,16 +252,57 @@ def test_harness_report_without_an_exit_code_leaves_run_json_alone(fake_qualify,
 def test_a_baseline_gone_by_the_end_still_leaves_the_runs_end_recorded(fake_qualify, monkeypatch, capsys):
     """Admission found the baseline; it is unreadable when the run is judged: exit 2 naming it, and run.json has the
     end with pytest's code (no verdict could be made)."""
-    from harness.config.errors import ConfigError
-    from harness.qualify import render
+    from harness.qualify import admitting
 
     _, base = fake_qualify(1.0)
+    admitted = admitting.check_baseline
 
-    def gone(arg):
-        raise ConfigError(f"--baseline {arg}: no readable record (planted: removed during the run)")
+    def emptied_after_admission(arg):
+        path = admitted(arg)
+        path.write_text("")  # planted: emptied during the run
+        return path
 
-    monkeypatch.setattr(render, "check_baseline", gone)
+    monkeypatch.setattr(admitting, "check_baseline", emptied_after_admission)
     code, run = fake_qualify(1.0, baseline=str(base))
-    assert code == 2 and "removed during the run" in capsys.readouterr().err
+    assert code == 2 and f"--baseline {base}: no readable record in {base / 'results.jsonl'}" in capsys.readouterr().err
     info = json.loads((run / "run.json").read_text())
     assert (info["exit_code"], info["pytest_exit_code"], info["baseline"]) == (0, 0, str(base)) and info["finished"]
+
+
+
+def count_reads(monkeypatch, reads: dict[str, int]) -> None:
+    """Each call of read_manifest and read_results, wherever a harness module bound it, counted in `reads` by file."""
+    import sys
+
+    from harness.records import manifest, results
+
+    for module, name, file in ((manifest, "read_manifest", "run.json"), (results, "read_results", "")):
+        real = getattr(module, name)
+
+        def counted(path, real=real, file=file):
+            key = str(path / file if file else path)
+            reads[key] = reads.get(key, 0) + 1
+            return real(path)
+
+        for mod in [m for n, m in list(sys.modules.items()) if n.startswith("harness") and m is not None]:
+            if getattr(mod, name, None) is real:
+                monkeypatch.setattr(mod, name, counted)
+
+
+def test_the_finishing_process_reads_run_json_and_results_once(fake_qualify, monkeypatch, capsys):
+    """qualify's end (judge, record the end, confirm calibrations, append history, render, annotate) loads the run
+    once and hands it step to step: its run.json and results.jsonl are each read once (and the baseline's results)."""
+    import harness.report.render  # noqa: F401 - loaded before its bindings are counted
+
+    _, base = fake_qualify(1.0)
+    reads: dict[str, int] = {}
+
+    def counted_render(run_dir, baseline, code):
+        count_reads(monkeypatch, reads)
+        return render_here(run_dir, baseline, code)
+
+    monkeypatch.setattr(pipeline, "render_in_fresh_process", counted_render)
+    code, run = fake_qualify(1.0, baseline=str(base))
+    assert code == 0
+    capsys.readouterr()
+    assert reads == {str(run / "run.json"): 1, str(run / "results.jsonl"): 1, str(base / "results.jsonl"): 1}
