@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.arms import Arm
@@ -26,10 +27,19 @@ from harness.records.manifest import (
 from harness.records.runinfo import now, start_manifest, workload_dumps
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What run.json records of a new run beside its arms and suites: the seeds its checks run under, the calibration
+    repeat it is (if one), each arm's vLLM build."""
+
+    order_seed: int = 0
+    length_seed: int | None = None
+    calibration: CalibrationRepeat | None = None
+    builds: dict[str, ArmBuild] | None = None
+
+
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
-                     arm_set: ArmSet | None = None, strict: bool = False, order_seed: int = 0,
-                     calibration: CalibrationRepeat | None = None, length_seed: int | None = None,
-                     builds: dict[str, ArmBuild] | None = None) -> RunManifest:
+                     arm_set: ArmSet | None = None, strict: bool = False, start: RunStart = RunStart()) -> RunManifest:
     """run.json at the start: harness version, commit, host, argv, suites, the first candidate's workloads and gate
     thresholds, the pairs (each candidate with its reference, gate thresholds and workloads: the report recomputes the
     gates and finds missing levels with these) and the arms (candidates first), secrets redacted. Without `arm_set`
@@ -38,13 +48,13 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
     manifest = start_manifest(run_dir.name, {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms},
                               redact_argv(argv), suites, workload_dumps(arms[0]) if arms else {})
     manifest.per_arm_suites = per_arm_suites(suites)
-    manifest.order_seed = order_seed
-    if length_seed is not None:
-        manifest.length_seed = length_seed
-    if calibration is not None:
-        manifest.calibration = calibration
-    if builds is not None:
-        manifest.builds = builds
+    manifest.order_seed = start.order_seed
+    if start.length_seed is not None:
+        manifest.length_seed = start.length_seed
+    if start.calibration is not None:
+        manifest.calibration = start.calibration
+    if start.builds is not None:
+        manifest.builds = start.builds
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:
@@ -73,10 +83,11 @@ def record_run(run: AdmittedRun) -> RunManifest:
     request = run.request
     if run.resumed is not None:
         return note_resume(run.run_dir, run.resumed, list(request.argv))
+    start = RunStart(request.order_seed,
+                     request.length_seed if request.length_seed is not None else fresh_length_seed(),
+                     calibration_repeat(request.calibration_repeat), arm_builds(run.arms.run_arms))
     return record_run_start(run.run_dir, run.arms.run_arms, list(request.argv), list(run.suites), run.arms.arm_set,
-                            run.strict, request.order_seed, calibration_repeat(request.calibration_repeat),
-                            request.length_seed if request.length_seed is not None else fresh_length_seed(),
-                            arm_builds(run.arms.run_arms))
+                            run.strict, start)
 
 
 def arm_builds(arms: list[Arm]) -> dict[str, ArmBuild]:
