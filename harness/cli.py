@@ -5,19 +5,24 @@ readable message, exit code from the error."""
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
-from harness.calibrate.command import calibrate, store_calibration
+from harness.calibrate.command import store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.numbers import seed, whole_number
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.history.command import add_parser as add_history_parser
 from harness.nightly.emit import pipeline_yaml
+from harness.qualify.calibrating import CalibrateRequest, calibrate
+from harness.qualify.interrupts import exit_with, sigint_interrupts
 from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
 from harness.qualify.render import find_run_dir, report
@@ -55,21 +60,35 @@ def cmd_accept_floor(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """K repeats, each a `qualify` in a fresh process of this CLI (servers started anew), then the calibration."""
-    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
-        return subprocess.call([sys.executable, "-m", "harness", *argv], env={**os.environ, **env})
-
+    """K repeats, each a QualifyRequest run as a `qualify` in a fresh interpreter (servers started anew), then the
+    calibration."""
     # a wrong arm: one message, no repeat run
     candidate = load_arm(args.arm, overrides_for(args.arm, args.set, candidate=True))
-    extra = [*(f"--set={s}" for s in args.set), *(["--reference", args.reference] if args.reference else []),
-             *(["--no-vllm-check"] if args.no_vllm_check else []), *(["--strict"] if args.strict else [])]
     if args.from_runs:
         return store_calibration(args.arm, args.id or f"calibrate-{args.arm}-from-runs",
                                  [find_run_dir(r, "calibrate --from-runs") for r in args.from_runs], trust=args.trust,
                                  candidate=candidate)
-    suites = [s.strip() for s in args.suites.split(",")] if args.suites is not None else None
-    return calibrate(args.arm, args.repeats, suites, extra, run_repeat, args.id, trust=args.trust,
-                     reference=args.reference, candidate=candidate)
+    suites = tuple(s.strip() for s in args.suites.split(",")) if args.suites is not None else None
+    return calibrate(CalibrateRequest(
+        arm=args.arm, repeats=args.repeats, suites=suites, ident=args.id, trust=args.trust, reference=args.reference,
+        overrides=tuple(args.set), vllm_check=not args.no_vllm_check, strict=args.strict, argv=tuple(sys.argv)),
+        qualify_in_fresh_process, candidate)
+
+
+def qualify_in_fresh_process(request: QualifyRequest, env: dict[str, str]) -> int:
+    """A calibration repeat: `qualify` of the request in a new interpreter (spawned: the request is handed over as a
+    value, no command line), with `env` added to its environment; its exit code."""
+    process = multiprocessing.get_context("spawn").Process(target=qualify_here, args=(request, env))
+    process.start()
+    process.join()
+    return process.exitcode
+
+
+def qualify_here(request: QualifyRequest, env: dict[str, str]) -> NoReturn:
+    """The spawned interpreter's whole life, as `python -m harness qualify` would live it."""
+    sigint_interrupts()
+    os.environ.update(env)
+    exit_with(answered(lambda: qualify(request)))
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
@@ -219,8 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return answered(lambda: args.func(args))
+
+
+def answered(command: Callable[[], int]) -> int:
+    """The command's exit code; a HarnessError as one readable message and its code, a Ctrl-C as servers stopped."""
     try:
-        return args.func(args)
+        return command()
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,14 +1,7 @@
-"""`harness calibrate --arm A`: run the arm's output checks K times against its stored reference on a build taken as
-good, then derive and store each check's limits and floor (harness/judge/calibration.py) under the key later runs
-look for (candidate config and the reference outputs' noise key, no vLLM version: harness/refcheck/floor_store.py),
-with the build it measured.
-
-Each repeat is a full `qualify` of the calibrated suites in a fresh process (reports/<id>-r<k>; running the same
-command again keeps the repeats that ran to their end and runs the rest): the servers start anew (CUDA graphs are
-captured again), the checks send their prompts under another order seed (another batch composition and arrival
-order, harness/refcheck/order.py), and `HARNESS_CALIBRATION_REPEAT=k` is in the servers' environment for builds whose
-noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The repeat marker (ID:K/N) reaches the
-repeat through its environment (records.manifest.REPEAT_ENV), never a command-line flag.
+"""`harness calibrate --arm A`'s calibration: from K repeats of the arm's output checks against its stored reference on
+a build taken as good (run by harness/qualify/calibrating.py, or given with --from-runs), derive and store each check's
+limits and floor (harness/judge/calibration.py) under the key later runs look for (candidate config and the reference
+outputs' noise key, no vLLM version: harness/refcheck/floor_store.py), with the build it measured.
 
 The chain of trust (harness/calibrate/trust.py): each repeat is judged by the calibration current for its key (an
 arm's first calibration: by gates.yaml without require_floor); a calibration whose repeats failed, or one that replaces
@@ -20,9 +13,7 @@ check of the calibration stands.
 from __future__ import annotations
 
 import json
-import shutil
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -41,7 +32,6 @@ from harness.calibrate.trust import (
 from harness.config.arms import Arm, load_arm
 from harness.config.errors import ConfigError
 from harness.config.paths import GATES_FILE, REPO_ROOT, REPORTS_DIR
-from harness.config.suites import calibrated_suites
 from harness.config.thresholds import CalibrationGates, ReferenceCheckGates, load_gates
 from harness.judge.calibration import (
     Limits,
@@ -55,7 +45,6 @@ from harness.judge.calibration import (
     run_to_run_deviations,
     spread,
 )
-from harness.records.manifest import REPEAT_ENV, interruption, load_manifest
 from harness.records.results import read_results
 from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
@@ -69,57 +58,6 @@ from harness.refcheck.floor_store import (
 )
 from harness.refcheck.store import arm_config_sha, model_identity
 
-# A repeat's qualify argv (after `python -m harness`) and extra environment -> its exit code.
-RunRepeat = Callable[[list[str], dict[str, str]], int]
-
-
-DEFAULT_REPEATS = 3  # where the arm's calibration.min_repeats asks for fewer
-
-
-def calibrate(arm: str, repeats: int | None, suites: list[str] | None, qualify_args: list[str], run_repeat: RunRepeat,
-              ident: str | None = None, *, trust: str | None = None, reference: str | None = None,
-              candidate: Arm | None = None) -> int:
-    """Every refusal that needs no repeat first (the name, the suites, K, the reference), then the K repeats (kept
-    whatever their verdict: --from-runs can store them), then the calibration (store_calibration). `candidate`: the
-    arm as the command loaded it (with --set), `reference` the command line's."""
-    ident = check_id(ident or f"calibrate-{arm}-{time.strftime('%Y%m%d-%H%M%S')}")
-    trust = check_trust(trust)
-    candidate = not_a_variant(arm, candidate or load_arm(arm))
-    chosen = chosen_suites(suites)
-    need = load_gates(arm).calibration.min_repeats
-    repeats = repeats if repeats is not None else max(DEFAULT_REPEATS, need)
-    if repeats < need:
-        raise ConfigError(f"calibrate --repeats {repeats}: arm {arm} calibrates with at least {need} repeats "
-                          f"(gates.yaml calibration.min_repeats); give --repeats {need} or more")
-    if not (reference or candidate.reference):
-        raise ConfigError(f"calibrate --arm {arm}: the arm names no reference arm (`reference:`), and a calibration "
-                          "measures a candidate's noise against its reference: set it in the arm's YAML or give "
-                          "--reference; no repeat was run")
-    run_dirs = [REPORTS_DIR / f"{ident}-r{k}" for k in range(1, repeats + 1)]
-    states = [repeat_state(d, ident, k, repeats) for k, d in enumerate(run_dirs, 1)]
-    for k, (run_dir, state) in enumerate(zip(run_dirs, states, strict=True), 1):
-        if state == "foreign":  # before any repeat runs: not after hours of them
-            raise ConfigError(f"calibrate --id {ident}: {run_dir} holds a run that is not repeat {k} of {repeats} of "
-                              "this calibration; choose another --id (nothing was run or deleted)")
-    for k, (run_dir, state) in enumerate(zip(run_dirs, states, strict=True), 1):
-        if state == "finished":  # the same calibration run again: continue it
-            print(f"calibrate {arm}: repeat {k} of {repeats} kept from an earlier call: {run_dir}", flush=True)
-            continue
-        if state == "partial":  # an interrupted repeat: its partial records would mix with the new ones
-            shutil.rmtree(run_dir)
-        print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
-        argv = ["qualify", "--arm", arm, "--suites", ",".join(chosen), "--run-dir", str(run_dir),
-                "--order-seed", str(k),
-                # one sweep for every repeat: the reference's sweep outputs are captured once, not per repeat
-                "--length-seed", "1", *qualify_args]
-        # the repeat marker reaches qualify through its environment alone: typed on its command line it is refused
-        code = run_repeat(argv, {"HARNESS_CALIBRATION_REPEAT": str(k), REPEAT_ENV: f"{ident}:{k}/{repeats}"})
-        if code >= 128 or code == 2:
-            raise ConfigError(f"calibrate: repeat {k} ({run_dir}) exited {code} "
-                              f"({'interrupted' if code >= 128 else 'refused before its checks ran'}); nothing was "
-                              "calibrated")
-    return store_calibration(arm, ident, run_dirs, trust=trust, candidate=candidate)
-
 
 def not_a_variant(arm: str, candidate: Arm) -> Arm:
     """A planted-fault variant (`calibration_from: BASE`) is judged by BASE's calibration, and its repeats' records name
@@ -131,32 +69,6 @@ def not_a_variant(arm: str, candidate: Arm) -> Arm:
                           f"clean spread: run `python -m harness calibrate --arm {base}` on a good build; nothing was "
                           "run or written")
     return candidate
-
-
-def chosen_suites(suites: list[str] | None) -> list[str]:
-    """--suites as the calibrated suites they name; a name that is not one is refused, naming the ones it takes."""
-    takes = calibrated_suites()
-    other = [s for s in suites or [] if s not in takes]
-    if other:
-        raise ConfigError(f"calibrate --suites {','.join(suites or [])}: {', '.join(repr(s) for s in other)} "
-                          f"{'is' if len(other) == 1 else 'are'} not a suite with checks to calibrate; calibrate takes "
-                          f"{', '.join(takes)}; no repeat was run")
-    return calibrated_suites(suites)
-
-
-def repeat_state(run_dir: Path, ident: str, k: int, repeats: int) -> str:
-    """"finished": repeat k of this calibration (same id and count) ran to its end, and is kept (a calibration cut
-    short by a device call's limit or Ctrl-C continues when the same command runs again); "partial": it was cut, or
-    the directory holds nothing yet; "absent"; "foreign": another run, which is never deleted."""
-    if not run_dir.exists():
-        return "absent"
-    manifest, _ = load_manifest(run_dir)
-    if manifest is None:
-        return "partial" if not (run_dir / "results.jsonl").exists() else "foreign"
-    c = manifest.calibration
-    if c is None or (c.id, c.repeat, c.of) != (ident, k, repeats):
-        return "foreign"
-    return "partial" if interruption(manifest) else "finished"
 
 
 def distinct_runs(run_dirs: list[Path], need: int, arm: str) -> None:
@@ -204,8 +116,9 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     unreadable = {c: why for c in checks if (why := unreadable_calibration(measured[0][c].record.floor_path, c))}
     failed = failed_repeats(runs, measured, previous, arm)
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, ident, when, run_dirs,
-                               vllm, previous[check]) for check in checks]
+    source = CalibrationSource(ident, when, tuple(run_dirs), tuple(vllm))
+    derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, source, previous[check])
+               for check in checks]
     ceilings = [c for d in derived for c in d.ceilings]
     judges = judged_against(previous, list(unreadable.values()))
     if ceilings:
@@ -335,9 +248,19 @@ def unreadable_calibration(floor_path: str, check: str) -> str | None:
     return None
 
 
-def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, ident: str, when: str,
-                    run_dirs: list[Path], vllm: list[str], previous: Calibration | None,
-                    ceilings: CalibrationGates | None = None) -> CheckCalibration:
+@dataclass(frozen=True)
+class CalibrationSource:
+    """What every check of one calibration records it came from: its name, when it was made, its repeats and the vLLM
+    versions they ran."""
+
+    ident: str
+    when: str
+    run_dirs: tuple[Path, ...]
+    vllm: tuple[str, ...]
+
+
+def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, source: CalibrationSource,
+                    previous: Calibration | None, ceilings: CalibrationGates | None = None) -> CheckCalibration:
     """One check's limits, floor and false-positive statement from its clean repeats, with what refuses them:
     `ceilings` (None: the arm's gates.yaml `calibration`) and the moves from `previous` (None: a first calibration)."""
     first = per_repeat[0].record
@@ -369,9 +292,10 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                      "span_fraction_delta_max": deltas[0], "distinct_2_delta_max": deltas[1]}
     # margin 0: none is added (harness/judge/calibration.py MARGIN_MEASURED says why)
     calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), 0.0, limits.derivation,
-                              fp.sentence, when, ident, spread_fields)
-    source = {"calibration": ident, "repeats": len(repeats), "runs": [d.name for d in run_dirs], "arm": first.arm,
-              "reference": first.reference, "reference_key": first.reference_key, "vllm": vllm}
+                              fp.sentence, source.when, source.ident, spread_fields)
+    recorded = {"calibration": source.ident, "repeats": len(repeats), "runs": [d.name for d in source.run_dirs],
+                "arm": first.arm, "reference": first.reference, "reference_key": first.reference_key,
+                "vllm": list(source.vllm)}
     row = {"check": check, "reference": first.reference, "before": {"drift_limit": gates.limit_for(check),
                                                                      "tie_gap": gates.tie_gap},
            "after": {"drift_limit": limits.drift_limit, "tie_gap": limits.tie_gap}, "derivation": limits.derivation,
@@ -381,7 +305,7 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                                "requests": fp.requests, "requests_over": fp.requests_over,
                                "request_ci": fp.request_interval, "failures": fp.failures},
            "ceilings": above, "moves": moved, "spread": spread_fields, "floor_path": str(floor_here(first.floor_path))}
-    return CheckCalibration(floor_here(first.floor_path), calibration, mean_floor(repeats), source, row,
+    return CheckCalibration(floor_here(first.floor_path), calibration, mean_floor(repeats), recorded, row,
                             tuple(above), tuple(moved))
 
 

@@ -1,4 +1,4 @@
-"""`calibrate` over recorded repeats: each repeat's argv (order seed) and environment (the repeat marker), the
+"""`calibrate` over recorded repeats: each repeat's QualifyRequest (order seed, the repeat marker) and environment, the
 calibration stored under the floor key and then used by later runs (limits and floor), and the refusals that keep a bad
 calibration out: an aborted check, a check missing from a repeat, a key that changed, a repeat that was refused (the
 chain of trust and the other refusals of issue 45: test_trust.py)."""
@@ -9,32 +9,35 @@ from pathlib import Path
 import pytest
 from check_fields import check_fields
 from drift_lines import repeat
-from written_repeats import ARM, NOISE, marker, write_repeat
+from written_repeats import ARM, NOISE, asked, marker, write_repeat
 
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
-from harness.records.manifest import REPEAT_ENV, CalibrationRepeat
+from harness.records.manifest import CalibrationRepeat
 from harness.refcheck.floor_store import load_calibration, load_floor
 
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
-    from harness.calibrate.command import calibrate
+    from harness.qualify.calibrating import calibrate
+    from harness.qualify.request import QualifyRequest
     from harness.refcheck.check import ReferenceCheck, check_limits
 
-    asked = []
+    ran = []
 
-    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
-        asked.append((argv, env))
+    def run_repeat(request: QualifyRequest, env: dict[str, str]) -> int:
+        ran.append((request, env))
         k = int(env["HARNESS_CALIBRATION_REPEAT"])
-        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k), calibration=marker(env))
+        write_repeat(Path(request.run_dir), store, repeat(k), calibration=marker(request))
         return 0
 
-    assert calibrate(ARM, 3, ["teacher_forcing"], ["--no-vllm-check"], run_repeat, "cal-x") == 0
-    argv, env = asked[1]
-    assert argv[:4] == ["qualify", "--arm", ARM, "--suites"] and argv[4] == "teacher_forcing"
-    assert argv[argv.index("--order-seed") + 1] == "2" and argv[-1] == "--no-vllm-check"
-    assert env[REPEAT_ENV] == "cal-x:2/3" and not any("calibration-repeat" in a for a in argv)
+    assert calibrate(asked(3, ["teacher_forcing"], "cal-x", vllm_check=False, overrides=("server.x=1",)),
+                     run_repeat) == 0
+    request, env = ran[1]
+    assert request == QualifyRequest(arm=ARM, run_dir=str(tmp_path / "reports" / "cal-x-r2"), suites="teacher_forcing",
+                                     order_seed=2, length_seed=1, calibration_repeat="cal-x:2/3",
+                                     overrides=("server.x=1",), vllm_check=False)
+    assert env == {"HARNESS_CALIBRATION_REPEAT": "2"}
     calibration = load_calibration(store, "teacher_forcing")
     assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
     assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %;")
@@ -94,12 +97,12 @@ def test_a_calibration_is_refused_when_a_repeat_cannot_stand_for_the_build(store
 
 
 def test_a_repeat_refused_or_interrupted_stops_the_calibration(store):
-    from harness.calibrate.command import calibrate
+    from harness.qualify.calibrating import calibrate
 
     with pytest.raises(ConfigError, match="repeat 1 .* exited 2 .refused before its checks ran"):
-        calibrate(ARM, 2, None, [], lambda argv, env: 2, "cal-y")
+        calibrate(asked(2, None, "cal-y"), lambda request, env: 2)
     with pytest.raises(ConfigError, match="'gsm8k' is not a suite with checks to calibrate; calibrate takes "):
-        calibrate(ARM, 2, ["gsm8k"], [], lambda argv, env: 0, "cal-z")
+        calibrate(asked(2, ["gsm8k"], "cal-z"), lambda request, env: 0)
 
 
 def test_the_calibrate_command_refuses_fewer_than_two_repeats(capsys):
@@ -113,7 +116,7 @@ def test_the_calibrate_command_refuses_fewer_than_two_repeats(capsys):
 
 
 def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an_interrupted_one(store, tmp_path):
-    from harness.calibrate.command import calibrate
+    from harness.qualify.calibrating import calibrate
 
     reports = tmp_path / "reports"
     for k, finished in ((1, "2026-12-04T20:00:00"), (2, None)):  # repeat 2 was cut by a time limit
@@ -121,13 +124,13 @@ def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an
                      calibration=CalibrationRepeat(id="cal", repeat=k, of=3))
     ran = []
 
-    def run_repeat(argv: list[str], env: dict[str, str]) -> int:
+    def run_repeat(request, env: dict[str, str]) -> int:
         k = int(env["HARNESS_CALIBRATION_REPEAT"])
         ran.append(k)
-        write_repeat(Path(argv[argv.index("--run-dir") + 1]), store, repeat(k), calibration=marker(env))
+        write_repeat(Path(request.run_dir), store, repeat(k), calibration=marker(request))
         return 0
 
-    assert calibrate(ARM, 3, ["teacher_forcing"], [], run_repeat, "cal") == 0
+    assert calibrate(asked(3, ["teacher_forcing"], "cal"), run_repeat) == 0
     assert ran == [2, 3] and load_calibration(store, "teacher_forcing").repeats == 3
 
 
@@ -161,13 +164,13 @@ def test_an_unknown_arm_is_refused_before_any_repeat_runs(capsys, tmp_path, monk
 
 
 def test_a_run_directory_that_is_no_repeat_of_this_calibration_is_never_deleted(store, tmp_path):
-    from harness.calibrate.command import calibrate
+    from harness.qualify.calibrating import calibrate
     from harness.records.manifest import RunManifest, write_manifest
 
     other = tmp_path / "reports" / "nightly-r1"
     write_manifest(other, RunManifest(finished="2026-12-04T20:00:00", exit_code=0))
     with pytest.raises(ConfigError, match="holds a run that is not repeat 1 of 2 of this calibration"):
-        calibrate(ARM, 2, ["teacher_forcing"], [], lambda argv, env: 0, "nightly")
+        calibrate(asked(2, ["teacher_forcing"], "nightly"), lambda request, env: 0)
     assert (other / "run.json").is_file()
 
 
@@ -241,3 +244,15 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
     assert mending.judged_by.startswith("gates.yaml (calibration cal-2, repeat 1 of 2: the current calibration cannot "
                                         "be read (") and "replacing it takes `calibrate --trust" in mending.judged_by
     assert ReferenceCheck(mending).judge(check_fields("teacher_forcing"), repeat(7), False).fields.passed
+
+
+def test_a_repeat_is_its_request_run_as_qualify_in_a_fresh_interpreter(capfd, tmp_path, monkeypatch):
+    """The CLI's runner hands the QualifyRequest over as a value (no command line) to a spawned interpreter, which
+    answers as `python -m harness qualify` would: here a refusal, exit code 2, one message."""
+    from harness.cli import qualify_in_fresh_process
+    from harness.qualify.request import QualifyRequest
+
+    monkeypatch.setenv("HARNESS_REPORTS_DIR", str(tmp_path))
+    code = qualify_in_fresh_process(QualifyRequest(arm="nope", vllm_check=False), {"HARNESS_CALIBRATION_REPEAT": "1"})
+    err = capfd.readouterr().err
+    assert code == 2 and "unknown arm 'nope'" in err and err.count("error: ") == 1, err

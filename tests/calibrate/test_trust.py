@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from drift_lines import repeat
-from written_repeats import ARM, NOISE, write_repeat
+from written_repeats import ARM, NOISE, asked, write_repeat
 
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
@@ -279,7 +279,7 @@ def test_a_failing_first_calibration_is_refused_and_stored_only_with_trust(store
 def test_calibrate_refuses_bad_input_before_any_repeat_runs(store, tmp_path, capsys, monkeypatch, argv, message):
     import harness.cli as cli_module
 
-    monkeypatch.setattr(cli_module.subprocess, "call", lambda *a, **k: pytest.fail("a repeat ran"))
+    monkeypatch.setattr(cli_module, "qualify_in_fresh_process", lambda *a: pytest.fail("a repeat ran"))
     assert cli(*argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("error: ") == 1, err
@@ -288,15 +288,15 @@ def test_calibrate_refuses_bad_input_before_any_repeat_runs(store, tmp_path, cap
 
 def test_k_below_the_arms_minimum_is_refused(store, monkeypatch):
     """gpu arms calibrate with K >= 5 (gates.yaml calibration.min_repeats); cpu-smoke's test gates ask 2, so ask 3."""
-    import harness.calibrate.command as command
-    from harness.calibrate.command import calibrate
+    import harness.qualify.calibrating as calibrating
+    from harness.qualify.calibrating import calibrate
 
-    real = command.load_gates
-    monkeypatch.setattr(command, "load_gates", lambda arm: real(arm).model_copy(update={
+    real = calibrating.load_gates
+    monkeypatch.setattr(calibrating, "load_gates", lambda arm: real(arm).model_copy(update={
         "calibration": real(arm).calibration.model_copy(update={"min_repeats": 3})}))
     with pytest.raises(ConfigError, match=r"calibrate --repeats 2: arm cpu-smoke calibrates with at least 3 repeats "
                                           r"\(gates.yaml calibration.min_repeats\); give --repeats 3 or more"):
-        calibrate(ARM, 2, None, [], lambda argv, env: pytest.fail("a repeat ran"), "cal-k")
+        calibrate(asked(2, None, "cal-k"), lambda request, env: pytest.fail("a repeat ran"))
 
 
 # --- no bypass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from drift_lines import repeat
-from written_repeats import ARM, write_repeat
+from written_repeats import ARM, asked, write_repeat
 
 from harness.config.errors import ConfigError
 from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair
@@ -30,12 +30,12 @@ def test_a_copied_run_is_the_same_run_not_a_second_repeat(store, tmp_path):
 
 def test_a_foreign_run_among_the_repeat_directories_is_refused_before_any_repeat_runs(store, tmp_path):
     """reports/<id>-r3 holds another run: refused before repeats 1 and 2 run (hours on a GPU), not after."""
-    from harness.calibrate.command import calibrate
+    from harness.qualify.calibrating import calibrate
 
     write_repeat(tmp_path / "reports" / "cal-r3", store, repeat(3), calibration=CalibrationRepeat(id="x", repeat=1,
                                                                                                     of=3))
     with pytest.raises(ConfigError, match="holds a run that is not repeat 3 of 3 of this calibration"):
-        calibrate(ARM, 3, ["teacher_forcing"], [], lambda argv, env: pytest.fail("a repeat ran"), "cal")
+        calibrate(asked(3, ["teacher_forcing"], "cal"), lambda request, env: pytest.fail("a repeat ran"))
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["cal-r3"]
 
 
@@ -68,8 +68,9 @@ def test_a_planted_fault_variant_cannot_be_calibrated_into_the_key_of_the_build_
     """An arm with `calibration_from: BASE` is judged by BASE's calibration; calibrating it would store the faulty
     variant's spread under BASE's key (judged by gates.yaml where BASE has none): refused, naming the arm to
     calibrate, before any repeat runs or anything is written."""
-    from harness.calibrate.command import calibrate, store_calibration
+    from harness.calibrate.command import store_calibration
     from harness.config.arms import load_arm
+    from harness.qualify.calibrating import calibrate
 
     arms = tmp_path / "arms"
     arms.mkdir()
@@ -79,8 +80,8 @@ def test_a_planted_fault_variant_cannot_be_calibrated_into_the_key_of_the_build_
                                        "server: {env: {HARNESS_FAULT_L: '64'}}\n")
     planted = load_arm("planted", arms_dir=arms)
     with pytest.raises(ConfigError, match="calibration_from: cpu-smoke.*calibrate --arm cpu-smoke"):
-        calibrate("planted", 2, ["teacher_forcing"], [], lambda argv, env: pytest.fail("a repeat ran"), "cal",
-                  candidate=planted)
+        calibrate(asked(2, ["teacher_forcing"], "cal", arm="planted"), lambda request, env: pytest.fail("a repeat ran"),
+                  planted)
     dirs = [write_repeat(tmp_path / "reports" / f"cal-r{k}", store, repeat(k)) for k in (1, 2)]
     with pytest.raises(ConfigError, match="calibration_from: cpu-smoke"):
         store_calibration("planted", "cal", dirs, candidate=planted)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.config.arms import load_arm
-from harness.records.manifest import REPEAT_ENV, ArmBuild, CalibrationRepeat, RunManifest, RunPair, write_manifest
+from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair, write_manifest
 from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
 from harness.refcheck.floor_store import floor_dir, floor_key
 
@@ -31,13 +31,15 @@ def store(tmp_path, monkeypatch) -> Path:
     ceilings; the key's directory of cpu-smoke against reference outputs of noise key NOISE."""
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     import harness.calibrate.command as command
+    import harness.qualify.calibrating as calibrating
     from harness.config import thresholds
 
-    monkeypatch.setattr(command, "REPORTS_DIR", tmp_path / "reports")
     gates = yaml.safe_load(thresholds.GATES_FILE.read_text())
     gates["arms"].setdefault(ARM, {})["calibration"] = BF16_CEILINGS
     (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
-    monkeypatch.setattr(command, "load_gates", functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml"))
+    for module in (command, calibrating):  # the repeats' K and directories, and the calibration's
+        monkeypatch.setattr(module, "REPORTS_DIR", tmp_path / "reports")
+        monkeypatch.setattr(module, "load_gates", functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml"))
     return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), NOISE))
 
 
@@ -63,8 +65,16 @@ def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComp
     return run_dir
 
 
-def marker(env: dict[str, str]) -> CalibrationRepeat:
-    """The repeat marker calibrate put in the repeat's environment, as qualify records it."""
+def marker(request) -> CalibrationRepeat:
+    """The repeat marker calibrate put in the repeat's QualifyRequest, as qualify records it."""
     from harness.qualify.record import calibration_repeat
 
-    return calibration_repeat(env[REPEAT_ENV])
+    return calibration_repeat(request.calibration_repeat)
+
+
+def asked(repeats: int | None = None, suites: list[str] | None = None, ident: str | None = None, **more):
+    """`calibrate --arm cpu-smoke` as the CLI hands it over."""
+    from harness.qualify.calibrating import CalibrateRequest
+
+    return CalibrateRequest(ARM if "arm" not in more else more.pop("arm"), repeats,
+                            tuple(suites) if suites is not None else None, ident, **more)
