@@ -41,6 +41,7 @@ def locate_run_dir(arg: str, command: str = "report") -> Path:
 
 def refuse_unreadable(arg: str, results: Path, records: list, problems: list[str] | tuple[str, ...],
                       command: str = "report") -> None:
+    """A results file none of whose lines could be read is no run to report on: refused, naming the first problem."""
     if results.is_file() and not records and problems:
         raise ConfigError(f"{command} --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
 

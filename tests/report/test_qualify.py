@@ -306,3 +306,7 @@ def test_the_finishing_process_reads_run_json_and_results_once(fake_qualify, mon
     assert code == 0
     capsys.readouterr()
     assert reads == {str(run / "run.json"): 1, str(run / "results.jsonl"): 1, str(base / "results.jsonl"): 1}
+    reads.clear()  # `harness report --run` reads the run once too
+    assert cli.main(["report", "--run", str(run), "--baseline", str(base)]) == 0
+    assert reads == {str(run / "run.json"): 1, str(run / "results.jsonl"): 1, str(base / "results.jsonl"): 1}
+    capsys.readouterr()
