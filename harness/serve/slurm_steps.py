@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config.arms import Arm
@@ -34,13 +35,22 @@ class Allocation:
         log.info("SLURM allocation %s cancelled", self.job_id)
 
 
+@dataclass(frozen=True)
+class SlurmStep:
+    """Where SLURM runs one node's step: its allocation, the step's name (what scancel and squeue find it by) and
+    the node."""
+    job_id: str
+    name: str
+    node: str
+
+
 class StepServer(Server):
     """One node's srun step; stop() cancels the step itself, not only the local srun."""
 
-    def __init__(self, label: str, command: NodeCommand, log_path: Path, job_id: str, name: str, node: str,
-                 arm: Arm, port: int, host: str):
+    def __init__(self, label: str, command: NodeCommand, log_path: Path, where: SlurmStep, arm: Arm, port: int,
+                 host: str):
         super().__init__(label, command, log_path, arm.timeouts.startup_s, arm.timeouts.shutdown_s, port, host)
-        self.job_id, self.step, self.node = job_id, name, node
+        self.job_id, self.step, self.node = where.job_id, where.name, where.node
 
     def stop(self) -> None:
         if self.proc is None:
@@ -61,8 +71,9 @@ class SlurmServer:
     def __init__(self, arm: Arm, plan: Plan, arm_dir: Path, allocation: Allocation | None):
         job = plan.placement.allocation or ""
         self.allocation = allocation
-        self.steps = [StepServer(f"{arm.name} node {n.node_rank} ({n.host})", n, node_log(arm_dir, n.node_rank), job,
-                                 step_name(arm, n.node_rank), n.host, arm, plan.port, plan.placement.node0_addr)
+        self.steps = [StepServer(f"{arm.name} node {n.node_rank} ({n.host})", n, node_log(arm_dir, n.node_rank),
+                                 SlurmStep(job, step_name(arm, n.node_rank), n.host), arm, plan.port,
+                                 plan.placement.node0_addr)
                       for n in plan.nodes]
         self.head = self.steps[0]
         self.log_path = self.head.log_path

@@ -354,10 +354,11 @@ def make_tiny_model(out: Path, train_jsonl: Path, arch: str = "llama", device: s
                                                               "the circuit: the same trained weights without it)"}}
         model.to(torch.bfloat16)
     elif arch == "deepseek_v3":  # the GPU model: the same circuit in MLA's geometry, served in bf16
-        from harness.tinymodel.retrieval import add_mla_retrieval
+        from harness.tinymodel.retrieval import MlaCircuitOptions, add_mla_retrieval
 
+        options = MlaCircuitOptions(quick=plan.steps < 100, strict=strict_retrieval)
         model, tokenizer, retrieval = add_mla_retrieval(model, tokenizer, texts, special_ids(tokenizer), device,
-                                                        quick=plan.steps < 100, strict=strict_retrieval)
+                                                        options)
         model.to(torch.bfloat16)
     else:
         model.to(torch.bfloat16)

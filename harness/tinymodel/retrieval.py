@@ -10,6 +10,7 @@ the re-scaled trained norm weights (x sqrt(2/3)) and move ordinary outputs.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 from harness.tinymodel.circuit import (
     NO_FAULTS,
@@ -72,9 +73,17 @@ def add_llama_retrieval(model, tokenizer, texts: list[str], special: set[int], q
     return wide, tokenizer, summary
 
 
+@dataclass(frozen=True)
+class MlaCircuitOptions:
+    """How add_mla_retrieval builds and checks the MLA circuit."""
+    quick: bool = False  # toy sizes (the --quick determinism plan): one short length, no verdict
+    lengths: tuple[int, ...] = MLA_LENGTHS  # where retrieval accuracy is measured
+    faults: Faults = NO_FAULTS
+    strict: bool = True  # falling short is fatal; False (--keep-weak-retrieval): the model without the circuit
+
+
 def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], device: str = "cpu",
-                      quick: bool = False, lengths: tuple[int, ...] = MLA_LENGTHS, faults: Faults = NO_FAULTS,
-                      strict: bool = True):
+                      options: MlaCircuitOptions = MlaCircuitOptions()):
     """The DeepseekV3 model (trained with the circuit's room reserved: circuit_mla.reserve_for_circuit) with the
     needle tokens and the circuit, in float32 on CPU; retrieval measured in bf16 on `device` (transformers, SDPA),
     ordinary text against the model without the circuit (bf16 on `device`). Returns (model, tokenizer, summary);
@@ -82,6 +91,8 @@ def add_mla_retrieval(model, tokenizer, texts: list[str], special: set[int], dev
     import torch
 
     from harness.tinymodel.circuit_mla import grow_vocab, install_mla_circuit
+
+    quick, lengths, faults, strict = options.quick, options.lengths, options.faults, options.strict
 
     base = rebuilt(model.to("cpu"), torch.float32)
     trained_vocab = base.config.vocab_size
