@@ -27,7 +27,6 @@ from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
 from harness.qualify.render import find_run_dir, report
 from harness.qualify.request import QualifyRequest
-from harness.records.manifest import REPEAT_ENV
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 
@@ -41,9 +40,9 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return qualify(QualifyRequest(
         arm=args.arm, arms=args.arms, reference=args.reference, run_id=args.run_id, run_dir=args.run_dir,
         suites=args.suites, parallel=args.parallel, resume=args.resume, refresh_reference=args.refresh_reference,
-        baseline=args.baseline, order_seed=args.order_seed, length_seed=args.length_seed,
-        calibration_repeat=os.environ.get(REPEAT_ENV), overrides=tuple(args.set), vllm_check=not args.no_vllm_check,
-        strict=args.strict, pytest_args=tuple(args.pytest_args), argv=tuple(sys.argv)))
+        baseline=args.baseline, order_seed=args.order_seed, length_seed=args.length_seed, overrides=tuple(args.set),
+        vllm_check=not args.no_vllm_check, strict=args.strict, pytest_args=tuple(args.pytest_args),
+        argv=tuple(sys.argv)))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -159,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length-seed", type=seed(1), metavar="N",
                    help="the seed of the long_context sweep's jittered lengths (default: a new one each run, recorded "
                    "in run.json as length_seed; give it to check the same lengths again)")
-    # refused (cmd_qualify): a repeat's marker comes from `calibrate` alone, through its environment (REPEAT_ENV)
+    # refused (cmd_qualify): a repeat's marker comes from `calibrate` alone, in the QualifyRequest it builds
     p.add_argument("--calibration-repeat", metavar="ID:K/N", help=argparse.SUPPRESS)
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
     p.set_defaults(func=cmd_qualify)

@@ -16,7 +16,6 @@ from harness.plan.build import arm_build
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.qualify.request import AdmittedRun
 from harness.records.manifest import (
-    REPEAT_ENV,
     ArmBuild,
     CalibrationRepeat,
     Resume,
@@ -101,20 +100,20 @@ def fresh_length_seed() -> int:
 
 
 def calibration_repeat(text: str | None) -> CalibrationRepeat | None:
-    """ID:K/N (set by `harness calibrate` in its repeat's environment, REPEAT_ENV) as the manifest's field."""
+    """ID:K/N (the QualifyRequest's calibration_repeat, set by `harness calibrate` alone) as the manifest's field."""
     if not text:
         return None
     ident, _, count = text.rpartition(":")
     repeat, _, of = count.partition("/")
     if not (ident and repeat.isdigit() and of.isdigit() and 1 <= int(repeat) <= int(of)):
-        raise ConfigError(f"{REPEAT_ENV}={text!r}: expected ID:K/N with 1 <= K <= N; only `python -m harness "
+        raise ConfigError(f"calibration repeat {text!r}: expected ID:K/N with 1 <= K <= N; only `python -m harness "
                           "calibrate` sets it")
     return CalibrationRepeat(id=ident, repeat=int(repeat), of=int(of))
 
 
 def admitted_repeat(text: str | None, run_dir: Path, candidates: list[str]) -> CalibrationRepeat | None:
     """The marker as `calibrate` sets it, or refused: a repeat is judged without require_floor where its key has no
-    calibration, so a marker set by hand would pass an uncalibrated run. Honoured only in the directory calibrate
+    calibration, so a marker set otherwise would pass an uncalibrated run. Honoured only in the directory calibrate
     gives repeat K (reports/<ID>-r<K>) and with N at least each candidate's calibration.min_repeats."""
     marker = calibration_repeat(text)
     if marker is None:
@@ -124,6 +123,6 @@ def admitted_repeat(text: str | None, run_dir: Path, candidates: list[str]) -> C
     if run_dir.resolve() != home.resolve() or marker.of < need:
         why = (f"a repeat of {marker.id} runs in {home}, not {run_dir}" if run_dir.resolve() != home.resolve() else
                f"{', '.join(candidates)} calibrates with at least {need} repeats, not {marker.of}")
-        raise ConfigError(f"{REPEAT_ENV}={text}: refused ({why}): only `python -m harness calibrate` sets it; unset it "
-                          "to qualify; nothing was run or written")
+        raise ConfigError(f"calibration repeat {text}: refused ({why}): only `python -m harness calibrate` makes one; "
+                          "nothing was run or written")
     return marker

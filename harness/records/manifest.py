@@ -39,11 +39,6 @@ class Resume(Strict):
     exit_code_before: int | None = None
 
 
-# The only way a run becomes a calibration repeat: `harness calibrate` sets ID:K/N in its repeat's environment
-# (qualify's --calibration-repeat is refused on the command line).
-REPEAT_ENV = "HARNESS_CALIBRATION_REPEAT_OF"
-
-
 class CalibrationRepeat(Strict):
     id: str  # the calibration's name: its repeats' run directories are <id>-r<k>
     repeat: int

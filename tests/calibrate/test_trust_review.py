@@ -130,21 +130,23 @@ def test_an_unreadable_calibration_is_replaced_only_with_trust(store, tmp_path, 
     ("gpu-mla", "x:2/5", "x-r1", "a repeat of x runs in {reports}/x-r2, not {reports}/x-r1"),
 ])
 def test_a_repeat_marker_set_by_hand_is_refused(tmp_path, capsys, monkeypatch, arm, marker, where, why):
-    """A repeat is judged without require_floor where its key has no calibration: a marker set by hand would pass an
-    uncalibrated run. Only in the directory calibrate gives repeat K, and with N at least the arm's min_repeats."""
+    """A repeat is judged without require_floor where its key has no calibration: a marker in a QualifyRequest made
+    otherwise than by calibrate would pass an uncalibrated run. Only in the directory calibrate gives repeat K, and
+    with N at least the arm's min_repeats. (The command line cannot carry one: test_trust.py.)"""
     import harness.admission.rundir as rundir
     import harness.qualify.record as record
-    from harness.cli import main
-    from harness.records.manifest import REPEAT_ENV
+    from harness.cli import answered
+    from harness.qualify.pipeline import qualify
+    from harness.qualify.request import QualifyRequest
 
     reports = tmp_path / "reports"
     monkeypatch.setattr(record, "REPORTS_DIR", reports)
     monkeypatch.setattr(rundir, "REPORTS_DIR", reports)
-    monkeypatch.setenv(REPEAT_ENV, marker)
-    assert main(["qualify", "--arm", arm, *(["--run-dir", str(reports / where)] if where else [])]) == 2
+    request = QualifyRequest(arm=arm, run_dir=str(reports / where) if where else None, calibration_repeat=marker)
+    assert answered(lambda: qualify(request)) == 2
     err = capsys.readouterr().err
-    assert f"{REPEAT_ENV}={marker}: refused ({why.format(reports=reports)}" in err
-    assert "only `python -m harness calibrate` sets it" in err and err.count("\n") == 1 and not reports.exists()
+    assert f"calibration repeat {marker}: refused ({why.format(reports=reports)}" in err
+    assert "only `python -m harness calibrate` makes one" in err and err.count("\n") == 1 and not reports.exists()
 
 
 def test_the_marker_calibrate_sets_is_honoured_in_its_repeats_directory(tmp_path, monkeypatch):
