@@ -72,9 +72,9 @@ def marker(request) -> CalibrationRepeat:
     return calibration_repeat(request.calibration_repeat)
 
 
-def asked(repeats: int | None = None, suites: list[str] | None = None, ident: str | None = None, **more):
-    """`calibrate --arm cpu-smoke` as the CLI hands it over."""
+def asked(repeats: int | None = None, suites: list[str] | None = None, ident: str | None = None, arm: str = ARM,
+          **more):
+    """`calibrate --arm ARM` as the CLI hands it over."""
     from harness.qualify.calibrating import CalibrateRequest
 
-    return CalibrateRequest(ARM if "arm" not in more else more.pop("arm"), repeats,
-                            tuple(suites) if suites is not None else None, ident, **more)
+    return CalibrateRequest(arm, repeats, tuple(suites) if suites is not None else None, ident, **more)
