@@ -24,14 +24,9 @@ from harness.refcheck.compare import checked_to, compare_outputs, judge_comparis
 from harness.refcheck.timed_outputs import generation_of, request_id
 
 
-def workload_of(session) -> CapacityWorkload:
-    """The candidate's choice, run on both arms: the same prompts at the same levels."""
-    return session.workload("capacity")
-
-
-def test_capacity(served_arm, harness_session, record):
+def test_capacity(served_arm, harness_session, under_test, record):
     arm = served_arm.arm
-    w = workload_of(harness_session)
+    w: CapacityWorkload = under_test.workload("capacity")  # the candidate's, run on both arms: the same prompts
     fits = check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name, arm.model.max_model_len,
                                "token_ids")
     assert fits.ok, fits.detail
@@ -86,9 +81,9 @@ def compare_level(cand: CapacityRecord, ref_levels: list[CapacityRecord], ref: s
             "checked_to_tokens": checked_to(comparisons), **summary_fields(comparisons, tie_gap)}
 
 
-def test_capacity_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
-    gates = harness_session.thresholds()
+def test_capacity_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
+    gates = under_test.thresholds()
     records = harness_session.records()
     ref_levels = latest(records, CapacityRecord, ref)
     for level in sorted(latest(records, CapacityRecord, cand), key=lambda r: r.concurrency):

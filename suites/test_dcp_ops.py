@@ -12,9 +12,9 @@ from harness.measure.opcheck import run_op_suite
 from harness.records.schema import DcpOpsRecord
 
 
-def test_dcp_ops(harness_session, record):
+def test_dcp_ops(harness_session, under_test, record):
     try:
-        arm = harness_session.arm(harness_session.candidate_name)
+        arm = harness_session.arm(under_test.candidate)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
     world = arm.parallelism.dcp
@@ -23,7 +23,7 @@ def test_dcp_ops(harness_session, record):
                      **not_run(f"arm {arm.name!r} has parallelism.dcp = {world}: no DCP ops to check", world, "cuda"))
         pytest.skip(rec.detail)
     out = harness_session.run_dir / arm.name / "dcp_ops.json"
-    ran = run_op_suite(arm.launcher.python or server_python(), world, "cuda", out, harness_session.thresholds().dcp_ops)
+    ran = run_op_suite(arm.launcher.python or server_python(), world, "cuda", out, under_test.thresholds().dcp_ops)
     rec = record(DcpOpsRecord, arm=arm.name, **judge_dcp_ops(ran.result, world, "cuda", ran.problem, str(out)))
     if rec.status == "skipped":
         pytest.skip(f"dcp_ops on {arm.name!r}: {rec.detail}")

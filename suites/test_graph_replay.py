@@ -7,20 +7,18 @@ import pytest
 from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields, write_diverged_outputs
-from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to, tie_flipped
 from harness.refcheck.order import reorder_rounds
 
 
-def check_against(stored, candidate, harness_session, record, check: str):
+def check_against(stored, candidate, harness_session, under_test, record, check: str):
     arm = candidate.arm
-    _, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
-    gates = harness_session.thresholds()
-    judging = reference_check(gates, arm, check, stored.noise_key, harness_session.run.calibration_repeat,
-                              harness_session.run.build_of(arm.name))
+    _, prompts, sampling = under_test.check_prompts()
+    gates = under_test.thresholds()
+    judging = under_test.reference_check(check, stored.noise_key)
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
-    rounds = reorder_rounds(prompts.rounds, harness_session.run.order_seed)
+    rounds = reorder_rounds(prompts.rounds, harness_session.order_seed)
     run = compare_batches(candidate, rounds, sampling, stored.outputs, sink)
     write_diverged_outputs(run, stored.outputs, sink.with_name(f"{check}_vs_{stored.arm}_diverged_outputs.jsonl"))
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
@@ -34,16 +32,16 @@ def check_against(stored, candidate, harness_session, record, check: str):
                   checked_to_tokens=checked_to(run.comparisons)), run
 
 
-def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, record):
-    rec, run = check_against(reference_outputs, candidate, harness_session, record, "graph_replay")
+def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, under_test, record):
+    rec, run = check_against(reference_outputs, candidate, harness_session, under_test, record, "graph_replay")
     assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
                         + (f"\n{run.aborted}" if run.aborted else ""))
 
 
-def test_graph_replay_vs_eager(reference_outputs, eager_outputs, candidate, harness_session, record):
+def test_graph_replay_vs_eager(reference_outputs, eager_outputs, candidate, harness_session, under_test, record):
     if eager_outputs is None:
         pytest.skip(f"arm {candidate.arm.name!r} names no eager_variant (GPU arms do; on CPU the reference is eager)")
-    rec, run = check_against(eager_outputs, candidate, harness_session, record, "graph_replay_eager")
+    rec, run = check_against(eager_outputs, candidate, harness_session, under_test, record, "graph_replay_eager")
     assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs its eager variant {eager_outputs.arm!r}:\n"
                         + "\n".join(rec.diverged) + (f"\n{run.aborted}" if run.aborted else ""))

@@ -20,27 +20,27 @@ from harness.refcheck.compare import summary_fields
 SUITE = BY_NAME["gsm8k"]
 
 
-def test_gsm8k(served_arm, harness_session, record):
+def test_gsm8k(served_arm, harness_session, under_test, record):
     arm = served_arm.arm
-    w = harness_session.workload("gsm8k")
+    w = under_test.workload("gsm8k")
     source = select_task(harness_session.run_dir / "gsm8k_task")  # data validated before any request
     lm = arm_model(served_arm, w, w.max_gen_toks)
     ev = evaluate(lm, source, w.num_fewshot, w.limit, harness_session.run_dir / arm.name / "gsm8k")
     rec = record(Gsm8kRecord, arm=arm.name, **gsm8k_fields(ev, source, w))
-    if failure := evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds(), SUITE):
+    if failure := evaluation_failure(served_arm, lm, ev, rec.n, under_test.thresholds(), SUITE):
         pytest.fail(failure, pytrace=False)
 
 
-def test_gsm8k_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
-    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
+def test_gsm8k_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, under_test.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
 
 
-def answers_of(harness_session) -> list[dict[int, str]]:
+def answers_of(harness_session, under_test) -> list[dict[int, str]]:
     """doc id -> answer text, for the candidate and the reference, from lm-eval's samples logs ({} where missing)."""
-    cand, ref = harness_session.pair()
+    cand, ref = under_test.pair()
     records = harness_session.records()
     texts = []
     for arm in (cand, ref):
@@ -50,11 +50,11 @@ def answers_of(harness_session) -> list[dict[int, str]]:
     return texts
 
 
-def test_gsm8k_outputs_vs_reference(harness_session, record):
+def test_gsm8k_outputs_vs_reference(harness_session, under_test, record):
     """Each candidate answer against the reference's, token by token in the model's tokenizer (issue 46): a fault deep
     in a generation changes answers whether or not either arm gets them right."""
-    cand, ref = harness_session.pair()
-    allowed = harness_session.thresholds().gsm8k.max_diverged_answers
+    cand, ref = under_test.pair()
+    allowed = under_test.thresholds().gsm8k.max_diverged_answers
     where = model_files(harness_session.arm(cand))
     if where is None or not (where / "tokenizer.json").is_file():
         reason = (f"arm {cand!r}: no tokenizer.json beside its model ({where}): the answers cannot be compared in "
@@ -65,7 +65,7 @@ def test_gsm8k_outputs_vs_reference(harness_session, record):
     from tokenizers import Tokenizer  # lm-eval's dependency: only where answers are compared
 
     tok = Tokenizer.from_file(str(where / "tokenizer.json"))
-    mine, theirs = answers_of(harness_session)
+    mine, theirs = answers_of(harness_session, under_test)
     comparisons = compare_answers(mine, theirs, lambda text: tok.encode(text, add_special_tokens=False).ids)
     passed, detail, lines = answers_verdict(comparisons, allowed)
     if allowed is None:
@@ -79,13 +79,13 @@ def test_gsm8k_outputs_vs_reference(harness_session, record):
     assert rec.passed, "\n".join([rec.detail, *rec.diverged[:20]])
 
 
-def test_gsm8k_degeneration_vs_reference(harness_session, record):
+def test_gsm8k_degeneration_vs_reference(harness_session, under_test, record):
     """Each candidate answer against the reference's answer to the same question: no answer clearly more
     repetitive (a garbled arm loops; accuracy alone can miss it on a weak model)."""
-    cand, ref = harness_session.pair()
-    texts = answers_of(harness_session)
+    cand, ref = under_test.pair()
+    texts = answers_of(harness_session, under_test)
     pairs = [(f"question {q}", text_units(texts[0][q]), text_units(texts[1][q]))
              for q in sorted(texts[0].keys() & texts[1].keys())]
-    fields = degeneration_fields(pairs, ref, harness_session.thresholds().degeneration, " ".join)
+    fields = degeneration_fields(pairs, ref, under_test.thresholds().degeneration, " ".join)
     rec = record(DegenerationRecord, arm=cand, **fields)
     assert rec.passed, "\n".join([rec.detail, *rec.flagged])

@@ -22,28 +22,26 @@ from harness.measure.metrics import cache_config, fetch_metrics, label_int, pref
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
 from harness.refcheck.bursts import batch_invariance
-from harness.refcheck.check import reference_check
 from harness.refcheck.long_context import shared_tokens
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
 from harness.refcheck.long_context_grid import BURSTS, CellLimits, run_grid
 
 
-def skip_reason(session, arm_name: str, served: bool) -> str | None:
+def skip_reason(session, under_test, served: bool) -> str | None:
     """Read before any server starts: the grid compares a candidate with its reference; without one there is
     nothing to compare with."""
-    if session.run.arm_set.reference_of(arm_name) is None:
-        return f"arm {arm_name!r} names no reference arm: long_context compares a candidate with its reference"
+    if session.reference_of(under_test.arm) is None:
+        return f"arm {under_test.arm!r} names no reference arm: long_context compares a candidate with its reference"
     return None
 
 
-def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
+def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, under_test,
+                      record):
     arm, stored, session = candidate.arm, long_context_outputs, harness_session
-    w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
-    _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
-    gates = session.thresholds()
-    limits, burst_limits = (reference_check(gates, arm, name, stored.noise_key, session.run.calibration_repeat,
-                                            session.run.build_of(arm.name))
-                            for name in ("long_context", BURSTS))
+    w, prompts, sampling = under_test.long_context_prompts()
+    _, sweep, _ = under_test.long_context_sweep_prompts()
+    gates = under_test.thresholds()
+    limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
     by_check = {"long_context": limits, BURSTS: burst_limits}
     margin = gates.long_context.retrieval_margin
     info = cache_config(fetch_metrics(candidate.info.base_url))
@@ -81,7 +79,7 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                       passed=not failures and all(c.passed for c in checks), failures=failures,
                       status="aborted" if grid.aborted else "complete", reason=grid.aborted,
                       comparisons_path=str(sink), bursts_planned=grid.bursts_planned,
-                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.run.length_seed,
+                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.length_seed,
                       sweep_planned=len(sweep.cells),
                       batch_invariance=batch_invariance(grid.burst_alone, burst_limits.drift_limit,
                                                         burst_limits.tie_gap))
@@ -89,7 +87,7 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm, session.thresholds())
     record(GateRecord, **gate.record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
-    seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
+    seed = f"; sweep lengths of --length-seed {session.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
                              f"{grid_summary(cells, grid.planned)}{seed}; prefix caching {caching}:\n"
                              + "\n".join(failures or [d for c in checks for d in c.diverged]))

@@ -16,7 +16,6 @@ from harness.judge.degeneration import degeneration_fields
 from harness.measure.long_prefix import cold_start_fields, level_records, measure, server_death
 from harness.measure.prompts import build_prompts, token_space
 from harness.plan.preflight import check_workload_fits
-from harness.pytest_plugin.parallel import test_id as recorded_id  # not test_*: pytest would collect it
 from harness.records.schema import (
     ColdStartRecord,
     DegenerationRecord,
@@ -24,49 +23,43 @@ from harness.records.schema import (
     LongPrefixRecord,
     ReferenceCheckRecord,
 )
-from harness.refcheck.check import reference_check
 from harness.refcheck.compare import tie_flipped
-from harness.refcheck.store import arm_config_sha, noise_digest
 from harness.refcheck.timed_check import compare_timed_outputs
 from harness.refcheck.timed_outputs import CHECK, checked_fields
 from harness.serve.serverlog import tail
 
 
-def check_outputs(session, live, workload, prompts, ref: str, nodeid: str, record) -> ReferenceCheckRecord:
+def check_outputs(session, under_test, live, workload, prompts, nodeid: str, record) -> ReferenceCheckRecord:
     """The candidate's timed outputs against the reference's (both arms' samples files of this run), with a sample
     teacher-forced on the candidate; recorded, with the degeneration detector's verdict on the same pairs."""
-    if session.options.parallel:  # the reference's own long_prefix test runs in another worker: wait for it
-        session.wait_for_tests([recorded_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref, [])])
-    gates = session.thresholds()
+    _, ref = under_test.pair()
+    session.wait_for_reference(nodeid, ref)  # parallel: the reference's own long_prefix test runs in another worker
+    gates = under_test.thresholds()
     run = compare_timed_outputs(live, workload, prompts, session.records(), ref, session.run_dir,
                                 gates.long_prefix.teacher_forced_requests)
     # The floor pairs this run with an accepted one of the same candidate config, reference config, prompts and
-    # model: the reference's outputs are this run's, so its config stands in for a store key (no vLLM version: a
-    # new build is judged by the last trusted calibration).
-    key = f"{run.reference_key}, reference config {arm_config_sha(session.arm(ref))}"
-    noise = noise_digest({"reference": key, "model": session.references.identity(ref)})
-    check = reference_check(gates, live.arm, CHECK, noise, session.run.calibration_repeat,
-                            session.run.build_of(live.arm.name))
+    # model: the reference's outputs are this run's (UnderTest.run_outputs_key).
+    key, noise = under_test.run_outputs_key(run.reference_key)
+    check = under_test.reference_check(CHECK, noise)
     loops = record(DegenerationRecord, arm=live.arm.name, **degeneration_fields(
         run.outputs, ref, gates.degeneration, tie_flipped=tie_flipped(run.generated, check.tie_gap),
         calibrated=check.calibrated_spread))
-    fields = checked_fields(run.generated, run.forced, run.gaps, ref, check.drift_limit, check.tie_gap,
-                            loops.flagged, run.aborted, reference_key=key)
-    judged = check.judge(fields, [*run.generated, *run.forced], fields.status == "aborted")
+    fields = checked_fields(run, ref, check.drift_limit, check.tie_gap, loops.flagged, reference_key=key)
+    judged = check.judge(fields, run.comparisons, fields.status == "aborted")
     return record(ReferenceCheckRecord, arm=live.arm.name, of=judged.fields, comparisons_path=str(run.sink))
 
 
-def test_long_prefix(served_arm, harness_session, record, request):
+def test_long_prefix(served_arm, harness_session, under_test, record, request):
     arm = served_arm.arm
     # The candidate's choice runs on both arms, so the two are measured on the same prompts.
-    workload = harness_session.workload("long_prefix")
+    workload = under_test.workload("long_prefix")
     fits = check_workload_fits(workload.name, workload.prompt_tokens, workload.output_tokens, arm.name,
                                arm.model.max_model_len, workload.prompt_basis)
     assert fits.ok, fits.detail
     prompts = build_prompts(workload, token_space(arm, workload))
     out_dir = harness_session.run_dir / arm.name
     m = asyncio.run(measure(served_arm, workload, prompts, out_dir))
-    limits = harness_session.thresholds().long_prefix
+    limits = under_test.thresholds().long_prefix
 
     levels = [record(LongPrefixRecord, arm=arm.name, **fields)
               for fields in level_records(m, workload, prompts, out_dir)]
@@ -75,9 +68,9 @@ def test_long_prefix(served_arm, harness_session, record, request):
                   **cold_start_fields(m, workload, steady, limits.cold_start_tpot_factor))
     failures, notes = long_prefix_failures(arm.name, levels, cold, limits)
     for note in notes:
-        warnings.warn(f"{harness_session.candidate_name}: {note}", stacklevel=1)
-    ref = harness_session.run.arm_set.reference_of(arm.name)  # set where this arm is a candidate
-    outputs = (check_outputs(harness_session, served_arm, workload, prompts, ref, request.node.nodeid, record)
+        warnings.warn(f"{under_test.candidate}: {note}", stacklevel=1)
+    ref = harness_session.reference_of(arm.name)  # set where this arm is a candidate
+    outputs = (check_outputs(harness_session, under_test, served_arm, workload, prompts, request.node.nodeid, record)
                if ref else None)
     dead = server_death(m)
     if dead:
@@ -89,10 +82,10 @@ def test_long_prefix(served_arm, harness_session, record, request):
     assert not failures, "\n".join(failures) + f"\nserver log tail:\n{tail(served_arm.server.log_text(), 5)}"
 
 
-def test_long_prefix_tpot_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
-    levels = harness_session.workload("long_prefix", cand).concurrency
-    gates = catalogue_gates(BY_NAME["long_prefix"], harness_session.records(), cand, ref, harness_session.thresholds(),
+def test_long_prefix_tpot_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
+    levels = under_test.workload("long_prefix").concurrency
+    gates = catalogue_gates(BY_NAME["long_prefix"], harness_session.records(), cand, ref, under_test.thresholds(),
                             {"long_prefix": {"concurrency": levels}})
     for gate in gates:
         record(GateRecord, **gate.record_fields())

@@ -12,7 +12,6 @@ import pytest
 
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
-from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.coverage_cells import CHUNK, LONG_GENERATION, MULTI_TURN, PRESSURE, RECYCLED, SHORT, random_tokens
 from harness.refcheck.coverage_send import (
@@ -25,10 +24,11 @@ from harness.refcheck.coverage_send import (
 )
 
 
-def skip_reason(session, arm_name: str, served: bool) -> str | None:
+def skip_reason(session, under_test, served: bool) -> str | None:
     """Read before any server starts: every cell is compared with the reference's output."""
-    if session.run.arm_set.reference_of(arm_name) is None:
-        return f"arm {arm_name!r} names no reference arm: output_coverage compares a candidate with its reference"
+    if session.reference_of(under_test.arm) is None:
+        return (f"arm {under_test.arm!r} names no reference arm: output_coverage compares a candidate with its "
+                "reference")
     return None
 
 
@@ -36,9 +36,9 @@ class Family:
     """One family's check on this run's candidate: its cells and workload, the server view (its comparisons file
     emptied: a rerun of the check starts it anew), and the judging of what the family left."""
 
-    def __init__(self, check: str, stored, candidate, session):
-        self.check, self.stored, self.candidate, self.session = check, stored, candidate, session
-        self.workload, self.prompts, self.space = session.references.coverage_prompts(session.candidate_name)
+    def __init__(self, check: str, stored, candidate, session, under_test):
+        self.check, self.stored, self.candidate, self.under_test = check, stored, candidate, under_test
+        self.workload, self.prompts, self.space = under_test.coverage_prompts()
         sink = session.run_dir / candidate.arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
         sink.parent.mkdir(parents=True, exist_ok=True)
         sink.unlink(missing_ok=True)
@@ -50,9 +50,7 @@ class Family:
 
     def judge(self, fam: FamilyRun, record) -> None:
         """The family's ReferenceCheckRecord, at the check's limits and floor; the assertion names every failure."""
-        arm, gates, run = self.candidate.arm, self.session.thresholds(), self.session.run
-        check = reference_check(gates, arm, self.check, self.stored.noise_key, run.calibration_repeat,
-                                run.build_of(arm.name))
+        arm, check = self.candidate.arm, self.under_test.reference_check(self.check, self.stored.noise_key)
         fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.run, check.drift_limit,
                                self.server.sink, fam.unproven, check.tie_gap)
         fields = check.judge(fields, fam.run.comparisons, bool(fam.run.aborted)).fields
@@ -72,21 +70,21 @@ class Family:
 
 
 @pytest.mark.parametrize("check", [LONG_GENERATION, SHORT, CHUNK])
-def test_output_coverage(check, coverage_outputs, candidate, harness_session, record):
+def test_output_coverage(check, coverage_outputs, candidate, harness_session, under_test, record):
     """Long generations, short prompts and chunk boundaries: each cell alone, then a family's cells at once (short
     prompts decoding side by side; prefill chunks of the long ones mixed with the short ones' decode steps)."""
-    f = Family(check, coverage_outputs, candidate, harness_session)
+    f = Family(check, coverage_outputs, candidate, harness_session, under_test)
     f.judge(alone_then_together(f.server, f.cells, coverage_outputs.outputs, check, together=check != LONG_GENERATION),
             record)
 
 
-def test_multi_turn(coverage_outputs, candidate, harness_session, record):
-    f = Family(MULTI_TURN, coverage_outputs, candidate, harness_session)
+def test_multi_turn(coverage_outputs, candidate, harness_session, under_test, record):
+    f = Family(MULTI_TURN, coverage_outputs, candidate, harness_session, under_test)
     f.judge(multi_turn(f.server, f.prompts, coverage_outputs.outputs), record)
 
 
-def test_recycled_blocks(coverage_outputs, candidate, harness_session, record):
-    f = Family(RECYCLED, coverage_outputs, candidate, harness_session)
+def test_recycled_blocks(coverage_outputs, candidate, harness_session, under_test, record):
+    f = Family(RECYCLED, coverage_outputs, candidate, harness_session, under_test)
     f.skip_unplanned("recycled")
     w = f.workload
 
@@ -96,7 +94,7 @@ def test_recycled_blocks(coverage_outputs, candidate, harness_session, record):
     f.judge(recycled_blocks(f.server, f.cells, coverage_outputs.outputs, w.recycled, make_fill), record)
 
 
-def test_kv_pressure(coverage_outputs, candidate, harness_session, record):
-    f = Family(PRESSURE, coverage_outputs, candidate, harness_session)
+def test_kv_pressure(coverage_outputs, candidate, harness_session, under_test, record):
+    f = Family(PRESSURE, coverage_outputs, candidate, harness_session, under_test)
     f.skip_unplanned("pressure")
     f.judge(kv_pressure(f.server, f.cells, coverage_outputs.outputs), record)

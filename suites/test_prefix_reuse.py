@@ -7,7 +7,6 @@ from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, compare_batches, record_fields
-from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.prompts import expected_hit_tokens
@@ -19,11 +18,10 @@ def hit_counter(base_url: str) -> float | None:
     return counter_total(fetch_metrics(base_url), HITS)
 
 
-def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
+def test_prefix_reuse(reference_outputs, candidate, harness_session, under_test, record):
     arm = candidate.arm
-    w, prompts, sampling = harness_session.references.check_prompts(harness_session.candidate_name)
-    check = reference_check(harness_session.thresholds(), arm, "prefix_reuse", reference_outputs.noise_key,
-                            harness_session.run.calibration_repeat, harness_session.run.build_of(arm.name))
+    w, prompts, sampling = under_test.check_prompts()
+    check = under_test.reference_check("prefix_reuse", reference_outputs.noise_key)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
@@ -39,7 +37,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, record):
     expected = expected_hit_tokens(prompts.probes, block)
     if not run.aborted:
         before = hit_counter(candidate.info.base_url)
-        probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.run.order_seed)], sampling,
+        probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.order_seed)], sampling,
                                  reference_outputs.outputs, sink)
         after = hit_counter(candidate.info.base_url)
         run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)

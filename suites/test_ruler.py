@@ -16,10 +16,10 @@ SUITE = BY_NAME["ruler"]
 MAX_GEN_TOKS = 128  # lm-eval's default for a request; each RULER task sets its own budget (30 to 128)
 
 
-def test_ruler(served_arm, harness_session, record):
+def test_ruler(served_arm, harness_session, under_test, record):
     arm = served_arm.arm
-    owner = harness_session.arm(harness_session.candidate_name)
-    w = harness_session.workload("ruler")
+    owner = harness_session.arm(under_test.candidate)
+    w = under_test.workload("ruler")
     tokenizer = tokenizer_dir(owner, w)
     where = harness_session.run_dir / "ruler_data" / (
         f"{w.name}-{hashlib.sha256(str(tokenizer).encode()).hexdigest()[:8]}")
@@ -27,12 +27,12 @@ def test_ruler(served_arm, harness_session, record):
     lm = arm_model(served_arm, w, MAX_GEN_TOKS)
     ev = evaluate(lm, data, harness_session.run_dir / arm.name / "ruler")
     rec = record(RulerRecord, arm=arm.name, **ruler_fields(ev, data, w))
-    if failure := evaluation_failure(served_arm, lm, ev, rec.n, harness_session.thresholds(), SUITE):
+    if failure := evaluation_failure(served_arm, lm, ev, rec.n, under_test.thresholds(), SUITE):
         pytest.fail(failure, pytrace=False)
 
 
-def test_ruler_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
-    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
+def test_ruler_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, under_test.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail

@@ -9,17 +9,15 @@ from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchRun, record_fields
-from harness.refcheck.check import reference_check
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
 
 
-def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
+def test_teacher_forcing(reference_outputs, candidate, harness_session, under_test, record):
     arm = candidate.arm
-    _, prompts, _ = harness_session.references.check_prompts(harness_session.candidate_name)
-    check = reference_check(harness_session.thresholds(), arm, "teacher_forcing", reference_outputs.noise_key,
-                            harness_session.run.calibration_repeat, harness_session.run.build_of(arm.name))
+    _, prompts, _ = under_test.check_prompts()
+    check = under_test.reference_check("teacher_forcing", reference_outputs.noise_key)
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +25,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, record):
     # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
     budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
     with sink.open("a") as f:
-        for p in reorder(prompts.all(), harness_session.run.order_seed):
+        for p in reorder(prompts.all(), harness_session.order_seed):
             ref = reference_outputs.outputs[p.id]
             try:
                 candidate.server.check_alive()

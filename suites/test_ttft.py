@@ -14,8 +14,8 @@ from harness.records.schema import GateRecord, MetricRecord
 SUITE = BY_NAME["ttft"]
 
 
-def test_ttft(served_arm, harness_session, record):
-    arm, w = served_arm.arm, harness_session.workload("ttft")
+def test_ttft(served_arm, under_test, record):
+    arm, w = served_arm.arm, under_test.workload("ttft")
     fits = check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name, arm.model.max_model_len,
                                "token_ids")
     assert fits.ok, fits.detail
@@ -28,8 +28,8 @@ def test_ttft(served_arm, harness_session, record):
     assert not rec.failed, f"arm {arm.name!r}: {rec.failed} of {rec.requests} ttft requests failed: {rec.errors}"
 
 
-def test_ttft_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
-    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, harness_session.thresholds())
+def test_ttft_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
+    (gate,) = catalogue_gates(SUITE, harness_session.records(), cand, ref, under_test.thresholds())
     record(GateRecord, **gate.record_fields())
     assert gate.passed or not gate.enforced, gate.detail

@@ -17,10 +17,14 @@ report` recomputes them). A gate whose input is missing, aborted or failed is FA
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from harness.config.arms import Speculative
 from harness.config.thresholds import SpecDecodeGates
+from harness.judge.degeneration import mean_span_fraction, text_units
 from harness.judge.gates import GateResult, latest
-from harness.judge.ngram_replay import Replay, counter_mismatches
+from harness.judge.ngram_replay import Replay, counter_mismatches, lookup_bounds, replay
+from harness.records.meaning import of_kind
 from harness.records.schema import (
     DegenerationRecord,
     OutcomeRecord,
@@ -36,20 +40,27 @@ EQUALITY_CHECK = "spec_decode"  # the ReferenceCheckRecord.check of the output c
 def suite_skipped(records: list[Record]) -> bool:
     """The suite skipped itself (the candidate has no drafter) and left no record: no gate to compute. A suite that
     ran and failed, or never ran, still gets its gates -- they read FAIL (no data)."""
-    outcomes = [r.outcome for r in records if isinstance(r, OutcomeRecord) and r.suite == SUITE]
+    outcomes = [r.outcome for r in of_kind(records, OutcomeRecord) if r.suite == SUITE]
     return bool(outcomes) and all(o == "skipped" for o in outcomes) and \
-        not any(isinstance(r, SpecDecodeRecord) for r in records)
+        not of_kind(records, SpecDecodeRecord)
 
 
-def acceptance_length(drafts: float | None, accepted: float | None) -> float | None:
-    """vLLM's convention (SpecDecodingLogging): the bonus token counts, so 1 + accepted / drafts."""
-    if not drafts or accepted is None:
-        return None
-    return 1 + accepted / drafts
-
-
-def position_rates(per_pos: list[float], drafts: float | None) -> list[float]:
-    return [v / drafts for v in per_pos] if drafts else []
+def outputs_fields(texts: list[str], replayed: Speculative | None, max_model_len: int,
+                   outputs: Sequence[tuple[list[int], list[int]]], failed: int) -> dict:
+    """A SpecDecodeRecord's fields judged from the arm's own outputs: their repetition (mean_span_fraction, of the
+    finished requests' `texts`) and, on an n-gram arm whose counters were measured (`replayed`: its speculative
+    section), vLLM's proposer replayed over the (prompt ids, output ids) of its finished requests: the counters it
+    must have made (harness/judge/ngram_replay.py). `failed`: requests that did not finish (no full replay)."""
+    fields: dict = {"mean_span_fraction": mean_span_fraction([text_units(t) for t in texts])}
+    if replayed is None or replayed.method != "ngram":
+        return fields
+    if failed or not outputs:
+        return {**fields, "replay_problem": f"{failed} of {failed + len(outputs)} request(s) failed: no full replay"}
+    if any(not prompt for prompt, _ in outputs):
+        return {**fields, "replay_problem": "the server returned no prompt token ids (return_token_ids): no replay"}
+    lo, hi = lookup_bounds(replayed.extra)
+    r = replay(list(outputs), lo, hi, replayed.num_speculative_tokens, max_model_len)
+    return {**fields, "replay_drafts": r.drafts, "replay_accepted": [r.accepted_min, r.accepted_max]}
 
 
 def speedup(ref_tpot: float | None, cand_tpot: float | None) -> float | None:
@@ -163,7 +174,7 @@ def spec_decode_gates(records: list[Record], cand: str, ref: str, limits: SpecDe
 
 def from_check(records: list[Record], cand: str, ref: str) -> GateResult:
     """Output equality: the spec_decode ReferenceCheckRecord the suite wrote (the existing comparison)."""
-    found = [r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand and r.check == EQUALITY_CHECK]
+    found = [r for r in of_kind(records, ReferenceCheckRecord) if r.arm == cand and r.check == EQUALITY_CHECK]
     if not found:
         return gate("spec_decode_output_equality", cand, ref, [f"no data: no output comparison of {cand} with {ref}"],
                     "")
@@ -176,7 +187,7 @@ def from_check(records: list[Record], cand: str, ref: str) -> GateResult:
 
 
 def from_degeneration(records: list[Record], cand: str, ref: str, suite: str = SUITE) -> GateResult:
-    found = [r for r in records if isinstance(r, DegenerationRecord) and r.arm == cand and r.suite == suite]
+    found = [r for r in of_kind(records, DegenerationRecord) if r.arm == cand and r.suite == suite]
     name = f"{suite}_degeneration"
     if not found:
         return GateResult(name, suite, cand, ref, False, f"no data: no degeneration record of {cand}")

@@ -171,6 +171,17 @@ async def run_prompts(base_url: str, model: str, prompts: list[SpecPrompt], w: S
     return out, None
 
 
+def acceptance_length(drafts: float | None, accepted: float | None) -> float | None:
+    """vLLM's convention (SpecDecodingLogging): the bonus token counts, so 1 + accepted / drafts."""
+    if not drafts or accepted is None:
+        return None
+    return 1 + accepted / drafts
+
+
+def position_rates(per_pos: list[float], drafts: float | None) -> list[float]:
+    return [v / drafts for v in per_pos] if drafts else []
+
+
 @dataclass(frozen=True)
 class SpecCounters:
     """The server's cumulative spec-decode counters (summed over engines)."""

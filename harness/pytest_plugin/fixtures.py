@@ -10,17 +10,20 @@ from pydantic import BaseModel
 
 from harness.config.errors import HarnessError
 from harness.pytest_plugin.grouping import order_by_arm, phase
-from harness.pytest_plugin.options import options_from
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
 from harness.pytest_plugin.references import CHECKS, COVERAGE, LONG_CONTEXT, LONG_CONTEXT_SWEEP
-from harness.pytest_plugin.session import SESSION_KEY, HarnessSession
+from harness.pytest_plugin.session import SESSION_KEY, HarnessSession, UnderTest
+from harness.pytest_plugin.started_run import session_run
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SESSION_KEY] = HarnessSession(options_from(config))
+    """The session of the run this process runs (started_run.session_run); none where it runs no suite files."""
+    run = session_run(config)
+    if run is not None:
+        config.stash[SESSION_KEY] = HarnessSession(run)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -29,7 +32,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run: recorded as failed, and the exit status set to 1 where every test passed."""
     harness = session.config.stash.get(SESSION_KEY, None)
     deaths = harness.servers.deaths() if harness is not None else []
-    if harness is not None and harness.options.parallel:
+    if harness is not None and harness.run.parallel:
         mark_worker_done(harness.run_dir)  # a worker waiting on this one's records stops waiting
     for message in deaths:
         session.config.get_terminal_writer().line(f"FAILED: {message}", red=True)
@@ -45,7 +48,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
-    return request.config.stash[SESSION_KEY]
+    session = request.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        pytest.fail("no harness run in this pytest session: run the suites with `python -m harness qualify`, or name "
+                    "suite files (suites/test_<suite>.py) to pytest", pytrace=False)
+    return session
 
 
 def _live(session: HarnessSession, name: str) -> LiveServer:
@@ -57,33 +64,39 @@ def _live(session: HarnessSession, name: str) -> LiveServer:
     pytest.fail(failure, pytrace=False)  # outside the except block: the message alone, no chained traceback
 
 
+@pytest.fixture
+def under_test(harness_session: HarnessSession, request: pytest.FixtureRequest) -> UnderTest:
+    """The candidate this test runs for, resolved from the test itself (its node id: HarnessSession.under_test)."""
+    return harness_session.under_test(request.node.nodeid)
+
+
 # Function-scoped on purpose: they return the session's cached server, launching it again if
 # `served_arm` released it after that arm's tests.
 @pytest.fixture
-def candidate(harness_session: HarnessSession) -> LiveServer:
-    return _live(harness_session, harness_session.candidate_name)
+def candidate(harness_session: HarnessSession, under_test: UnderTest) -> LiveServer:
+    return _live(harness_session, under_test.candidate)
 
 
 @pytest.fixture
-def reference(harness_session: HarnessSession) -> LiveServer:
-    name = harness_session.reference_name
-    if name is None:
-        pytest.skip(f"arm {harness_session.candidate_name!r} names no reference arm")
-    return _live(harness_session, name)
+def reference(harness_session: HarnessSession, under_test: UnderTest) -> LiveServer:
+    if under_test.reference is None:
+        pytest.skip(f"arm {under_test.candidate!r} names no reference arm")
+    return _live(harness_session, under_test.reference)
 
 
-def _stored(session: HarnessSession, name: str | None, serving: bool = False, which: str = CHECKS) -> StoredOutputs:
-    """Arm `name`'s stored outputs for prompt set `which`. `serving`: this worker runs that arm's tests (a parallel
-    run's reference worker), so it captures them itself, without waiting, and keeps the server it captured with for
-    those tests."""
+def _stored(session: HarnessSession, test: UnderTest, name: str | None, serving: bool = False,
+            which: str = CHECKS) -> StoredOutputs:
+    """Arm `name`'s stored outputs for the prompt set `which` of `test`'s candidate. `serving`: this worker runs that
+    arm's tests (a parallel run's reference worker), so it captures them itself, without waiting, and keeps the
+    server it captured with for those tests."""
     if name is None:
-        pytest.skip(f"arm {session.candidate_name!r} names no reference arm")
+        pytest.skip(f"arm {test.candidate!r} names no reference arm")
     try:
-        if not serving and session.options.parallel and which in session.outputs_needed.get(name, ()):
+        if not serving and session.run.parallel and which in session.outputs_needed.get(name, ()):
             # the reference's own worker captures them while its server is up; wait for the store, and capture
             # here only if that worker finished without them
-            session.wait_until_stored(name, which)
-        return session.references.outputs(name, session.candidate_name, keep_server=serving, which=which)
+            session.wait_until_stored(name, test.candidate, which)
+        return session.references.outputs(name, test.candidate, keep_server=serving, which=which)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -93,74 +106,74 @@ def _stored(session: HarnessSession, name: str | None, serving: bool = False, wh
 # the candidate to capture it. Function-scoped: each candidate of the run has its own reference (the session keeps
 # what it loaded or captured).
 @pytest.fixture
-def reference_outputs(harness_session: HarnessSession) -> StoredOutputs:
-    stored = _stored(harness_session, harness_session.reference_name)
-    capture_eager_variant(harness_session)
+def reference_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
+    stored = _stored(harness_session, under_test, under_test.reference)
+    capture_eager_variant(harness_session, under_test)
     return stored
 
 
 @pytest.fixture
-def long_context_outputs(harness_session: HarnessSession) -> StoredOutputs:
+def long_context_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
     """The reference arm's cold outputs for the candidate's long_context grid (captured like reference_outputs)."""
-    stored = _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT)
-    capture_eager_variant(harness_session)
+    stored = _stored(harness_session, under_test, under_test.reference, which=LONG_CONTEXT)
+    capture_eager_variant(harness_session, under_test)
     return stored
 
 
 @pytest.fixture
-def long_context_sweep_outputs(harness_session: HarnessSession) -> StoredOutputs:
+def long_context_sweep_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
     """The reference arm's cold outputs at the grid's sweep lengths (this run's length seed): captured anew whenever
     the seed draws lengths the store does not hold. A workload without a sweep needs none (and starts no server)."""
-    _, sweep, _ = harness_session.references.long_context_sweep_prompts(harness_session.candidate_name)
+    _, sweep, _ = under_test.long_context_sweep_prompts()
     if not sweep.cells:
-        return StoredOutputs(harness_session.reference_name or "", "", Path(), {}, reused=True)
-    return _stored(harness_session, harness_session.reference_name, which=LONG_CONTEXT_SWEEP)
+        return StoredOutputs(under_test.reference or "", "", Path(), {}, reused=True)
+    return _stored(harness_session, under_test, under_test.reference, which=LONG_CONTEXT_SWEEP)
 
 
 @pytest.fixture
-def coverage_outputs(harness_session: HarnessSession) -> StoredOutputs:
+def coverage_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
     """The reference arm's outputs for the candidate's output_coverage cells and session (captured like
     reference_outputs: before the candidate starts)."""
-    stored = _stored(harness_session, harness_session.reference_name, which=COVERAGE)
-    capture_eager_variant(harness_session)
+    stored = _stored(harness_session, under_test, under_test.reference, which=COVERAGE)
+    capture_eager_variant(harness_session, under_test)
     return stored
 
 
-def capture_eager_variant(session: HarnessSession) -> None:
+def capture_eager_variant(session: HarnessSession, test: UnderTest) -> None:
     """The candidate's eager variant's outputs, with the reference's: whichever of these fixtures comes first (the
     long_context grid's, on the 120k arms) captures them before the candidate starts, so graph_replay never stops the
     candidate to capture them (on one H200 that cost a second start, 43 s). Only where a collected test compares with
     the variant: a run without graph_replay starts no eager server."""
-    variant = session.arm(session.candidate_name).eager_variant
-    if variant and session.candidate_name in session.eager_needed:
-        _stored(session, variant)
+    variant = session.arm(test.candidate).eager_variant
+    if variant and test.candidate in session.eager_needed:
+        _stored(session, test, variant)
 
 
 @pytest.fixture
-def eager_outputs(harness_session: HarnessSession) -> StoredOutputs | None:
+def eager_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs | None:
     """The candidate under --enforce-eager (its `eager_variant` arm), where the arm names one."""
-    variant = harness_session.arm(harness_session.candidate_name).eager_variant
-    return _stored(harness_session, variant) if variant else None
+    variant = harness_session.arm(under_test.candidate).eager_variant
+    return _stored(harness_session, under_test, variant) if variant else None
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A resumed run drops the tests that already have a verdict (so no server starts for an arm with no work
     left); the rest run arm by arm, references first (grouping.order_by_arm), so each server starts once and a capture
-    never has to stop a candidate mid-suite. A suite module's `skip_reason(session, arm, served)` (a sentence, or
-    None, for the arm a test runs for; `served`: the arm's own run, else a candidate's comparison) skips that test
-    before any fixture starts a server."""
+    never has to stop a candidate mid-suite. A suite module's `skip_reason(session, under_test, served)` (a
+    sentence, or None, for what a test runs for: under_test.arm and its candidate; `served`: the arm's own run, else
+    a candidate's comparison) skips that test before any fixture starts a server."""
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if session.options.resume:
+    if session.run.resume:
         done = [i for i in items if test_id(i.nodeid) in session.done]
         if done:
             config.hook.pytest_deselected(items=done)
             items[:] = [i for i in items if test_id(i.nodeid) not in session.done]
     suite_items = [i for i in items if i.path.parent.name == "suites"]
     if suite_items:
-        keys = [(session.arm_of(i.nodeid), phase(i, session.options.parallel)) for i in suite_items]
+        keys = [(session.arm_of(i.nodeid), phase(i, session.run.parallel)) for i in suite_items]
         order = order_by_arm(keys, session.run.arm_set.run_order())
         others = [i for i in items if i.path.parent.name != "suites"]
         items[:] = [suite_items[k] for k in order] + others
@@ -172,9 +185,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         key = (module, session.arm_of(item.nodeid), "served_arm" in getattr(item, "fixturenames", ()))
         if key not in reasons:
-            session.focus_on(item.nodeid)
             try:
-                reasons[key] = check(session, key[1], key[2])
+                reasons[key] = check(session, session.for_arm(key[1]), key[2])
             except HarnessError:
                 reasons[key] = None  # the candidate's YAML is broken: its tests report that
         if reasons[key]:
@@ -187,7 +199,9 @@ CANDIDATE_PARAM = "_for_candidate"
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """`served_arm` runs a test once per arm of the run (candidates, then references), ids = arm names. In a run of
     several candidates every other suite test runs once per candidate, ids = candidate names."""
-    session: HarnessSession = metafunc.config.stash[SESSION_KEY]
+    session = metafunc.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return
     if "served_arm" in metafunc.fixturenames:
         names = session.run.arm_set.arms
         metafunc.parametrize("served_arm", names, ids=names, indirect=True, scope="session")
@@ -202,14 +216,6 @@ def _for_candidate(request: pytest.FixtureRequest) -> str | None:
     return getattr(request, "param", None)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before any fixture of the test: the session's focus is the candidate this test runs for."""
-    session = item.config.stash.get(SESSION_KEY, None)
-    if session is not None and item.path.parent.name == "suites":
-        session.focus_on(item.nodeid)
-
-
 @pytest.fixture(scope="session")
 def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     # pytest runs every test of one arm, then finalizes this before the next arm's: the servers never compete for
@@ -219,7 +225,7 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
     for which in sorted(session.outputs_needed.get(request.param, ())):
         # captured while this server is up (and, in parallel, by the worker that serves this arm: waiting would
         # deadlock)
-        _stored(session, request.param, serving=True, which=which)
+        _stored(session, session.for_arm(request.param), request.param, serving=True, which=which)
     yield _live(harness_session, request.param)
     failure = None
     try:
@@ -235,15 +241,6 @@ def served_arm(request: pytest.FixtureRequest, harness_session: HarnessSession):
 SERVER_FIXTURES = ("served_arm", "candidate", "reference")
 
 
-def wait_for_reference(session: HarnessSession, nodeid: str) -> None:
-    """A comparison in a parallel run (no server of its own) waits for the reference's tests of its suite to be
-    recorded: only those, not the whole reference arm."""
-    ref = session.reference_name
-    needed = [test_id(t) for t in session.collected.get(nodeid.split("::")[0], {}).get(ref or "", [])]
-    if needed:
-        session.wait_for_tests(needed)
-
-
 @pytest.fixture(autouse=True)
 def _server_still_alive(request: pytest.FixtureRequest):
     """Before each suite test: the servers it uses are still alive. After a server death the arm's remaining tests
@@ -254,15 +251,16 @@ def _server_still_alive(request: pytest.FixtureRequest):
     suite = request.node.module.__name__.removeprefix("test_")
     names = request.fixturenames
     spec = getattr(request.node, "callspec", None)
+    test = session.under_test(request.node.nodeid)
     arms = []
     if "served_arm" in names and spec is not None:
         arms.append(spec.params["served_arm"])
     if "candidate" in names:
-        arms.append(session.candidate_name)
-    if "reference" in names and session.reference_name:
-        arms.append(session.reference_name)
-    if session.options.parallel and not arms and "served_arm" not in names:
-        wait_for_reference(session, request.node.nodeid)
+        arms.append(test.candidate)
+    if "reference" in names and test.reference:
+        arms.append(test.reference)
+    if not arms and "served_arm" not in names:  # a comparison: in parallel, its reference's tests first
+        session.wait_for_reference(request.node.nodeid, test.reference)
     for arm in dict.fromkeys(arms):
         failure = None
         try:

@@ -1,13 +1,21 @@
 """The spec_decode suite's output equality: each candidate output against the reference arm's output for the same
-prompt, through the existing comparison (exact tokens, drift before the first divergence, tie flips)."""
+prompt, through the existing comparison (exact tokens, drift before the first divergence, tie flips), judged as any
+reference check (refcheck/check.py), and the degeneration detector on the same pairs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.measure.spec_decode_metrics import SpecSample
-from harness.refcheck.batches import BatchRun
-from harness.refcheck.compare import compare_outputs
+from harness.config.thresholds import Gates
+from harness.judge.degeneration import degeneration_fields, text_units
+from harness.judge.spec_decode_gates import EQUALITY_CHECK
+from harness.measure.spec_decode_metrics import SpecSample, read_samples
+from harness.records.meaning import of_kind
+from harness.records.schema import Record, ReferenceCheckFields, SpecDecodeRecord
+from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.check import ReferenceCheck
+from harness.refcheck.compare import compare_outputs, tie_flipped
 
 
 def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -> BatchRun:
@@ -28,3 +36,44 @@ def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -
     if len(cand) < len(ref):
         run.aborted = f"the candidate answered {len(cand)} of the reference's {len(ref)} prompts"
     return run
+
+
+@dataclass(frozen=True)
+class Equality:
+    """The candidate's outputs against the reference's: a ReferenceCheckRecord's and a DegenerationRecord's fields."""
+
+    check: ReferenceCheckFields
+    degeneration: dict
+
+
+def compare_arms(records: list[Record], cand: str, ref: str, run_dir: Path, gates: Gates,
+                 check: ReferenceCheck | None = None) -> Equality | None:
+    """The two arms' latest spec_decode samples files compared; None when either arm has none. `check`: the check's
+    limits (the candidate's reference_check), paired with its floor; None: gates.yaml's limits alone."""
+    mine = [r for r in of_kind(records, SpecDecodeRecord) if r.arm == cand]
+    theirs = [r for r in of_kind(records, SpecDecodeRecord) if r.arm == ref]
+    if not (mine and theirs and mine[-1].samples_path and theirs[-1].samples_path):
+        return None
+    c_samples, r_samples = read_samples_or_empty(mine[-1].samples_path), read_samples_or_empty(theirs[-1].samples_path)
+    sink = run_dir / cand / f"spec_decode_vs_{ref}_comparisons.jsonl"
+    run = compare_samples(c_samples, r_samples, sink)
+    fixed = gates.reference_checks
+    limit = check.drift_limit if check else fixed.limit_for(EQUALITY_CHECK)
+    tie_gap = check.tie_gap if check else fixed.tie_gap
+    fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run, limit, sink, [], tie_gap)
+    if check is not None:
+        fields = check.judge(fields, run.comparisons, bool(run.aborted)).fields
+    by_id = {s.id: s for s in r_samples if not s.error}
+    pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
+             for s in c_samples if not s.error and s.id in by_id]
+    spread = check.calibrated_spread if check else None
+    return Equality(fields, degeneration_fields(pairs, ref, gates.degeneration, " ".join,
+                                                tie_flipped(run.comparisons, tie_gap), spread))
+
+
+def read_samples_or_empty(path: str) -> list[SpecSample]:
+    """A samples file that is gone leaves no comparison: the gates then read 'no data'."""
+    try:
+        return read_samples(Path(path))
+    except OSError:
+        return []

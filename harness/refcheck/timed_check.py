@@ -22,6 +22,7 @@ from harness.records.jsonl import read_jsonl
 from harness.records.paths import resolve_path
 from harness.refcheck.teacher_forcing import compare_forced
 from harness.refcheck.timed_outputs import (
+    TimedComparisons,
     by_request,
     compare_pairs,
     forced_picks,
@@ -33,11 +34,7 @@ from harness.serve.launch import LiveServer
 
 
 @dataclass
-class TimedRun:
-    generated: list  # RequestComparison per paired request
-    forced: list  # TeacherForcedComparison per scored request
-    gaps: list[str]  # "no data: ..." per request (or arm) that could not be compared
-    aborted: str | None  # why teacher forcing stopped early
+class TimedRun(TimedComparisons):
     outputs: list[tuple[str, list[int], list[int]]]  # (request, candidate tokens, reference tokens): degeneration
     reference_key: str  # where the reference's outputs came from
     sink: Path  # every comparison, one JSON line each

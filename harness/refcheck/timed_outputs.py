@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from harness.measure.generation import Generation
 from harness.records.schema import ReferenceCheckFields, RequestComparison
@@ -85,13 +86,27 @@ def forced_picks(keys: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return [keys[round(i * (len(keys) - 1) / (n - 1))] for i in range(n)]
 
 
-def checked_fields(generated: list[RequestComparison], forced: list[RequestComparison], gaps: list[str],
-                   reference: str, drift_limit: float, tie_gap: float, extra_failures: Iterable[str] = (),
-                   aborted: str | None = None, reference_key: str = "") -> ReferenceCheckFields:
+@dataclass
+class TimedComparisons:
+    """What the long-prefix outputs check compared (harness/refcheck/timed_check.py TimedRun adds where from)."""
+
+    generated: list[RequestComparison]  # per paired request
+    forced: list[RequestComparison]  # TeacherForcedComparison per scored request
+    gaps: list[str]  # "no data: ..." per request (or arm) that could not be compared
+    aborted: str | None  # why teacher forcing stopped early
+
+    @property
+    def comparisons(self) -> list[RequestComparison]:
+        return [*self.generated, *self.forced]
+
+
+def checked_fields(compared: TimedComparisons, reference: str, drift_limit: float, tie_gap: float,
+                   extra_failures: Iterable[str] = (), reference_key: str = "") -> ReferenceCheckFields:
     """The check's verdict and numbers for the long-prefix outputs: the free
     generations judged as refcheck/compare.py judges any generation (tie flips by the reference's top-2 gap), the
     teacher-forced sample the same way, every unpaired request a "no data" failure, and the degeneration detector's
     lines. Validity unknown (gaps, an aborted scoring) makes the record aborted: the TPOT gate then reads no data."""
+    generated, forced, gaps, aborted = compared.generated, compared.forced, compared.gaps, compared.aborted
     extra = list(extra_failures)
     gen = judge_comparisons(CHECK, generated, drift_limit, tie_gap)
     parts = [gen.detail]

@@ -10,8 +10,9 @@ from reportrun import SPEC_REF as REF
 from reportrun import check, degeneration, healthy, spec
 
 from harness.config.thresholds import Gates, SpecDecodeGates
-from harness.judge.spec_decode_gates import acceptance_length, curve_violations, position_rates, spec_decode_gates
+from harness.judge.spec_decode_gates import curve_violations, spec_decode_gates
 from harness.judge.suite_gates import evaluate_gates
+from harness.measure.spec_decode_metrics import acceptance_length, position_rates
 from harness.records.schema import OutcomeRecord
 
 LIMITS = SpecDecodeGates()

@@ -19,10 +19,11 @@ def suite():
     return runpy.run_path(str(REPO_ROOT / "suites" / "test_dcp_ops.py"))["test_dcp_ops"]
 
 
-def session(tmp_path: Path, dcp: int):
+def session(tmp_path: Path, dcp: int) -> tuple[SimpleNamespace, SimpleNamespace]:
+    """(harness_session, under_test) as the suite gets them."""
     arm = SimpleNamespace(name="gpu-dcp2", parallelism=SimpleNamespace(dcp=dcp), launcher=SimpleNamespace(python=None))
-    return SimpleNamespace(candidate_name=arm.name, arm=lambda name: arm, run_dir=tmp_path,
-                           thresholds=lambda: load_gates(arm.name))
+    return (SimpleNamespace(arm=lambda name: arm, run_dir=tmp_path),
+            SimpleNamespace(candidate=arm.name, thresholds=lambda: load_gates(arm.name)))
 
 
 def recorder(into: list):
@@ -38,7 +39,7 @@ def test_no_gpu_records_the_runners_reason_and_skips(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     got: list[DcpOpsRecord] = []
     with pytest.raises(pytest.skip.Exception, match="no CUDA device visible"):
-        suite()(session(tmp_path, 2), recorder(got))
+        suite()(*session(tmp_path, 2), recorder(got))
     (rec,) = got
     assert rec.status == "skipped" and rec.passed and "no CUDA device visible" in rec.detail and rec.world == 2
     written = json.loads((tmp_path / "gpu-dcp2" / "dcp_ops.json").read_text())
@@ -49,7 +50,7 @@ def test_no_gpu_records_the_runners_reason_and_skips(tmp_path, monkeypatch):
 def test_arm_without_dcp_skips_without_running_the_runner(tmp_path):
     got: list[DcpOpsRecord] = []
     with pytest.raises(pytest.skip.Exception, match=r"parallelism.dcp = 1: no DCP ops to check"):
-        suite()(session(tmp_path, 1), recorder(got))
+        suite()(*session(tmp_path, 1), recorder(got))
     assert got[0].status == "skipped" and not (tmp_path / "gpu-dcp2").exists()
 
 

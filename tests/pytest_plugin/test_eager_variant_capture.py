@@ -15,21 +15,25 @@ class Session(SimpleNamespace):
         return SimpleNamespace(eager_variant={"gpu-mla-120k": "gpu-mla-120k-eager"}.get(name))
 
 
-def captured_by(session, monkeypatch) -> list[str]:
+def under_test(candidate: str, reference: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(arm=candidate, candidate=candidate, reference=reference)
+
+
+def captured_by(session, candidate: str, monkeypatch) -> list[str]:
     seen = []
-    monkeypatch.setattr(fixtures, "_stored", lambda s, name, **kw: seen.append(name))
-    fixtures.capture_eager_variant(session)
+    monkeypatch.setattr(fixtures, "_stored", lambda s, test, name, **kw: seen.append(name))
+    fixtures.capture_eager_variant(session, under_test(candidate))
     return seen
 
 
 def test_the_variant_is_captured_when_a_collected_test_compares_with_it(monkeypatch):
-    session = Session(candidate_name="gpu-mla-120k", eager_needed={"gpu-mla-120k"})
-    assert captured_by(session, monkeypatch) == ["gpu-mla-120k-eager"]
+    session = Session(eager_needed={"gpu-mla-120k"})
+    assert captured_by(session, "gpu-mla-120k", monkeypatch) == ["gpu-mla-120k-eager"]
 
 
 def test_no_eager_server_without_graph_replay_or_without_a_variant(monkeypatch):
-    assert captured_by(Session(candidate_name="gpu-mla-120k", eager_needed=set()), monkeypatch) == []
-    assert captured_by(Session(candidate_name="cpu-smoke", eager_needed={"cpu-smoke"}), monkeypatch) == []
+    assert captured_by(Session(eager_needed=set()), "gpu-mla-120k", monkeypatch) == []
+    assert captured_by(Session(eager_needed={"cpu-smoke"}), "cpu-smoke", monkeypatch) == []
 
 
 def item(nodeid: str, *fixturenames: str) -> SimpleNamespace:
@@ -51,9 +55,9 @@ def test_collection_marks_the_candidates_whose_tests_need_their_eager_variant():
 def test_both_capture_fixtures_capture_the_variant_after_the_references_outputs(monkeypatch):
     # The long_context grid's tests run before graph_replay's on the 120k arms; when only reference_outputs captured
     # the variant, graph_replay stopped the candidate to capture it (a second start on the H200, 2026-12-03b).
-    session = Session(candidate_name="gpu-mla-120k", reference_name="gpu-mla-120k-ref", eager_needed={"gpu-mla-120k"})
+    session = Session(eager_needed={"gpu-mla-120k"})
     for fixture in (fixtures.reference_outputs, fixtures.long_context_outputs):
         seen: list[str] = []
-        monkeypatch.setattr(fixtures, "_stored", lambda s, name, seen=seen, **kw: seen.append(name))
-        fixture.__wrapped__(session)  # the fixture's own function, as pytest calls it
+        monkeypatch.setattr(fixtures, "_stored", lambda s, test, name, seen=seen, **kw: seen.append(name))
+        fixture.__wrapped__(session, under_test("gpu-mla-120k", "gpu-mla-120k-ref"))  # as pytest calls it
         assert seen == ["gpu-mla-120k-ref", "gpu-mla-120k-eager"], fixture.__name__

@@ -106,17 +106,18 @@ def test_a_test_belongs_to_its_served_arm_else_the_candidate():
         "cpu-spec"
 
 
-def test_the_scheduler_the_outcome_record_and_the_focus_use_one_rule(tmp_path):
+def test_the_scheduler_the_outcome_record_and_the_candidate_under_test_use_one_rule(tmp_path):
     """Which arm a test belongs to is answered once (HarnessSession.arm_of): the xdist scheduler's scope, the arm an
     OutcomeRecord names and the candidate a test runs for all come from it."""
     from types import SimpleNamespace
 
+    from startedruns import shipped
+
     from harness.pytest_plugin.grouping import ArmScheduling
-    from harness.pytest_plugin.options import Options
     from harness.pytest_plugin.recording import outcome_record
     from harness.pytest_plugin.session import HarnessSession
 
-    s = HarnessSession(Options(arms=["cpu-smoke", "cpu-spec"], run_dir=tmp_path / "run"))
+    s = HarnessSession(shipped(tmp_path / "run", ["cpu-smoke", "cpu-spec"]))
     scheduler = ArmScheduling.__new__(ArmScheduling)
     scheduler.session = s
     ids = {"suites/test_kv_capacity.py::test_kv_capacity[cpu-ref]": "cpu-ref",
@@ -127,9 +128,9 @@ def test_the_scheduler_the_outcome_record_and_the_focus_use_one_rule(tmp_path):
         item = SimpleNamespace(nodeid=nodeid, module=SimpleNamespace(__name__="test_x"))
         report = SimpleNamespace(when="call", outcome="passed", passed=True, duration=0.1)
         assert outcome_record(item, report, "run", s.arm_of(nodeid)).arm == arm
-        s.focus_on(nodeid)
-        assert s.candidate_name == ("cpu-smoke" if arm == "cpu-ref" else arm)  # the reference's first candidate
-        assert s.reference_name == "cpu-ref"
+        test = s.under_test(nodeid)
+        assert test.arm == arm and test.candidate == ("cpu-smoke" if arm == "cpu-ref" else arm)  # its first candidate
+        assert test.reference == "cpu-ref"
 
 
 def test_a_serial_run_orders_tests_reference_first_then_arm_by_arm():
@@ -218,8 +219,8 @@ def note(arm, what):
 
 def test_one(served_arm): note(served_arm, "served")
 def test_two(served_arm): note(served_arm, "served")
-def test_vs_reference(request, harness_session):
-    note(request.node.callspec.params["_for_candidate"], "vs-" + harness_session.pair()[1])
+def test_vs_reference(request, under_test):
+    note(request.node.callspec.params["_for_candidate"], "vs-" + under_test.pair()[1])
 ''', "-n", "3", "--arms", "cpu-smoke,cpu-spec")
     assert sorted((a, w) for a, w, _ in ran) == sorted(
         [("cpu-ref", "served")] * 2 + [(c, "served") for c in ("cpu-smoke", "cpu-spec") for _ in range(2)]
@@ -232,8 +233,9 @@ def test_vs_reference(request, harness_session):
 def test_under_refresh_a_waiting_worker_takes_only_this_runs_capture_not_the_old_store(tmp_path, monkeypatch):
     # --refresh-reference --parallel: the store holds the previous outputs under the same key until the reference's
     # worker has re-captured them; the candidate's worker read those at once and compared against stale outputs
+    from startedruns import shipped
+
     from harness.pytest_plugin import references
-    from harness.pytest_plugin.options import Options
     from harness.pytest_plugin.session import HarnessSession
     from harness.refcheck.store import StoredOutputs
 
@@ -241,10 +243,10 @@ def test_under_refresh_a_waiting_worker_takes_only_this_runs_capture_not_the_old
     monkeypatch.setattr(references.store, "load", lambda *a: old)
     monkeypatch.setattr(references, "installed_vllm_version", lambda python: "0.0-test")
     run = tmp_path / "run"
-    waiting = HarnessSession(Options(arm="cpu-smoke", run_dir=run, refresh_reference=True, parallel=True)).references
+    waiting = HarnessSession(shipped(run, ["cpu-smoke"], refresh_reference=True, parallel=True)).references
     assert waiting.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is None  # the old store is not this run's capture
     references.refreshed_marker(run, "cpu-ref").parent.mkdir(parents=True)
     references.refreshed_marker(run, "cpu-ref").write_text("saved")  # what the capturing worker writes after save
     assert waiting.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is old
-    plain = HarnessSession(Options(arm="cpu-smoke", run_dir=tmp_path / "run2", parallel=True)).references
+    plain = HarnessSession(shipped(tmp_path / "run2", ["cpu-smoke"], parallel=True)).references
     assert plain.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is old  # without refresh the store is the answer

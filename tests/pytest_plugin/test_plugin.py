@@ -1,18 +1,18 @@
 import pytest
+from startedruns import handed, shipped
 
-from harness.pytest_plugin.options import Options
 from harness.pytest_plugin.session import HarnessSession
 
 
 def session(tmp_path, reference="tp8") -> HarnessSession:
-    return HarnessSession(Options(arm="dcp8", reference=reference, run_dir=tmp_path / "run"))
+    return HarnessSession(shipped(tmp_path / "run", ["dcp8"], reference))
 
 
 def test_pair_and_records_read_back_from_the_results_file(tmp_path):
     from harness.records.schema import KvCapacityRecord
 
     s = session(tmp_path)
-    assert s.pair() == ("dcp8", "tp8") and s.run_id == "run"
+    assert s.under_test("suites/test_x.py::test_y").pair() == ("dcp8", "tp8") and s.run_id == "run"
     s.writer.append(KvCapacityRecord(run_id="run", arm="dcp8", suite="kv_capacity", device="GPU", tokens=5,
                                      gib_per_worker=None, tp=8, dcp=8, source_line="x"))
     assert [r.tokens for r in s.records()] == [5]
@@ -21,19 +21,27 @@ def test_pair_and_records_read_back_from_the_results_file(tmp_path):
 def test_pair_skips_without_a_reference(tmp_path, arms_dir):
     d, write = arms_dir
     write("solo", "extends: base\n")
-    s = HarnessSession(Options(arm="solo", run_dir=tmp_path / "run"))
-    s.run._arms["solo"] = __import__("harness.config.arms", fromlist=["load_arm"]).load_arm("solo", arms_dir=d)
+    from harness.config.arms import load_arm
+    from harness.config.armset import ArmSet, Pair
+
+    s = HarnessSession(handed(tmp_path / "run", [load_arm("solo", arms_dir=d)], ArmSet((Pair("solo", None),))))
     with pytest.raises(pytest.skip.Exception, match="names no reference arm"):
-        s.pair()
+        s.under_test("suites/test_x.py::test_y").pair()
 
 
 def test_reference_defaults_to_the_arms_own(tmp_path):
-    assert session(tmp_path, reference=None).reference_name == "tp8"  # dcp8.yaml says reference: tp8
+    assert session(tmp_path, reference=None).under_test("suites/test_x.py::test_y").reference == "tp8"  # dcp8.yaml's
 
 
-def test_a_session_without_records_leaves_no_run_directory(tmp_path):
-    s = session(tmp_path)
-    assert not s.run_dir.exists()  # plain `pytest tests` must not litter reports/ with empty runs
+def test_a_session_of_no_suite_files_is_no_run_and_writes_nothing(pytester, tmp_path):
+    """Plain `pytest tests` must not litter reports/ with empty runs: a session that runs no suite files admits
+    nothing, writes no run.json and has no harness session."""
+    pytester.makeconftest('pytest_plugins = ["harness.pytest_plugin"]\n')
+    pytester.makepyfile(test_any="def test_passes(request):\n    assert request.config.stash.get("
+                        "__import__('harness.pytest_plugin.session', fromlist=['x']).SESSION_KEY, None) is None\n")
+    result = pytester.runpytest_inprocess("--arm", "dcp8", "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_dead_server_makes_the_arms_remaining_tests_not_run_with_the_cause(tmp_path):
@@ -99,7 +107,8 @@ def test_a_server_found_dead_after_its_last_test_fails_the_run_with_the_cause(tm
 
 @pytest.mark.parametrize("death, code", [(None, 0), ("exit -9", 1)])
 def test_a_server_dead_at_the_end_of_a_passing_run_sets_exit_status_1(pytester, tmp_path, death, code):
-    """The plugin's session-finish hook: every test passed, yet the candidate's server had died -> exit 1."""
+    """The plugin's session-finish hook: every test passed, yet the candidate's server had died -> exit 1. The run is
+    handed to pytest as a value, as qualify hands it."""
     pytester.makeconftest(f'''
 from types import SimpleNamespace
 from harness.pytest_plugin.session import SESSION_KEY
@@ -111,7 +120,7 @@ def pytest_sessionstart(session):
     session.config.stash[SESSION_KEY].servers._servers["dcp8"] = SimpleNamespace(arm=arm, server=server)
 ''')
     pytester.makepyfile(test_any="def test_passes():\n    assert True\n")
-    result = pytester.runpytest_inprocess("--arm", "dcp8", "--run-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", plugins=[shipped(tmp_path / "run", ["dcp8"])])
     assert result.ret == code
     died = "FAILED: server of arm 'dcp8' died (exit -9) after its last use" in result.stdout.str()
     assert died == (death is not None)

@@ -1,7 +1,7 @@
 """spec_decode's output check is calibrated like long_prefix_outputs (issue 45 item 9): a GPU spec arm (require_floor)
 without a calibration FAILs "not calibrated" even with identical outputs, and with a calibration its outputs are
 paired with the floor; without limits (gates.yaml alone, the CPU e2e's direct call) it is judged as before. The
-suite's own compare_arms on two arms' samples files."""
+check's compare_arms (refcheck/spec_decode_equality.py) on two arms' samples files."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 from harness.config.suites import BY_NAME, calibrated_suites
 from harness.config.thresholds import Gates
 from harness.measure.spec_decode_metrics import SpecSample
-from harness.records.schema import ReferenceCheckRecord, SpecDecodeRecord, Summary
+from harness.records.schema import ReferenceCheckFields, SpecDecodeRecord, Summary
 from harness.refcheck.check import CheckLimits, ReferenceCheck
 from harness.refcheck.floor_store import save_floor
-from suites.test_spec_decode import compare_arms
+from harness.refcheck.spec_decode_equality import compare_arms
 
 
 def samples(run_dir: Path, arm: str, lp: float) -> SpecDecodeRecord:
@@ -32,8 +32,8 @@ def limits(tmp_path: Path, require_floor: bool) -> ReferenceCheck:
                                       tmp_path / "floors" / "gpu-mtp-k", None))
 
 
-def check_of(out: list) -> ReferenceCheckRecord:
-    return next(r for r in out if isinstance(r, ReferenceCheckRecord))
+def check_of(out) -> ReferenceCheckFields:
+    return out.check
 
 
 def test_spec_decode_is_a_calibrated_suite():

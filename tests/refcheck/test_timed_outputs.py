@@ -13,6 +13,7 @@ from harness.records.schema import LongPrefixRecord, Summary
 from harness.refcheck.compare import checked_to
 from harness.refcheck.teacher_forcing import compare_forced
 from harness.refcheck.timed_outputs import (
+    TimedComparisons,
     by_request,
     checked_fields,
     compare_pairs,
@@ -40,7 +41,8 @@ def arm(n: int = 4, tokens: list[int] | None = None, **kw) -> dict:
 
 def judged(cand: dict, ref: dict, forced=(), tie_gap: float = 0.0, drift: float = 0.01, extra=()):
     pairs, gaps = pair_outputs(cand, ref, "cpu-smoke", "cpu-ref")
-    return checked_fields(compare_pairs(pairs), list(forced), gaps, "cpu-ref", drift, tie_gap, extra)
+    return checked_fields(TimedComparisons(compare_pairs(pairs), list(forced), gaps, None), "cpu-ref", drift, tie_gap,
+                          extra)
 
 
 def test_identical_outputs_pass_and_are_checked_to_prompt_plus_output():
@@ -93,7 +95,7 @@ def test_requests_that_cannot_be_compared_are_no_data_never_dropped():
     cand = arm()
     cand[(2, 1)] = row(2, 1, [], error="ReadTimeout")
     assert "cpu-smoke's request failed (ReadTimeout)" in judged(cand, arm()).reason
-    nothing = checked_fields([], [], [], "cpu-ref", 0.01, 0.0)
+    nothing = checked_fields(TimedComparisons([], [], [], None), "cpu-ref", 0.01, 0.0)
     assert not nothing.passed and nothing.reason == "no data: no request was compared"
 
 
