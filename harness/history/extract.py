@@ -9,24 +9,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config.suites import BY_NAME
 from harness.records.attempts import current_records
 from harness.records.manifest import RunManifest, interruption, load_manifest
+from harness.records.meaning import meaning, of_kind
 from harness.records.results import read_results
-from harness.records.schema import (
-    CapacityRecord,
-    GateRecord,
-    Gsm8kRecord,
-    KvCapacityRecord,
-    LongContextRecord,
-    LongPrefixRecord,
-    MetricRecord,
-    OutcomeRecord,
-    Record,
-    ReferenceCheckRecord,
-    RulerRecord,
-    ServerRecord,
-)
+from harness.records.schema import Record, ServerRecord
 
 
 @dataclass(frozen=True)
@@ -122,7 +109,7 @@ def rows_of(run_dir: Path, manifest: RunManifest | None, records: list[Record]) 
 
 
 def arms_of(m: RunManifest, records: list[Record]) -> list[ArmRow]:
-    versions = {r.arm: r.vllm_version for r in records if isinstance(r, ServerRecord) and r.vllm_version}
+    versions = {r.arm: r.vllm_version for r in of_kind(records, ServerRecord) if r.vllm_version}
     builds = {name: b.build_hash for name, b in (m.builds or {}).items()}
     refs = {p.candidate: p.reference for p in m.pairs}
     out = []
@@ -136,84 +123,26 @@ def arms_of(m: RunManifest, records: list[Record]) -> list[ArmRow]:
 
 
 def verdicts_of(records: list[Record]) -> list[VerdictRow]:
-    out = []
-    for r in records:
-        if isinstance(r, GateRecord):
-            out.append(VerdictRow(r.arm, "gate", r.gate, r.reference, r.passed, r.detail))
-        elif isinstance(r, ReferenceCheckRecord):
-            out.append(VerdictRow(r.arm, "check", r.check, r.reference, r.passed, r.detail, r.judged_by))
-        elif isinstance(r, LongContextRecord):
-            out.append(VerdictRow(r.arm, "check", "long_context", r.reference, r.passed, "; ".join(r.failures)))
-        elif isinstance(r, OutcomeRecord):
-            out.append(VerdictRow(r.arm, "test", r.suite, "", r.outcome in ("passed", "skipped"),
-                                  r.outcome + (f": {r.message[:300]}" if r.message else "")))
+    out = [VerdictRow(v.arm, v.kind, v.name, v.reference, v.passed, v.detail, v.judged_by)
+           for r in records for v in meaning(r).verdicts(r)]
     # one row per key: a record written twice (a retried gate) keeps its last verdict
     return list({(v.arm, v.kind, v.name, v.reference): v for v in out}.values())
 
 
 def metrics_of(records: list[Record]) -> list[MetricRow]:
-    out: list[MetricRow] = []
-
-    def put(arm: str, metric: str, value: float | None, unit: str) -> None:
-        if value is not None:
-            out.append(MetricRow(arm, metric, float(value), unit))
-
-    for r in records:
-        if isinstance(r, LongPrefixRecord) and r.status == "complete" and not r.failed:
-            level = f"long_prefix.c{r.concurrency}"
-            # A buffered level's TPOT and ITL time the delivery and its TTFT is the E2E: none is trended (an old
-            # record keeps those figures; its per-request TPOTs mark it, schema.LongPrefixRecord).
-            timed = () if r.timing_invalid else (("tpot", r.tpot), ("ttft", r.ttft), ("itl", r.itl))
-            for name, summary in timed:
-                for q in ("p50", "p90", "p99"):
-                    value = getattr(summary, q)
-                    put(r.arm, f"{level}.{name}_{q}_ms", value * 1e3 if value is not None else None, "ms")
-            put(r.arm, f"{level}.kv_usage_peak", r.kv_usage.peak if r.kv_usage else None, "fraction")
-        elif isinstance(r, KvCapacityRecord):
-            put(r.arm, "kv_capacity.tokens", r.tokens, "tokens")
-        elif isinstance(r, CapacityRecord) and r.status == "complete":
-            put(r.arm, f"capacity.c{r.concurrency}.output_tokens_per_s", r.output_tokens_per_s, "tokens/s")
-        elif isinstance(r, Gsm8kRecord) and r.status == "complete" and r.n:
-            score = r.scores.get("strict-match") or next(iter(r.scores.values()), None)
-            put(r.arm, "gsm8k.accuracy", score.correct / r.n if score else None, "fraction")
-        elif isinstance(r, RulerRecord) and r.status == "complete" and r.n:
-            put(r.arm, "ruler.accuracy", sum(c.correct for c in r.cells) / r.n, "fraction")
-        elif isinstance(r, ReferenceCheckRecord) and r.status == "complete" and r.requests:
-            put(r.arm, f"check.{r.check}.max_drift", r.max_drift, "nats")
-            put(r.arm, f"check.{r.check}.exact_rate", r.exact_matches / r.requests, "fraction")
-            put(r.arm, f"check.{r.check}.tie_flip_rate", r.tie_flips / r.requests, "fraction")
-        elif isinstance(r, LongContextRecord) and r.status == "complete" and r.cells:
-            drifts = [d for c in r.cells for d in (c.max_drift, c.forced_max_drift) if d is not None]
-            put(r.arm, "check.long_context.max_drift", max(drifts) if drifts else None, "nats")
-            put(r.arm, "check.long_context.exact_rate", sum(c.exact for c in r.cells) / len(r.cells), "fraction")
-            put(r.arm, "check.long_context.tie_flip_rate", sum(c.tie_flip for c in r.cells) / len(r.cells),
-                "fraction")
-        elif isinstance(r, MetricRecord) and not r.failed:  # a catalogue timing suite's samples (config/suites.py)
-            put(r.arm, f"{r.suite}.{r.metric}_p50", r.median, r.unit)
+    """Each record's values of the metrics its kind declares (harness/records/meaning.py); a later record of the same
+    arm and metric replaces an earlier one."""
+    out = [MetricRow(m.arm, m.name, m.value, m.unit) for r in records for m in meaning(r).measured(r)]
     return list({(m.arm, m.metric): m for m in out}.values())
 
 
-GRID_CHECKS = BY_NAME["long_context"].checks  # long_context's reference checks: its grid record's cells cover them
-
-
 def coverage_of(records: list[Record]) -> list[CoverageRow]:
-    """The context lengths each output check compared, at the batch size it sent them in: long_context's cells
-    (one at a time, and in its bursts); output_coverage's every compared output, with its generated tokens (and
-    kv_pressure's preemptions); another reference check's longest compared context (its own records keep no
-    per-request batch); the timed levels' longest context at their concurrency."""
-    out = set()
-    for r in records:
-        if isinstance(r, LongContextRecord):
-            out |= {CoverageRow(r.arm, "long_context", c.context_tokens or c.length, c.batch) for c in r.cells}
-        elif isinstance(r, ReferenceCheckRecord) and r.covered:  # output_coverage: every compared output
-            pre = int(r.preemptions_proven) if r.preemptions_proven is not None else None
-            out |= {CoverageRow(r.arm, r.check, c.prompt_tokens + c.generated, c.batch, c.generated, pre)
-                    for c in r.covered}
-        elif isinstance(r, ReferenceCheckRecord) and r.checked_to_tokens and r.check not in GRID_CHECKS:
-            out.add(CoverageRow(r.arm, r.check, r.checked_to_tokens, 1,  # the grid's checks: its cells say it
-                                r.checked_generated_tokens))
-        elif isinstance(r, LongPrefixRecord) and r.timed_to_tokens:
-            out.add(CoverageRow(r.arm, "long_prefix", r.timed_to_tokens, r.concurrency))
+    """The context lengths each output check compared, at the batch size it sent them in, as each record kind
+    declares it: long_context's cells (one at a time, and in its bursts); output_coverage's every compared output,
+    with its generated tokens (and kv_pressure's preemptions); another reference check's longest compared context;
+    the timed levels' longest context at their concurrency."""
+    out = {CoverageRow(c.arm, c.check, c.length, c.batch, c.generated, c.preemptions)
+           for r in records for c in meaning(r).coverage(r)}
     return sorted(out, key=lambda c: (c.arm, c.check, c.length, c.batch))
 
 

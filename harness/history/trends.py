@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,26 +19,22 @@ from harness.config.suites import SUITES
 from harness.history import store
 from harness.history.changepoints import ChangePoint, change_points
 from harness.history.nightly import BASELINE_RUNS, LINEAR, WINDOWS, Judged, NightlyVerdict, Scale, judge, shift
+from harness.records.meaning import Metric, metric_named
 
-# Metrics where a larger value is better; every other one (times, drift, tie flips) is worse when it grows.
-HIGHER_IS_BETTER = (".exact_rate", "kv_capacity.tokens", ".accuracy", ".output_tokens_per_s")
-SPEED = (".tpot_", ".ttft_", ".itl_", ".output_tokens_per_s")
-CORRECTNESS = ("check.", "gsm8k.", "ruler.")
-TPOT_P50 = re.compile(r"long_prefix\.c\d+\.tpot_p50_ms")
+
+def meaning_of(metric: str) -> Metric:
+    """A stored metric's declaration (harness/records/meaning.py); a name no record kind declares any more is trended
+    as a capacity figure, lower better, no gate."""
+    return metric_named(metric) or Metric(metric, None, "lower", "capacity")
 
 
 def higher_is_better(metric: str) -> bool:
-    """The built-in metrics by name; a catalogue timing suite's (`<suite>.<metric>_p50`) as its MetricGate says."""
-    gate = next((s.metric_gate for s in SUITES if s.metric_gate and metric == f"{s.name}.{s.metric_gate.metric}_p50"),
-                None)
-    return gate.better == "higher" if gate else any(s in metric for s in HIGHER_IS_BETTER)
+    return meaning_of(metric).higher_is_better
 
 
 def family(metric: str) -> str:
     """speed, correctness or capacity: what a change in it means for a release."""
-    if any(s in metric for s in SPEED):
-        return "speed"
-    return "correctness" if metric.startswith(CORRECTNESS) else "capacity"
+    return meaning_of(metric).family
 
 
 @dataclass(frozen=True)
@@ -206,24 +201,22 @@ def gate_of(metric: str, gates: dict | None) -> tuple[str | None, float]:
     """Why this metric may fail the night, from the gates the run recorded (run.json; None: not recorded, so only
     correctness), and the smallest move that counts, on the tested scale: (None, 0) for a metric no enforced gate
     judges."""
-    if family(metric) == "correctness":
+    declared = meaning_of(metric)
+    if declared.family == "correctness":
         # any lasting move of the outputs counts; a drift's float32 rounding sits under nightly.DRIFT_FLOOR
         return "correctness", 0.0
-    if gates is None:  # a run that recorded no gates: its timing cannot be known to be enforced (trended only)
+    if gates is None or not declared.gated:  # a run that recorded no gates: its timing is trended only
         return None, 0.0
-    if TPOT_P50.fullmatch(metric):
-        lp = gates.get("long_prefix") or {}
-        tolerance = lp.get("tpot_p50_tolerance", 0.05)
-        # a slowdown inside the gate's own tolerance is one qualify passes: the night does not fail on it either
-        enforced = lp.get("enforce_timing", True)
-        return ("gate long_prefix_tpot_p50 (enforced)" if enforced else None), math.log1p(tolerance)
-    for suite in SUITES:
-        spec = suite.metric_gate
-        if spec and metric == f"{suite.name}.{spec.metric}_p50":
-            own = (gates.get("metric_gates") or {}).get(suite.gate) or {}
-            tolerance = own.get("tolerance") if own.get("tolerance") is not None else spec.tolerance
-            return (f"gate {suite.gate} (enforced)" if own.get("enforce", True) else None), math.log1p(tolerance)
-    return None, 0.0
+    spec = next((s.metric_gate for s in SUITES if s.gate == declared.gate), None)
+    if spec:  # a catalogue timing gate: gates.yaml metric_gates.<gate> overrides its tolerance per run
+        own = (gates.get("metric_gates") or {}).get(declared.gate) or {}
+        tolerance = own.get("tolerance") if own.get("tolerance") is not None else spec.tolerance
+        return (f"gate {declared.gate} (enforced)" if own.get("enforce", True) else None), math.log1p(tolerance)
+    lp = gates.get("long_prefix") or {}  # the long_prefix TPOT p50 gate: gates.yaml long_prefix
+    tolerance = lp.get("tpot_p50_tolerance", 0.05)
+    # a slowdown inside the gate's own tolerance is one qualify passes: the night does not fail on it either
+    enforced = lp.get("enforce_timing", True)
+    return (f"gate {declared.gate} (enforced)" if enforced else None), math.log1p(tolerance)
 
 
 def attribution(s: Series, window: int) -> str:
@@ -236,10 +229,11 @@ def attribution(s: Series, window: int) -> str:
 
 
 def scale_of(metric: str, values: list[float]) -> Scale:
-    if family(metric) == "correctness":
-        if metric.endswith("_drift"):
-            return Scale("drift")
-        return Scale("rate") if metric.endswith(("_rate", ".accuracy")) else LINEAR
+    declared = meaning_of(metric).scale
+    if declared in ("drift", "rate"):
+        return Scale(declared)
+    if declared == "linear":
+        return LINEAR
     return Scale("log") if values and all(v > 0 for v in values) else LINEAR
 
 

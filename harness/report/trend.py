@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from harness.history import store
 from harness.history.extract import coverage_lines
 from harness.history.nightly import BUDGET, power_lines
-from harness.history.trends import Series, family, findings, nightly, series
+from harness.history.trends import Series, family, findings, meaning_of, nightly, series
 from harness.report import plots
 
 LAST_RUNS = 30
-KEY_METRICS = (".tpot_p50_ms", ".ttft_p50_ms", "kv_capacity.tokens", ".accuracy", ".max_drift", ".exact_rate")
 
 
 @dataclass
@@ -25,7 +24,8 @@ class TrendView:
 
 
 def key_metrics(names: list[str]) -> list[str]:
-    return [n for n in names if n.endswith(KEY_METRICS)]
+    """The metrics whose declaration puts them on the trend page (harness/records/meaning.py Metric.key)."""
+    return [n for n in names if meaning_of(n).key]
 
 
 def window(s: Series, key: str, last: int) -> tuple[Series, int | None]:
