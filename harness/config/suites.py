@@ -13,7 +13,9 @@ catalogue entry, a workload and a test file:
   and the gate itself follow from the entry (ttft: this entry, configs/workloads/ttft_short.yaml, suites/test_ttft.py).
 - AccuracyGate (paired accuracy): the entry names the record kind holding each item's correctness, the gates.yaml
   section of its limits and how its sentences name the task and its items; the test file writes one record per arm
-  through lm-eval (harness/measure/lm_eval_arm.py) and judges the pair through the entry (gsm8k, ruler).
+  through lm-eval (harness/measure/lm_eval_arm.py) and judges the pair through the entry (gsm8k, ruler). Not yet
+  three files for a task no record kind holds: its record kind (records/schema.py) and its gates.yaml section
+  (config/thresholds.py Gates) come with it, where a MetricGate suite's follow from the entry.
 The other kinds have one suite each so far: LevelTimingGate (long_prefix), SloCapacityGate (capacity),
 RecordedVerdictGate (long_context) and SpeculativeGates (spec_decode); a new shape is a kind here and its judge."""
 
