@@ -20,6 +20,7 @@ from harness.judge.stats import (
     smallest_p,
     two_proportion_p,
 )
+from harness.records.meaning import of_kind
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record
 
 
@@ -101,9 +102,9 @@ def tpot_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) ->
     """Per arm and concurrency of this run, from the records' per-request TPOT samples. An arm in
     `tpot_not_enforced` (the CPU pair, whose client-side TPOT on shared cores measures scheduling) is flagged as
     usual, and the flag does not fail the run."""
-    old = {(r.arm, r.concurrency): timed_tpots(r) for r in base if isinstance(r, LongPrefixRecord)}
+    old = {(r.arm, r.concurrency): timed_tpots(r) for r in of_kind(base, LongPrefixRecord)}
     out = []
-    for r in (r for r in cur if isinstance(r, LongPrefixRecord)):
+    for r in of_kind(cur, LongPrefixRecord):
         d = tpot_delta(r.arm, r.concurrency, timed_tpots(r), old.get((r.arm, r.concurrency), []),
                        t.tpot_alpha, t.tpot_effect_size_per_arm.get(r.arm, t.tpot_effect_size))
         if r.arm in t.tpot_not_enforced:
@@ -113,9 +114,9 @@ def tpot_deltas(cur: list[Record], base: list[Record], t: BaselineThresholds) ->
 
 
 def kv_deltas(cur: list[Record], base: list[Record], tol: float) -> list[Delta]:
-    old = {r.arm: r.tokens for r in base if isinstance(r, KvCapacityRecord)}
+    old = {r.arm: r.tokens for r in of_kind(base, KvCapacityRecord)}
     out = []
-    for r in (r for r in cur if isinstance(r, KvCapacityRecord)):
+    for r in of_kind(cur, KvCapacityRecord):
         b = old.get(r.arm)
         if b is None:
             out.append(Delta("KV tokens", r.arm, "", "n/a", str(r.tokens), "n/a", f"-{tol:.0%} max", None))
@@ -149,9 +150,9 @@ def accuracy_delta(arm: str, flt: str, cur: tuple[int, int], base: tuple[int, in
 
 def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: float) -> list[Delta]:
     """Per arm: paired by doc id where both records carry per-question results, else unpaired."""
-    old = {r.arm: r for r in base if isinstance(r, Gsm8kRecord)}
+    old = {r.arm: r for r in of_kind(base, Gsm8kRecord)}
     out = []
-    for r in (r for r in cur if isinstance(r, Gsm8kRecord)):
+    for r in of_kind(cur, Gsm8kRecord):
         b = old.get(r.arm)
         if b is None or flt not in r.scores or flt not in b.scores:
             out.append(Delta("exact_match", r.arm, flt, "n/a", "n/a", "n/a", "not compared", None))

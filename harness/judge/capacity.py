@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness.config.thresholds import CapacityGates
 from harness.judge.gates import GateResult, latest
+from harness.records.meaning import of_kind
 from harness.records.schema import CapacityRecord, KvCapacityRecord, Record, ReferenceCheckRecord
 
 GATE, SUITE = "capacity_at_slo", "capacity"
@@ -73,7 +74,7 @@ def ms(seconds: float | None) -> str:
 
 
 def verdicts(records: list[Record], arm: str, limits: CapacityGates, needs_check: bool) -> list[LevelVerdict]:
-    checks = {r.check: r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == arm}
+    checks = {r.check: r for r in of_kind(records, ReferenceCheckRecord) if r.arm == arm}
     levels = sorted(latest(records, CapacityRecord, arm), key=lambda r: r.concurrency)
     return [level_verdict(r, checks.get(check_name(r.concurrency)), limits, needs_check) for r in levels]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.judge.gsm8k_outputs import CHECK as GSM8K_OUTPUTS
+from harness.records.meaning import of_kind
 from harness.records.schema import LongContextRecord, LongPrefixRecord, Record, ReferenceCheckRecord
 
 OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.timed_outputs.CHECK (judge may not import refcheck)
@@ -29,7 +30,7 @@ def first(text: str | None, limit: int = 300) -> str:
 
 def outputs_check(records: list[Record], cand: str, ref: str) -> ReferenceCheckRecord | None:
     """The candidate's latest long-prefix outputs check against this reference."""
-    found = [r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand and r.reference == ref
+    found = [r for r in of_kind(records, ReferenceCheckRecord) if r.arm == cand and r.reference == ref
              and r.check == OUTPUTS_CHECK]
     return found[-1] if found else None
 
@@ -53,7 +54,7 @@ def long_context_failure_within_timed(records: list[Record], cand: str, ref: str
     """Why the candidate's latest long_context grid against this reference leaves its timed context unproven, as a
     sentence, else None. The grid proves outputs only up to the longest length below its first failing one; a run
     timed past that (e.g. a fault from 100k: 98,304 passes, 122,000 fails, timed at 120,064) has no valid speed."""
-    grids = [r for r in records if isinstance(r, LongContextRecord) and r.arm == cand and r.reference == ref]
+    grids = [r for r in of_kind(records, LongContextRecord) if r.arm == cand and r.reference == ref]
     if not grids or grids[-1].passed or grids[-1].first_failing_length is None:
         return None
     grid = grids[-1]
@@ -88,7 +89,7 @@ def coverage(records: list[Record], cand: str, ref: str) -> Coverage:
     # GSM8K's answers (gsm8k_outputs) count toward the generated tokens only: lm-eval's prompts have no length here
     checks = [r for r in compared if getattr(r, "check", None) != GSM8K_OUTPUTS]
     reached = [r.checked_to_tokens for r in checks if r.checked_to_tokens is not None]
-    timed = [r for r in records if isinstance(r, LongPrefixRecord) and r.arm == cand]
+    timed = [r for r in of_kind(records, LongPrefixRecord) if r.arm == cand]
     lengths = [r.timed_to_tokens for r in timed if r.timed_to_tokens is not None]
     generated = [r.checked_generated_tokens for r in compared if getattr(r, "checked_generated_tokens", None)]
     return Coverage(len(checks), max(reached, default=None), max(lengths, default=None), bool(timed),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from harness.records.meaning import of_kind
 from harness.records.schema import OutcomeRecord, Record
 
 
@@ -33,13 +34,13 @@ def next_attempt(records: Iterable[Record]) -> int:
 def done_tests(records: Iterable[Record]) -> set[str]:
     """Test node ids with a verdict (passed, failed, skipped or error): a resumed run does not run them again. A test
     cut short by the interrupt has no outcome record, so it runs again."""
-    return {r.test for r in current_records(records) if isinstance(r, OutcomeRecord)}
+    return {r.test for r in of_kind(current_records(records), OutcomeRecord)}
 
 
 def failed_tests(records: Iterable[Record]) -> list[str]:
     """Tests whose current verdict is failed or error: a resumed run fails when an earlier attempt's test did."""
-    return sorted({r.test for r in current_records(records) if isinstance(r, OutcomeRecord)
-                   and r.outcome in ("failed", "error")})
+    return sorted({r.test for r in of_kind(current_records(records), OutcomeRecord)
+                   if r.outcome in ("failed", "error")})
 
 
 def resumed_exit_code(pytest_code: int, records: Iterable[Record]) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.config.errors import ConfigError
 from harness.records.manifest import interruption, load_manifest
+from harness.records.meaning import of_kind
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
@@ -22,7 +23,7 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
     if stopped:
         raise ConfigError(f"accept-floor: {run_dir.name} is not a finished run ({'; '.join(stopped)}); a known-good "
                           "floor comes from a run that ran to its end")
-    checks = [r for r in read_results(run_dir / "results.jsonl")[0] if isinstance(r, ReferenceCheckRecord)]
+    checks = of_kind(read_results(run_dir / "results.jsonl")[0], ReferenceCheckRecord)
     arms = sorted({r.arm for r in checks if arm is None or r.arm == arm})
     if len(arms) != 1:
         raise ConfigError(f"accept-floor --run {run!r}: needs the reference checks of exactly one arm "

@@ -8,6 +8,7 @@ import pandas as pd
 from harness.config.thresholds import CapacityGates
 from harness.judge.capacity import check_name, knee, level_verdict
 from harness.judge.gates import latest
+from harness.records.meaning import of_kind
 from harness.records.schema import CapacityRecord, Record, ReferenceCheckRecord
 
 
@@ -20,7 +21,7 @@ def num(x: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def capacity_arms(records: list[Record], arm_order: list[str]) -> list[str]:
-    seen = {r.arm for r in records if isinstance(r, CapacityRecord)}
+    seen = {r.arm for r in of_kind(records, CapacityRecord)}
     return [a for a in arm_order if a in seen] + sorted(seen - set(arm_order))
 
 
@@ -28,7 +29,7 @@ def capacity_table(records: list[Record], arm_order: list[str], limits: dict[str
                    candidates: set[str]) -> pd.DataFrame:
     """Per arm and level; `limits`: each arm's capacity thresholds (its own pair's), `candidates`: arms whose outputs
     were compared with a reference (a reference's levels meet the SLO on timing alone)."""
-    checks = {(r.arm, r.check): r for r in records if isinstance(r, ReferenceCheckRecord)}
+    checks = {(r.arm, r.check): r for r in of_kind(records, ReferenceCheckRecord)}
     rows = []
     for arm in capacity_arms(records, arm_order):
         levels = sorted(latest(records, CapacityRecord, arm), key=lambda r: r.concurrency)

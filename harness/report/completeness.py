@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from harness.records.manifest import RunManifest, interruption
+from harness.records.meaning import meaning, of_kind
 from harness.records.runinfo import concurrency_levels
-from harness.records.schema import (
-    DcpOpsRecord,
-    Gsm8kRecord,
-    LongPrefixRecord,
-    OutcomeRecord,
-    Record,
-    ReferenceCheckRecord,
-    RulerRecord,
-    ServerRecord,
-)
+from harness.records.schema import LongPrefixRecord, OutcomeRecord, Record, ServerRecord
 from harness.report.tables import first_line, skip_why
 
 
@@ -21,8 +13,8 @@ def missing_outcomes(records: list[Record], arms: list[str], suites: list[str],
                      per_arm: list[str] | None = None, candidates: list[str] | None = None) -> list[str]:
     """One line per expected suite x arm with no test outcome, saying why when the records know. Suites not in
     `per_arm` run for the candidates (default: arms[0]) only; None (older run.json) expects every arm everywhere."""
-    have = {(r.suite, r.arm) for r in records if isinstance(r, OutcomeRecord)}
-    failed = {r.arm: r.reason for r in records if isinstance(r, ServerRecord) and r.status == "failed"}
+    have = {(r.suite, r.arm) for r in of_kind(records, OutcomeRecord)}
+    failed = {r.arm: r.reason for r in of_kind(records, ServerRecord) if r.status == "failed"}
     candidates = candidates if candidates is not None else arms[:1]
     out = []
     for suite in suites:
@@ -39,9 +31,8 @@ def missing_levels(records: list[Record], arms: list[str], concurrency: dict[str
     """Concurrency levels of its long-prefix workload (`concurrency`: per arm) an arm never recorded (only for arms
     that ran it)."""
     got: dict[str, set[int]] = {}
-    for r in records:
-        if isinstance(r, LongPrefixRecord):
-            got.setdefault(r.arm, set()).add(r.concurrency)
+    for r in of_kind(records, LongPrefixRecord):
+        got.setdefault(r.arm, set()).add(r.concurrency)
     return [f"long_prefix x {arm}: c{c} not measured (an earlier level aborted or the run stopped)"
             for arm in arms if arm in got for c in concurrency.get(arm, []) if c not in got[arm]]
 
@@ -61,8 +52,8 @@ def unfinished_outcomes(records: list[Record]) -> list[str]:
     """One line per suite x arm with a skipped or errored test, however many of its tests say so (spec_decode skips
     its per-arm test and its comparison, both recorded for the candidate): each distinct reason once, in order."""
     reasons: dict[tuple[str, str], list[str]] = {}
-    for r in records:
-        if not isinstance(r, OutcomeRecord) or r.outcome not in ("skipped", "error"):
+    for r in of_kind(records, OutcomeRecord):
+        if r.outcome not in ("skipped", "error"):
             continue
         if r.outcome == "skipped":
             why = f"skipped: {first_line(skip_why(r.message), 200)}"
@@ -76,21 +67,11 @@ def unfinished_outcomes(records: list[Record]) -> list[str]:
 
 
 def aborted(records: list[Record]) -> list[str]:
-    out = []
-    for r in records:
-        if isinstance(r, LongPrefixRecord) and r.metrics_scrape_errors:
-            out.append(f"long_prefix x {r.arm} c{r.concurrency}: {r.metrics_scrape_errors} /metrics scrape(s) failed "
-                       "during the workload: KV-cache use is summarised from the rest")
-        if isinstance(r, LongPrefixRecord) and r.status == "aborted":
-            out.append(f"long_prefix x {r.arm} c{r.concurrency}: aborted after {r.requests} request(s): "
-                       f"{first_line(r.reason, 200)}")
-        elif isinstance(r, (Gsm8kRecord, RulerRecord, ReferenceCheckRecord)) and r.status == "aborted":
-            out.append(f"{r.suite} x {r.arm}: aborted: {first_line(r.reason, 200)}")
-        elif isinstance(r, DcpOpsRecord) and r.status == "no_data":
-            out.append(f"{r.suite} x {r.arm}: {first_line(r.detail, 200)}")
-        elif isinstance(r, ServerRecord) and r.status == "failed":
-            out.append(f"server x {r.arm}: failed to start: {first_line(r.reason, 200)}")
-    return out + unfinished_outcomes(records)
+    """Each record's own account of what did not finish (its kind's declaration, harness/records/meaning.py), then
+    the tests skipped or errored."""
+    lines = [f"{u.where}: {u.what}{first_line(u.text, 200)}"
+             for r in records for u in meaning(r).unfinished(r)]
+    return lines + unfinished_outcomes(records)
 
 
 def gaps(manifest: RunManifest | None, records: list[Record], arms: list[str],
@@ -98,7 +79,7 @@ def gaps(manifest: RunManifest | None, records: list[Record], arms: list[str],
     """Everything missing from a run, each with its reason; empty for a complete run. `candidates`: the run's
     (default: the first arm)."""
     m = manifest or RunManifest()
-    suites = m.suites or sorted({r.suite for r in records if isinstance(r, OutcomeRecord)})
+    suites = m.suites or sorted({r.suite for r in of_kind(records, OutcomeRecord)})
     # Suites are expected of the run's arms only: an eager variant launched to capture outputs runs none.
     arms = [a for a in arms if a in m.arms] if m.arms else arms
     return [*interruption(manifest), *missing_outcomes(records, arms, suites, m.per_arm_suites, candidates),

@@ -8,11 +8,11 @@ judged (sequential, sweep, burst) and reads the verdict of the long_context_outp
 
 from __future__ import annotations
 
-from harness.config.suites import BY_NAME
 from harness.judge.gates import TIMING_NOT_ENFORCED, GateResult, latest, paired_accuracy
 from harness.judge.long_context import long_context_gate
 from harness.judge.stats import mcnemar_exact_p, two_proportion_p
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
+from harness.records.meaning import GRID_CHECKS, of_kind  # the grid's checks: its line stands for them
 from harness.records.schema import (
     Gsm8kRecord,
     KvCapacityRecord,
@@ -96,9 +96,6 @@ def coverage_line(records: list[Record], cand: str, ref: str, named: bool = Fals
     return [f"Coverage{' ' + cand if named else ''}: {coverage_sentence(c)}"]
 
 
-GRID_CHECKS = BY_NAME["long_context"].checks  # the grid's reference checks: its line stands for them
-
-
 def judged_note(r: ReferenceCheckRecord) -> str:
     """'calibrated ...' or 'not calibrated' from the check's judged_by, or nothing (records before it existed)."""
     if r.judged_by and r.judged_by.startswith("calibrated"):
@@ -119,8 +116,8 @@ def failing_cells(grid: LongContextRecord, most: int = 4) -> str:
 def grid_line(records: list[Record], cand: str, ref: str, who: str) -> list[str]:
     """The long_context grid as one check: every cell it judged, counted by kind, and the long_context_outputs
     gate's verdict (the same function on the same records), the failing cells named, each part's calibration."""
-    grid = next((r for r in reversed(records) if isinstance(r, LongContextRecord) and r.arm == cand
-                 and r.reference == ref), None)
+    grid = next((r for r in reversed(of_kind(records, LongContextRecord)) if r.arm == cand and r.reference == ref),
+                None)
     if grid is None:
         return []
     gate = long_context_gate(records, cand, ref)
@@ -133,7 +130,7 @@ def grid_line(records: list[Record], cand: str, ref: str, who: str) -> list[str]
             f"exact: {counted}" if grid.cells else "no cell compared")
     if failing := failing_cells(grid):
         text += f"; failing: {failing}"
-    parts = {r.check: r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand
+    parts = {r.check: r for r in of_kind(records, ReferenceCheckRecord) if r.arm == cand
              and r.reference == ref and r.check in GRID_CHECKS}  # the latest of each
     text += "".join(f"; {check} vs its floor: FAIL" for check, r in parts.items() if "FAIL" in (r.floor or ""))
     text += "".join(f"; {check} {note}" for check, r in parts.items() if (note := judged_note(r)))
@@ -149,7 +146,7 @@ def check_lines(records: list[Record], cand: str, gates: list[GateResult], named
     who = f"{cand} " if named else ""
     out = grid_line(records, cand, ref, who) if ref else []
     folded = GRID_CHECKS if out else ()
-    for r in (r for r in records if isinstance(r, ReferenceCheckRecord) and r.arm == cand
+    for r in (r for r in of_kind(records, ReferenceCheckRecord) if r.arm == cand
               and not (r.check in folded and r.reference == ref)):
         verdict = "aborted" if r.status == "aborted" else ("PASS" if r.passed else "FAIL")
         judged = f"; {note}" if (note := judged_note(r)) else ""
@@ -180,8 +177,8 @@ def candidate_verdicts(records: list[Record], pairs: list[tuple[str, str | None]
     """One line per candidate of a run of several (pure): PASSED, or FAILED with what failed -- its own tests and
     enforced gates, and its reference's tests (a failed reference leaves nothing to compare with)."""
     failed = {}  # arm -> its failed tests, in order
-    for r in records:
-        if isinstance(r, OutcomeRecord) and r.outcome in ("failed", "error"):
+    for r in of_kind(records, OutcomeRecord):
+        if r.outcome in ("failed", "error"):
             failed.setdefault(r.arm, []).append(r.test.split("::")[-1])
     out = []
     for cand, ref in pairs:

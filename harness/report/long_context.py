@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.records.meaning import of_kind
 from harness.records.schema import LongContextCell, LongContextRecord, Record
 
 GENERATION_MODES = ("cold", "warm", "partial")
@@ -16,9 +17,8 @@ GENERATION_MODES = ("cold", "warm", "partial")
 def latest_grids(records: list[Record]) -> list[LongContextRecord]:
     """Each candidate's latest grid (a resumed test's later record replaces the earlier), in first-seen order."""
     by_arm: dict[str, LongContextRecord] = {}
-    for r in records:
-        if isinstance(r, LongContextRecord):
-            by_arm[r.arm] = r
+    for r in of_kind(records, LongContextRecord):
+        by_arm[r.arm] = r
     return list(by_arm.values())
 
 

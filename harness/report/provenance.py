@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.plan.redact import redact_argv, redact_env
 from harness.records.manifest import RunManifest
+from harness.records.meaning import of_kind
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, ServerRecord
 
 NO_EXIT_CODE = "not recorded (run interrupted or still running)"
@@ -20,12 +21,11 @@ def describe_device(device: dict | None) -> str:
 def summarize_provenance(manifest: RunManifest | None, records: list[Record], exit_code: int | None) -> dict:
     """Everything the sign-off needs to say what ran where (pure). Secrets are redacted again on the way out."""
     m = manifest or RunManifest()
-    servers = [r for r in records if isinstance(r, ServerRecord)]
+    servers = of_kind(records, ServerRecord)
     versions = sorted({r.vllm_version for r in servers if r.vllm_version})
     data = {f"{r.arm}: {name}": (sha if sha.startswith("sha256:") else f"not hashed (recorded as {sha})")
-            for r in records if isinstance(r, Gsm8kRecord) for name, sha in (r.data_files or {}).items()}
-    workloads = {f"{r.arm}: {r.workload}": f"prompts {r.prompts_sha}" for r in records
-                 if isinstance(r, LongPrefixRecord)}
+            for r in of_kind(records, Gsm8kRecord) for name, sha in (r.data_files or {}).items()}
+    workloads = {f"{r.arm}: {r.workload}": f"prompts {r.prompts_sha}" for r in of_kind(records, LongPrefixRecord)}
     seeds = {name: w.get("seed") for name, w in (m.workloads or {}).items() if isinstance(w, dict) and "seed" in w}
     return {
         "summary": {

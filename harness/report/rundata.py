@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.records.attempts import current_records
 from harness.records.jsonl import read_jsonl
 from harness.records.manifest import RunManifest, load_manifest
+from harness.records.meaning import of_kind
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import Gsm8kRecord, LongPrefixRecord, Record, per_question_of
@@ -108,7 +109,7 @@ def read_referenced(run: RunData, what: str, recorded: str | None) -> tuple[list
 def tpot_samples(run: RunData) -> tuple[dict[tuple[str, int], list[float]], list[str]]:
     """Per (arm, concurrency): TPOT in ms of every successful request, from the level's samples file."""
     out, problems = {}, []
-    for r in (r for r in run.records if isinstance(r, LongPrefixRecord)):
+    for r in of_kind(run.records, LongPrefixRecord):
         rows, bad = read_referenced(run, f"TPOT samples of {r.arm} c{r.concurrency}", r.samples_path)
         problems += bad
         if rows is not None:
@@ -118,7 +119,7 @@ def tpot_samples(run: RunData) -> tuple[dict[tuple[str, int], list[float]], list
 
 def kv_series(run: RunData) -> tuple[dict[tuple[str, int], list[tuple[float, float]]], list[str]]:
     out, problems = {}, []
-    for r in (r for r in run.records if isinstance(r, LongPrefixRecord)):
+    for r in of_kind(run.records, LongPrefixRecord):
         if r.telemetry_path is None:
             problems.append(f"KV-usage timeline of {r.arm} c{r.concurrency}: no telemetry file recorded "
                             "(written by harness versions that persist the /metrics series)")

@@ -12,6 +12,7 @@ from harness.config.thresholds import CapacityGates
 from harness.judge.baseline import Delta
 from harness.judge.gates import GateResult
 from harness.judge.validity import outputs_check, outputs_invalid
+from harness.records.meaning import of_kind
 from harness.records.schema import (
     BUFFERED_STREAM,
     ColdStartRecord,
@@ -47,8 +48,8 @@ def first_line(text: str | None, limit: int = 120) -> str:
 
 def kv_capacity_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     """Arm, KV tokens, GiB per worker, TP/DCP, backend; an arm whose server failed shows why."""
-    kv = {r.arm: r for r in records if isinstance(r, KvCapacityRecord)}
-    servers = {r.arm: r for r in records if isinstance(r, ServerRecord)}
+    kv = {r.arm: r for r in of_kind(records, KvCapacityRecord)}
+    servers = {r.arm: r for r in of_kind(records, ServerRecord)}
     if not kv and not any(s.status == "failed" for s in servers.values()):
         return pd.DataFrame()  # the suite did not run
     rows = []
@@ -97,7 +98,7 @@ def outcome_detail(r: OutcomeRecord) -> str:
 def outcomes_table(records: list[Record]) -> pd.DataFrame:
     rows = [{"Suite": r.suite, "Arm": r.arm, "Test": r.test.split("::")[-1], "Outcome": r.outcome,
              "Detail": outcome_detail(r)}
-            for r in records if isinstance(r, OutcomeRecord)]
+            for r in of_kind(records, OutcomeRecord)]
     return pd.DataFrame(rows, columns=["Suite", "Arm", "Test", "Outcome", "Detail"])
 
 
@@ -170,7 +171,7 @@ def performance_table(records: list[Record], arm_order: list[str],
     memory, failures, and whether the arm's timed outputs count (`references`: each candidate's reference). A level
     whose streams arrived buffered shows why in place of its TPOT, TTFT and ITL."""
     refs = references or {}
-    perf = [r for r in records if isinstance(r, LongPrefixRecord)]
+    perf = of_kind(records, LongPrefixRecord)
     rank = {a: i for i, a in enumerate(arm_order)}
     perf.sort(key=lambda r: (r.concurrency, rank.get(r.arm, len(rank))))
     rows = [{"Arm": r.arm, "Conc": f"c{r.concurrency}",
@@ -190,7 +191,7 @@ def performance_table(records: list[Record], arm_order: list[str],
 def cold_start_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     """The first request after each server start against the arm's steady-state TPOT p50 (c1)."""
     rank = {a: i for i, a in enumerate(arm_order)}
-    cold = sorted((r for r in records if isinstance(r, ColdStartRecord)), key=lambda r: rank.get(r.arm, len(rank)))
+    cold = sorted(of_kind(records, ColdStartRecord), key=lambda r: rank.get(r.arm, len(rank)))
     rows = [{"Arm": r.arm, "First TTFT": ms(r.ttft_s), "First TPOT": ms(r.tpot_s, 3),
              "Steady TPOT p50": ms(r.steady_tpot_p50_s, 3), "Limit": f"{r.factor_limit:g} x steady",
              "Flag": cold_start_flag(r)} for r in cold]
@@ -215,7 +216,7 @@ def servers_table(records: list[Record]) -> pd.DataFrame:
              "Start-up": "n/a" if r.startup_s is None else f"{r.startup_s:.1f} s",
              "Attention backend": ", ".join(r.backends) or "not logged",
              "Declared": r.expected_backend or "auto"}
-            for r in records if isinstance(r, ServerRecord)]
+            for r in of_kind(records, ServerRecord)]
     return pd.DataFrame(rows)
 
 
@@ -223,7 +224,7 @@ def accuracy_table(records: list[Record], arm_order: list[str], flt: str = "stri
     """The seed's columns (Arm, exact_match, Correct/N, Request errors) for `flt`, + the other filter and invalid."""
     rank = {a: i for i, a in enumerate(arm_order)}
     rows = []
-    for r in sorted((r for r in records if isinstance(r, Gsm8kRecord)), key=lambda r: rank.get(r.arm, len(rank))):
+    for r in sorted(of_kind(records, Gsm8kRecord), key=lambda r: rank.get(r.arm, len(rank))):
         main = r.scores.get(flt)
         other = next((f for f in r.scores if f != flt), None)
         em = "n/a" if main is None or main.exact_match is None else f"{main.exact_match * 100:.2f}%"
@@ -247,9 +248,8 @@ def ruler_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     string-match score; the last row is each arm's total (and why it stopped, where it did)."""
     rank = {a: i for i, a in enumerate(arm_order)}
     latest_of: dict[str, RulerRecord] = {}
-    for r in records:
-        if isinstance(r, RulerRecord):
-            latest_of[r.arm] = r  # a resumed arm's later record replaces the earlier one
+    for r in of_kind(records, RulerRecord):
+        latest_of[r.arm] = r  # a resumed arm's later record replaces the earlier one
     arms = sorted(latest_of, key=lambda a: rank.get(a, len(rank)))
     keys = list(dict.fromkeys((c.task, c.length) for a in arms for c in latest_of[a].cells))
     rows = []
@@ -324,8 +324,8 @@ def reference_checks_table(records: list[Record]) -> pd.DataFrame:
              "Judged by": r.judged_by or "n/a",
              "Paired vs floor": floor_cell(r.floor),
              "Smallest detectable": detectable_cell(r.detectable)}
-            for r in records if isinstance(r, ReferenceCheckRecord)]
-    if not any(isinstance(r, ReferenceCheckRecord) and r.floor for r in records):  # no teacher forcing in the run
+            for r in of_kind(records, ReferenceCheckRecord)]
+    if not any(r.floor for r in of_kind(records, ReferenceCheckRecord)):  # no teacher forcing in the run
         rows = [{k: v for k, v in row.items() if k not in FLOOR_COLUMNS} for row in rows]
     return pd.DataFrame(rows)
 
@@ -340,7 +340,7 @@ DCP_OPS_COLUMNS = ["Arm", "Op", "Geometry", "dtype", "Max abs err", "Max rel err
 def timing_metrics_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     """The catalogue's timing suites (harness/config/suites.py MetricGate): per suite and arm, what was measured, the
     samples' median and p90, and the requests that failed (no sample)."""
-    latest = {(r.suite, r.metric, r.arm): r for r in records if isinstance(r, MetricRecord)}
+    latest = {(r.suite, r.metric, r.arm): r for r in of_kind(records, MetricRecord)}
     order = {a: i for i, a in enumerate(arm_order)}
     rows = []
     for (suite, metric, arm), r in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], 99))):
@@ -358,7 +358,7 @@ def dcp_ops_table(records: list[Record], arm_order: list[str]) -> pd.DataFrame:
     """One row per op-level case (suites/test_dcp_ops.py); a run without cases is one row saying why."""
     rank = {a: i for i, a in enumerate(arm_order)}
     rows = []
-    for r in sorted((r for r in records if isinstance(r, DcpOpsRecord)), key=lambda r: rank.get(r.arm, len(rank))):
+    for r in sorted(of_kind(records, DcpOpsRecord), key=lambda r: rank.get(r.arm, len(rank))):
         if not r.cases:
             verdict = "skipped" if r.status == "skipped" else "FAIL"
             rows.append({"Arm": r.arm, "Op": "(no cases)", "Geometry": f"{r.device} x{r.world}", "dtype": "",
@@ -400,7 +400,7 @@ def spec_decode_table(records: list[Record], arm_order: list[str], gates: list[G
     """Speculative arms (suites/test_spec_decode.py): acceptance from the /metrics deltas, the speed-up over the
     reference's TPOT p50 on the same prompts (the arm's own reference where `references` names it), and the verdict
     of the suite's gates for that arm."""
-    latest = {r.arm: r for r in records if isinstance(r, SpecDecodeRecord)}
+    latest = {r.arm: r for r in of_kind(records, SpecDecodeRecord)}
     rows = []
     for arm in [a for a in arm_order if a in latest] + [a for a in latest if a not in arm_order]:
         r = latest[arm]
