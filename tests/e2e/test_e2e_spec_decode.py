@@ -103,20 +103,30 @@ def test_ngram_arm_passes_against_its_reference(passing):
 
 
 def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list]:
-    """The faulty candidate through the suite's own steps (measure_arm, compare_arms) against the passing run's cpu-ref
-    record and samples; the gates as the suite computes them."""
-    from suites.test_spec_decode import compare_arms, measure_arm
+    """The faulty candidate through the suite's own steps (measure_arm, outputs_fields, compare_arms) against the
+    passing run's cpu-ref record and samples; the gates as the suite computes them."""
+    from harness.judge.spec_decode_gates import outputs_fields
+    from harness.measure.spec_decode import measure_arm
+    from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
+    from harness.refcheck.spec_decode_equality import compare_arms
 
     ref = SpecDecodeRecord.model_validate(spec(passing[3], "cpu-ref"))
     arm = load_arm("cpu-spec", overrides)
     live = launch(arm, tmp_path / arm.name)
     try:
-        fields = measure_arm(live, load_workload(workload_for(arm, "spec_decode"), kind=SpecDecodeWorkload), tmp_path)
+        m = measure_arm(live, load_workload(workload_for(arm, "spec_decode"), kind=SpecDecodeWorkload), tmp_path)
     finally:
         live.server.stop()
-    fields.pop("has_counters")
-    records = [SpecDecodeRecord(run_id=tmp_path.name, suite="spec_decode", **fields), ref]
-    records += compare_arms(records, "cpu-spec", "cpu-ref", tmp_path, load_gates("cpu-spec"))
+    done = m.finished()
+    judged = outputs_fields([s.text for s in done], arm.speculative if m.counters else None, arm.model.max_model_len,
+                            [(s.prompt_token_ids, s.token_ids) for s in done], len(m.samples) - len(done))
+    records = [SpecDecodeRecord(run_id=tmp_path.name, suite="spec_decode", arm=arm.name, **m.record_fields(),
+                                **judged), ref]
+    equality = compare_arms(records, "cpu-spec", "cpu-ref", tmp_path, load_gates("cpu-spec"))
+    base = {"run_id": tmp_path.name, "arm": "cpu-spec", "suite": "spec_decode"}
+    if equality is not None:
+        records += [ReferenceCheckRecord(**base, **equality.check.model_dump()),
+                    DegenerationRecord(**base, **equality.degeneration)]
     return {g.gate: g for g in spec_decode_gates(records, "cpu-spec", "cpu-ref", load_gates("cpu-spec").spec_decode)}, \
         records
 

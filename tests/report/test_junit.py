@@ -33,8 +33,8 @@ def test_measure(record):
            first_divergence_min=None, max_drift=0.0, nonfinite=0, drift_limit=0.01)
 
 
-def test_tpot_vs_reference(harness_session, record):
-    cand, ref = harness_session.pair()
+def test_tpot_vs_reference(harness_session, under_test, record):
+    cand, ref = under_test.pair()
     gate = tpot_gate(harness_session.records(), cand, ref, load_gates(cand).long_prefix)
     record(GateRecord, **gate.record_fields())
     assert gate.passed, gate.detail
