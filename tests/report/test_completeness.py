@@ -42,3 +42,23 @@ def test_a_passed_test_beside_a_skipped_one_leaves_the_skip_listed():
     records = [outcome("cpu-smoke", "test_spec_decode[cpu-smoke]", "", "passed"),
                outcome("cpu-smoke", "test_spec_decode_vs_reference", "Skipped: no reference samples")]
     assert gaps(INFO, records, ["cpu-smoke"]) == ["spec_decode x cpu-smoke: skipped: no reference samples"]
+
+
+def test_each_kind_says_in_its_own_words_what_did_not_finish():
+    """The lines each record kind declares (harness/records/meaning.py), in record order, reasons cut to one line."""
+    from harness.records.schema import DcpOpsRecord, Gsm8kRecord, ServerRecord
+    from harness.report.completeness import aborted
+    from tests.report.test_tables import lp
+
+    level = lp("dcp8", 2, (11.8, 19.4, 27.5), (0.01, 0.02), failed=1, status="aborted").model_copy(
+        update={"reason": "server died\ntraceback", "metrics_scrape_errors": 2})
+    gsm = Gsm8kRecord(run_id="r", arm="dcp8", suite="gsm8k", workload="gsm8k", task="gsm8k", data_files=None,
+                      lm_eval_version="0", task_hash=None, num_fewshot=5, limit=None, n=0, scores={}, request_errors=0,
+                      invalid=0, status="aborted", reason=None, wall_s=1.0, num_concurrent=1, samples_path=None)
+    ops = DcpOpsRecord(run_id="r", arm="dcp8", suite="dcp_ops", status="no_data", passed=False, detail="no runner\nx",
+                       world=2, device="cpu")
+    server = ServerRecord(run_id="r", arm="tp8", suite="server", status="failed", reason="exited 1\nlog")
+    assert aborted([level, gsm, ops, server]) == [
+        "long_prefix x dcp8 c2: 2 /metrics scrape(s) failed during the workload: KV-cache use is summarised from the "
+        "rest", "long_prefix x dcp8 c2: aborted after 8 request(s): server died", "gsm8k x dcp8: aborted: ",
+        "dcp_ops x dcp8: no runner", "server x tp8: failed to start: exited 1"]
