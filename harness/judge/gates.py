@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.config.thresholds import CoverageGates, LongPrefixGates
 from harness.judge.validity import coverage, coverage_sentence, outputs_invalid
+from harness.records.meaning import of_kind
 from harness.records.runinfo import concurrency_levels
 from harness.records.schema import GateRecord, LongPrefixRecord, Record
 
@@ -42,8 +43,8 @@ class GateResult:
 def latest(records: list[Record], kind: type, arm: str) -> list:
     """An arm's records of one kind; a relaunched or resumed arm's later record replaces the earlier one."""
     by_key: dict = {}
-    for r in records:
-        if isinstance(r, kind) and r.arm == arm:
+    for r in of_kind(records, kind):
+        if r.arm == arm:
             by_key[getattr(r, "concurrency", None)] = r
     return list(by_key.values())
 
