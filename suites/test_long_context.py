@@ -16,78 +16,73 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import HarnessError
-from harness.config.suites import BY_NAME
-from harness.judge.catalogue_gate import catalogue_gates
+from harness.judge.long_context import long_context_gate
 from harness.measure.metrics import cache_config, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
-from harness.refcheck.bursts import batch_invariance
-from harness.refcheck.long_context import shared_tokens
+from harness.refcheck.check import reference_check
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
-from harness.refcheck.long_context_grid import BURSTS, CellLimits, run_grid
+from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
+from harness.refcheck.long_context_plan import plan_grid
 
 
-def skip_reason(session, under_test, served: bool) -> str | None:
+def skip_reason(session, arm_name: str, served: bool) -> str | None:
     """Read before any server starts: the grid compares a candidate with its reference; without one there is
     nothing to compare with."""
-    if session.reference_of(under_test.arm) is None:
-        return f"arm {under_test.arm!r} names no reference arm: long_context compares a candidate with its reference"
+    if session.run.arm_set.reference_of(arm_name) is None:
+        return f"arm {arm_name!r} names no reference arm: long_context compares a candidate with its reference"
     return None
 
 
-def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, under_test,
-                      record):
+def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
     arm, stored, session = candidate.arm, long_context_outputs, harness_session
-    w, prompts, sampling = under_test.long_context_prompts()
-    _, sweep, _ = under_test.long_context_sweep_prompts()
-    gates = under_test.thresholds()
-    limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
-    by_check = {"long_context": limits, BURSTS: burst_limits}
-    margin = gates.long_context.retrieval_margin
+    w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
+    _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
+    gates = session.thresholds()
+    limits, burst_limits = (reference_check(gates, arm, name, stored.noise_key, session.run.calibration_repeat,
+                                            session.run.build_of(arm.name))
+                            for name in ("long_context", BURSTS))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
     try:
-        shared = {n: shared_tokens(w, n, block) for n in w.lengths}
+        plan = plan_grid(w, prompts.all(), sweep.all(), caching_on, block, arm.server.max_num_seqs or w.burst_max)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
     caching = "on" if caching_on else (f"off on arm {arm.name!r}: warm and partial requests recompute the prompt (no "
                                        "prefix-cache hit to prove); enable prefix caching to check cached KV")
     sink = session.run_dir / arm.name / f"long_context_vs_{stored.arm}_comparisons.jsonl"
-    sink.parent.mkdir(parents=True, exist_ok=True)
-    sink.unlink(missing_ok=True)
-    grid = run_grid(candidate, sampling, f"long-context-{session.run_id}", sink, w, prompts.all(), sweep.all(),
-                    stored.outputs, long_context_sweep_outputs.outputs, caching_on, shared, block,
-                    *(CellLimits(x.drift_limit, x.tie_gap, margin) for x in (limits, burst_limits)))
-    cells, checks, floors = grid.cells, [], []
-    for part in grid.checks():  # long_context, and long_context_bursts where bursts were planned
-        at = by_check[part.name]
-        judged = at.judge(record_fields(part.name, stored.arm, stored.key, part.run, at.drift_limit, part.sink,
-                                        part.extra, at.tie_gap), part.run.comparisons, bool(part.run.aborted))
-        hits = [c.cached_tokens for c in part.cells if c.cached_tokens is not None]
+    grid_limits = GridLimits.of(limits, burst_limits, gates.long_context.retrieval_margin)
+    outcome = run_grid(GridClient(candidate, sampling, f"long-context-{session.run_id}"), plan,
+                       {**stored.outputs, **long_context_sweep_outputs.outputs}, grid_limits, sink)
+    cells, checks, floors = outcome.cells, [], []
+    for grid_check in outcome.checks():  # long_context, and long_context_bursts where bursts were planned
+        check, compared = grid_check.limits.check, grid_check.compared
+        judged = check.judge(record_fields(grid_check.name, stored.arm, stored.key, compared, check.drift_limit,
+                                           grid_check.sink, grid_check.beyond_comparisons, check.tie_gap),
+                             compared.comparisons, bool(compared.aborted))
+        hits = [c.cached_tokens for c in grid_check.cells if c.cached_tokens is not None]
         checks.append(record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, checked_to_tokens=checked_to_tokens(
-            part.cells), cached_tokens_proven=sum(hits) if hits else None))
+            grid_check.cells), cached_tokens_proven=sum(hits) if hits else None))
         floors += [judged.floor_failure] if judged.floor_failure else []
     first, to = first_failing_length(cells), checked_to_tokens(cells)
     failures = [f for c in cells for f in c.failures] + floors
-    if grid.aborted:
-        failures.insert(0, f"aborted after {len(cells)}/{grid.planned} cell(s): {grid.aborted.splitlines()[0]}")
+    if outcome.aborted:
+        failures.insert(0, f"aborted after {len(cells)}/{outcome.planned} cell(s): {outcome.aborted.splitlines()[0]}")
     grid_rec = record(LongContextRecord, arm=arm.name, workload=w.name, reference=stored.arm,
                       reference_key=stored.key, prompts_sha=prompts.fingerprint(), needle_source=prompts.needle_source,
                       prefix_caching=caching, lengths=sorted(w.lengths), depths=list(w.depths), modes=list(w.modes),
                       cells=cells, first_failing_length=first, checked_to_tokens=to,
                       passed=not failures and all(c.passed for c in checks), failures=failures,
-                      status="aborted" if grid.aborted else "complete", reason=grid.aborted,
-                      comparisons_path=str(sink), bursts_planned=grid.bursts_planned,
-                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.length_seed,
+                      status="aborted" if outcome.aborted else "complete", reason=outcome.aborted,
+                      comparisons_path=str(sink), bursts_planned=outcome.bursts_planned,
+                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.run.length_seed,
                       sweep_planned=len(sweep.cells),
-                      batch_invariance=batch_invariance(grid.burst_alone, burst_limits.drift_limit,
-                                                        burst_limits.tie_gap))
+                      batch_invariance=outcome.batch_invariance())
     # the live verdict, as `harness report` recomputes it from the records
-    (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm, session.thresholds())
-    record(GateRecord, **gate.record_fields())
+    record(GateRecord, **long_context_gate(session.records(), arm.name, stored.arm).record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
-    seed = f"; sweep lengths of --length-seed {session.length_seed}" if sweep.cells else ""
+    seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
-                             f"{grid_summary(cells, grid.planned)}{seed}; prefix caching {caching}:\n"
+                             f"{grid_summary(cells, outcome.planned)}{seed}; prefix caching {caching}:\n"
                              + "\n".join(failures or [d for c in checks for d in c.diverged]))

@@ -1,16 +1,62 @@
 """Judging the long_context grid (pure): each (length, depth, mode) cell from its comparison with the reference, its
 retrieval accuracy beside the reference's, and its proven prefix-cache hit; then the first failing length.
 
-The limits are the reference checks' (gates.yaml reference_checks: drift_limit, tie_gap) plus
-long_context.retrieval_margin: the candidate may copy at most that much less of the span than the reference did.
+The limits are the check's (CellLimits: its ReferenceCheck's drift limit and tie gap, calibrated or gates.yaml
+reference_checks') plus long_context.retrieval_margin: the candidate may copy at most that much less of the span than
+the reference did.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from harness.records.schema import LongContextCell, RequestComparison, TeacherForcedComparison
+from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import failure_line, is_tie_flip
 from harness.refcheck.long_context import ContextCell
 from harness.tinymodel.copytask import copy_accuracy
+
+
+@dataclass(frozen=True)
+class CellLimits:
+    """What one of the grid's checks judges a cell by: the check (its limits: calibrated, or gates.yaml's) and
+    gates.yaml long_context.retrieval_margin."""
+
+    check: ReferenceCheck
+    margin: float
+
+    @property
+    def drift_limit(self) -> float:
+        return self.check.drift_limit
+
+    @property
+    def tie_gap(self) -> float:
+        return self.check.tie_gap
+
+    def failure(self, c: RequestComparison | TeacherForcedComparison) -> str | None:
+        """The comparison's own failure (drift, tokens) under these limits; None where it passes."""
+        return failure_line(c, self.drift_limit, self.tie_gap)
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """A candidate output of a cell beside the reference's: their comparison and both sides' tokens (the copy
+    accuracy is read from the tokens)."""
+
+    cell: ContextCell
+    vs_reference: RequestComparison
+    candidate_tokens: list[int]
+    reference_tokens: list[int]
+
+    def copy_accuracies(self) -> tuple[float, float]:
+        """(the candidate's copy accuracy of the span, the reference's)."""
+        return (copy_accuracy(self.candidate_tokens, self.cell.expected),
+                copy_accuracy(self.reference_tokens, self.cell.expected))
+
+    def compared_tokens(self) -> int:
+        """Generated tokens the comparison vouches for: all of them, or up to the first divergence."""
+        c = self.vs_reference
+        return c.candidate_tokens if c.first_divergence is None else c.first_divergence + 1
 
 
 def retrieval_drop(cand: float, ref: float, margin: float) -> str | None:
@@ -30,29 +76,26 @@ def hit_missing(mode: str, hit: float | None, expected: int | None) -> str | Non
     return None
 
 
-def judge_generation(cell: ContextCell, mode: str, c: RequestComparison, cand_tokens: list[int],
-                     ref_tokens: list[int], drift_limit: float, tie_gap: float, margin: float,
-                     hit: float | None = None, hit_expected: int | None = None) -> LongContextCell:
-    """A cold, warm or partial request's output against the reference's cold output of the same cell."""
-    acc_c, acc_r = copy_accuracy(cand_tokens, cell.expected), copy_accuracy(ref_tokens, cell.expected)
+def judge_generation(out: CellOutput, mode: str, limits: CellLimits, hit: float | None = None,
+                     hit_expected: int | None = None) -> LongContextCell:
+    """A cold, warm, partial or sweep request's output against the reference's cold output of the same cell."""
+    cell, c = out.cell, out.vs_reference
+    acc_c, acc_r = out.copy_accuracies()
     where = f"request {c.request} [{c.group}]: "
-    missing, drop = hit_missing(mode, hit, hit_expected), retrieval_drop(acc_c, acc_r, margin)
-    failures = [p for p in (failure_line(c, drift_limit, tie_gap), missing and where + missing,
-                            drop and where + drop) if p]
-    compared = c.candidate_tokens if c.first_divergence is None else c.first_divergence + 1
+    missing, drop = hit_missing(mode, hit, hit_expected), retrieval_drop(acc_c, acc_r, limits.margin)
+    failures = [p for p in (limits.failure(c), missing and where + missing, drop and where + drop) if p]
     return LongContextCell(length=cell.length, depth=cell.depth, mode=mode, exact=c.exact,
-                           first_divergence=c.first_divergence, tie_flip=is_tie_flip(c, tie_gap),
+                           first_divergence=c.first_divergence, tie_flip=is_tie_flip(c, limits.tie_gap),
                            max_drift=c.max_drift, retrieval_candidate=acc_c, retrieval_reference=acc_r,
-                           cached_tokens=hit, context_tokens=len(cell.tokens) + compared, passed=not failures,
-                           failures=failures)
+                           cached_tokens=hit, context_tokens=len(cell.tokens) + out.compared_tokens(),
+                           passed=not failures, failures=failures)
 
 
-def judge_forced(cell: ContextCell, c: TeacherForcedComparison, drift_limit: float,
-                 tie_gap: float) -> LongContextCell:
+def judge_forced(cell: ContextCell, c: TeacherForcedComparison, limits: CellLimits) -> LongContextCell:
     """The reference's tokens scored on the candidate: every position judged, conditioned on the same text."""
-    line = failure_line(c, drift_limit, tie_gap)
+    line = limits.failure(c)
     return LongContextCell(length=cell.length, depth=cell.depth, mode="forced", exact=c.exact,
-                           first_divergence=c.first_divergence, tie_flip=is_tie_flip(c, tie_gap),
+                           first_divergence=c.first_divergence, tie_flip=is_tie_flip(c, limits.tie_gap),
                            forced_max_drift=c.max_drift, context_tokens=len(cell.tokens) + c.reference_tokens,
                            passed=line is None, failures=[line] if line else [])
 

@@ -1,8 +1,8 @@
-"""One candidate's long_context grid against the reference's stored outputs, as functions the suite calls in turn:
-the sequential grid (cold, warm, partial, forced per cell, shortest first), the sweep's lengths, and the bursts
-(cells in flight at once, against the reference and against the candidate's own output alone). Each comparison is
-appended to the comparisons file as it is made, and a server death stops the grid with the reason in run.aborted:
-every cell compared before it is kept.
+"""One candidate's long_context grid against the reference's stored outputs: the executor that sends a GridPlan's
+requests in order (long_context_plan: the sequential grid, the sweep, the bursts), judges each output as it arrives
+and appends each comparison to its check's comparisons file as it is made. A failed request stops the grid where it
+is, with the reason in the check's aborted: every cell compared before it is kept, and bursts planned after it read
+"not run".
 
 The grid is two reference checks, each judged by its own limits and calibrated on its own comparisons: long_context
 (the cells one at a time and the sweep: one comparisons file) and long_context_bursts (the bursts, against the
@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config.errors import HarnessError, LaunchError
-from harness.config.workloads import LongContextWorkload
-from harness.measure.generation import Sampling, score_forced
+from harness.measure.generation import Generation, Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
-from harness.records.schema import LongContextCell, RequestComparison
+from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison, TeacherForcedComparison
 from harness.refcheck.batches import BatchRun, send
-from harness.refcheck.bursts import burst_plan, judge_burst
-from harness.refcheck.compare import compare_outputs, failure_line
-from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup
-from harness.refcheck.long_context_cells import judge_forced, judge_generation, retrieval_drop
+from harness.refcheck.bursts import Burst, VsAlone, batch_invariance, judge_burst
+from harness.refcheck.check import ReferenceCheck
+from harness.refcheck.compare import compare_outputs
+from harness.refcheck.long_context import ContextCell
+from harness.refcheck.long_context_cells import CellLimits, CellOutput, judge_forced, judge_generation, retrieval_drop
+from harness.refcheck.long_context_plan import CellRequest, GridPlan
 from harness.refcheck.prompts import CheckPrompt
 from harness.refcheck.teacher_forcing import compare_forced
 from harness.serve.serverlog import tail
@@ -34,49 +35,53 @@ BURSTS = "long_context_bursts"  # the bursts' check (harness/config/suites.py: l
 
 
 @dataclass(frozen=True)
-class CellLimits:
-    """What one of the grid's checks judges its cells by: the check's drift limit and tie gap (its calibration's, or
-    gates.yaml's) and gates.yaml long_context.retrieval_margin."""
+class GridLimits:
+    """What the grid's two checks judge by: long_context's limits (the cells one at a time and the sweep) and
+    long_context_bursts' (the bursts), each with gates.yaml long_context.retrieval_margin."""
 
-    drift_limit: float
-    tie_gap: float
-    margin: float
+    sequential: CellLimits
+    bursts: CellLimits
+
+    @classmethod
+    def of(cls, sequential: ReferenceCheck, bursts: ReferenceCheck, margin: float) -> GridLimits:
+        return cls(CellLimits(sequential, margin), CellLimits(bursts, margin))
 
 
-class Grid:
-    """The I/O of one candidate's grid: requests, /metrics, and the comparisons file (one line per comparison)."""
+class GridClient:
+    """The candidate's side of one grid: requests (each under a cache salt of the grid's own) and /metrics."""
 
-    def __init__(self, live, sampling: Sampling, salt: str, sink):
-        self.live, self.sampling, self.salt, self.sink = live, sampling, salt, sink
+    def __init__(self, live, sampling: Sampling, salt: str):
+        self.live, self.sampling, self.salt = live, sampling, salt
 
     def hits(self) -> float | None:
         return counter_total(fetch_metrics(self.live.info.base_url), HITS)
 
-    def generate(self, cell: ContextCell, tokens: list[int], mode: str):
+    def generate(self, cell: ContextCell, tokens: list[int], mode: str) -> Generation:
         prompt = CheckPrompt(cell.id, tokens, cell.group)
         return send(self.live, [prompt], self.sampling, cache_salt=f"{self.salt}-{mode}-{cell.id}")[0]
 
-    def counted(self, cell: ContextCell, mode: str):
+    def counted(self, cell: ContextCell, mode: str) -> tuple[Generation, float | None]:
         """The cell under mode's salt, with the prefix-cache hit counter's delta over it."""
         before = self.hits()
         out = self.generate(cell, cell.tokens, mode)
         after = self.hits()
         return out, (after - before if before is not None and after is not None else None)
 
-    def burst(self, cells: list[ContextCell], name: str):
-        """The cells in flight at once, cold (a salt of the burst's own)."""
-        prompts = [CheckPrompt(c.id, c.tokens, c.group) for c in cells]
-        return send(self.live, prompts, self.sampling, cache_salt=f"{self.salt}-burst-{name}")
+    def burst(self, burst: Burst) -> list[Generation]:
+        """The burst's cells in flight at once, cold (a salt of the burst's own)."""
+        prompts = [CheckPrompt(c.id, c.tokens, c.group) for c in burst.cells]
+        return send(self.live, prompts, self.sampling, cache_salt=f"{self.salt}-burst-{burst.name}")
 
-    def forced(self, cell: ContextCell, ref_tokens: list[int]):
+    def forced(self, cell: ContextCell, ref_tokens: list[int]) -> Generation:
         arm = self.live.arm
         self.live.server.check_alive()
         return asyncio.run(score_forced(self.live.info.base_url, arm.model.served_name, cell.tokens, ref_tokens,
                                         arm.timeouts.request_s))
 
-    def write(self, comparison) -> None:
-        with self.sink.open("a") as f:
-            f.write(comparison.model_dump_json() + "\n")
+    def forced_budget(self) -> int | None:
+        """The chunk budget teacher forcing's positions are reported by under DCP (teacher_forcing.compare_forced)."""
+        arm = self.live.arm
+        return arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
 
 
 def abort_reason(where: str, exc: HarnessError, live) -> str:
@@ -86,147 +91,54 @@ def abort_reason(where: str, exc: HarnessError, live) -> str:
     return f"{where}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
 
 
-def sweep_cells(grid: Grid, cells: list[ContextCell], reference: dict, limit: float, tie_gap: float, margin: float,
-                run: BatchRun) -> tuple[list[LongContextCell], list[str]]:
-    """The sweep: one depth, cold, one request at a time, at lengths between the grid's (this run's seed draws some
-    of them); each output against the reference's at the same length, counted in the long_context check beside the
-    sequential cells (run.comparisons). Returns the judged cells and the failures beyond the comparisons (a retrieval
-    drop). Stops at a server death (run.aborted)."""
-    out_cells, extra = [], []
-    for cell in cells:
-        try:
-            out = grid.generate(cell, cell.tokens, "sweep")
-        except HarnessError as exc:
-            run.aborted = abort_reason(f"sweep {cell.group}", exc, grid.live)
-            break
-        ref = reference[cell.id]
-        c = compare_outputs(f"{cell.id}-sweep", cell.length, out, ref, f"{cell.group}, sweep")
-        run.comparisons.append(c)
-        grid.write(c)
-        judged = judge_generation(cell, "cold", c, out.token_ids, ref.token_ids, limit, tie_gap, margin)
-        out_cells.append(judged.model_copy(update={"mode": "sweep"}))
-        extra += [f for f in judged.failures if f != failure_line(c, limit, tie_gap)]
-    return out_cells, extra
+@dataclass
+class GridCheck:
+    """One of the grid's reference checks as the executor fills it: its comparisons and why it stopped (compared),
+    its comparisons file (one line per comparison), the failures beyond the comparisons (an unproven hit, a retrieval
+    drop, burst cells planned and not compared) and the cells it judged."""
 
+    name: str
+    sink: Path
+    limits: CellLimits
+    compared: BatchRun = field(default_factory=BatchRun)
+    beyond_comparisons: list[str] = field(default_factory=list)
+    cells: list[LongContextCell] = field(default_factory=list)
 
-def burst_cells(grid: Grid, plan: list[tuple[str, list[ContextCell]]], reference: dict, alone: dict, limit: float,
-                tie_gap: float, margin: float,
-                run: BatchRun) -> tuple[list[LongContextCell], list[tuple[int, int, RequestComparison]], list[str]]:
-    """Each burst's cells in flight at once (after the sequential grid: outside every timed window); every output
-    against the reference's sequential output and against the candidate's own output alone, both counted in the
-    long_context_bursts check (run.comparisons). Returns the judged cells, (batch, length, comparison with the output
-    alone) for the batch-invariance table, and the failures beyond the comparisons (a retrieval drop)."""
-    judged, vs_alone_all, extra = [], [], []
-    for name, group in plan:
-        try:
-            outs = grid.burst(group, name)
-        except HarnessError as exc:
-            run.aborted = abort_reason(f"burst {name}", exc, grid.live)
-            break
-        for cell, out in zip(group, outs, strict=True):
-            ref, where = reference[cell.id], f"{cell.group}, burst {name}"
-            vs_ref = compare_outputs(f"{cell.id}-burst-{name}", cell.length, out, ref, where)
-            vs_alone = compare_outputs(f"{cell.id}-burst-{name}-vs-alone", cell.length, out, alone[cell.id], where)
-            run.comparisons += [vs_ref, vs_alone]
-            grid.write(vs_ref)
-            grid.write(vs_alone)
-            vs_alone_all.append((len(group), cell.length, vs_alone))
-            out_cell = judge_burst(cell, name, len(group), vs_ref, vs_alone, out.token_ids, ref.token_ids, limit,
-                                   tie_gap, margin)
-            judged.append(out_cell)
-            if drop := retrieval_drop(out_cell.retrieval_candidate, out_cell.retrieval_reference, margin):
-                extra.append(f"request {vs_ref.request} [{cell.group}, burst {name}]: {drop}")
-    return judged, vs_alone_all, extra
-
-
-def sequential_cells(grid: Grid, cells: list[ContextCell], w: LongContextWorkload, reference: dict,
-                     caching_on: bool, shared: dict[int, int], block: int, limit: float, tie_gap: float,
-                     margin: float, budget: int | None,
-                     run: BatchRun) -> tuple[list[LongContextCell], list[str], dict]:
-    """The grid one request at a time, shortest first (a death at length L keeps every shorter cell): each cell in
-    the workload's modes, then the reference's tokens teacher-forced. Returns the judged cells, the failures beyond
-    the comparisons themselves (an unproven hit, a retrieval drop) and each cell's cold output sent alone."""
-    judged_cells: list[LongContextCell] = []
-    extra: list[str] = []
-    alone = {}
-    for cell in cells:
-        ref = reference[cell.id]
-        try:
-            for mode in w.modes:
-                if mode == "cold":
-                    out, hit, want = grid.generate(cell, cell.tokens, mode), None, None
-                    alone[cell.id] = out
-                elif mode == "warm":
-                    grid.generate(cell, cell.tokens, mode)  # fills the cache under this salt
-                    out, hit = grid.counted(cell, mode)
-                    want = expected_hit(cell.length, cell.length, block) if caching_on else None
-                else:
-                    grid.generate(cell, partial_warmup(cell, shared[cell.length], w.seed), mode)
-                    out, hit = grid.counted(cell, mode)
-                    want = expected_hit(cell.length, shared[cell.length], block) if caching_on else None
-                c = compare_outputs(f"{cell.id}-{mode}", cell.length, out, ref, cell.group)
-                run.comparisons.append(c)
-                grid.write(c)
-                judged = judge_generation(cell, mode, c, out.token_ids, ref.token_ids, limit,
-                                          tie_gap, margin, hit, want)
-                judged_cells.append(judged)
-                extra += [f for f in judged.failures if f != failure_line(c, limit, tie_gap)]
-            forced = compare_forced(f"{cell.id}-forced", cell.length, grid.forced(cell, ref.token_ids), ref,
-                                    cell.group, budget)
-            run.comparisons.append(forced)
-            grid.write(forced)
-            judged_cells.append(judge_forced(cell, forced, limit, tie_gap))
-        except HarnessError as exc:
-            run.aborted = abort_reason(cell.group, exc, grid.live)
-            break
-    return judged_cells, extra, alone
+    def add(self, comparison: RequestComparison | TeacherForcedComparison) -> None:
+        self.compared.comparisons.append(comparison)
+        with self.sink.open("a") as f:
+            f.write(comparison.model_dump_json() + "\n")
 
 
 @dataclass
-class GridRun:
-    """What one candidate's grid left: the judged cells, and per check (long_context: `run`, `extra`;
-    long_context_bursts: `bursts`, `bursts_extra`, `bursts_sink`) every comparison made, why it stopped (aborted)
-    and the failures beyond the comparisons; each burst output against the same cell sent alone, and the cells it
-    planned. `bursts_sink` is None when the workload plans no burst: the run then records no bursts check."""
+class GridOutcome:
+    """What one candidate's grid left: its checks (long_context; long_context_bursts, None where the workload plans no
+    burst: the run then records no bursts check), the cells it planned, and each burst output against the same cell
+    sent alone (the batch-invariance table)."""
 
-    cells: list[LongContextCell] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    run: BatchRun = field(default_factory=BatchRun)
-    bursts: BatchRun = field(default_factory=BatchRun)
-    bursts_extra: list[str] = field(default_factory=list)
-    bursts_sink: Path | None = None
-    burst_alone: list[tuple[int, int, RequestComparison]] = field(default_factory=list)
-    bursts_planned: int = 0
-    planned: int = 0
+    long_context: GridCheck
+    bursts: GridCheck | None
+    planned: int
+    bursts_planned: int
+    vs_alone: list[VsAlone] = field(default_factory=list)
 
-    sink: Path | None = None  # long_context's comparisons file
+    @property
+    def cells(self) -> list[LongContextCell]:
+        """Every judged cell in the order sent: the cells one at a time, the sweep, the bursts."""
+        return self.long_context.cells + (self.bursts.cells if self.bursts else [])
 
     @property
     def aborted(self) -> str | None:
         """Why the grid stopped early (its one-at-a-time part first), None when every part ran to its end."""
-        return self.run.aborted or self.bursts.aborted
+        return self.long_context.compared.aborted or (self.bursts.compared.aborted if self.bursts else None)
 
     def checks(self) -> list[GridCheck]:
-        """The grid's reference checks, each with what it judged: long_context, and long_context_bursts where the
-        workload planned bursts (compared or not: planned and not compared is no data, never left out)."""
-        out = [GridCheck("long_context", self.run, self.sink, self.extra,
-                         [c for c in self.cells if c.mode != "burst"])]
-        if self.bursts_sink is not None:
-            out.append(GridCheck(BURSTS, self.bursts, self.bursts_sink, self.bursts_extra,
-                                 [c for c in self.cells if c.mode == "burst"]))
-        return out
+        """long_context, and long_context_bursts where the workload planned bursts (compared or not: planned and not
+        compared is no data, never left out)."""
+        return [self.long_context, *([self.bursts] if self.bursts else [])]
 
-
-@dataclass(frozen=True)
-class GridCheck:
-    """One of the grid's reference checks: its name, comparisons (run.comparisons, run.aborted), comparisons file,
-    failures beyond the comparisons, and the cells it judged."""
-
-    name: str
-    run: BatchRun
-    sink: Path
-    extra: list[str]
-    cells: list[LongContextCell]
+    def batch_invariance(self) -> list[BatchInvarianceRow]:
+        return batch_invariance(self.vs_alone, self.bursts.limits) if self.bursts else []
 
 
 def bursts_missing(planned: int, compared: int) -> list[str]:
@@ -239,35 +151,89 @@ def bursts_sink(sink: Path) -> Path:
     return sink.with_name(sink.name.replace("long_context_", f"{BURSTS}_", 1))
 
 
-def run_grid(live, sampling: Sampling, salt: str, sink: Path, w: LongContextWorkload, cells: list[ContextCell],
-             sweep: list[ContextCell], reference: dict, sweep_reference: dict, caching_on: bool,
-             shared: dict[int, int], block: int, sequential: CellLimits, bursts: CellLimits) -> GridRun:
-    """The sequential grid, then (unless a server death stopped it) the sweep, then the bursts; comparisons appended to
-    `sink` (the bursts' to a file of their own beside it) as they are made. The cells one at a time and the sweep are
-    judged by `sequential` (long_context's limits), the bursts by `bursts` (long_context_bursts')."""
-    arm = live.arm
-    grid = Grid(live, sampling, salt, sink)
-    budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
-    limit, tie_gap, margin = sequential.drift_limit, sequential.tie_gap, sequential.margin
-    out = GridRun(sink=sink)
-    out.cells, out.extra, alone = sequential_cells(grid, cells, w, reference, caching_on, shared, block, limit,
-                                                   tie_gap, margin, budget, out.run)
-    if not out.run.aborted:
-        swept, extra = sweep_cells(grid, sweep, sweep_reference, limit, tie_gap, margin, out.run)
-        out.cells, out.extra = out.cells + swept, out.extra + extra
-    plan = burst_plan(cells, arm.server.max_num_seqs or w.burst_max) if w.bursts else []
-    out.bursts_planned = sum(len(g) for _, g in plan)
-    out.planned = len(w.lengths) * len(w.depths) * (len(w.modes) + 1) + len(sweep) + out.bursts_planned
-    if not plan:
-        return out
-    out.bursts_sink = bursts_sink(sink)
-    out.bursts_sink.unlink(missing_ok=True)
-    if out.run.aborted:
-        out.bursts.aborted = f"not run: the grid stopped before its bursts ({out.run.aborted.splitlines()[0]})"
-    else:
-        judged, out.burst_alone, out.bursts_extra = burst_cells(Grid(live, sampling, salt, out.bursts_sink), plan,
-                                                                reference, alone, bursts.drift_limit, bursts.tie_gap,
-                                                                bursts.margin, out.bursts)
-        out.cells += judged
-    out.bursts_extra = bursts_missing(out.bursts_planned, len(out.burst_alone)) + out.bursts_extra
-    return out
+class GridExecutor:
+    """Sends a plan's steps in order into an outcome; `reference`: the reference's cold output of every grid and
+    sweep cell, by cell id."""
+
+    def __init__(self, client: GridClient, reference: dict[str, Generation], outcome: GridOutcome):
+        self.client, self.reference, self.outcome = client, reference, outcome
+        self.cold_outputs: dict[str, Generation] = {}  # each cell's cold output sent alone: what a burst's must equal
+
+    def run(self, plan: GridPlan) -> None:
+        for step in plan.steps():
+            check = self.outcome.long_context if isinstance(step, CellRequest) else self.outcome.bursts
+            try:
+                if isinstance(step, Burst):
+                    self.send_burst(step, check)
+                elif step.mode == "forced":
+                    self.send_forced(step, check)
+                else:
+                    self.send_alone(step, check)
+            except HarnessError as exc:
+                where = step.where if isinstance(step, CellRequest) else f"burst {step.name}"
+                check.compared.aborted = abort_reason(where, exc, self.client.live)
+                break
+
+    def send_alone(self, step: CellRequest, check: GridCheck) -> None:
+        """A cold, warm, partial or sweep request, judged against the reference's cold output of its cell."""
+        cell, ref = step.cell, self.reference[step.cell.id]
+        if step.warmup is None:
+            out, hit = self.client.generate(cell, cell.tokens, step.mode), None
+        else:
+            self.client.generate(cell, step.warmup, step.mode)  # fills the cache under this salt
+            out, hit = self.client.counted(cell, step.mode)
+        if step.mode == "cold":
+            self.cold_outputs[cell.id] = out
+        c = compare_outputs(step.request, cell.length, out, ref, step.group)
+        check.add(c)
+        judged = judge_generation(CellOutput(cell, c, out.token_ids, ref.token_ids), step.mode, check.limits, hit,
+                                  step.hit_expected)
+        check.cells.append(judged)
+        check.beyond_comparisons += [f for f in judged.failures if f != check.limits.failure(c)]
+
+    def send_forced(self, step: CellRequest, check: GridCheck) -> None:
+        cell, ref = step.cell, self.reference[step.cell.id]
+        forced = compare_forced(step.request, cell.length, self.client.forced(cell, ref.token_ids), ref, step.group,
+                                self.client.forced_budget())
+        check.add(forced)
+        check.cells.append(judge_forced(cell, forced, check.limits))
+
+    def send_burst(self, burst: Burst, check: GridCheck) -> None:
+        """The burst's cells at once (after the sequential grid: outside every timed window); every output against
+        the reference's sequential output and against the candidate's own output alone, both in the bursts' check."""
+        outputs = self.client.burst(burst)
+        batch = len(burst.cells)
+        for cell, out in zip(burst.cells, outputs, strict=True):
+            ref, where = self.reference[cell.id], f"{cell.group}, burst {burst.name}"
+            vs_ref = compare_outputs(f"{cell.id}-burst-{burst.name}", cell.length, out, ref, where)
+            vs_alone = compare_outputs(f"{cell.id}-burst-{burst.name}-vs-alone", cell.length, out,
+                                       self.cold_outputs[cell.id], where)
+            check.add(vs_ref)
+            check.add(vs_alone)
+            self.outcome.vs_alone.append(VsAlone(batch, cell.length, vs_alone))
+            judged = judge_burst(CellOutput(cell, vs_ref, out.token_ids, ref.token_ids), vs_alone, burst.name, batch,
+                                 check.limits)
+            check.cells.append(judged)
+            if drop := retrieval_drop(judged.retrieval_candidate, judged.retrieval_reference, check.limits.margin):
+                check.beyond_comparisons.append(f"request {vs_ref.request} [{cell.group}, burst {burst.name}]: {drop}")
+
+
+def run_grid(client: GridClient, plan: GridPlan, reference: dict[str, Generation], limits: GridLimits,
+             sink: Path) -> GridOutcome:
+    """The plan's requests in order; comparisons appended to `sink` (the bursts' to a file of their own beside it,
+    bursts_sink) as they are made. The cells one at a time and the sweep are judged by limits.sequential, the bursts
+    by limits.bursts."""
+    bursts = GridCheck(BURSTS, bursts_sink(sink), limits.bursts) if plan.bursts else None
+    outcome = GridOutcome(GridCheck("long_context", sink, limits.sequential), bursts, plan.planned,
+                          plan.bursts_planned)
+    sink.parent.mkdir(parents=True, exist_ok=True)
+    for check in outcome.checks():
+        check.sink.unlink(missing_ok=True)
+    GridExecutor(client, reference, outcome).run(plan)
+    if bursts is not None:
+        if outcome.long_context.compared.aborted:
+            stopped = outcome.long_context.compared.aborted.splitlines()[0]
+            bursts.compared.aborted = f"not run: the grid stopped before its bursts ({stopped})"
+        bursts.beyond_comparisons = bursts_missing(plan.bursts_planned, len(outcome.vs_alone)) \
+            + bursts.beyond_comparisons
+    return outcome

@@ -5,9 +5,11 @@ does not."""
 from __future__ import annotations
 
 from harness.measure.generation import Generation
-from harness.refcheck.bursts import batch_invariance, burst_plan, judge_burst, mixed_sizes, round_robin
+from harness.refcheck.bursts import VsAlone, batch_invariance, burst_plan, judge_burst, mixed_sizes, round_robin
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import ContextCell
+from harness.refcheck.long_context_cells import CellOutput
+from tests.cell_limits import cell_limits
 
 
 def cell(length: int, depth: float) -> ContextCell:
@@ -23,22 +25,22 @@ def gen(tokens: list[int], lp: float = -0.1, gap: float = 2.0) -> Generation:
 
 
 def test_every_length_bursts_its_depths_and_mixed_bursts_mix_lengths_up_to_max_batch():
-    plan = dict(burst_plan(CELLS, max_batch=16))
+    plan = {b.name: b.cells for b in burst_plan(CELLS, max_batch=16)}
     assert [len(plan[f"L{n} depths"]) for n in (512, 1024, 2048, 4000)] == [3, 3, 3, 3]
     assert [k for k in plan if k.startswith("mixed")] == ["mixed 2", "mixed 4", "mixed 8", "mixed 12"]
     assert [c.length for c in plan["mixed 4"]] == [512, 1024, 2048, 4000]  # short and long together
     assert sum(c.length == 4000 for c in plan["mixed 8"]) == 2
     assert mixed_sizes(12) == [2, 4, 8, 12] and mixed_sizes(8) == [2, 4, 8] and mixed_sizes(1) == []
     assert len(round_robin(CELLS)) == len(CELLS)
-    assert [k for k, _ in burst_plan(CELLS, max_batch=3)][-2:] == ["mixed 2", "mixed 3"]  # the arm's max_num_seqs
+    assert [b.name for b in burst_plan(CELLS, max_batch=3)][-2:] == ["mixed 2", "mixed 3"]  # the arm's max_num_seqs
 
 
 def judged(burst: Generation, alone: Generation, ref: Generation):
     c = cell(4000, 0.5)
     vs_ref = compare_outputs("L4000-d0.5-burst", 4000, burst, ref, c.group)
     vs_alone = compare_outputs("L4000-d0.5-burst-vs-alone", 4000, burst, alone, c.group)
-    return judge_burst(c, "L4000 depths", 3, vs_ref, vs_alone, burst.token_ids, ref.token_ids, 0.25, 0.1, 0.25), \
-        vs_alone
+    out = CellOutput(c, vs_ref, burst.token_ids, ref.token_ids)
+    return judge_burst(out, vs_alone, "L4000 depths", 3, cell_limits(0.25, 0.1, 0.25)), vs_alone
 
 
 def test_a_burst_output_equal_to_both_passes():
@@ -73,7 +75,8 @@ def test_batch_invariance_rows_per_batch_size():
     same = compare_outputs("a", 512, gen([1, 2]), gen([1, 2]))
     differs = compare_outputs("b", 4000, gen([1, 3]), gen([1, 2]))
     tie = compare_outputs("c", 4000, gen([1, 3]), gen([1, 2], gap=0.05))
-    rows = {r.batch: r for r in batch_invariance([(2, 512, same), (3, 4000, differs), (3, 4000, tie)], 0.25, 0.1)}
+    compared = [VsAlone(2, 512, same), VsAlone(3, 4000, differs), VsAlone(3, 4000, tie)]
+    rows = {r.batch: r for r in batch_invariance(compared, cell_limits(0.25, 0.1, 0.0))}
     assert (rows[2].requests, rows[2].exact, rows[2].failed) == (1, 1, 0)
     assert (rows[3].requests, rows[3].exact, rows[3].tie_flips, rows[3].failed) == (2, 0, 1, 1)
     assert rows[3].first_divergence_min == 1 and rows[3].lengths == [4000]

@@ -23,6 +23,7 @@ from harness.refcheck.long_context import (
     sweep_lengths,
 )
 from harness.refcheck.long_context_cells import (
+    CellOutput,
     checked_to_tokens,
     first_failing_length,
     grid_summary,
@@ -30,8 +31,10 @@ from harness.refcheck.long_context_cells import (
     judge_generation,
 )
 from harness.refcheck.teacher_forcing import compare_forced
+from tests.cell_limits import cell_limits
 
 SPACE = TokenSpace(512, frozenset({0, 1, 2}))
+LIMITS = cell_limits(0.01, 0.0, 0.1)
 
 
 def workload(**kw) -> LongContextWorkload:
@@ -147,10 +150,10 @@ def judged_grid(diverge_from: int | None = None, copy_wrong_from: int | None = N
             if copy_wrong_from is not None and cell.length >= copy_wrong_from:
                 toks = [3] * len(toks)
             hit = expected_hit(cell.length, cell.length, 16) if mode == "warm" else None
-            cells.append(judge_generation(cell, mode, c, toks, ref.token_ids, 0.01, 0.0, 0.1, hit,
+            cells.append(judge_generation(CellOutput(cell, c, toks, ref.token_ids), mode, LIMITS, hit,
                                           hit if mode == "warm" else None))
         forced = compare_forced(f"{cell.id}-forced", cell.length, ref, ref, cell.group)
-        cells.append(judge_forced(cell, forced, 0.01, 0.0))
+        cells.append(judge_forced(cell, forced, LIMITS))
     return cells
 
 
@@ -186,11 +189,12 @@ def test_an_unproven_warm_hit_fails_and_caching_off_is_not_judged():
     cell = build_long_context_prompts(workload(), SPACE).cells[0]
     ref = gen(cell.expected)
     c = compare_outputs("x", 128, ref, ref)
-    short = judge_generation(cell, "warm", c, ref.token_ids, ref.token_ids, 0.01, 0.0, 0.1, 0.0, 112)
+    out = CellOutput(cell, c, ref.token_ids, ref.token_ids)
+    short = judge_generation(out, "warm", LIMITS, 0.0, 112)
     assert not short.passed and "warm: prefix-cache hits 0 tokens < 112 expected" in short.failures[0]
-    gone = judge_generation(cell, "warm", c, ref.token_ids, ref.token_ids, 0.01, 0.0, 0.1, None, 112)
+    gone = judge_generation(out, "warm", LIMITS, None, 112)
     assert "no vllm:prefix_cache_hits counter" in gone.failures[0]
-    off = judge_generation(cell, "warm", c, ref.token_ids, ref.token_ids, 0.01, 0.0, 0.1, None, None)
+    off = judge_generation(out, "warm", LIMITS, None, None)
     assert off.passed
 
 

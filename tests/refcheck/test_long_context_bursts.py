@@ -15,9 +15,12 @@ from harness.refcheck.batches import BatchRun, record_fields
 from harness.refcheck.bursts import judge_burst
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import ContextCell
-from harness.refcheck.long_context_grid import BURSTS, GridRun, bursts_missing, bursts_sink
+from harness.refcheck.long_context_cells import CellOutput
+from harness.refcheck.long_context_grid import BURSTS, GridCheck, GridOutcome, bursts_missing, bursts_sink
+from tests.cell_limits import cell_limits
 
 ARM = "cpu-smoke"
+LIMITS = cell_limits(0.01, 0.0, 0.1)
 
 
 def comparison(request: str, drift: float, exact: bool = True) -> RequestComparison:
@@ -31,47 +34,59 @@ def cell(mode: str, passed: bool = True) -> LongContextCell:
                            context_tokens=4024, batch=3 if mode == "burst" else 1)
 
 
+def outcome(sink: Path, sequential: BatchRun, cells: list[LongContextCell] = (), bursts: BatchRun | None = None,
+            burst_cells: list[LongContextCell] = (), bursts_beyond: list[str] = (), bursts_planned: int = 0):
+    """A grid's outcome as the executor leaves it: long_context's check, and the bursts' where any were planned."""
+    burst_check = None if bursts is None else GridCheck(BURSTS, bursts_sink(sink), LIMITS, bursts, list(bursts_beyond),
+                                                        list(burst_cells))
+    return GridOutcome(GridCheck("long_context", sink, LIMITS, sequential, [], list(cells)), burst_check,
+                       planned=len(cells) + bursts_planned, bursts_planned=bursts_planned)
+
+
 def test_the_grid_is_two_checks_each_with_its_own_comparisons_and_file(tmp_path):
     sink = tmp_path / "long_context_vs_cpu-ref_comparisons.jsonl"
     seq = BatchRun(comparisons=[comparison("L4000-d0.5-cold", 0.0), comparison("L2713-d0.5-sweep", 0.0)])
     burst = BatchRun(comparisons=[comparison("L4000-d0.5-burst-mixed 2", 0.2),
                                   comparison("L4000-d0.5-burst-mixed 2-vs-alone", 0.2)])
-    grid = GridRun(cells=[cell("cold"), cell("sweep"), cell("burst")], run=seq, bursts=burst, sink=sink,
-                   bursts_sink=bursts_sink(sink), bursts_planned=1)
+    grid = outcome(sink, seq, [cell("cold"), cell("sweep")], burst, [cell("burst")], bursts_planned=1)
     lc, bursts = grid.checks()
     assert (lc.name, bursts.name) == ("long_context", "long_context_bursts")
     assert bursts.sink.name == "long_context_bursts_vs_cpu-ref_comparisons.jsonl" and lc.sink == sink
     assert [c.mode for c in lc.cells] == ["cold", "sweep"] and [c.mode for c in bursts.cells] == ["burst"]
+    assert [c.mode for c in grid.cells] == ["cold", "sweep", "burst"]
     # each judged by its own limits: 0.2 of batch-composition drift fails at the one-at-a-time cells' 0.01 and stands
     # at a limit measured on bursts
-    assert not record_fields(BURSTS, "cpu-ref", "k", bursts.run, 0.01, bursts.sink, bursts.extra).passed
-    fields = record_fields(BURSTS, "cpu-ref", "k", bursts.run, 0.3, bursts.sink, bursts.extra)
+    assert not record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.01, bursts.sink,
+                             bursts.beyond_comparisons).passed
+    fields = record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.3, bursts.sink, bursts.beyond_comparisons)
     assert fields.passed and fields.requests == 2 and fields.check == "long_context_bursts"
-    assert record_fields("long_context", "cpu-ref", "k", lc.run, 0.01, lc.sink, lc.extra).requests == 2
+    assert record_fields("long_context", "cpu-ref", "k", lc.compared, 0.01, lc.sink,
+                         lc.beyond_comparisons).requests == 2
 
 
 def test_a_workload_without_bursts_records_no_bursts_check():
-    grid = GridRun(cells=[cell("cold")], run=BatchRun(comparisons=[comparison("L4000-d0.5-cold", 0.0)]),
-                   sink=Path("long_context_vs_cpu-ref_comparisons.jsonl"))
-    assert [c.name for c in grid.checks()] == ["long_context"]
+    grid = outcome(Path("long_context_vs_cpu-ref_comparisons.jsonl"),
+                   BatchRun(comparisons=[comparison("L4000-d0.5-cold", 0.0)]), [cell("cold")])
+    assert [c.name for c in grid.checks()] == ["long_context"] and grid.batch_invariance() == []
 
 
 def test_bursts_planned_and_not_compared_fail_no_data_never_pass():
     assert bursts_missing(6, 6) == [] and bursts_missing(6, 0) == ["no data: 0 of 6 burst cells compared"]
     sink = Path("long_context_vs_cpu-ref_comparisons.jsonl")
-    stopped = GridRun(run=BatchRun(aborted="length 4000, depth 0.5: server died"), sink=sink,
+    stopped = outcome(sink, BatchRun(aborted="length 4000, depth 0.5: server died"),
                       bursts=BatchRun(aborted="not run: the grid stopped before its bursts (server died)"),
-                      bursts_sink=bursts_sink(sink), bursts_extra=bursts_missing(6, 0), bursts_planned=6)
+                      bursts_beyond=bursts_missing(6, 0), bursts_planned=6)
     [_, bursts] = stopped.checks()
-    fields = record_fields(BURSTS, "cpu-ref", "k", bursts.run, 0.3, bursts.sink, bursts.extra)
+    fields = record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.3, bursts.sink, bursts.beyond_comparisons)
     assert not fields.passed and fields.status == "aborted" and fields.requests == 0
     assert fields.diverged[:2] == ["aborted after 0 comparison(s): not run: the grid stopped before its bursts "
                                    "(server died)", "no data: 0 of 6 burst cells compared"]
     assert stopped.aborted.startswith("length 4000")
     # even a run that did not abort: fewer compared than planned is no data
-    short = GridRun(sink=sink, bursts_sink=bursts_sink(sink), bursts_extra=bursts_missing(6, 4), bursts_planned=6,
-                    bursts=BatchRun(comparisons=[comparison(f"b{i}", 0.0) for i in range(4)]))
-    fields = record_fields(BURSTS, "cpu-ref", "k", short.checks()[1].run, 0.3, short.bursts_sink, short.bursts_extra)
+    short = outcome(sink, BatchRun(), bursts=BatchRun(comparisons=[comparison(f"b{i}", 0.0) for i in range(4)]),
+                    bursts_beyond=bursts_missing(6, 4), bursts_planned=6)
+    bursts = short.checks()[1]
+    fields = record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.3, bursts.sink, bursts.beyond_comparisons)
     assert not fields.passed and "no data: 4 of 6 burst cells compared" in fields.diverged
 
 
@@ -80,8 +95,9 @@ def test_a_burst_output_is_judged_by_the_limits_it_is_given():
     ref, burst = (Generation([7, 8, 9], [lp] * 3, [{t: lp} for t in (7, 8, 9)]) for lp in (-0.1, -0.3))
     vs_ref = compare_outputs("L4000-d0.5-burst-mixed 2", 4000, burst, ref, c.group)
     vs_alone = compare_outputs("L4000-d0.5-burst-mixed 2-vs-alone", 4000, burst, burst, c.group)
-    at_sequential = judge_burst(c, "mixed 2", 2, vs_ref, vs_alone, burst.token_ids, ref.token_ids, 0.01, 0.0, 0.1)
-    at_own = judge_burst(c, "mixed 2", 2, vs_ref, vs_alone, burst.token_ids, ref.token_ids, 0.25, 0.0, 0.1)
+    out = CellOutput(c, vs_ref, burst.token_ids, ref.token_ids)
+    at_sequential = judge_burst(out, vs_alone, "mixed 2", 2, cell_limits(0.01, 0.0, 0.1))
+    at_own = judge_burst(out, vs_alone, "mixed 2", 2, cell_limits(0.25, 0.0, 0.1))
     assert not at_sequential.passed and at_own.passed
 
 

@@ -1,0 +1,93 @@
+"""The long_context grid as a plan (pure): every request the grid sends, in the order it sends them, before any is
+sent. One executor (long_context_grid.run_grid) walks it.
+
+The order: the sequential grid one request at a time, shortest first (a server death at length L keeps every shorter
+cell), each cell in the workload's modes and then the reference's tokens teacher-forced; then the sweep (one depth,
+cold, at lengths between the grid's); then the bursts (bursts.burst_plan: cells in flight at once). The cells one at a
+time and the sweep are the long_context check; the bursts are long_context_bursts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.config.workloads import LongContextWorkload
+from harness.refcheck.bursts import Burst, burst_plan
+from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup, shared_tokens
+
+
+@dataclass(frozen=True)
+class CellRequest:
+    """One cell sent alone: `mode` cold, warm, partial, sweep (cold, at a sweep length) or forced (the reference's
+    tokens teacher-forced). Warm and partial send `warmup` first under the same salt (warm: the prompt itself;
+    partial: its first blocks and a suffix of its own) and read the prefix-cache hit counter around the cell."""
+
+    cell: ContextCell
+    mode: str
+    warmup: list[int] | None = None
+    hit_expected: int | None = None  # hit tokens the cell's request must show; None: nothing to prove (caching off)
+
+    @property
+    def request(self) -> str:
+        """The comparison's id: "L4000-d0.05-warm"."""
+        return f"{self.cell.id}-{self.mode}"
+
+    @property
+    def group(self) -> str:
+        """The comparison's group, as failures name it."""
+        return f"{self.cell.group}, sweep" if self.mode == "sweep" else self.cell.group
+
+    @property
+    def where(self) -> str:
+        """Where an abort says the grid stopped."""
+        return f"sweep {self.cell.group}" if self.mode == "sweep" else self.cell.group
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """Every request of one candidate's grid, in order: `sequential` and `sweep` are long_context's, `bursts`
+    long_context_bursts' (empty: the workload plans none, and the run records no bursts check)."""
+
+    sequential: list[CellRequest]
+    sweep: list[CellRequest]
+    bursts: list[Burst]
+
+    @property
+    def bursts_planned(self) -> int:
+        """Burst cells planned (one per cell per burst)."""
+        return sum(len(b.cells) for b in self.bursts)
+
+    @property
+    def planned(self) -> int:
+        """Cells planned: one per request sent alone, one per cell of a burst."""
+        return len(self.sequential) + len(self.sweep) + self.bursts_planned
+
+    def steps(self) -> list[CellRequest | Burst]:
+        return [*self.sequential, *self.sweep, *self.bursts]
+
+
+def cell_requests(cell: ContextCell, w: LongContextWorkload, shared: int, caching_on: bool,
+                  block: int) -> list[CellRequest]:
+    """One grid cell's requests: its modes in the workload's order, then forced. `shared`: the partial warm-up's
+    tokens in common with the cell."""
+    out = []
+    for mode in w.modes:
+        if mode == "cold":
+            out.append(CellRequest(cell, mode))
+        else:
+            warmup, cached = (cell.tokens, cell.length) if mode == "warm" else \
+                (partial_warmup(cell, shared, w.seed), shared)
+            out.append(CellRequest(cell, mode, warmup, expected_hit(cell.length, cached, block) if caching_on
+                                   else None))
+    return [*out, CellRequest(cell, "forced")]
+
+
+def plan_grid(w: LongContextWorkload, cells: list[ContextCell], sweep: list[ContextCell], caching_on: bool,
+              block: int, max_batch: int) -> GridPlan:
+    """The grid's requests for a candidate with this KV block size and prefix caching; `max_batch`: the most cells a
+    burst sends (the arm's max_num_seqs, else the workload's burst_max). ConfigError where a length cannot share
+    whole blocks with its partial warm-up (every length is checked, whichever modes run)."""
+    shared = {n: shared_tokens(w, n, block) for n in w.lengths}
+    sequential = [r for cell in cells for r in cell_requests(cell, w, shared[cell.length], caching_on, block)]
+    return GridPlan(sequential, [CellRequest(cell, "sweep") for cell in sweep],
+                    burst_plan(cells, max_batch) if w.bursts else [])
