@@ -16,32 +16,31 @@ from __future__ import annotations
 import pytest
 
 from harness.config.errors import HarnessError
-from harness.judge.long_context import long_context_gate
+from harness.config.suites import BY_NAME
+from harness.judge.catalogue_gate import catalogue_gates
 from harness.measure.metrics import cache_config, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
-from harness.refcheck.check import reference_check
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
 from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
 from harness.refcheck.long_context_plan import plan_grid
 
 
-def skip_reason(session, arm_name: str, served: bool) -> str | None:
+def skip_reason(session, under_test, served: bool) -> str | None:
     """Read before any server starts: the grid compares a candidate with its reference; without one there is
     nothing to compare with."""
-    if session.run.arm_set.reference_of(arm_name) is None:
-        return f"arm {arm_name!r} names no reference arm: long_context compares a candidate with its reference"
+    if session.reference_of(under_test.arm) is None:
+        return f"arm {under_test.arm!r} names no reference arm: long_context compares a candidate with its reference"
     return None
 
 
-def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, record):
+def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, under_test,
+                      record):
     arm, stored, session = candidate.arm, long_context_outputs, harness_session
-    w, prompts, sampling = session.references.long_context_prompts(session.candidate_name)
-    _, sweep, _ = session.references.long_context_sweep_prompts(session.candidate_name)
-    gates = session.thresholds()
-    limits, burst_limits = (reference_check(gates, arm, name, stored.noise_key, session.run.calibration_repeat,
-                                            session.run.build_of(arm.name))
-                            for name in ("long_context", BURSTS))
+    w, prompts, sampling = under_test.long_context_prompts()
+    _, sweep, _ = under_test.long_context_sweep_prompts()
+    gates = under_test.thresholds()
+    limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
@@ -76,13 +75,14 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                       passed=not failures and all(c.passed for c in checks), failures=failures,
                       status="aborted" if outcome.aborted else "complete", reason=outcome.aborted,
                       comparisons_path=str(sink), bursts_planned=outcome.bursts_planned,
-                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.run.length_seed,
+                      sweep_lengths=sorted({c.length for c in sweep.cells}), length_seed=session.length_seed,
                       sweep_planned=len(sweep.cells),
                       batch_invariance=outcome.batch_invariance())
     # the live verdict, as `harness report` recomputes it from the records
-    record(GateRecord, **long_context_gate(session.records(), arm.name, stored.arm).record_fields())
+    (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm, session.thresholds())
+    record(GateRecord, **gate.record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
-    seed = f"; sweep lengths of --length-seed {session.run.length_seed}" if sweep.cells else ""
+    seed = f"; sweep lengths of --length-seed {session.length_seed}" if sweep.cells else ""
     assert grid_rec.passed, (f"long_context on {arm.name!r} vs {stored.arm!r} (reference {stored.path}): {where}"
                              f"{grid_summary(cells, outcome.planned)}{seed}; prefix caching {caching}:\n"
                              + "\n".join(failures or [d for c in checks for d in c.diverged]))
