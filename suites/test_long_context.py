@@ -37,7 +37,7 @@ def skip_reason(session, under_test, served: bool) -> str | None:
 def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, under_test,
                       record):
     arm, stored, session = candidate.arm, long_context_outputs, harness_session
-    w, prompts, sampling = under_test.long_context_prompts()
+    workload, prompts, sampling = under_test.long_context_prompts()
     _, sweep, _ = under_test.long_context_sweep_prompts()
     gates = under_test.thresholds()
     limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
@@ -45,7 +45,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     block = label_int(info, "block_size") or 16
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
     try:
-        plan = plan_grid(w, prompts.all(), sweep.all(), caching_on, block, arm.server.max_num_seqs or w.burst_max)
+        plan = plan_grid(workload, prompts.all(), sweep.all(), caching_on, block,
+                         arm.server.max_num_seqs or workload.burst_max)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)
     caching = "on" if caching_on else (f"off on arm {arm.name!r}: warm and partial requests recompute the prompt (no "
@@ -68,9 +69,10 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     failures = [f for c in cells for f in c.failures] + floors
     if outcome.aborted:
         failures.insert(0, f"aborted after {len(cells)}/{outcome.planned} cell(s): {outcome.aborted.splitlines()[0]}")
-    grid_rec = record(LongContextRecord, arm=arm.name, workload=w.name, reference=stored.arm,
+    grid_rec = record(LongContextRecord, arm=arm.name, workload=workload.name, reference=stored.arm,
                       reference_key=stored.key, prompts_sha=prompts.fingerprint(), needle_source=prompts.needle_source,
-                      prefix_caching=caching, lengths=sorted(w.lengths), depths=list(w.depths), modes=list(w.modes),
+                      prefix_caching=caching, lengths=sorted(workload.lengths), depths=list(workload.depths),
+                      modes=list(workload.modes),
                       cells=cells, first_failing_length=first, checked_to_tokens=to,
                       passed=not failures and all(c.passed for c in checks), failures=failures,
                       status="aborted" if outcome.aborted else "complete", reason=outcome.aborted,

@@ -80,99 +80,99 @@ def read_needle_tokens(model_dir: Path | None) -> list[int] | None:
     return tokens
 
 
-def needle_pool(w: LongContextWorkload, space: TokenSpace, published: list[int] | None) -> tuple[list[int], str]:
+def needle_pool(workload: LongContextWorkload, space: TokenSpace, published: list[int] | None) -> tuple[list[int], str]:
     """(the ids a span is drawn from, where they came from); ConfigError naming the field when they are unusable."""
-    if w.needle_token_ids is not None:
-        ids, source, field = sorted(set(w.needle_token_ids)), "workload needle_token_ids", "needle_token_ids"
+    if workload.needle_token_ids is not None:
+        ids, source, field = sorted(set(workload.needle_token_ids)), "workload needle_token_ids", "needle_token_ids"
     elif published is not None:
         ids, source, field = sorted(set(published)), f"{TINY_MODEL_FILE} needle_tokens", "needle_tokens"
     else:
         return space.allowed(), "the ordinary token space"
     bad = [t for t in ids if t >= space.vocab_size or t in space.excluded]
     if bad:
-        raise ConfigError(f"workload {w.name!r}: {source} holds {len(bad)} id(s) outside the usable vocabulary "
+        raise ConfigError(f"workload {workload.name!r}: {source} holds {len(bad)} id(s) outside the usable vocabulary "
                           f"(e.g. {bad[:5]}; vocab {space.vocab_size}, special ids excluded): fix {field}")
-    if len(ids) < w.span_tokens:
-        raise ConfigError(f"workload {w.name!r}: {source} has {len(ids)} distinct ids, the span needs "
-                          f"{w.span_tokens}: fix {field} or lower span_tokens")
+    if len(ids) < workload.span_tokens:
+        raise ConfigError(f"workload {workload.name!r}: {source} has {len(ids)} distinct ids, the span needs "
+                          f"{workload.span_tokens}: fix {field} or lower span_tokens")
     if len(ids) >= len(space.allowed()):
-        raise ConfigError(f"workload {w.name!r}: {source} leaves no filler token: fix {field}")
+        raise ConfigError(f"workload {workload.name!r}: {source} leaves no filler token: fix {field}")
     return ids, f"{source} ({len(ids)} ids)"
 
 
-def build_long_context_prompts(w: LongContextWorkload, space: TokenSpace,
+def build_long_context_prompts(workload: LongContextWorkload, space: TokenSpace,
                                published: list[int] | None = None) -> LongContextPrompts:
     """The grid, by length then depth; the same workload, vocabulary and needles give the same prompts."""
-    needles, source = needle_pool(w, space, published)
+    needles, source = needle_pool(workload, space, published)
     own_pool = source == "the ordinary token space"
     filler_pool = space.allowed() if own_pool else sorted(set(space.allowed()) - set(needles))
     cells = []
-    for length in sorted(w.lengths):
-        for depth in w.depths:
-            rng = random.Random(f"long-context-{w.seed}-{length}-{depth!r}")  # one cell's change moves no other
-            span = rng.sample(needles, w.span_tokens)
+    for length in sorted(workload.lengths):
+        for depth in workload.depths:
+            rng = random.Random(f"long-context-{workload.seed}-{length}-{depth!r}")  # one cell's change moves no other
+            span = rng.sample(needles, workload.span_tokens)
             taken = set(span)
             pool = [t for t in filler_pool if t not in taken] if own_pool else filler_pool
             tokens = rng.choices(pool, k=length)
-            at = span_start(length, depth, w.span_tokens, w.cue_tokens)
-            tokens[at:at + w.span_tokens] = span
-            tokens[length - w.cue_tokens:] = span[:w.cue_tokens]
+            at = span_start(length, depth, workload.span_tokens, workload.cue_tokens)
+            tokens[at:at + workload.span_tokens] = span
+            tokens[length - workload.cue_tokens:] = span[:workload.cue_tokens]
             cells.append(ContextCell(cell_id(length, depth), tokens, f"length {length}, depth {depth:g}", length,
-                                     depth, at, span[w.cue_tokens:]))
+                                     depth, at, span[workload.cue_tokens:]))
     return LongContextPrompts(cells, source)
 
 
-def sweep_lengths(w: LongContextWorkload, seed: int) -> tuple[list[int], list[int]]:
+def sweep_lengths(workload: LongContextWorkload, seed: int) -> tuple[list[int], list[int]]:
     """(dense, jittered) lengths of the sweep, none a grid length: `sweep_lengths` evenly spaced from the shortest to
     the longest grid length, and `jitter_per_gap` drawn uniformly inside each gap between two grid lengths from
     `seed` (the same seed, the same lengths)."""
-    grid = sorted(w.lengths)
+    grid = sorted(workload.lengths)
     lo, hi = grid[0], grid[-1]
-    n = w.sweep_lengths
+    n = workload.sweep_lengths
     dense = sorted({round(lo + (hi - lo) * (i + 1) / (n + 1)) for i in range(n)} - set(grid)) if n else []
-    rng = random.Random(f"long-context-sweep-{w.seed}-{seed}")
+    rng = random.Random(f"long-context-sweep-{workload.seed}-{seed}")
     jitter = set()
     for a, b in zip(grid, grid[1:], strict=False):
         if b - a > 1:
-            jitter |= {rng.randint(a + 1, b - 1) for _ in range(w.jitter_per_gap)}
+            jitter |= {rng.randint(a + 1, b - 1) for _ in range(workload.jitter_per_gap)}
     return dense, sorted(jitter - set(grid) - set(dense))
 
 
-def build_sweep_prompts(w: LongContextWorkload, space: TokenSpace, seed: int,
+def build_sweep_prompts(workload: LongContextWorkload, space: TokenSpace, seed: int,
                         published: list[int] | None = None) -> LongContextPrompts:
     """The sweep's cells: the grid's prompt recipe at the sweep lengths and the one sweep depth (ids L<n>-d<depth>,
     built by the same per-cell generator, so a length's prompt is the same whichever run draws it)."""
-    dense, jitter = sweep_lengths(w, seed)
+    dense, jitter = sweep_lengths(workload, seed)
     lengths = sorted(set(dense) | set(jitter))
     if not lengths:
         return LongContextPrompts([], "no sweep")
-    sweep = w.model_copy(update={"lengths": lengths, "depths": [w.sweep_depth], "modes": ["cold"]})
+    sweep = workload.model_copy(update={"lengths": lengths, "depths": [workload.sweep_depth], "modes": ["cold"]})
     return build_long_context_prompts(sweep, space, published)
 
 
-def shared_tokens(w: LongContextWorkload, length: int, block_size: int) -> int:
+def shared_tokens(workload: LongContextWorkload, length: int, block_size: int) -> int:
     """Tokens of a `length`-token cell the partial-hit warm-up shares: whole KV blocks; ConfigError when none fits
     or a stated count is not block-aligned."""
-    if isinstance(w.partial_shared, int):
-        if w.partial_shared % block_size:
-            raise ConfigError(f"workload {w.name!r}: partial_shared {w.partial_shared} is not a multiple of the arm's "
-                              f"KV block size {block_size}: set it to whole blocks or a fraction")
-        return w.partial_shared
-    shared = int(w.partial_shared * length) // block_size * block_size
-    if shared <= 0:
-        raise ConfigError(f"workload {w.name!r}: partial_shared {w.partial_shared:g} of {length} tokens is less than "
-                          f"one KV block ({block_size}): raise it or drop that length")
-    return shared
+    if isinstance(workload.partial_shared, int):
+        if workload.partial_shared % block_size:
+            raise ConfigError(f"workload {workload.name!r}: partial_shared {workload.partial_shared} is not a "
+                              f"multiple of the arm's KV block size {block_size}: set it to whole blocks or a fraction")
+        return workload.partial_shared
+    tokens = int(workload.partial_shared * length) // block_size * block_size
+    if tokens <= 0:
+        raise ConfigError(f"workload {workload.name!r}: partial_shared {workload.partial_shared:g} of {length} tokens "
+                          f"is less than one KV block ({block_size}): raise it or drop that length")
+    return tokens
 
 
-def partial_warmup(cell: ContextCell, shared: int, seed: int = 0) -> list[int]:
-    """The partial-hit warm-up: the cell's first `shared` tokens + its own suffix (first token differs from the
-    cell's next one, so the hit is exactly the shared part); at most as long as the cell."""
+def partial_warmup(cell: ContextCell, prefix: int, seed: int = 0) -> list[int]:
+    """The partial-hit warm-up: the cell's first `prefix` tokens + its own suffix (first token differs from the
+    cell's next one, so the hit is exactly the shared prefix); at most as long as the cell."""
     rng = random.Random(f"partial-{seed}-{cell.id}")
-    n = max(1, min(PARTIAL_SUFFIX_TOKENS, cell.length - shared))
+    n = max(1, min(PARTIAL_SUFFIX_TOKENS, cell.length - prefix))
     pool = sorted(set(cell.tokens))
-    first = rng.choice([t for t in pool if t != cell.tokens[shared]])
-    return cell.tokens[:shared] + [first, *rng.choices(pool, k=n - 1)]
+    first = rng.choice([t for t in pool if t != cell.tokens[prefix]])
+    return cell.tokens[:prefix] + [first, *rng.choices(pool, k=n - 1)]
 
 
 def expected_hit(prompt_tokens: int, cached_prefix: int, block_size: int) -> int:

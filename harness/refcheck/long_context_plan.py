@@ -66,28 +66,28 @@ class GridPlan:
         return [*self.sequential, *self.sweep, *self.bursts]
 
 
-def cell_requests(cell: ContextCell, w: LongContextWorkload, shared: int, caching_on: bool,
+def cell_requests(cell: ContextCell, workload: LongContextWorkload, partial_prefix: int, caching_on: bool,
                   block: int) -> list[CellRequest]:
-    """One grid cell's requests: its modes in the workload's order, then forced. `shared`: the partial warm-up's
-    tokens in common with the cell."""
+    """One grid cell's requests: its modes in the workload's order, then forced. `partial_prefix`: the cell's first
+    tokens the partial warm-up shares (whole KV blocks)."""
     out = []
-    for mode in w.modes:
+    for mode in workload.modes:
         if mode == "cold":
             out.append(CellRequest(cell, mode))
         else:
             warmup, cached = (cell.tokens, cell.length) if mode == "warm" else \
-                (partial_warmup(cell, shared, w.seed), shared)
+                (partial_warmup(cell, partial_prefix, workload.seed), partial_prefix)
             out.append(CellRequest(cell, mode, warmup, expected_hit(cell.length, cached, block) if caching_on
                                    else None))
     return [*out, CellRequest(cell, "forced")]
 
 
-def plan_grid(w: LongContextWorkload, cells: list[ContextCell], sweep: list[ContextCell], caching_on: bool,
+def plan_grid(workload: LongContextWorkload, cells: list[ContextCell], sweep: list[ContextCell], caching_on: bool,
               block: int, max_batch: int) -> GridPlan:
     """The grid's requests for a candidate with this KV block size and prefix caching; `max_batch`: the most cells a
     burst sends (the arm's max_num_seqs, else the workload's burst_max). ConfigError where a length cannot share
     whole blocks with its partial warm-up (every length is checked, whichever modes run)."""
-    shared = {n: shared_tokens(w, n, block) for n in w.lengths}
-    sequential = [r for cell in cells for r in cell_requests(cell, w, shared[cell.length], caching_on, block)]
+    prefix_of = {n: shared_tokens(workload, n, block) for n in workload.lengths}
+    sequential = [r for cell in cells for r in cell_requests(cell, workload, prefix_of[cell.length], caching_on, block)]
     return GridPlan(sequential, [CellRequest(cell, "sweep") for cell in sweep],
-                    burst_plan(cells, max_batch) if w.bursts else [])
+                    burst_plan(cells, max_batch) if workload.bursts else [])
