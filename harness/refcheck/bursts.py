@@ -26,6 +26,11 @@ class Burst:
     name: str
     cells: list[ContextCell]
 
+    @property
+    def where(self) -> str:
+        """Where an abort says the grid stopped."""
+        return f"burst {self.name}"
+
 
 @dataclass(frozen=True)
 class VsAlone:

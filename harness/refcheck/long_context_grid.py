@@ -170,8 +170,7 @@ class GridExecutor:
                 else:
                     self.send_alone(step, check)
             except HarnessError as exc:
-                where = step.where if isinstance(step, CellRequest) else f"burst {step.name}"
-                check.compared.aborted = abort_reason(where, exc, self.client.live)
+                check.compared.aborted = abort_reason(step.where, exc, self.client.live)
                 break
 
     def send_alone(self, step: CellRequest, check: GridCheck) -> None:
