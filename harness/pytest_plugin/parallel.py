@@ -27,7 +27,7 @@ def test_id(nodeid: str) -> str:
 
 def arm_of(nodeid: str, arms: tuple[str, ...], default: str) -> str:
     """The arm a suite test belongs to, from its node id alone (all the xdist controller sees; the one rule for the
-    scheduler, the recorded outcome and the session's focus): the id in brackets where it names an arm of the run --
+    scheduler, the recorded outcome and the test's candidate): the id in brackets where it names an arm of the run --
     a `served_arm` test's arm, or in a run of several candidates a candidate's own test -- else `default` (the
     candidate of a one-candidate run: its comparisons, checks and op suite carry no id)."""
     name = test_id(nodeid).rpartition("::")[2]
