@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.config.arms import Arm
 from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR, run_id_now
+from harness.plan.redact import redact_arm_dump
 from harness.records.manifest import RunManifest
 from harness.records.results import locate_results, read_results
+from harness.records.started import arm_change
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -49,19 +52,19 @@ def resume_run_dir(arg: str, run_id: str | None, run_dir: str | None) -> Path:
     return path
 
 
-def check_resume(run_dir: Path, manifest: RunManifest, arms: dict[str, dict], suites: list[str] | None) -> list[str]:
-    """The resumed run's arms (resolved fields, redacted) and suites must be the ones run.json recorded: records of
-    two configurations must not mix. Returns the suites to run (run.json's when --suites is left out)."""
+def check_resume(run_dir: Path, manifest: RunManifest, arms: list[Arm], suites: list[str] | None) -> list[str]:
+    """The resumed run's arms (resolved fields, compared redacted: a rotated token is no change, and never shown) and
+    suites must be the ones run.json recorded: records of two configurations must not mix. Returns the suites to run
+    (run.json's when --suites is left out)."""
     recorded = manifest.arms
     if recorded is None:
         raise ConfigError(f"--resume: {run_dir / 'run.json'} names no arms (field 'arms'); it cannot be resumed")
-    if list(recorded) != list(arms):
+    if list(recorded) != [a.name for a in arms]:
         raise ConfigError(f"--resume: {run_dir / 'run.json'} field 'arms' names {', '.join(recorded)}; this command "
-                          f"names {', '.join(arms)}; pass the run's own --arm/--reference")
-    changed = [name for name in arms if recorded[name] != arms[name]]
-    if changed:
-        raise ConfigError(f"--resume: arm(s) {', '.join(changed)} differ from {run_dir / 'run.json'} field 'arms' "
-                          "(an edited YAML or another --set); resume with the run's own configuration")
+                          f"names {', '.join(a.name for a in arms)}; pass the run's own --arm/--reference")
+    changes = [c for a in arms if (c := arm_change(a, recorded[a.name], redact_arm_dump(a.model_dump(mode="json"))))]
+    if changes:
+        raise ConfigError("--resume: " + "\n".join(changes) + " (or pass the run's own --set)")
     before = manifest.suites
     if before is None:
         raise ConfigError(f"--resume: {run_dir / 'run.json'} has no field 'suites'; it cannot be resumed")

@@ -33,7 +33,7 @@ class ArmScheduling(LoadScopeScheduling):
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """The controller of a parallel run schedules by arm (xdist's own choice from --dist otherwise)."""
     session = config.stash.get(SESSION_KEY, None)
-    if session is None or not session.options.parallel:
+    if session is None or not session.run.parallel:
         return None
     return ArmScheduling(config, log, session)
 

@@ -12,7 +12,7 @@ from harness.measure.generation import Sampling
 from harness.measure.prompts import TokenSpace, token_space
 from harness.pytest_plugin.parallel import markers_dir
 from harness.pytest_plugin.servers import ArmServers
-from harness.pytest_plugin.started_run import StartedRun
+from harness.records.started_run import StartedRun
 from harness.refcheck import store
 from harness.refcheck.batches import capture
 from harness.refcheck.coverage_cells import CoveragePrompts, build_coverage_prompts

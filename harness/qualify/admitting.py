@@ -13,7 +13,6 @@ from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
 from harness.history.store import check_store_path, history_path
-from harness.plan.redact import redact_arm_dump
 from harness.qualify.record import admitted_repeat
 from harness.qualify.request import AdmittedRun, QualifyRequest
 from harness.qualify.suites import check_pytest_args
@@ -74,10 +73,9 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
     if request.parallel:
         check_parallel(arms)
     if resumed is not None:  # the same arms and suites as run.json recorded; the suites default to the run's own
-        dumps = {a.name: redact_arm_dump(a.model_dump(mode="json")) for a in arms.run_arms}
-        suites = check_resume(run_dir, resumed, dumps, suites if request.suites else None)
+        suites = check_resume(run_dir, resumed, arms.run_arms, suites if request.suites else None)
     strict = strict_run(request.strict)
     admit(arms, suites, request.vllm_check, strict)
     check_pytest_args(list(request.pytest_args))  # before the run directory: a refused option leaves no empty run
-    return AdmittedRun(request=request, run_dir=run_dir, arms=arms, suites=tuple(suites), names=tuple(names),
-                       reference=reference if len(names) == 1 else None, strict=strict, resumed=resumed)
+    return AdmittedRun(request=request, run_dir=run_dir, arms=arms, suites=tuple(suites), strict=strict,
+                       resumed=resumed)

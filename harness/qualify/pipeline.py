@@ -1,8 +1,9 @@
 """`qualify`: one run as a chain of named steps, each taking the previous one's value and returning its own:
 
-    QualifyRequest -> admit_run -> AdmittedRun -> record_run -> RunManifest (run.json, for the plugin and resume)
-    -> run_suites (interrupts raised) -> SuiteOutcome -> judge, record the end in run.json (once) and render: the
-    run's verdict (a fresh interpreter: harness/qualify/render.py).
+    QualifyRequest -> admit_run -> AdmittedRun -> record_run -> RunManifest (run.json, for the report and resume)
+    -> started_run -> StartedRun (handed to pytest as a value) -> run_suites (interrupts raised) -> SuiteOutcome ->
+    judge, record the end in run.json (once) and render: the run's verdict (a fresh interpreter:
+    harness/qualify/render.py).
 
 Interrupts: during the suites SIGINT/SIGTERM stop them (servers torn down, exit 128 + signal); after them a signal is
 only noted and the run is finished and rendered all the same (harness/qualify/interrupts.py)."""
@@ -22,7 +23,7 @@ from harness.qualify.interrupts import SIGNAL_NAMES, interrupts_noted, interrupt
 from harness.qualify.record import record_run
 from harness.qualify.render import render_in_fresh_process
 from harness.qualify.request import AdmittedRun, QualifyRequest
-from harness.qualify.suites import run_suites
+from harness.qualify.suites import run_suites, started_run
 from harness.records.attempts import resumed_exit_code
 from harness.records.manifest import RunManifest
 from harness.records.results import read_results
@@ -48,7 +49,7 @@ def qualify(request: QualifyRequest) -> int:
     manifest = record_run(run)
     log_file = announce(run, manifest)
     with interrupts_noted() as late:  # once the suites end, a signal no longer cuts anything short
-        outcome = suites_outcome(run, run_suites_interruptibly(run))
+        outcome = suites_outcome(run, run_suites_interruptibly(run, manifest))
         code = render_in_fresh_process(run.run_dir, request.baseline, outcome.exit_code)
     if late and code < 128:  # the report was finished all the same
         code = 128 + late[0]
@@ -72,12 +73,12 @@ def announce(run: AdmittedRun, manifest: RunManifest) -> Path:
     return log_file
 
 
-def run_suites_interruptibly(run: AdmittedRun) -> int:
+def run_suites_interruptibly(run: AdmittedRun, manifest: RunManifest) -> int:
     """pytest's exit code, or 128 + the signal that stopped the suites; every server stopped either way."""
     try:
         with interrupts_raised():
             try:
-                code = run_suites(run)
+                code = run_suites(started_run(run, manifest), *run.request.pytest_args)
             except KeyboardInterrupt:  # outside pytest's own handling (collection, start-up)
                 code = interrupts.taken_interrupt()
     finally:

@@ -40,11 +40,5 @@ class AdmittedRun:
     run_dir: Path
     arms: RunArms
     suites: tuple[str, ...]
-    names: tuple[str, ...]  # the candidates as named (or as the resumed run recorded them)
-    reference: str | None  # the command line's reference of a single candidate, else None
     strict: bool
     resumed: RunManifest | None = None  # the resumed run's run.json, as admission read it
-
-    @property
-    def arm_count(self) -> int:
-        return len(self.arms.run_arms)

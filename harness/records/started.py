@@ -1,4 +1,4 @@
-"""What a run started with, as run.json recorded it, read back while the run goes on (pure): its pairs, a candidate's
+"""What a run started with, as run.json recorded it, read back while the run goes on (pure): a candidate's
 workloads, and whether an arm loaded now is still the arm recorded. A YAML file edited mid-run must not change the
 run: one edited workload once had the reference captured with 16 output tokens and the candidate run with 24."""
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from harness.config.arms import Arm, defining_file
-from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
 from harness.config.files import field_errors, read_yaml
 from harness.config.workloads import workload_kind
@@ -97,16 +96,3 @@ def arm_change(arm: Arm, recorded: dict, current: dict) -> str | None:
     return (f"arm {arm.name!r}: {source} changed since the run started: field {field} is now {shown(now)}, the run "
             f"started with {shown(before)} (run.json). Restart the run, or restore the file")
 
-
-def recorded_arm_set(manifest: RunManifest, named: list[str], cli_reference: str | None) -> ArmSet | None:
-    """The run's pairs as run.json recorded them, where they are the run these options name (the named arms are its
-    candidates, or references of them; a --reference is the recorded one); None otherwise (pytest run by hand with
-    other arms)."""
-    pairs = manifest.pairs
-    candidates = [p.candidate for p in pairs]
-    arms = set(candidates) | {p.reference for p in pairs if p.reference}
-    if not pairs or not set(candidates) <= set(named) or not set(named) <= arms:
-        return None
-    if cli_reference is not None and [(p.candidate, p.reference) for p in pairs] != [(named[0], cli_reference)]:
-        return None
-    return ArmSet(tuple(Pair(p.candidate, p.reference) for p in pairs))

@@ -17,8 +17,9 @@ def test_the_grid_fixture_is_captured_first_and_names_its_prompt_set():
 
 
 def test_each_prompt_set_has_its_own_key_and_refresh_marker(tmp_path, monkeypatch):
+    from startedruns import shipped
+
     from harness.pytest_plugin import references
-    from harness.pytest_plugin.options import Options
     from harness.pytest_plugin.session import HarnessSession
 
     seen = {}
@@ -29,7 +30,7 @@ def test_each_prompt_set_has_its_own_key_and_refresh_marker(tmp_path, monkeypatc
 
     monkeypatch.setattr(references.store, "load", load)
     monkeypatch.setattr(references, "installed_vllm_version", lambda python: "0.0-test")
-    refs = HarnessSession(Options(arm="cpu-smoke", run_dir=tmp_path / "run", parallel=True)).references
+    refs = HarnessSession(shipped(tmp_path / "run", ["cpu-smoke"], parallel=True)).references
     assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is None
     assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False, which="long_context") is None
     _, grid, _ = refs.long_context_prompts("cpu-smoke")

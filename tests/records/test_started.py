@@ -9,13 +9,12 @@ import json
 import pytest
 
 from harness.config.arms import load_arm
-from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
 from harness.config.paths import WORKLOADS_DIR
 from harness.config.suites import SUITES
 from harness.config.workloads import FAMILIES, LongPrefixWorkload, RulerWorkload, load_workload
 from harness.records.manifest import RunManifest, RunPair, parse_manifest
-from harness.records.started import ABSENT, arm_change, first_difference, recorded_arm_set, recorded_workload
+from harness.records.started import ABSENT, arm_change, first_difference, recorded_workload
 
 
 def as_json(value):
@@ -125,15 +124,3 @@ def test_the_file_named_is_the_one_that_sets_the_changed_field_not_only_its_sect
     now = load_arm("cand", (), d)
     assert arm_change(now, recorded, now.model_dump(mode="json")).startswith(f"arm 'cand': {cand} changed")
 
-
-def test_the_recorded_pairs_are_the_runs_only_for_the_arms_it_names():
-    manifest = RunManifest(pairs=[RunPair(candidate="a", reference="r"), RunPair(candidate="b", reference="r")])
-    recorded = ArmSet((Pair("a", "r"), Pair("b", "r")))
-    assert recorded_arm_set(manifest, ["a", "b"], None) == recorded
-    assert recorded_arm_set(manifest, ["a", "b", "r"], None) == recorded  # a named reference
-    assert recorded_arm_set(manifest, ["a"], None) is None  # pytest by hand with fewer candidates
-    assert recorded_arm_set(manifest, ["a", "c"], None) is None
-    one = RunManifest(pairs=[RunPair(candidate="a", reference="r")])
-    assert recorded_arm_set(one, ["a"], "r") == ArmSet((Pair("a", "r"),))
-    assert recorded_arm_set(one, ["a"], "other") is None
-    assert recorded_arm_set(RunManifest(), ["a"], None) is None
