@@ -171,18 +171,18 @@ def test_gpu_dcp_arm_with_dcp_not_dividing_tp_fails_preflight(tmp_path):
 
 def test_set_scoped_to_an_arm_changes_that_arm_alone_and_unscoped_every_candidate(tmp_path):
     import pytest
+    from startedruns import shipped
 
     from harness.admission.arms import load_run_arms
     from harness.config.errors import ConfigError
-    from harness.pytest_plugin.options import Options
     from harness.pytest_plugin.session import HarnessSession
 
     sets = ["server.max_num_seqs=3", "cpu-ref:server.max_num_seqs=5"]
     arms = load_run_arms(["cpu-smoke"], None, sets)
     assert arms.loaded["cpu-smoke"].server.max_num_seqs == 3 and arms.loaded["cpu-ref"].server.max_num_seqs == 5
     assert load_run_arms(["cpu-smoke"], None, sets[:1]).loaded["cpu-ref"].server.max_num_seqs is None
-    # the suites' session (the qualify's pytest) reads the same arms
-    session = HarnessSession(Options(arm="cpu-smoke", overrides=sets, run_dir=tmp_path / "run"))
+    # the suites' session (the qualify's pytest) runs the same arms
+    session = HarnessSession(shipped(tmp_path / "run", ["cpu-smoke"], overrides=tuple(sets)))
     assert (session.arm("cpu-smoke").server.max_num_seqs, session.arm("cpu-ref").server.max_num_seqs) == (3, 5)
     with pytest.raises(ConfigError, match=r"--set tp8:\.\.\.: not an arm of this run \(its arms: cpu-smoke, cpu-ref"):
         load_run_arms(["cpu-smoke"], None, ["tp8:server.max_num_seqs=1"])
