@@ -146,7 +146,9 @@ def of_kind(records: Iterable[Record], model: type[R]) -> list[R]:
     return [r for r in records if r.kind == kind]
 
 
-def measured(r: Record, metric: Metric, value: float | None, unit: str | None = None, **fields: Any) -> list[Measured]:
+def measured(r: Record, metric: Metric, value: float | None, unit: str | None = None, /,
+             **fields: Any) -> list[Measured]:
+    # positional-only: a catalogue record's name fields include `metric` itself (metric_measured)
     return [] if value is None else [Measured(r.arm, metric, metric.named(**fields), float(value),
                                  unit if unit is not None else metric.unit)]
 

@@ -2,7 +2,7 @@
 report builds, and a stored metric name resolves to its declaration."""
 
 from harness.records.meaning import MEANINGS, metric_named, of_kind
-from harness.records.schema import KNOWN_KINDS, KvCapacityRecord, OutcomeRecord
+from harness.records.schema import KNOWN_KINDS, KvCapacityRecord, MetricRecord, OutcomeRecord
 from harness.report.tables import build_tables
 
 
@@ -33,3 +33,13 @@ def test_records_are_selected_by_kind():
                           source_line="")
     out = OutcomeRecord(run_id="r", arm="a", suite="kv", test="t", outcome="passed")
     assert of_kind([kv, out, kv], KvCapacityRecord) == [kv, kv]
+
+
+def test_a_catalogue_timing_record_measures_its_declared_metric():
+    # a catalogue record fills the name template with its own `metric` field (the ttft e2e's history append raised
+    # TypeError here once: `metric` was also the declaration's parameter name)
+    rec = MetricRecord(run_id="r", arm="a", suite="ttft", metric="ttft_s", unit="s", samples=[0.01, 0.02, 0.03],
+                       requests=3)
+    [value] = MEANINGS["metric"].measured(rec)
+    assert (value.name, value.value, value.unit, value.metric.gate) == ("ttft.ttft_s_p50", 0.02, "s", "ttft_p50")
+    assert MEANINGS["metric"].measured(rec.model_copy(update={"failed": 1})) == []
