@@ -45,6 +45,7 @@ pathlib.Path.read_text = read_text
 
 
 def pytest_unconfigure(config):
+    pathlib.Path.read_text = _read_text  # an in-process session leaves the caller's Path as it was
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     pathlib.Path(os.environ["READS"], name).write_text(str(len(READS)))
 '''
@@ -69,7 +70,7 @@ def reads(directory: Path) -> dict[str, int]:
 @pytest.fixture
 def counted(pytester, tmp_path, monkeypatch):
     pytester.makeconftest(COUNTING_CONFTEST)
-    (pytester.mkdir("suites") / "test_dcp_ops.py").write_text(SUITE)
+    (pytester.mkdir("suites") / "test_handover_probe.py").write_text(SUITE)  # a name no test module has
     counts = tmp_path / "reads"
     counts.mkdir()
     monkeypatch.setenv("READS", str(counts))
@@ -82,7 +83,7 @@ def test_qualifys_pytest_argv_carries_no_run_and_its_session_reads_no_run_json(c
     run.json is read (the value is the run)."""
     pytester, counts = counted
     run = shipped(tmp_path / "run", ["cpu-smoke"], parallel=True)
-    run = type(run)(run.run_dir, run.manifest.model_copy(update={"suites": ["dcp_ops"]}), run.arms, run.arm_set,
+    run = type(run)(run.run_dir, run.manifest.model_copy(update={"suites": ["handover_probe"]}), run.arms, run.arm_set,
                     parallel=True)
     monkeypatch.setattr(qualify_suites, "SUITES_DIR", pytester.path / "suites")
     argv = qualify_suites.pytest_argv(run)
