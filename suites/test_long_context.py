@@ -81,7 +81,8 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
                       sweep_planned=len(sweep.cells),
                       batch_invariance=outcome.batch_invariance())
     # the live verdict, as `harness report` recomputes it from the records
-    (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm, session.thresholds())
+    (gate,) = catalogue_gates(BY_NAME["long_context"], session.records(), arm.name, stored.arm,
+                              under_test.thresholds())
     record(GateRecord, **gate.record_fields())
     where = f"FIRST FAILING LENGTH {first:,} tokens; " if first is not None else ""
     seed = f"; sweep lengths of --length-seed {session.length_seed}" if sweep.cells else ""
