@@ -19,29 +19,29 @@ def check_against(stored, candidate, harness_session, under_test, record, check:
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     rounds = reorder_rounds(prompts.rounds, harness_session.order_seed)
-    run = compare_batches(candidate, rounds, sampling, stored.outputs, sink)
-    write_diverged_outputs(run, stored.outputs, sink.with_name(f"{check}_vs_{stored.arm}_diverged_outputs.jsonl"))
+    compared = compare_batches(candidate, rounds, sampling, stored.outputs, sink)
+    write_diverged_outputs(compared, stored.outputs, sink.with_name(f"{check}_vs_{stored.arm}_diverged_outputs.jsonl"))
     # Token ids: a loop in the candidate's tokens against the reference's tokens for the same prompt
     loops = record(DegenerationRecord, arm=arm.name, **degeneration_fields(
-        degeneration_pairs(run, stored.outputs), stored.arm, gates.degeneration,
-        tie_flipped=tie_flipped(run.comparisons, judging.tie_gap), calibrated=judging.calibrated_spread))
-    fields = record_fields(check, stored.arm, stored.key, run, judging.drift_limit, sink, loops.flagged,
+        degeneration_pairs(compared, stored.outputs), stored.arm, gates.degeneration,
+        tie_flipped=tie_flipped(compared.comparisons, judging.tie_gap), calibrated=judging.calibrated_spread))
+    fields = record_fields(check, stored.arm, stored.key, compared, judging.drift_limit, sink, loops.flagged,
                            judging.tie_gap)
-    judged = judging.judge(fields, run.comparisons, bool(run.aborted))
+    judged = judging.judge(fields, compared.comparisons, bool(compared.aborted))
     return record(ReferenceCheckRecord, arm=arm.name, of=judged.fields,
-                  checked_to_tokens=checked_to(run.comparisons)), run
+                  checked_to_tokens=checked_to(compared.comparisons)), compared
 
 
 def test_graph_replay(reference_outputs, eager_outputs, candidate, harness_session, under_test, record):
-    rec, run = check_against(reference_outputs, candidate, harness_session, under_test, record, "graph_replay")
+    rec, compared = check_against(reference_outputs, candidate, harness_session, under_test, record, "graph_replay")
     assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
-                        + (f"\n{run.aborted}" if run.aborted else ""))
+                        + (f"\n{compared.aborted}" if compared.aborted else ""))
 
 
 def test_graph_replay_vs_eager(reference_outputs, eager_outputs, candidate, harness_session, under_test, record):
     if eager_outputs is None:
         pytest.skip(f"arm {candidate.arm.name!r} names no eager_variant (GPU arms do; on CPU the reference is eager)")
-    rec, run = check_against(eager_outputs, candidate, harness_session, under_test, record, "graph_replay_eager")
+    rec, compared = check_against(eager_outputs, candidate, harness_session, under_test, record, "graph_replay_eager")
     assert rec.passed, (f"graph_replay on {candidate.arm.name!r} vs its eager variant {eager_outputs.arm!r}:\n"
-                        + "\n".join(rec.diverged) + (f"\n{run.aborted}" if run.aborted else ""))
+                        + "\n".join(rec.diverged) + (f"\n{compared.aborted}" if compared.aborted else ""))

@@ -16,7 +16,7 @@ from harness.refcheck.compare import checked_to
 from harness.refcheck.coverage_cells import CHUNK, LONG_GENERATION, MULTI_TURN, PRESSURE, RECYCLED, SHORT, random_tokens
 from harness.refcheck.coverage_send import (
     CoverageServer,
-    FamilyRun,
+    FamilyOutcome,
     alone_then_together,
     kv_pressure,
     multi_turn,
@@ -48,19 +48,20 @@ class Family:
     def cells(self):
         return self.prompts.family(self.check)
 
-    def judge(self, fam: FamilyRun, record) -> None:
+    def judge(self, fam: FamilyOutcome, record) -> None:
         """The family's ReferenceCheckRecord, at the check's limits and floor; the assertion names every failure."""
         arm, check = self.candidate.arm, self.under_test.reference_check(self.check, self.stored.noise_key)
-        fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.run, check.drift_limit,
+        fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.compared, check.drift_limit,
                                self.server.sink, fam.unproven, check.tie_gap)
-        fields = check.judge(fields, fam.run.comparisons, bool(fam.run.aborted)).fields
+        fields = check.judge(fields, fam.compared.comparisons, bool(fam.compared.aborted)).fields
         if fam.notes:
             fields = fields.model_copy(update={"detail": "; ".join([fields.detail, *fam.notes])})
-        rec = record(ReferenceCheckRecord, arm=arm.name, of=fields, checked_to_tokens=checked_to(fam.run.comparisons),
+        rec = record(ReferenceCheckRecord, arm=arm.name, of=fields,
+                     checked_to_tokens=checked_to(fam.compared.comparisons),
                      cached_tokens_proven=fam.cached_tokens, preemptions_proven=fam.preemptions, covered=fam.covered)
         assert rec.passed, (f"{self.check} on {arm.name!r} vs {self.stored.arm!r} (reference {self.stored.path}): "
                             f"{rec.detail}\n" + "\n".join(rec.diverged)
-                            + (f"\n{fam.run.aborted}" if fam.run.aborted else ""))
+                            + (f"\n{fam.compared.aborted}" if fam.compared.aborted else ""))
 
     def skip_unplanned(self, section: str) -> None:
         """A workload without the family's section skips its check, saying why and what to do."""

@@ -6,7 +6,7 @@ import pytest
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import BatchRun, compare_batches, record_fields
+from harness.refcheck.batches import BatchComparisons, compare_batches, record_fields
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.prompts import expected_hit_tokens
@@ -32,22 +32,22 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, under_test,
     sink = harness_session.run_dir / arm.name / "prefix_reuse_comparisons.jsonl"
     sink.unlink(missing_ok=True)
 
-    run = compare_batches(candidate, [[prompts.warm]], sampling, reference_outputs.outputs, sink)
+    compared = compare_batches(candidate, [[prompts.warm]], sampling, reference_outputs.outputs, sink)
     hits = None
     expected = expected_hit_tokens(prompts.probes, block)
-    if not run.aborted:
+    if not compared.aborted:
         before = hit_counter(candidate.info.base_url)
         probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.order_seed)], sampling,
                                  reference_outputs.outputs, sink)
         after = hit_counter(candidate.info.base_url)
-        run = BatchRun(run.comparisons + probes.comparisons, probes.aborted)
+        compared = BatchComparisons(compared.comparisons + probes.comparisons, probes.aborted)
         hits = after - before if before is not None and after is not None else None
-    proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not run.aborted else None
-    fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, run,
+    proof = prefix_hit_proven(arm.name, hits, expected, caching_on) if not compared.aborted else None
+    fields = record_fields("prefix_reuse", reference_outputs.arm, reference_outputs.key, compared,
                            check.drift_limit, sink, [proof] if proof else [], check.tie_gap)
-    judged = check.judge(fields, run.comparisons, bool(run.aborted))
+    judged = check.judge(fields, compared.comparisons, bool(compared.aborted))
     rec = record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, cached_tokens_proven=hits,
-                 checked_to_tokens=checked_to(run.comparisons))
+                 checked_to_tokens=checked_to(compared.comparisons))
     assert rec.passed, (f"prefix_reuse on {arm.name!r} vs {reference_outputs.arm!r} "
                         f"(reference {reference_outputs.path}):\n" + "\n".join(rec.diverged)
-                        + (f"\n{run.aborted}" if run.aborted else ""))
+                        + (f"\n{compared.aborted}" if compared.aborted else ""))

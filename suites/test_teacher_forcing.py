@@ -1,14 +1,14 @@
 """Teacher forcing: every check prompt + the reference's own output, scored on the candidate with prompt_logprobs;
 each reference token's logprob under the candidate against the reference's, at every position (one early divergence
-does not end the comparison). Requests go one at a time, so the chunking -- and with it which positions run the DCP
-decode path (harness/refcheck/teacher_forcing.py) -- is the same on every run."""
+does not end the comparison). Requests go one at a time, so the chunking -- and with it which positions compared the DCP
+decode path (harness/refcheck/teacher_forcing.py) -- is the same on every compared."""
 
 import asyncio
 
 from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
@@ -21,7 +21,7 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, under_te
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)
     sink.parent.mkdir(parents=True, exist_ok=True)
-    run = BatchRun()
+    compared = BatchComparisons()
     # The DCP decode-path count needs DCP and a known chunk budget (the arm states --max-num-batched-tokens)
     budget = arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
     with sink.open("a") as f:
@@ -32,18 +32,19 @@ def test_teacher_forcing(reference_outputs, candidate, harness_session, under_te
                 scored = asyncio.run(score_forced(candidate.info.base_url, arm.model.served_name, p.tokens,
                                                   ref.token_ids, arm.timeouts.request_s))
             except HarnessError as exc:
-                run.aborted = f"{p.group}: {exc}"
+                compared.aborted = f"{p.group}: {exc}"
                 break
             c = compare_forced(p.id, len(p.tokens), scored, ref, p.group, budget)
-            run.comparisons.append(c)
+            compared.comparisons.append(c)
             f.write(c.model_dump_json() + "\n")
             f.flush()
-    decode = sum(c.decode_path_positions for c in run.comparisons)
-    scored_n = sum(c.reference_tokens for c in run.comparisons)
-    fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, run,
+    decode = sum(c.decode_path_positions for c in compared.comparisons)
+    scored_n = sum(c.reference_tokens for c in compared.comparisons)
+    fields = record_fields("teacher_forcing", reference_outputs.arm, reference_outputs.key, compared,
                            check.drift_limit, sink, [], check.tie_gap)
-    judged = check.judge(fields, run.comparisons, bool(run.aborted))
-    rec = record(ReferenceCheckRecord, arm=arm.name, of=judged.fields, checked_to_tokens=checked_to(run.comparisons))
+    judged = check.judge(fields, compared.comparisons, bool(compared.aborted))
+    rec = record(ReferenceCheckRecord, arm=arm.name, of=judged.fields,
+                 checked_to_tokens=checked_to(compared.comparisons))
     assert rec.passed, (f"teacher_forcing on {arm.name!r} vs {reference_outputs.arm!r} ({decode}/{scored_n} scored "
                         f"positions on the DCP decode path):\n" + "\n".join(rec.diverged)
-                        + (f"\n{run.aborted}" if run.aborted else ""))
+                        + (f"\n{compared.aborted}" if compared.aborted else ""))

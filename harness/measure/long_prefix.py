@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class LevelMeasurement:
     concurrency: int
-    run: LevelSamples
+    batch: LevelSamples
     before: dict[str, float] | None  # /metrics just before and after the level (counter deltas)
     after: dict[str, float] | None
     telemetry_path: Path | None = None  # the level's /metrics + NVML time series (JSONL)
@@ -80,15 +80,15 @@ async def measure(live: LiveServer, workload: LongPrefixWorkload, prompts: Promp
             for c in workload.concurrency:
                 before = await sampler.scrape_once()
                 with progress.bar(f"{live.arm.name}: long_prefix c{c}", len(prompts.measured[c]), "requests") as bar:
-                    run = await run_level(to, measured[c], workload.output_tokens, c, c,
-                                          out_dir / f"long_prefix_c{c}.jsonl", bar.update)
-                log.info("arm %s: long_prefix c%d: %d requests done%s", live.arm.name, c, len(run.samples),
-                         f"; aborted: {run.aborted.splitlines()[0]}" if run.aborted else "")
+                    batch = await run_level(to, measured[c], workload.output_tokens, c, c,
+                                            out_dir / f"long_prefix_c{c}.jsonl", bar.update)
+                log.info("arm %s: long_prefix c%d: %d requests done%s", live.arm.name, c, len(batch.samples),
+                         f"; aborted: {batch.aborted.splitlines()[0]}" if batch.aborted else "")
                 after = await sampler.scrape_once()
                 series = out_dir / f"telemetry_c{c}.jsonl"
-                write_jsonl(series, series_lines(sampler.points, nvml.points, run.start_ns, run.end_ns))
-                levels.append(LevelMeasurement(c, run, before, after, series))
-                if run.aborted:
+                write_jsonl(series, series_lines(sampler.points, nvml.points, batch.start_ns, batch.end_ns))
+                levels.append(LevelMeasurement(c, batch, before, after, series))
+                if batch.aborted:
                     break
     finally:
         for t in tasks:
@@ -105,18 +105,18 @@ def request_errors(samples: list[RequestSample]) -> list[str]:
 def level_fields(level: LevelMeasurement, m: Measurement) -> dict:
     """Everything a LongPrefixRecord holds about one level, computed from raw samples and points. One buffered
     request voids the level's TTFT, TPOT and ITL (schema.LongPrefixRecord.buffered_requests says why); E2E stays."""
-    run = level.run
-    ok = [s for s in run.samples if s.ok]
-    window = (run.start_ns, run.end_ns)
+    batch = level.batch
+    ok = [s for s in batch.samples if s.ok]
+    window = (batch.start_ns, batch.end_ns)
     buffered = sum(1 for s in ok if s.buffered)
     timed = [] if buffered else ok
     return {
         "concurrency": level.concurrency,
-        "status": "aborted" if run.aborted else "complete",
-        "reason": run.aborted,
-        "requests": len(run.samples),
-        "failed": sum(1 for s in run.samples if not s.ok),
-        "errors": request_errors(run.samples),
+        "status": "aborted" if batch.aborted else "complete",
+        "reason": batch.aborted,
+        "requests": len(batch.samples),
+        "failed": sum(1 for s in batch.samples if not s.ok),
+        "errors": request_errors(batch.samples),
         "ttft": Summary.of([s.ttft_s for s in timed if s.ttft_s is not None]),
         "tpot": Summary.of([s.tpot_s for s in timed if s.tpot_s is not None]),
         "tpot_samples_s": [round(s.tpot_s, 9) for s in timed if s.tpot_s is not None],
@@ -187,4 +187,4 @@ def cold_start_gap(cold: RequestSample | None, steady: LongPrefixRecord | None, 
 
 def server_death(m: Measurement) -> str | None:
     """Why the workload stopped early (the server died), else None."""
-    return m.warmup.aborted or next((lv.run.aborted for lv in m.levels if lv.run.aborted), None)
+    return m.warmup.aborted or next((lv.batch.aborted for lv in m.levels if lv.batch.aborted), None)

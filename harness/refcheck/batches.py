@@ -34,62 +34,64 @@ def capture(live: LiveServer, prompts: list[CheckPrompt], sampling: Sampling) ->
 
 
 @dataclass
-class BatchRun:
+class BatchComparisons:
     comparisons: list[RequestComparison] = field(default_factory=list)
     aborted: str | None = None  # why the check stopped early (server death, request error), with the log tail
     outputs: dict[str, list[int]] = field(default_factory=dict)  # prompt id -> the candidate's tokens (degeneration)
 
 
 def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling: Sampling,
-                    reference: dict[str, Generation], sink: Path) -> BatchRun:
+                    reference: dict[str, Generation], sink: Path) -> BatchComparisons:
     """Each batch in flight at once; every output compared with the reference output for the same prompt id."""
-    run = BatchRun()
+    compared = BatchComparisons()
     sink.parent.mkdir(parents=True, exist_ok=True)
     with sink.open("a") as f:
         for batch in batches:
             try:
                 outputs = send(live, batch, sampling)
             except LaunchError as exc:  # the server died: its message already carries the log tail
-                run.aborted = f"{batch[0].group}: {exc}"
-                return run
+                compared.aborted = f"{batch[0].group}: {exc}"
+                return compared
             except HarnessError as exc:  # a request failed: add what the server logged
-                run.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
-                return run
+                compared.aborted = f"{batch[0].group}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
+                return compared
             for p, out in zip(batch, outputs, strict=True):
-                run.outputs[p.id] = out.token_ids
+                compared.outputs[p.id] = out.token_ids
                 c = compare_outputs(p.id, len(p.tokens), out, reference[p.id], p.group)
-                run.comparisons.append(c)
+                compared.comparisons.append(c)
                 f.write(c.model_dump_json() + "\n")
                 f.flush()
-    return run
+    return compared
 
 
-def record_fields(check: str, reference: str, stored_key: str, run: BatchRun, drift_limit: float,
+def record_fields(check: str, reference: str, stored_key: str, compared: BatchComparisons, drift_limit: float,
                   sink: Path, extra_failures: list[str] = (), tie_gap: float = 0.0) -> ReferenceCheckFields:
     """The check's verdict and numbers from the comparisons made; `diverged` lists every failure."""
-    verdict = judge_comparisons(check, run.comparisons, drift_limit, tie_gap)
+    verdict = judge_comparisons(check, compared.comparisons, drift_limit, tie_gap)
     failures = [*extra_failures, *verdict.failures]
-    if run.aborted:
-        failures.insert(0, f"aborted after {len(run.comparisons)} comparison(s): {run.aborted.splitlines()[0]}")
+    if compared.aborted:
+        failures.insert(0, f"aborted after {len(compared.comparisons)} comparison(s): "
+                           f"{compared.aborted.splitlines()[0]}")
     return ReferenceCheckFields(check=check, reference=reference, reference_key=stored_key, passed=not failures,
                                 detail="; ".join([verdict.detail, *extra_failures]), drift_limit=drift_limit,
-                                diverged=failures, status="aborted" if run.aborted else "complete",
-                                reason=run.aborted, comparisons_path=str(sink),
-                                **summary_fields(run.comparisons, tie_gap))
+                                diverged=failures, status="aborted" if compared.aborted else "complete",
+                                reason=compared.aborted, comparisons_path=str(sink),
+                                **summary_fields(compared.comparisons, tie_gap))
 
 
-def degeneration_pairs(run: BatchRun, reference: dict[str, Generation]) -> list[tuple[str, list[int], list[int]]]:
+def degeneration_pairs(compared: BatchComparisons,
+                       reference: dict[str, Generation]) -> list[tuple[str, list[int], list[int]]]:
     """(request, candidate tokens, reference tokens) for the degeneration detector, in the order they were sent."""
-    return [(pid, tokens, reference[pid].token_ids) for pid, tokens in run.outputs.items() if pid in reference]
+    return [(pid, tokens, reference[pid].token_ids) for pid, tokens in compared.outputs.items() if pid in reference]
 
 
-def write_diverged_outputs(run: BatchRun, reference: dict[str, Generation], path: Path) -> None:
+def write_diverged_outputs(compared: BatchComparisons, reference: dict[str, Generation], path: Path) -> None:
     """Both sides' tokens of every request that diverged: the record a degeneration or tie-flip verdict can be
     re-judged from (and turned into a unit test) after the machine is gone."""
     with path.open("w") as f:
-        for c in run.comparisons:
-            if not c.exact and c.request in run.outputs and c.request in reference:
+        for c in compared.comparisons:
+            if not c.exact and c.request in compared.outputs and c.request in reference:
                 f.write(json.dumps({"request": c.request, "first_divergence": c.first_divergence,
                                     "reference_gap_at_divergence": c.reference_gap_at_divergence,
-                                    "candidate": run.outputs[c.request],
+                                    "candidate": compared.outputs[c.request],
                                     "reference": reference[c.request].token_ids}) + "\n")

@@ -1,8 +1,8 @@
 """The output_coverage cells on a live server: the reference's capture (every cell alone, the session turn by turn on
 its own outputs) and the candidate's families, each leaving its comparisons, the failures beyond them (a proof that
 could not be given) and what its server's counters proved. Every comparison is appended to the check's comparisons
-file as it is made; a server death or a failed request stops the family with the reason (BatchRun.aborted) and keeps
-every comparison made before it."""
+file as it is made; a server death or a failed request stops the family with the reason (BatchComparisons.aborted)
+and keeps every comparison made before it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import CoveredRequest
-from harness.refcheck.batches import BatchRun, send
+from harness.refcheck.batches import BatchComparisons, send
 from harness.refcheck.compare import compare_outputs, compared_to
 from harness.refcheck.coverage_cells import (
     CoverageCell,
@@ -47,11 +47,11 @@ def capture_coverage(live, prompts: CoveragePrompts, top_logprobs: int) -> dict[
 
 
 @dataclass
-class FamilyRun:
-    """What one family left: its comparisons (run), what it could not prove (unproven: each line fails the check),
+class FamilyOutcome:
+    """What one family left: its comparisons (compared), what it could not prove (unproven: each line fails the check),
     its counters' proofs, and notes on what it covered."""
 
-    run: BatchRun = field(default_factory=BatchRun)
+    compared: BatchComparisons = field(default_factory=BatchComparisons)
     unproven: list[str] = field(default_factory=list)
     cached_tokens: float | None = None  # prefix-cache hits over the part that proves reuse (session, recycled)
     preemptions: float | None = None  # vllm:num_preemptions delta over the pressure burst
@@ -100,13 +100,13 @@ class CoverageServer:
         sampling = Sampling(cells[0].max_tokens, self.top)
         return send(self.live, [c.prompt() for c in cells], sampling, cache_salt=f"{self.salt}-{salt}")
 
-    def compare(self, fam: FamilyRun, request: str, prompt_tokens: int, out: Generation, ref: Generation,
+    def compare(self, fam: FamilyOutcome, request: str, prompt_tokens: int, out: Generation, ref: Generation,
                 group: str, batch: int = 1) -> None:
         c = compare_outputs(request, prompt_tokens, out, ref, group)
-        fam.run.comparisons.append(c)
+        fam.compared.comparisons.append(c)
         fam.covered.append(CoveredRequest(prompt_tokens=prompt_tokens, generated=compared_to(c) - prompt_tokens,
                                           batch=batch))
-        fam.run.outputs[request] = out.token_ids
+        fam.compared.outputs[request] = out.token_ids
         with self.sink.open("a") as f:
             f.write(c.model_dump_json() + "\n")
 
@@ -130,10 +130,10 @@ def fitting_batches(cells: list[CoverageCell], pool_tokens: int | None) -> list[
 
 
 def alone_then_together(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation],
-                        label: str, together: bool = True) -> FamilyRun:
+                        label: str, together: bool = True) -> FamilyOutcome:
     """Each cell alone under its own salt (nothing cached), then (together) the cells at once under one salt, in as
     few batches as fit the KV pool: one output per cell and mode against the reference's."""
-    fam = FamilyRun()
+    fam = FamilyOutcome()
     try:
         for c in cells:
             out = server.send([c], f"{label}-{c.id}")[0]
@@ -144,11 +144,11 @@ def alone_then_together(server: CoverageServer, cells: list[CoverageCell], refer
                 server.compare(fam, f"{c.id}-together", len(c.tokens), out, reference[c.id],
                                f"{c.group}, {len(batch)} at once", len(batch))
     except HarnessError as exc:
-        fam.run.aborted = abort_reason(label, exc, server.live)
+        fam.compared.aborted = abort_reason(label, exc, server.live)
     return fam
 
 
-def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation]) -> FamilyRun:
+def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation]) -> FamilyOutcome:
     """The cells all at once, more than the KV pool holds: the server must preempt (its own counter says so) and
     every output, recomputed after preemption or not, must equal the reference's. No preemption: no data.
 
@@ -156,7 +156,7 @@ def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: di
     every request decodes from the same step: the one preempted (vLLM preempts the newest) has generated tokens for
     its recompute to restore. Sent cold, chunked prefill admits the prompts one by one and the newest request is
     still prefilling when the pool runs out: its recompute would exercise no generated token."""
-    fam = FamilyRun()
+    fam = FamilyOutcome()
     each = len(cells[0].tokens) + cells[0].max_tokens
     try:
         pool, caching = server.pool(), server.caching_on()
@@ -165,7 +165,7 @@ def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: di
         before = server.counter(PREEMPTIONS)
         outs = server.send(cells, "pressure")
     except HarnessError as exc:
-        fam.run.aborted = abort_reason("kv_pressure", exc, server.live)
+        fam.compared.aborted = abort_reason("kv_pressure", exc, server.live)
         return fam
     for c, out in zip(cells, outs, strict=True):
         server.compare(fam, f"{c.id}-burst", len(c.tokens), out, reference[c.id], f"{c.group}, burst of {len(cells)}",
@@ -194,13 +194,13 @@ def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: di
 
 
 def recycled_blocks(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation],
-                    spec: RecycledSpec, make_fill: Callable[[list[int]], list[list[int]]]) -> FamilyRun:
+                    spec: RecycledSpec, make_fill: Callable[[list[int]], list[list[int]]]) -> FamilyOutcome:
     """The cells under one salt (the control, before the fill), then fill prompts writing `spec.fill_factor` x the
     pool's tokens (each under its own salt, one output token; their lengths from the pool, their tokens from
     make_fill), then the cells again under the same salt -- their cached blocks were evicted, so they are recomputed
     into reused blocks -- and under a new salt: every output against the reference's. With prefix caching on, the
     second send must show fewer hits than a cached prompt would (the eviction happened)."""
-    fam = FamilyRun()
+    fam = FamilyOutcome()
     try:
         pool, caching = server.pool(), server.caching_on()
         if pool.tokens is None:
@@ -227,7 +227,7 @@ def recycled_blocks(server: CoverageServer, cells: list[CoverageCell], reference
             server.compare(fam, f"{c.id}-new-salt", len(c.tokens), out, reference[c.id], f"{c.group}, new salt",
                            len(cells))
     except HarnessError as exc:
-        fam.run.aborted = abort_reason("recycled_blocks", exc, server.live)
+        fam.compared.aborted = abort_reason("recycled_blocks", exc, server.live)
         return fam
     fam.notes.append(f"{sum(lengths):,} tokens of other prompts between the sends (KV pool {pool.tokens:,})")
     cacheable = sum(expected_hit(len(c.tokens), len(c.tokens), pool.block or 1) for c in cells)
@@ -242,10 +242,10 @@ def recycled_blocks(server: CoverageServer, cells: list[CoverageCell], reference
     return fam
 
 
-def multi_turn(server: CoverageServer, prompts: CoveragePrompts, reference: dict[str, Generation]) -> FamilyRun:
+def multi_turn(server: CoverageServer, prompts: CoveragePrompts, reference: dict[str, Generation]) -> FamilyOutcome:
     """The session turn by turn under one salt with the reference's transcript: each turn's output against the
     reference's; with prefix caching on, each turn after the first must hit the blocks of the turn before."""
-    fam = FamilyRun()
+    fam = FamilyOutcome()
     ref_tokens = {i: g.token_ids for i, g in reference.items()}
     sampling = Sampling(prompts.turn_tokens, server.top)
     previous, hits = 0, 0.0
@@ -268,7 +268,7 @@ def multi_turn(server: CoverageServer, prompts: CoveragePrompts, reference: dict
             hits += hit or 0
             previous = len(tokens)
     except HarnessError as exc:
-        fam.run.aborted = abort_reason(f"multi_turn turn {len(fam.run.comparisons) + 1}", exc, server.live)
+        fam.compared.aborted = abort_reason(f"multi_turn turn {len(fam.compared.comparisons) + 1}", exc, server.live)
         return fam
     fam.cached_tokens = hits if caching else None
     if not caching:

@@ -19,7 +19,7 @@ from harness.config.errors import HarnessError, LaunchError
 from harness.measure.generation import Generation, Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison, TeacherForcedComparison
-from harness.refcheck.batches import BatchRun, send
+from harness.refcheck.batches import BatchComparisons, send
 from harness.refcheck.bursts import Burst, VsAlone, batch_invariance, judge_burst
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs
@@ -100,7 +100,7 @@ class GridCheck:
     name: str
     sink: Path
     limits: CellLimits
-    compared: BatchRun = field(default_factory=BatchRun)
+    compared: BatchComparisons = field(default_factory=BatchComparisons)
     beyond_comparisons: list[str] = field(default_factory=list)
     cells: list[LongContextCell] = field(default_factory=list)
 

@@ -13,29 +13,29 @@ from harness.judge.spec_decode_gates import EQUALITY_CHECK
 from harness.measure.spec_decode_metrics import SpecSample, read_samples
 from harness.records.meaning import of_kind
 from harness.records.schema import Record, ReferenceCheckFields, SpecDecodeRecord
-from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs, tie_flipped
 
 
-def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -> BatchRun:
+def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -> BatchComparisons:
     """Pairs by prompt id; a prompt one arm lacks, or a failed request, ends the comparison as aborted."""
     theirs = {s.id: s for s in ref}
-    run = BatchRun()
+    compared = BatchComparisons()
     sink.parent.mkdir(parents=True, exist_ok=True)
     with sink.open("w") as f:
         for s in cand:
             other = theirs.get(s.id)
             if s.error or other is None or other.error:
                 why = s.error or (f"the reference has no output for {s.id}" if other is None else other.error)
-                run.aborted = f"{s.id}: {why}"
-                return run
+                compared.aborted = f"{s.id}: {why}"
+                return compared
             c = compare_outputs(s.id, 0, s.generation(), other.generation(), s.kind)
-            run.comparisons.append(c)
+            compared.comparisons.append(c)
             f.write(c.model_dump_json() + "\n")
     if len(cand) < len(ref):
-        run.aborted = f"the candidate answered {len(cand)} of the reference's {len(ref)} prompts"
-    return run
+        compared.aborted = f"the candidate answered {len(cand)} of the reference's {len(ref)} prompts"
+    return compared
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,19 @@ def compare_arms(records: list[Record], cand: str, ref: str, run_dir: Path, gate
         return None
     c_samples, r_samples = read_samples_or_empty(mine[-1].samples_path), read_samples_or_empty(theirs[-1].samples_path)
     sink = run_dir / cand / f"spec_decode_vs_{ref}_comparisons.jsonl"
-    run = compare_samples(c_samples, r_samples, sink)
+    compared = compare_samples(c_samples, r_samples, sink)
     fixed = gates.reference_checks
     limit = check.drift_limit if check else fixed.limit_for(EQUALITY_CHECK)
     tie_gap = check.tie_gap if check else fixed.tie_gap
-    fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode run {ref}", run, limit, sink, [], tie_gap)
+    fields = record_fields(EQUALITY_CHECK, ref, f"spec_decode compared {ref}", compared, limit, sink, [], tie_gap)
     if check is not None:
-        fields = check.judge(fields, run.comparisons, bool(run.aborted)).fields
+        fields = check.judge(fields, compared.comparisons, bool(compared.aborted)).fields
     by_id = {s.id: s for s in r_samples if not s.error}
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]
     spread = check.calibrated_spread if check else None
     return Equality(fields, degeneration_fields(pairs, ref, gates.degeneration, " ".join,
-                                                tie_flipped(run.comparisons, tie_gap), spread))
+                                                tie_flipped(compared.comparisons, tie_gap), spread))
 
 
 def read_samples_or_empty(path: str) -> list[SpecSample]:

@@ -34,7 +34,7 @@ from harness.serve.launch import LiveServer
 
 
 @dataclass
-class TimedRun(TimedComparisons):
+class TimedOutputsCompared(TimedComparisons):
     outputs: list[tuple[str, list[int], list[int]]]  # (request, candidate tokens, reference tokens): degeneration
     reference_key: str  # where the reference's outputs came from
     sink: Path  # every comparison, one JSON line each
@@ -63,7 +63,7 @@ async def prompt_ids(live: LiveServer, workload: LongPrefixWorkload, ids: list[i
 
 
 def compare_timed_outputs(live: LiveServer, workload: LongPrefixWorkload, prompts: Prompts, records: list,
-                          reference: str, run_dir: Path, forced_requests: int) -> TimedRun:
+                          reference: str, run_dir: Path, forced_requests: int) -> TimedOutputsCompared:
     """Both arms' recorded samples of this run, paired by request; `forced_requests` of them teacher-forced."""
     arm = live.arm
     sha = prompts.fingerprint()
@@ -93,6 +93,6 @@ def compare_timed_outputs(live: LiveServer, workload: LongPrefixWorkload, prompt
     sink = run_dir / arm.name / f"long_prefix_outputs_vs_{reference}_comparisons.jsonl"
     sink.parent.mkdir(parents=True, exist_ok=True)
     sink.write_text("".join(c.model_dump_json() + "\n" for c in [*generated, *forced]))
-    return TimedRun(generated, forced, gaps, aborted,
+    return TimedOutputsCompared(generated, forced, gaps, aborted,
                     [(request_id(*key), c.token_ids, r.token_ids) for key, (c, r) in outputs.items()],
                     f"long_prefix samples of {reference} in this run (prompts {sha})", sink)

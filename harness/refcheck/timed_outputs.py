@@ -88,7 +88,8 @@ def forced_picks(keys: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
 
 @dataclass
 class TimedComparisons:
-    """What the long-prefix outputs check compared (harness/refcheck/timed_check.py TimedRun adds where from)."""
+    """What the long-prefix outputs check compared (harness/refcheck/timed_check.py TimedOutputsCompared adds where
+    from)."""
 
     generated: list[RequestComparison]  # per paired request
     forced: list[RequestComparison]  # TeacherForcedComparison per scored request

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import yaml
+from enforced import enforce_every_arm
 from reportrun import make_run
 
 from harness.config.errors import ConfigError
@@ -136,14 +137,6 @@ def test_render_without_sample_logs_falls_back_to_unpaired_and_says_why(tmp_path
     assert "baseline GSM8K per-sample log of cpu-smoke: file" in rendered.markdown
     assert "a baseline diff compares it unpaired" in rendered.markdown and "two-proportion z" in rendered.markdown
     assert rendered.regressions == [] and rendered.exit_code == 0
-
-
-def enforce_every_arm(monkeypatch):
-    """The shipped thresholds with every arm's TPOT flags enforced (the CPU pair's are not: tpot_not_enforced)."""
-    from harness.report import judging
-
-    shipped = load_thresholds()
-    monkeypatch.setattr(judging, "load_thresholds", lambda: shipped.model_copy(update={"tpot_not_enforced": []}))
 
 
 def test_cli_report_exits_1_on_a_regression_and_0_against_itself(tmp_path, capsys, monkeypatch):

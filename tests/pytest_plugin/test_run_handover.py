@@ -75,6 +75,8 @@ def counted(pytester, tmp_path, monkeypatch):
     counts.mkdir()
     monkeypatch.setenv("READS", str(counts))
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    # this test may itself run in an xdist worker: its id must not name the inner sessions' main process
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     return pytester, counts
 
 

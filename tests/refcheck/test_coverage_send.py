@@ -69,14 +69,14 @@ def reference_for(cs: list[CoverageCell]) -> dict[str, Generation]:
 def test_a_burst_that_preempted_and_matched_passes_its_proof(tmp_path):
     cs = cells("kv_pressure", 8)
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs), preempt_per_send=3), cs, reference_for(cs))
-    assert fam.unproven == [] and fam.preemptions == 3 and all(c.exact for c in fam.run.comparisons)
+    assert fam.unproven == [] and fam.preemptions == 3 and all(c.exact for c in fam.compared.comparisons)
     assert [c.batch for c in fam.covered] == [8] * 8
 
 
 def test_a_burst_that_preempted_nothing_has_no_data_even_with_every_output_equal(tmp_path):
     cs = cells("kv_pressure", 8)
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs)), cs, reference_for(cs))
-    assert all(c.exact for c in fam.run.comparisons)
+    assert all(c.exact for c in fam.compared.comparisons)
     assert any(e.startswith("no data: vllm:num_preemptions_total did not rise") for e in fam.unproven), fam.unproven
 
 
@@ -94,14 +94,14 @@ def test_a_fill_that_evicted_nothing_fails_as_not_recycled(tmp_path):
     assert any(e.startswith("not recycled") for e in fam.unproven), fam.unproven
     evicted = Scripted(tmp_path, reference_for(cs), hits_per_send=0)
     fam = recycled_blocks(evicted, cs, reference_for(cs), SPEC, fill)
-    assert fam.unproven == [] and len(fam.run.comparisons) == 9  # before the fill, after it, under a new salt
+    assert fam.unproven == [] and len(fam.compared.comparisons) == 9  # before the fill, after it, under a new salt
 
 
 def test_a_recycled_cell_that_reads_stale_kv_is_a_divergence(tmp_path):
     cs = cells("recycled_blocks", 3, length=1000)
     fam = recycled_blocks(Scripted(tmp_path, reference_for(cs), wrong={cs[1].id}, caching=False), cs,
                           reference_for(cs), SPEC, fill)
-    assert sum(not c.exact for c in fam.run.comparisons) == 3  # that cell in each of its three sends
+    assert sum(not c.exact for c in fam.compared.comparisons) == 3  # that cell in each of its three sends
 
 
 def test_a_session_whose_turns_were_not_reused_fails_and_each_turn_is_compared(tmp_path, monkeypatch):
@@ -119,7 +119,7 @@ def test_a_session_whose_turns_were_not_reused_fails_and_each_turn_is_compared(t
     server, hits = Scripted(tmp_path, {}), 0
     fam = multi_turn(server, prompts, reference)
     assert [n for n, _ in sent] == [300, 604, 908] and len({s for _, s in sent}) == 1  # one salt, growing prompt
-    assert [c.request for c in fam.run.comparisons] == [turn_id(1), turn_id(2), turn_id(3)]
+    assert [c.request for c in fam.compared.comparisons] == [turn_id(1), turn_id(2), turn_id(3)]
     assert any("turn 2: prefix-cache hits 0 tokens < 256 expected" in e for e in fam.unproven), fam.unproven
     server, hits, sent = Scripted(tmp_path, {}), 1000, []
     assert multi_turn(server, prompts, reference).unproven == []
@@ -129,7 +129,7 @@ def test_cells_alone_then_together_compare_each_mode(tmp_path):
     cs = cells("short_prompts", 3, length=5)
     fam = alone_then_together(Scripted(tmp_path, reference_for(cs), wrong={cs[0].id}), cs, reference_for(cs),
                               "short_prompts")
-    assert [c.request for c in fam.run.comparisons if not c.exact] == [f"{cs[0].id}-alone", f"{cs[0].id}-together"]
+    assert [c.request for c in fam.compared.comparisons if not c.exact] == [f"{cs[0].id}-alone", f"{cs[0].id}-together"]
     assert [c.batch for c in fam.covered] == [1, 1, 1, 3, 3, 3]
 
 
@@ -145,7 +145,7 @@ def test_a_burst_that_cannot_press_without_caching_says_so_and_a_dead_server_is_
     dead = Dead(tmp_path, reference_for(cs))
     dead.live = type("L", (), {"server": type("S", (), {"log_text": lambda self: "log"})()})()
     fam = kv_pressure(dead, cs, reference_for(cs))
-    assert fam.run.aborted and "gone" in fam.run.aborted and fam.run.comparisons == []
+    assert fam.compared.aborted and "gone" in fam.compared.aborted and fam.compared.comparisons == []
 
 
 def test_the_pressure_prompts_are_cached_first_then_sent_at_once(tmp_path):

@@ -146,16 +146,16 @@ def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: boo
 
 
 def test_the_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
-    from harness.refcheck.batches import BatchRun
+    from harness.refcheck.batches import BatchComparisons
     from harness.refcheck.check import ReferenceCheck
 
-    def judged(fields, run: BatchRun, limits):
+    def judged(fields, run: BatchComparisons, limits):
         return ReferenceCheck(limits).judge(fields, run.comparisons, bool(run.aborted)).fields
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")
     fields = check_fields("teacher_forcing")  # against cpu-ref's stored outputs
-    clean = BatchRun(comparisons(seed=1))
+    clean = BatchComparisons(comparisons(seed=1))
     optional = judged(fields, clean, limits_for(arm, "refkey"))
     assert optional.passed and optional.floor.startswith(
         "not calibrated: no calibration or accepted floor for teacher_forcing of cpu-smoke vs cpu-ref")
@@ -169,7 +169,8 @@ def test_the_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(
     src.write_text("".join(c.model_dump_json() + "\n" for c in comparisons(seed=0)))
     save_floor(Path(optional.floor_path), "teacher_forcing", src, {"run": "n1"})
     assert judged(fields, clean, limits_for(arm, "refkey", require_floor=True)).passed
-    aborted = judged(fields, BatchRun(comparisons(seed=1)[:3], "round 1: died"), limits_for(arm, "refkey", require_floor=True))
+    aborted = judged(fields, BatchComparisons(comparisons(seed=1)[:3], "round 1: died"),
+                     limits_for(arm, "refkey", require_floor=True))
     assert not aborted.passed and aborted.floor.startswith("FAIL (no data: the check was aborted")
 
 

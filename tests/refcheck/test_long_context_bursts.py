@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.calibrate.repeats import read_repeat
 from harness.measure.generation import Generation
 from harness.records.schema import LongContextCell, ReferenceCheckRecord, RequestComparison, ServerRecord
-from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.bursts import judge_burst
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import ContextCell
@@ -34,7 +34,8 @@ def cell(mode: str, passed: bool = True) -> LongContextCell:
                            context_tokens=4024, batch=3 if mode == "burst" else 1)
 
 
-def outcome(sink: Path, sequential: BatchRun, cells: list[LongContextCell] = (), bursts: BatchRun | None = None,
+def outcome(sink: Path, sequential: BatchComparisons, cells: list[LongContextCell] = (),
+            bursts: BatchComparisons | None = None,
             burst_cells: list[LongContextCell] = (), bursts_beyond: list[str] = (), bursts_planned: int = 0):
     """A grid's outcome as the executor leaves it: long_context's check, and the bursts' where any were planned."""
     burst_check = None if bursts is None else GridCheck(BURSTS, bursts_sink(sink), LIMITS, bursts, list(bursts_beyond),
@@ -45,8 +46,8 @@ def outcome(sink: Path, sequential: BatchRun, cells: list[LongContextCell] = (),
 
 def test_the_grid_is_two_checks_each_with_its_own_comparisons_and_file(tmp_path):
     sink = tmp_path / "long_context_vs_cpu-ref_comparisons.jsonl"
-    seq = BatchRun(comparisons=[comparison("L4000-d0.5-cold", 0.0), comparison("L2713-d0.5-sweep", 0.0)])
-    burst = BatchRun(comparisons=[comparison("L4000-d0.5-burst-mixed 2", 0.2),
+    seq = BatchComparisons(comparisons=[comparison("L4000-d0.5-cold", 0.0), comparison("L2713-d0.5-sweep", 0.0)])
+    burst = BatchComparisons(comparisons=[comparison("L4000-d0.5-burst-mixed 2", 0.2),
                                   comparison("L4000-d0.5-burst-mixed 2-vs-alone", 0.2)])
     grid = outcome(sink, seq, [cell("cold"), cell("sweep")], burst, [cell("burst")], bursts_planned=1)
     lc, bursts = grid.checks()
@@ -66,15 +67,15 @@ def test_the_grid_is_two_checks_each_with_its_own_comparisons_and_file(tmp_path)
 
 def test_a_workload_without_bursts_records_no_bursts_check():
     grid = outcome(Path("long_context_vs_cpu-ref_comparisons.jsonl"),
-                   BatchRun(comparisons=[comparison("L4000-d0.5-cold", 0.0)]), [cell("cold")])
+                   BatchComparisons(comparisons=[comparison("L4000-d0.5-cold", 0.0)]), [cell("cold")])
     assert [c.name for c in grid.checks()] == ["long_context"] and grid.batch_invariance() == []
 
 
 def test_bursts_planned_and_not_compared_fail_no_data_never_pass():
     assert bursts_missing(6, 6) == [] and bursts_missing(6, 0) == ["no data: 0 of 6 burst cells compared"]
     sink = Path("long_context_vs_cpu-ref_comparisons.jsonl")
-    stopped = outcome(sink, BatchRun(aborted="length 4000, depth 0.5: server died"),
-                      bursts=BatchRun(aborted="not run: the grid stopped before its bursts (server died)"),
+    stopped = outcome(sink, BatchComparisons(aborted="length 4000, depth 0.5: server died"),
+                      bursts=BatchComparisons(aborted="not run: the grid stopped before its bursts (server died)"),
                       bursts_beyond=bursts_missing(6, 0), bursts_planned=6)
     [_, bursts] = stopped.checks()
     fields = record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.3, bursts.sink, bursts.beyond_comparisons)
@@ -83,7 +84,8 @@ def test_bursts_planned_and_not_compared_fail_no_data_never_pass():
                                    "(server died)", "no data: 0 of 6 burst cells compared"]
     assert stopped.aborted.startswith("length 4000")
     # even a run that did not abort: fewer compared than planned is no data
-    short = outcome(sink, BatchRun(), bursts=BatchRun(comparisons=[comparison(f"b{i}", 0.0) for i in range(4)]),
+    short = outcome(sink, BatchComparisons(),
+                    bursts=BatchComparisons(comparisons=[comparison(f"b{i}", 0.0) for i in range(4)]),
                     bursts_beyond=bursts_missing(6, 4), bursts_planned=6)
     bursts = short.checks()[1]
     fields = record_fields(BURSTS, "cpu-ref", "k", bursts.compared, 0.3, bursts.sink, bursts.beyond_comparisons)

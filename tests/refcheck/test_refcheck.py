@@ -16,7 +16,7 @@ from harness.judge.checks import prefix_hit_proven
 from harness.measure.generation import Generation, Sampling, parse_choice, token_id
 from harness.measure.prompts import TokenSpace
 from harness.refcheck import store as store
-from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.compare import compare_outputs, is_tie_flip, judge_comparisons, summary_fields
 from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens, interleave
 
@@ -81,7 +81,8 @@ def test_summary_fields():
 
 
 def test_aborted_check_keeps_comparisons_and_fails(tmp_path):
-    run = BatchRun([compare_outputs("a", 1, gen([1]), gen([1]))], aborted="round 2 (batch 3): server exited\nlog tail")
+    run = BatchComparisons([compare_outputs("a", 1, gen([1]), gen([1]))],
+                           aborted="round 2 (batch 3): server exited\nlog tail")
     f = record_fields("graph_replay", "cpu-ref", "k", run, 1e-2, tmp_path / "c.jsonl")
     assert f.status == "aborted" and not f.passed and f.requests == 1
     assert f.diverged[0].startswith("aborted after 1 comparison(s): round 2 (batch 3): server exited")

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.config.thresholds import DegenerationGates
 from harness.judge.degeneration import clean_flips, tie_flip_cap
 from harness.records.schema import RequestComparison
-from harness.refcheck.batches import BatchRun, record_fields
+from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips
 from harness.refcheck.floor_store import Calibration
 
@@ -38,7 +38,7 @@ def comparisons(n: int, flipped: int) -> list[RequestComparison]:
 
 
 def judged(tmp_path: Path, n: int, flipped: int, spread: dict | None):
-    run = BatchRun(comparisons(n, flipped))
+    run = BatchComparisons(comparisons(n, flipped))
     fields = record_fields("long_context", "gpu-mla-ref", "key", run, 0.0948, tmp_path / "c.jsonl", [], TIE_GAP)
     assert fields.passed  # every divergence is within the tie gap: without the cap, any number of them passes
     return ReferenceCheck(limits(tmp_path, spread), DEGEN).judge(fields, run.comparisons, False).fields
@@ -69,7 +69,7 @@ def test_the_recorded_h200_keys_fault_is_over_long_contexts_cap(tmp_path):
     """keys_past_L_ignored at 64,000 on the H200: 26 of 72 first divergences at a reference gap <= 0.0004. Before the
     cap, long_context failed it only on its other 7 divergences; its near-tie flips now fail it on their own."""
     rows = (FIXTURES / "h200_drift_2026_12_03" / "keys_64000_long_context.jsonl").read_text().splitlines()
-    run = BatchRun([RequestComparison.model_validate_json(line) for line in rows])
+    run = BatchComparisons([RequestComparison.model_validate_json(line) for line in rows])
     fields = record_fields("long_context", "gpu-mla-ref", "key", run, 0.0948, tmp_path / "c.jsonl", [], TIE_GAP)
     assert (fields.tie_flips, fields.requests) == (26, 72)
     capped = cap_tie_flips(fields, limits(tmp_path, h200_spread("long_context")), DEGEN)

@@ -63,7 +63,7 @@ def fake_qualify(tmp_path, arms_dir, monkeypatch):
 
 
 def test_qualify_records_the_end_and_fails_on_a_baseline_regression(fake_qualify, capsys, monkeypatch):
-    from test_baseline import enforce_every_arm
+    from enforced import enforce_every_arm
 
     code, base = fake_qualify(1.0)
     assert code == 0
@@ -203,7 +203,7 @@ def test_run_json_end_is_written_once_with_the_verdict_before_anything_is_render
     """Judge, then record, then render: a baseline regression turns pytest's 0 into 1, and run.json's end is written
     once, already with that verdict, while no report exists yet. (Before, the end was written with pytest's code, the
     report rendered, and run.json written again with the verdict.)"""
-    from test_baseline import enforce_every_arm
+    from enforced import enforce_every_arm
 
     from harness.records import runinfo
 
