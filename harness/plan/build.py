@@ -34,9 +34,13 @@ class Build:
     vllm_version: str | None
     build_hash: str | None  # None: no vllm package found for the arm's interpreter
     where: str | None  # the vllm package directory it hashed
+    # the vllm package's files alone (no STACK versions): what a confirmation compares (a transformers or torch bump
+    # under the same vllm files is another build, yet vouches for nothing about vLLM's code)
+    package_hash: str | None = None
 
     def as_dict(self) -> dict:
-        return {"vllm_version": self.vllm_version, "build_hash": self.build_hash, "where": self.where}
+        return {"vllm_version": self.vllm_version, "build_hash": self.build_hash, "where": self.where,
+                "package_hash": self.package_hash}
 
 
 def package_files(root: Path) -> list[Path]:
@@ -96,7 +100,8 @@ def arm_build(arm: Arm) -> Build:
     root = found.get("root")
     if not root or not Path(root).is_dir():
         return Build(found.get("version"), None, None)
-    return Build(found.get("version"), build_hash(package_hash(Path(root)), found.get("stack") or {}), root)
+    package = package_hash(Path(root))
+    return Build(found.get("version"), build_hash(package, found.get("stack") or {}), root, package)
 
 
 def build_hash(package: str, stack: dict[str, str]) -> str:

@@ -51,6 +51,7 @@ class ArmBuild(Strict):
     vllm_version: str | None = None
     build_hash: str | None = None
     where: str | None = None
+    package_hash: str | None = None  # the vllm package's files alone (None: recorded before it was)
 
 
 class RunManifest(Strict):

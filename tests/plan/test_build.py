@@ -37,6 +37,9 @@ def test_a_planted_fault_in_a_scratch_copy_is_another_build(tmp_path, monkeypatc
     fake_vllm(tmp_path / "faulty", marker="faulty")
     faulty = build.arm_build(arm_on(tmp_path / "faulty"))
     assert faulty.build_hash != clean.build_hash
+    # the vllm files alone, what a confirmation compares (harness/calibrate/trust.py): the planted file moves it too
+    assert clean.package_hash == build.package_hash(tmp_path / "clean" / "vllm") != faulty.package_hash
+    assert clean.as_dict()["package_hash"] == clean.package_hash
     fake_vllm(tmp_path / "again")  # the same files, written anew (other times): the same build
     assert build.arm_build(arm_on(tmp_path / "again")).build_hash == clean.build_hash
     (tmp_path / "clean" / "vllm" / "__pycache__" / "y.pyc").write_bytes(b"another import")
