@@ -320,6 +320,9 @@ class TeacherForcedComparison(RequestComparison):
 
     mean_drift: float | None = None
     decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
+    # the candidate's own logprob of each reference token (7 significant digits, None where non-finite): with the
+    # reference's and a float32 pass's, each arm's distance to float32 (harness/calibrate/anchor.py)
+    candidate_logprobs: list[float | None] = []
 
 def comparison_model(check: str) -> type[RequestComparison]:
     """The model of a check's comparisons file lines: teacher forcing scores every position, the rest compare

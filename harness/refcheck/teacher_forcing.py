@@ -65,4 +65,5 @@ def compare_forced(request: str, prompt_len: int, cand: Generation, ref: Generat
         candidate_tokens=len(cand.logprobs), reference_tokens=n, finite=finite, max_drift=drift, group=group,
         reference_gap_at_divergence=top_gap(ref, first), deltas=stored_deltas(deltas),
         mean_drift=sum(clean) / len(clean) if clean else None,
-        decode_path_positions=decode_path_positions(prompt_len, n, budget))
+        decode_path_positions=decode_path_positions(prompt_len, n, budget),
+        candidate_logprobs=stored_deltas(cand.logprobs))
