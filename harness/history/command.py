@@ -202,7 +202,7 @@ def add_parser(sub) -> None:
     a.set_defaults(func=cmd_coverage)
     a = hs.add_parser("check", help="the nightly verdict: exit 1 on a lasting change against the established "
                       "level (a gated series' regression, or a speed-up on the night outputs changed) at a false-alarm "
-                      "budget of 1 % of clean nights; 3 when no gated series has enough runs (NOT JUDGED)")
+                      "budget of 1 %% of clean nights; 3 when no gated series has enough runs (NOT JUDGED)")
     a.add_argument("--run", required=True, help="run id")
     a.set_defaults(func=cmd_check)
     a = hs.add_parser("prune", help="keep only the newest N runs (N >= 1: to drop every run, delete the store file)")
