@@ -5,7 +5,7 @@ A calibration decides what a fault is, so it is never made of what it should cat
 - a repeat that was interrupted (no end time, exit >= 128), refused (exit 2) or incomplete is refused, --trust or not;
 - a repeat whose checks failed -- judged by the calibration that is current for the key, or by gates.yaml where the
   arm has none -- refuses the calibration, naming the checks and the repeats, unless `--trust "reason"` is given;
-- the repeats are K distinct finished runs of one build (one build hash, one harness commit);
+- the repeats are K distinct finished runs of one build (one build hash, one harness: run.json harness_hash);
 - an arm's first calibration (nothing before it: only gates.yaml judged its repeats) says "first calibration" on every
   line it judges until a run of another build has passed against it (`confirm_first_calibrations`, from qualify's end
   stage; a run never writes its own floor, and this is no floor).
@@ -164,7 +164,7 @@ def copied_runs(runs: list[RepeatRun]) -> str | None:
 
 
 def one_build(runs: list[RepeatRun], arm: str) -> ArmBuild:
-    """The build every repeat ran (one build hash, one harness commit); a ConfigError naming the runs otherwise."""
+    """The build every repeat ran (one build hash, one harness_hash); a ConfigError naming the runs otherwise."""
     builds = {r.run_dir.name: (r.manifest.builds or {}).get(arm) for r in runs}
     missing = [name for name, b in builds.items() if b is None or not b.build_hash]
     if missing:
@@ -176,11 +176,29 @@ def one_build(runs: list[RepeatRun], arm: str) -> ArmBuild:
         named = "; ".join(f"{n}: {b.build_hash} (vLLM {b.vllm_version})" for n, b in builds.items())
         raise ConfigError(f"calibrate: the repeats ran different builds of {arm} ({named}): a calibration measures "
                           "one build; give repeats of one build; nothing was written")
+    code = same_harness(runs)
+    if code:
+        raise ConfigError(code)
+    return next(iter(builds.values()))
+
+
+def same_harness(runs: list[RepeatRun]) -> str | None:
+    """Why the repeats did not run one harness (None: they did). Keyed on the hash of the files that measure and
+    judge (run.json `harness_hash`, records/runinfo.py), not the commit: repeats of two device sessions, or across a
+    docs commit, combine. Runs of an older harness without the hash fall back to the commit."""
+    hashes = {r.manifest.harness_hash for r in runs}
+    if None not in hashes:
+        if len(hashes) > 1:
+            named = "; ".join(f"{r.run_dir.name}: {r.manifest.harness_hash}" for r in runs)
+            return (f"calibrate: the repeats ran different measuring/judging code ({named}; run.json harness_hash): "
+                    "a calibration compares like with like; give repeats of one harness; nothing was written")
+        return None
     commits = sorted({str(r.manifest.git_commit) for r in runs})
     if len(commits) > 1:
-        raise ConfigError(f"calibrate: the repeats ran different harness commits ({', '.join(commits)}): a "
-                          "calibration compares like with like; give repeats of one commit; nothing was written")
-    return next(iter(builds.values()))
+        return (f"calibrate: the repeats ran different harness commits ({', '.join(commits)}) and not all recorded "
+                "a harness_hash: a calibration compares like with like; give repeats of one commit; nothing was "
+                "written")
+    return None
 
 
 def confirm_first_calibrations(manifest: RunManifest, records: list[Record]) -> list[str]:

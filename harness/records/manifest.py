@@ -59,6 +59,8 @@ class RunManifest(Strict):
     run_id: str | None = None
     harness_version: str | None = None
     git_commit: str | None = None
+    # The code that measures and judges (runinfo.harness_hash): calibration repeats combine when it is one.
+    harness_hash: str | None = None
     host: str | None = None
     started: str | None = None
     argv: list[str] | None = None  # redacted

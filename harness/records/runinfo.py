@@ -4,6 +4,7 @@ the file itself."""
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import socket
 import subprocess
@@ -39,6 +40,34 @@ def git_commit() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (head + ("+modified" if dirty else "")) or None
+
+
+# What measures and judges a run: a change here can move a check's numbers or verdicts, so a calibration combines only
+# repeats of one hash of these (harness/calibrate/trust.py). Documentation, tests, benchmarks, scripts, the report,
+# the history and the model generator (its model has its own pinned hash) stay out: a docs commit voids no repeat.
+MEASURING = ("harness/admission", "harness/calibrate", "harness/config", "harness/faults", "harness/judge",
+             "harness/measure", "harness/opcheck", "harness/plan", "harness/probes", "harness/pytest_plugin",
+             "harness/qualify", "harness/records", "harness/refcheck", "harness/serve", "suites", "configs")
+
+
+def measuring_files(root: Path = REPO_ROOT) -> list[Path]:
+    """The MEASURING files under root, in a fixed order: Python sources and YAML configs (caches left out)."""
+    out: list[Path] = []
+    for part in MEASURING:
+        base = root / part
+        out += [p for p in base.rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".yml")
+                and "__pycache__" not in p.parts]
+    return sorted(out)
+
+
+def harness_hash(root: Path = REPO_ROOT) -> str:
+    """sha256 (16 hex) over the MEASURING files' relative paths and bytes: the same code measuring and judging gives
+    the same hash on any machine and in any commit (a GPU machine's copy has no usable commit)."""
+    h = hashlib.sha256()
+    for p in measuring_files(root):
+        h.update(f"{p.relative_to(root).as_posix()}|".encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:16]
 
 
 def cpu_model(cpuinfo: str) -> str | None:
@@ -80,8 +109,8 @@ def start_manifest(run_id: str, arms: dict[str, dict], argv: list[str], suites: 
                    workloads: dict[str, dict]) -> RunManifest:
     """run.json's opening fields; `arms` and `argv` arrive redacted."""
     return RunManifest(schema_version=SCHEMA_VERSION, run_id=run_id, harness_version=__version__,
-                       git_commit=git_commit(), host=socket.gethostname(), started=now(), argv=argv, suites=suites,
-                       workloads=workloads, arms=arms)
+                       git_commit=git_commit(), harness_hash=harness_hash(), host=socket.gethostname(), started=now(),
+                       argv=argv, suites=suites, workloads=workloads, arms=arms)
 
 
 def concurrency_levels(workloads: dict | None) -> list[int]:
