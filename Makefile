@@ -36,7 +36,7 @@ ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(
 ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device
+.PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device tiny-mla device-models
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -62,6 +62,16 @@ model: $(TINY_MODEL)/.ready
 $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready $(wildcard harness/tinymodel/*.py) | $(VENV)/.ready
 	$(HARNESS) make-tiny-model --out $(TINY_MODEL)
 	touch $@
+
+# The GPU arms' tiny MLA model, made on CPU (deterministic) and checked against its pin (configs/models/tiny-mla.yaml);
+# `make device-models` puts it in .device-refs/, which every device call carries (docs/gpu-runs.md, One model).
+GPU_MODEL   := models/tiny-mla
+tiny-mla: $(GPU_MODEL)/config.json
+$(GPU_MODEL)/config.json: | $(SERVER_VENV)/.ready
+	$(HARNESS) make-tiny-model --arch deepseek_v3 --device cpu --out $(GPU_MODEL)
+	$(SERVER_VENV)/bin/python -m harness.tinymodel.pin check $(GPU_MODEL) --name tiny-mla
+device-models: tiny-mla
+	rm -rf .device-refs/tiny-mla && mkdir -p .device-refs && cp -r $(GPU_MODEL) .device-refs/tiny-mla
 
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify $(ARM_ARGS) $(if $(REF),--reference $(REF)) $(SET_ARGS) \

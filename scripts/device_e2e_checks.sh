@@ -12,8 +12,8 @@
 # each run writes $OUT/e2e-<label>.json (compact summary: check verdicts, teacher forcing, paired floor tests,
 # smallest detectable shift) and $OUT/e2e-<label>.tar.gz (results.jsonl, comparisons, server log tail).
 # Knobs: E2E_EAGER=1 (default: the candidate runs --enforce-eager: ~30 s less start-up, the DCP combine is the same
-# code; 0 keeps CUDA graphs), E2E_CHECK_DETERMINISM=1 (default when the model is generated in this call: generate it
-# a second time and compare the weights hash), QUALIFY_TIMEOUT_S (default 400 for the first run, else 240),
+# code; 0 keeps CUDA graphs), E2E_CHECK_DETERMINISM=1 (generate it on the GPU a second time
+# and compare the weights hash: the carried model is pinned, docs/gpu-runs.md), QUALIFY_TIMEOUT_S (default 400 for the first run, else 240),
 # E2E_CALIBRATION=<json [[lse_offset, shift], ...]> for the smallest-LSE-offset sentence.
 # Exit code: qualify's (0 = every check passed at the fixed limits); the paired verdict is in the JSON.
 set -uo pipefail
@@ -35,7 +35,7 @@ if [ "${E2E_MODEL:-1}" = 1 ]; then
   cp "$KEEP/tiny-mla/tiny_model.json" "$OUT/tiny_model.json"
   say "model: $(tr -d '\n ' < "$KEEP/tiny-mla/tiny_model.json" | cut -c1-600)"
 fi
-if [ "${E2E_CHECK_DETERMINISM:-$fresh}" = 1 ] && [ -f "$KEEP/tiny-mla/config.json" ]; then
+if [ "${E2E_CHECK_DETERMINISM:-0}" = 1 ] && [ -f "$KEEP/tiny-mla/config.json" ]; then
   rm -rf "$KEEP/tiny-mla-again"
   python3 -m harness.tinymodel --arch deepseek_v3 --device cuda --out "$KEEP/tiny-mla-again" \
     --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/tiny-mla-again.log" 2>&1
@@ -62,7 +62,7 @@ timeout --signal=TERM "$limit" "$PY" -m harness qualify --arm "$ARM" --run-id "$
 code=$?
 tail -25 "$KEEP/$RUN.qualify.log"
 say "qualify exit code $code"
-R=reports/$RUN
+R=${HARNESS_REPORTS_DIR:-reports}/$RUN
 CAL=()
 [ -n "${E2E_CALIBRATION:-}" ] && CAL=(--calibration "$E2E_CALIBRATION")
 "$PY" -m harness.report.e2e_summary --run "$R" --arm "$ARM" --floor "$KEEP/e2e-floor" --label "$LABEL" \

@@ -5,10 +5,17 @@
 #
 #   source scripts/device_lib.sh
 #   device_start            # environment, harness wheel, OUT (default /tmp/out), t0, say
-#   device_keep /tmp/keep   # KEEP, its reference store (restored from .device-refs/references.tgz when empty)
-#   keep_model tiny-mla     # generated once into $KEEP, linked as models/tiny-mla
+#   device_keep /tmp/keep   # KEEP: the state a call leaves for the next (restored from .device-refs/state.tgz)
+#   keep_model tiny-mla     # the CPU-generated model carried in .device-refs/tiny-mla, checked against its pin
 #   ... the job's qualify/benchmark steps ...
 #   pack_run "$RUN" e2e-x   # reports/$RUN (server logs cut) as $OUT/e2e-x.tar.gz
+#   save_state              # $KEEP's state as $OUT/state.tgz (+ $OUT/cache.tgz): copy both into .device-refs/
+#
+# State that survives the machine (docs/gpu-runs.md, Kept state): .device-refs/ here holds the pinned models and
+# state.tgz (the reference store with its floors, calibrations and confirmations, and the calibration repeats' run
+# directories) and cache.tgz (vLLM's, Inductor's and Triton's compile caches). Every call carries .device-refs,
+# device_keep restores it into $KEEP, save_state writes it back to $OUT, and `bash scripts/device_state.sh take DIR`
+# here copies what came back into .device-refs/ for the next call, in this session or a later one.
 #
 # Dry runs on a CPU machine: HARNESS_SERVER_PYTHON and PY point at the CPU environment; no wheel, no install.
 
@@ -42,37 +49,51 @@ say() {
   if [ -n "${REPORT:-}" ]; then echo "$line" >> "$REPORT"; fi
 }
 
-# device_keep DIR: what outlives one call on the warm machine (models, the reference store, floors). A reference
-# store brought back by an earlier session (.device-refs/references.tgz, written by save_references) is restored
-# into an empty one: stored references are reused, not captured again.
+# device_keep DIR: what outlives one call (models, the reference store, floors, calibration repeats, compile caches).
+# A state brought back by an earlier call (.device-refs/state.tgz, cache.tgz: save_state) is restored into an empty
+# DIR (an old references.tgz too); the compile caches and the reports of calibrate/qualify live under DIR.
 device_keep() {
   KEEP=$1
-  export HARNESS_REFERENCE_DIR=$KEEP/references
-  mkdir -p "$KEEP/references"
-  if [ -f .device-refs/references.tgz ] && [ -z "$(ls -A "$KEEP/references")" ]; then
-    tar xzf .device-refs/references.tgz -C "$KEEP"
+  export HARNESS_REFERENCE_DIR=$KEEP/references HARNESS_REPORTS_DIR=$KEEP/reports
+  export VLLM_CACHE_ROOT=$KEEP/cache/vllm TORCHINDUCTOR_CACHE_DIR=$KEEP/cache/inductor \
+    TRITON_CACHE_DIR=$KEEP/cache/triton
+  mkdir -p "$KEEP/references" "$KEEP/reports" "$KEEP/cache"
+  if [ ! -f "$KEEP/.restored" ]; then
+    local f
+    for f in state.tgz cache.tgz references.tgz; do
+      if [ -f ".device-refs/$f" ]; then tar xzf ".device-refs/$f" -C "$KEEP" && echo "restored .device-refs/$f"; fi
+    done
+    touch "$KEEP/.restored"
   fi
 }
 
-# make_tiny_mla DIR LOG [ARCH] [NAME]: the generated tiny model in DIR (kept there while the machine is warm), linked
-# as models/NAME (default tiny-mla, arch deepseek_v3). The generator refuses an MLA model whose retrieval circuit
-# falls short (copy accuracy < 0.9 at a grid length): measured 1.0 at 1k-122k on one H200
-# (docs/evidence/h200-long-context-2026-12-02c.md).
-make_tiny_mla() {
-  local dir=$1 log=$2 arch=${3:-deepseek_v3} name=${4:-tiny-mla}
+# keep_model NAME: the pinned model NAME (configs/models/NAME.yaml), carried from this CPU machine as
+# .device-refs/NAME, copied into $KEEP/NAME once, linked as models/NAME, its files checked against the pin (one
+# message and exit 3 on a mismatch: a model made on a GPU depends on the GPU kind) and, once per machine, measured
+# in bf16 on the GPU (harness/tinymodel/verify.py: retrieval at every grid length, the median top-2 gap; refused
+# below 0.9 / 0.2). Models are never generated here: generate on CPU and write the pin (docs/gpu-runs.md).
+keep_model() {
+  local name=$1 dir=$KEEP/$1
   if [ ! -f "$dir/config.json" ]; then
-    python3 -m harness.tinymodel --arch "$arch" --device cuda --out "$dir" \
-      --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$log" 2>&1 || { tail -30 "$log"; cp "$log" "$OUT/" 2>/dev/null; return 3; }
+    if [ ! -f ".device-refs/$name/config.json" ]; then
+      echo "error: no .device-refs/$name: generate $name on CPU (make tiny-mla) and carry .device-refs" >&2
+      return 3
+    fi
+    cp -r ".device-refs/$name" "$dir"
   fi
+  local line
+  line=$("$PY" -m harness.tinymodel.pin check "$dir" --name "$name" ${MODEL_PIN_DIR:+--pin-dir "$MODEL_PIN_DIR"} 2>&1) \
+    || { echo "$line" | tee -a "$OUT/model.txt" >&2; return 3; }
+  echo "$line" | tee -a "$OUT/model.txt"
+  if [ ! -f "$dir.verified" ] && [ "${VERIFY_MODEL:-1}" = 1 ]; then
+    line=$("$PY" -m harness.tinymodel.verify "$dir" ${VERIFY_LENGTHS:+--lengths "$VERIFY_LENGTHS"} 2>&1 \
+      > "$dir.verify.json") || { echo "$line" | tail -5 | tee -a "$OUT/model.txt" >&2; return 3; }
+    echo "$line" | tail -1 | tee -a "$OUT/model.txt"
+    touch "$dir.verified"
+  fi
+  cp "$dir.verify.json" "$OUT/$name.verify.json" 2>/dev/null
   mkdir -p models
   [ "$(readlink -f "models/$name")" = "$(readlink -f "$dir")" ] || { rm -rf "models/$name"; ln -s "$dir" "models/$name"; }
-}
-
-# keep_model NAME [ARCH]: make_tiny_mla into $KEEP/NAME (device_keep first), linked as models/NAME.
-keep_model() {
-  local name=$1 arch=${2:-deepseek_v3}
-  if [ ! -f "$KEEP/$name/config.json" ]; then say "generating $name ($arch)"; fi
-  make_tiny_mla "$KEEP/$name" "$KEEP/$name.log" "$arch" "$name"
 }
 
 # tail_server_logs DIR [BYTES]: server logs under DIR cut to their last BYTES (200 kB), so an archive stays small.
@@ -83,18 +104,42 @@ tail_server_logs() {
   done
 }
 
-# pack_run RUN NAME [LOG]: reports/RUN (with the qualify log LOG beside it, server logs cut) as $OUT/NAME.tar.gz.
+# pack_run RUN NAME [LOG]: $HARNESS_REPORTS_DIR/RUN (device_keep's; else reports/RUN) (with the qualify log LOG beside it, server logs cut) as $OUT/NAME.tar.gz.
 pack_run() {
   local run=$1 name=$2 log=${3:-}
-  tail_server_logs "reports/$run" 150000
-  if [ -n "$log" ]; then cp "$log" "reports/$run/" 2>/dev/null; fi
-  tar czf "$OUT/$name.tar.gz" -C reports "$run" 2>/dev/null
+  local reports=${HARNESS_REPORTS_DIR:-reports}
+  tail_server_logs "$reports/$run" 150000
+  if [ -n "$log" ]; then cp "$log" "$reports/$run/" 2>/dev/null; fi
+  tar czf "$OUT/$name.tar.gz" -C "$reports" "$run" 2>/dev/null
 }
 
-# save_references: $KEEP's reference store (and the e2e floor) as $OUT/references.tgz, for the next session's
-# .device-refs/.
+# save_references: $KEEP's reference store (and the e2e floor) as $OUT/references.tgz (older callers; save_state
+# brings it back with the rest).
 save_references() {
   tar czf "$OUT/references.tgz" -C "$KEEP" references $([ -d "$KEEP/e2e-floor" ] && echo e2e-floor) 2>/dev/null
+}
+
+# save_state: what the next call restores (device_keep), as $OUT/state.tgz (the reference store with its floors,
+# calibrations and confirmations, the e2e floor, and the run directories of calibration repeats, server logs cut) and
+# $OUT/cache.tgz (the compile caches). Each must stay under the 16 MiB a file may come back with: an oversized one
+# is dropped with a line saying so (the next call starts without it).
+save_state() {
+  local runs
+  runs=$(cd "$KEEP/reports" 2>/dev/null && ls -d cal-* 2>/dev/null)
+  for d in $runs; do tail_server_logs "$KEEP/reports/$d" 100000; done
+  # shellcheck disable=SC2046
+  tar czf "$OUT/state.tgz" -C "$KEEP" references $([ -d "$KEEP/e2e-floor" ] && echo e2e-floor) \
+    $(for d in $runs; do echo "reports/$d"; done) 2>/dev/null
+  tar czf "$OUT/cache.tgz" -C "$KEEP" cache 2>/dev/null
+  local f
+  for f in state.tgz cache.tgz; do
+    if [ "$(stat -c %s "$OUT/$f")" -gt $(( 16 * 1024 * 1024 - 4096 )) ]; then
+      echo "save_state: $f is $(du -h "$OUT/$f" | cut -f1), over the 16 MiB a file comes back with: dropped" >&2
+      rm -f "$OUT/$f"
+    else
+      echo "save_state: $f $(du -h "$OUT/$f" | cut -f1)"
+    fi
+  done
 }
 
 # record_versions: the GPU, driver, torch, CUDA, vLLM and transformers of this machine, as $OUT/versions.txt.

@@ -53,7 +53,7 @@ tail -40 "$KEEP/$RUN.log"
 say "qualify exit code $code"
 say "after the run: squeue jobs [$(squeue -h | tr '\n' ';')] steps [$(squeue -h -s | tr '\n' ';')]"
 say "vLLM processes left: $(pgrep -af 'vllm.entrypoints' | grep -v pgrep | wc -l)"
-cp "$KEEP/$RUN.log" "reports/$RUN/" 2>/dev/null
+cp "$KEEP/$RUN.log" "${HARNESS_REPORTS_DIR:-reports}/$RUN/" 2>/dev/null
 tar czf "$OUT/multinode-$WHICH.tar.gz" -C reports "$RUN" 2>/dev/null
 say "done: $REPORT, $OUT/multinode-$WHICH.tar.gz"
 exit $code

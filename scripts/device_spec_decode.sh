@@ -40,7 +40,7 @@ for ARM in $ARMS; do
   rc=$?
   [ $rc -ne 0 ] && code=$rc
   say "qualify $ARM: exit $rc"
-  R=reports/$RUN
+  R=${HARNESS_REPORTS_DIR:-reports}/$RUN
   { echo "# $ARM (qualify exit $rc)"; for t in spec_decode gates kv_capacity servers checks; do
       [ -f "$R/tables/$t.md" ] && { echo; echo "## $t"; cat "$R/tables/$t.md"; }; done; } > "$OUT/spec-$ARM.md"
   python3 - "$R" > "$OUT/spec-$ARM.json" <<'PY'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import re
 import subprocess
+import sys
 import tarfile
 
 from harness.config.paths import REPO_ROOT
@@ -58,7 +59,7 @@ def test_the_library_sets_up_keeps_and_packs_on_a_cpu_machine(tmp_path):
         tar.addfile(info, io.BytesIO(data))
     (tmp_path / ".device-refs").mkdir()
     (tmp_path / ".device-refs" / "references.tgz").write_bytes(refs.getvalue())
-    run = tmp_path / "reports" / "r1" / "cand"
+    run = tmp_path / "keep" / "reports" / "r1" / "cand"  # where device_keep points HARNESS_REPORTS_DIR
     run.mkdir(parents=True)
     (run / "server.log").write_text("x" * 400_000 + "last words\n")
     result = run_lib(tmp_path, 'device_start\nREPORT=$OUT/report.txt\ndevice_keep "$PWD/keep"\nsay "kept in $KEEP"\n'
@@ -75,3 +76,43 @@ def test_the_library_sets_up_keeps_and_packs_on_a_cpu_machine(tmp_path):
     with tarfile.open(tmp_path / "out" / "references.tgz") as tar:
         assert "references/cpu-ref-abc.json" in tar.getnames()
     assert not (tmp_path / "hsite").exists()  # no wheel carried: nothing installed
+
+
+def carried_model(tmp_path):
+    """A stand-in tiny-mla carried in .device-refs/, with a pin of its files in tmp_path/pins."""
+    from harness.tinymodel.pin import PINNED_FILES, write_pin
+
+    d = tmp_path / ".device-refs" / "tiny-mla"
+    d.mkdir(parents=True)
+    for i, name in enumerate(PINNED_FILES):
+        (d / name).write_bytes(bytes([i + 1]) * 100)
+    (d / "tiny_model.json").write_text('{"weights_sha256": "' + "cd" * 32 + '"}')
+    write_pin(d, "tiny-mla", tmp_path / "pins")
+    return d
+
+
+def run_keep_model(tmp_path, keep: str) -> subprocess.CompletedProcess:
+    script = (f"set -uo pipefail\nsource {LIB}\ndevice_start\ndevice_keep \"$PWD/{keep}\"\n"
+              "keep_model tiny-mla; echo \"exit $?\"; readlink models/tiny-mla || true\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(tmp_path / "out"), "HSITE": str(tmp_path / "h"),
+           "PY": sys.executable, "MODEL_PIN_DIR": str(tmp_path / "pins"), "VERIFY_MODEL": "0",
+           "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_keep_model_links_the_pinned_carried_model_and_refuses_another(tmp_path):
+    carried = carried_model(tmp_path)
+    ok = run_keep_model(tmp_path, "keep")
+    assert "exit 0" in ok.stdout and ok.stdout.strip().endswith(f"{tmp_path}/keep/tiny-mla"), ok.stderr
+    assert "model tiny-mla: pinned, weights cdcdcdcd" in (tmp_path / "out" / "model.txt").read_text()
+    weights = carried / "model.safetensors"
+    weights.write_bytes(b"\x09" + weights.read_bytes()[1:])  # a model made elsewhere: other bytes
+    bad = run_keep_model(tmp_path, "fresh-keep")
+    assert "exit 3" in bad.stdout
+    refused = [line for line in bad.stderr.splitlines() if "not the pinned" in line]
+    assert len(refused) == 1 and "model.safetensors sha256" in refused[0]
+
+
+def test_keep_model_without_a_carried_model_says_what_to_carry(tmp_path):
+    result = run_keep_model(tmp_path, "keep")
+    assert "exit 3" in result.stdout and "no .device-refs/tiny-mla" in result.stderr

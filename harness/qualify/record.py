@@ -23,7 +23,7 @@ from harness.records.manifest import (
     RunPair,
     write_manifest,
 )
-from harness.records.runinfo import now, start_manifest, workload_dumps
+from harness.records.runinfo import model_qualities, now, start_manifest, workload_dumps
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
         manifest.calibration = start.calibration
     if start.builds is not None:
         manifest.builds = start.builds
+    models = model_qualities({a.name: a.model.local_dir() for a in arms})
+    if models:
+        manifest.models = models
     if arm_set is None and arms:
         arm_set = ArmSet((Pair(arms[0].name, arms[1].name if len(arms) > 1 else None),))
     if arm_set is not None:

@@ -90,6 +90,8 @@ class RunManifest(Strict):
     # arm -> the vLLM build its server imports, measured at the start: which build ran, and whether it is the one
     # a calibration measured.
     builds: dict[str, ArmBuild] | None = None
+    # arm -> its generated tiny model's weights hash, retrieval accuracy and median top-2 gap (runinfo.model_quality)
+    models: dict[str, dict[str, Any]] | None = None
 
     def workloads_of(self, pair: RunPair) -> dict[str, Any] | None:
         """A pair's workloads; the run's where it has none of its own (runs written before pairs recorded theirs)."""

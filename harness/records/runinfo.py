@@ -5,6 +5,7 @@ the file itself."""
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import socket
 import subprocess
@@ -68,6 +69,28 @@ def harness_hash(root: Path = REPO_ROOT) -> str:
         h.update(f"{p.relative_to(root).as_posix()}|".encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+def model_quality(summary: dict) -> dict:
+    """What run.json records of a generated tiny model (pure, from its tiny_model.json): the weights hash, the needle
+    retrieval (greedy copy) accuracy per length with its smallest value, and the median top-1/top-2 gap."""
+    if isinstance(summary.get("quality"), dict):
+        return summary["quality"]
+    retrieval = summary.get("retrieval_accuracy") or {}
+    return {"weights_sha256": summary.get("weights_sha256"), "retrieval_accuracy": retrieval,
+            "retrieval_min": min(retrieval.values()) if retrieval else None,
+            "median_top_gap": summary.get("median_top_gap_bf16"), "trained_on": summary.get("trained_on")}
+
+
+def model_qualities(model_dirs: dict[str, Path]) -> dict[str, dict]:
+    """arm -> model_quality of the tiny_model.json in its model dir; arms whose model has none are left out."""
+    out = {}
+    for arm, d in model_dirs.items():
+        try:
+            out[arm] = model_quality(json.loads((d / "tiny_model.json").read_text()))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return out
 
 
 def cpu_model(cpuinfo: str) -> str | None:

@@ -27,6 +27,9 @@ DRIFT_MAX = 1e-3  # largest |delta log-probability| on ordinary text allowed (fl
 MIN_RETRIEVAL = 0.9
 # The GPU long_context grids' lengths (long_context_gpu.yaml, long_context_gpu_120k.yaml).
 MLA_LENGTHS = (1000, 8192, 16600, 32768, 65536, 98304, 122000)
+# Where the CPU generator measures the MLA circuit (float32 on two cores: 16600 tokens already take minutes); the
+# device measures every MLA_LENGTHS in bf16 before a run (harness/tinymodel/verify.py).
+CPU_MLA_LENGTHS = (1000, 8192)
 
 
 def rebuilt(model, dtype):
