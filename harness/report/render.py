@@ -18,8 +18,10 @@ from harness.judge.verdict import run_verdict
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import Gsm8kRecord, KvCapacityRecord, LongPrefixRecord, Record, RulerRecord
 from harness.report import plots
+from harness.report.basis import verdict_basis
 from harness.report.capacity import pareto_points
 from harness.report.completeness import gaps
+from harness.report.glance import glance_markdown
 from harness.report.headline import candidate_verdicts, headline
 from harness.report.html import ReportContent, render_html
 from harness.report.judging import Judgement, judge, load_baseline, recorded_thresholds, run_pairs
@@ -48,13 +50,13 @@ def write_tables(tables_dir: Path, tables: list[tuple[str, pd.DataFrame]]) -> st
 
 
 def write_headline(tables_dir: Path, lines: list[str]) -> str:
-    """The headline as tables/headline.md (one bullet per measure); returns its Markdown section."""
+    """The headline as tables/headline.md (one bullet per measure, in the measures' order); returns its Markdown
+    section as read at a glance (glance.py: the count, failures first and marked)."""
     if not lines:
         return ""
     tables_dir.mkdir(parents=True, exist_ok=True)
-    bullets = "\n".join(f"- {line}" for line in lines) + "\n"
-    (tables_dir / "headline.md").write_text(bullets)
-    return f"### Headline\n\n{bullets}\n"
+    (tables_dir / "headline.md").write_text("\n".join(f"- {line}" for line in lines) + "\n")
+    return glance_markdown(lines)
 
 
 def bar_panels(records: list[Record], flt: str = "strict-match") -> list[tuple[str, dict[str, float]]]:
@@ -110,13 +112,14 @@ def not_a_qualification(repeat: CalibrationRepeat | None) -> list[str]:
 
 
 def annotation(pairs: list[tuple[str, str | None]], exit_code: int | None, tables: str, regressions: list[str] = (),
-               report_path: Path | None = None, repeat: CalibrationRepeat | None = None) -> str:
+               report_path: Path | None = None, repeat: CalibrationRepeat | None = None, basis: str = "") -> str:
     """Markdown for `buildkite-agent annotate --style success|error`: the verdict line naming every candidate (a
-    calibration repeat's says it is none), then the tables (headed by the headline, which in a run of several
-    candidates opens with each one's verdict)."""
+    calibration repeat's says it is none) and how it was judged (`basis`: basis.py), then the tables (headed by the
+    headline, failures first, which in a run of several candidates opens with each one's verdict)."""
     shown = "not recorded" if exit_code is None else exit_code
     verdict = f"DCP qualification {run_verdict(exit_code)}"
-    lines = [f"## {(not_a_qualification(repeat) or [verdict])[0]}: {pairs_title(pairs)} (exit code {shown})\n"]
+    judged = f" — judged: {basis}" if basis else ""
+    lines = [f"## {(not_a_qualification(repeat) or [verdict])[0]}: {pairs_title(pairs)} (exit code {shown}){judged}\n"]
     lines += [f"- **baseline regression**: {r}" for r in regressions]
     if report_path is not None:
         lines.append(f"\nSign-off report: [{report_path.name}]({report_path}) (`{report_path}`)\n")
@@ -129,6 +132,7 @@ class Rendered:
     regressions: list[str]
     html_path: Path
     exit_code: int | None  # the run's exit code with baseline regressions applied; None when never recorded
+    basis: str = ""  # how the verdict was reached (basis.py): the annotation's first line carries it
 
 
 DELTA_COLUMNS = {"Performance": ("TPOT p50", "TPOT p50 vs baseline"), "KV capacity": ("KV tokens", "KV vs baseline"),
@@ -201,8 +205,9 @@ def render_judged(run: RunData, judged: Judgement) -> Rendered:
     title = f"DCP qualification {run_dir.name}: {pairs_title(pairs)}"
     line = f"{run_verdict(code)} (exit code {code if code is not None else 'not recorded: the run did not finish'})"
     provenance = summarize_provenance(run.manifest, run.records, code)
+    basis = verdict_basis(run.records, [c for c, r in pairs if r])
     content = ReportContent(title, line, run_verdict(code) == "PASSED", provenance, tables, missing, problems,
-                            figures, base, lines, trend)
+                            figures, base, lines, trend, basis)
     html_path = run_dir / "report.html"
     html_path.write_text(render_html(content))
-    return Rendered(md, regressions, html_path, code)
+    return Rendered(md, regressions, html_path, code, basis)

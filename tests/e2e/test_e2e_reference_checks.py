@@ -104,9 +104,10 @@ def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tm
         == "FAIL"
     note = (one / "annotation.md").read_text()
     assert note.startswith("## DCP qualification FAILED: cpu-smoke vs cpu-ref, cpu-faulty vs cpu-ref (exit code 1)")
-    lines = [line for line in note.splitlines() if line.startswith("- cpu-")]
-    assert lines[0] == "- cpu-smoke vs cpu-ref: PASSED", lines
-    assert lines[1].startswith("- cpu-faulty vs cpu-ref: FAILED (") and "test_graph_replay[cpu-faulty]" in lines[1]
+    # the headline at a glance (harness/report/glance.py): failures first, marked
+    lines = [line for line in note.splitlines() if line.startswith(("- cpu-", "- ❌ cpu-"))]
+    assert lines[1] == "- cpu-smoke vs cpu-ref: PASSED", lines
+    assert lines[0].startswith("- ❌ cpu-faulty vs cpu-ref: FAILED (") and "test_graph_replay[cpu-faulty]" in lines[0]
     info = json.loads((one / "run.json").read_text())
     assert [(p["candidate"], p["reference"]) for p in info["pairs"]] == [("cpu-smoke", "cpu-ref"),
                                                                           ("cpu-faulty", "cpu-ref")]
@@ -252,7 +253,7 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     assert trusted.returncode == 0, trusted.stdout[-3000:] + trusted.stderr[-3000:]
     assert json.loads((reports / "bad" / "calibration.json").read_text())["trusted"] == reason
     code, out, records = qualify_run("d", HARNESS_NOISE_SEED="5", HARNESS_NOISE_SCALE=SCALE)
-    lines = [line for line in out.splitlines() if line.startswith("- Check ")]  # the headline qualify prints
+    lines = [line for line in out.splitlines() if line.startswith(("- Check ", "- ❌ Check "))]  # the headline
     assert len(lines) == 2 and all(f"; trusted by hand: {reason}" in line for line in lines), out[-3000:]
 
 

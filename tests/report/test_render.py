@@ -255,3 +255,19 @@ def test_capacity_table_judges_with_the_slo_the_run_recorded_not_todays_gates_ya
         render_run(run)
         rows = json.loads((run / "tables" / "capacity.json").read_text())
         assert [r["SLO"].split(":")[0] for r in rows] == [verdict] * 4, (name, rows)
+
+
+def test_a_column_naming_one_pair_for_every_row_moves_to_the_pages_caption():
+    import pandas as pd
+
+    from harness.report.html import breakable, table_view
+
+    one = pd.DataFrame({"Arm vs reference": ["cpu-smoke vs cpu-ref"] * 2, "Check": ["graph_replay", "multi_turn"]})
+    view = table_view("Reference checks", one)
+    assert view["whose"] == "cpu-smoke vs cpu-ref" and view["columns"] == ["Check"]
+    assert view["rows"] == [["graph_replay"], ["multi_turn"]]
+    mixed = pd.DataFrame({"Arm vs reference": ["cpu-smoke vs cpu-ref", "cpu-fast vs cpu-ref"], "Check": ["a", "a"]})
+    assert table_view("Reference checks", mixed)["columns"] == ["Arm vs reference", "Check"]  # it tells rows apart
+    arms = pd.DataFrame({"Arm": ["cpu-smoke"], "Batch": [2]})  # one row: nothing repeats
+    assert table_view("Batch invariance", arms)["whose"] == ""
+    assert breakable("<b>p50/p90 long_context") == "&lt;b&gt;p50/<wbr>p90 long_<wbr>context"

@@ -1,0 +1,92 @@
+"""How a run's verdict was reached, in one clause for its first line (pure): what judged the candidates' reference
+checks -- calibrations (first ones, trusted by hand) or gates.yaml's seed limits -- and which of their tests were
+skipped. A PASSED over checks trusted by hand, or over skipped families, must say so where it is read first.
+Read from each reference check's record: `judged_by` is harness/refcheck/check.py CheckLimits.judged_by, the
+calibration's line followed by its labels ("; first calibration", "; trusted by hand: REASON")."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.records.meaning import of_kind
+from harness.records.schema import OutcomeRecord, Record, ReferenceCheckRecord
+
+FIRST = "first calibration"
+TRUSTED = "trusted by hand: "
+# the labels CheckLimits.labels writes after "trusted by hand: REASON": where the reason ends
+AFTER_TRUSTED = ("; run on the calibration's own build", "; this run: repeat ")
+NAMES_SHOWN = 4
+
+
+def judged_kind(judged_by: str | None) -> str:
+    """'calibrated', 'gates.yaml', 'unreadable' or 'unrecorded' (a record written before judged_by existed)."""
+    if not judged_by:
+        return "unrecorded"
+    if judged_by.startswith("calibrated"):
+        return "calibrated"
+    return "unreadable" if judged_by.startswith("unreadable calibration") else "gates.yaml"
+
+
+def trusted_reason(judged_by: str) -> str | None:
+    """The reason given with `calibrate --trust`, as the check's line carries it; None when not trusted by hand."""
+    if TRUSTED not in judged_by:
+        return None
+    reason = judged_by.split(TRUSTED, 1)[1]
+    for tail in AFTER_TRUSTED:
+        reason = reason.split(tail, 1)[0]
+    return reason
+
+
+def latest_checks(records: list[Record], candidates: list[str]) -> list[ReferenceCheckRecord]:
+    """Each candidate's reference checks, the latest record of each (arm, reference, check)."""
+    by_key = {(r.arm, r.reference, r.check): r for r in of_kind(records, ReferenceCheckRecord) if r.arm in candidates}
+    return list(by_key.values())
+
+
+def skipped_tests(records: list[Record], candidates: list[str]) -> list[str]:
+    """The candidates' tests whose latest outcome is skipped, by short name ('kv_pressure', 'spec_decode')."""
+    latest = {(r.arm, r.test): r for r in of_kind(records, OutcomeRecord) if r.arm in candidates}
+    names = []
+    for (arm, test), r in latest.items():
+        if r.outcome == "skipped":
+            name = test.split("::")[-1].removeprefix("test_").removesuffix(f"[{arm}]")
+            names.append(name if name not in names else f"{name} ({arm})")
+    return names
+
+
+def calibration_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
+    """What judged the checks, warnings first: trusted by hand (each reason), first calibration, then the count."""
+    if not checks:
+        return ["no reference check judged"]
+    kinds = Counter(judged_kind(r.judged_by) for r in checks)
+    n, cal = len(checks), kinds["calibrated"]
+
+    def of(k: int) -> str:  # "(3 of 11 checks)" where a label covers only some of the calibrated checks
+        return "" if k == cal else f" ({k} of {n} checks)"
+
+    reasons = Counter(why for r in checks if (why := trusted_reason(r.judged_by or "")) is not None)
+    out = [f"calibration trusted by hand: {why}{of(k)}" for why, k in reasons.items()]
+    if first := sum(judged_kind(r.judged_by) == "calibrated" and FIRST in (r.judged_by or "") for r in checks):
+        out.append(f"{FIRST}{of(first)}")
+    seeds = kinds["gates.yaml"]
+    if cal == n:
+        out.append(f"{n} reference check{'s' * (n > 1)} calibrated")
+    elif cal:
+        out.append(f"{cal} of {n} reference checks calibrated" + (f", {seeds} by gates.yaml limits" if seeds else ""))
+    elif seeds:
+        out.append(f"{seeds if seeds == n else f'{seeds} of {n}'} reference check{'s' * (n > 1)} by gates.yaml "
+                   "limits, not calibrated")
+    if k := kinds["unreadable"]:
+        out.append(f"{k} reference check{'s' * (k > 1)} with an unreadable calibration")
+    if k := kinds["unrecorded"]:
+        out.append(f"{k} reference check{'s' * (k > 1)} with no record of what judged {'them' if k > 1 else 'it'}")
+    return out
+
+
+def verdict_basis(records: list[Record], candidates: list[str]) -> str:
+    """'calibration trusted by hand: REASON; first calibration; 11 reference checks calibrated; 0 tests skipped'."""
+    skipped = skipped_tests(records, candidates)
+    shown = ", ".join(skipped[:NAMES_SHOWN]) + (f", +{len(skipped) - NAMES_SHOWN} more"
+                                                 if len(skipped) > NAMES_SHOWN else "")
+    skips = f"{len(skipped)} test{'s' * (len(skipped) != 1)} skipped" + (f": {shown}" if skipped else "")
+    return "; ".join([*calibration_clause(latest_checks(records, candidates)), skips])
