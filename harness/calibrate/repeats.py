@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.config.errors import ConfigError
 from harness.judge.degeneration import repetition
 from harness.records.jsonl import read_jsonl
+from harness.records.manifest import load_manifest
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord, RequestComparison, comparison_model
@@ -63,3 +64,23 @@ def repetition_deltas(path: Path) -> list[tuple[float, float]]:
         c, r = repetition(row["candidate"]), repetition(row["reference"])
         out.append((c.span_fraction - r.span_fraction, r.distinct_2 - c.distinct_2))
     return out
+
+
+def repeat_variants(run_dirs: list[Path]) -> list[str | None]:
+    """Each repeat's variant as its run.json recorded it (harness/config/variants.py); None: recorded before variants,
+    or no calibration repeat (a run given to --from-runs that calibrate did not make)."""
+    out = []
+    for d in run_dirs:
+        manifest, _ = load_manifest(d)
+        out.append(manifest.calibration.variant if manifest and manifest.calibration else None)
+    return out
+
+
+def variants_line(run_dirs: list[Path]) -> str:
+    """'repeats by variant: r1 as_configured, r2 graph_mode, r3 chunk_size (3 variants)': which executions the
+    calibration's spread spans, for calibrate's output and table."""
+    variants = repeat_variants(run_dirs)
+    named = [v or "as_configured (not recorded)" for v in variants]
+    spans = len({v or "as_configured" for v in variants})
+    return ("repeats by variant: " + ", ".join(f"r{k} {v}" for k, v in enumerate(named, 1))
+            + f" ({spans} variant{'s' if spans != 1 else ''})")

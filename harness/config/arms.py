@@ -23,11 +23,13 @@ from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep
 from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.config.suites import metric_families
+from harness.config.variants import VariantName, list_errors
 
 # Fields of a resolved arm that do not change what its server computes (names, paths, waits, placement): left out of
 # the reference store's key (harness/refcheck/store.py) and of a history series' identity (harness/history/trends.py).
+# calibration_variants: which equivalent executions calibrate the arm, not what a run of it computes.
 VOLATILE_ARM_FIELDS = {"name", "description", "extends", "reference", "timeouts", "workloads", "source_files",
-                       "launcher", "gpus", "eager_variant"}
+                       "launcher", "gpus", "eager_variant", "calibration_variants"}
 
 
 ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -168,6 +170,8 @@ class Arm(Strict):
     # A planted-fault variant of a calibrated build: its output checks are judged by that arm's calibration (limits
     # and floor), as the build without the fault would be, not by one of its own (harness/refcheck/check.py).
     calibration_from: str | None = None
+    # The calibration variants its repeats cycle through (harness/config/variants.py); None: all its platform runs.
+    calibration_variants: list[VariantName] | None = None
     model: ModelSpec
     parallelism: Parallelism = Parallelism()
     attention: Attention = Attention()
@@ -347,6 +351,8 @@ def semantic_errors(arm: Arm) -> list[str]:
             if key in OWNED_SPECULATIVE_KEYS:
                 errors.append(f"field speculative.extra.{key}: redefines a field the arm owns: set "
                               f"{OWNED_SPECULATIVE_KEYS[key]} instead")
+    if arm.calibration_variants is not None:
+        errors += list_errors(list(arm.calibration_variants), arm)
     m = arm.model
     if m.source == "local":
         why = path_escape(m.path)

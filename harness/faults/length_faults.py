@@ -23,8 +23,9 @@ step, found by the grid's bursts), cpu_band (keys_ignored_in_band: only for sequ
 lengths, found by the sweep), and three tables that are not length faults: cpu_load (step_delay_per_request, the
 capacity e2e's slowdown), cpu_noise (logit_jitter, seeded run-to-run noise and a systematic shift for the drift
 floor's e2e) and cpu_degeneration (near_tie_then_loop: the runner-up taken at a near-tie, then a loop, for the
-degeneration e2e). cpu_coverage: five faults where real bugs sit outside the attention length path (a position
-counter drifting deep into a generation, tokens shifted on resume from preemption, a stale prefix-cache hash after
+degeneration e2e). cpu_legit holds no fault: legitimate builds (split_k_logits, float64_logits: the logits' sum in
+another order or accumulation dtype) that a calibration of equivalence noise must pass. cpu_coverage: five faults
+where real bugs sit outside the attention length path (a position counter drifting deep into a generation, tokens shifted on resume from preemption, a stale prefix-cache hash after
 eviction, a short sequence's own key dropped, a position off on a k*B+1 prompt's final chunk), each with its own knob,
 all five in one scratch if wanted (benchmarks/coverage_faults_probe.py shows each on a real server).
 
@@ -437,15 +438,42 @@ COVERAGE_FAULTS: tuple[Fault, ...] = (
 )
 COVERAGE_NAMES = tuple(f.name for f in COVERAGE_FAULTS)
 
+# NOT a fault: legitimate builds (issue 55). The same math in another rounding, as a vLLM upgrade that reorders a
+# reduction is: a calibration of equivalence noise must pass them. split_k_logits computes the lm_head projection as
+# two partial sums over halves of the hidden dimension added afterwards (what split-K / split-KV kernels do);
+# float64_logits accumulates it in float64 and rounds once to the model dtype. What each moves on the CPU pair:
+# docs/evidence/cpu-equivalence-2026-12-07.md. They compose with logit_jitter (table "cpu_noise+cpu_legit").
+_HEAD = ("            return lm_head.quant_method.apply(\n"
+         "                lm_head, hidden_states, bias=embedding_bias\n"
+         "            )\n")
+_SPLIT_K = ("            _lf_w, _lf_h = lm_head.weight, hidden_states.shape[-1] // 2  # legitimate: split_k_logits\n"
+            "            _lf_out = (hidden_states[..., :_lf_h] @ _lf_w[:, :_lf_h].t()\n"
+            "                       + hidden_states[..., _lf_h:] @ _lf_w[:, _lf_h:].t())\n"
+            "            return _lf_out if embedding_bias is None else _lf_out + embedding_bias\n")
+_FLOAT64 = ("            _lf_out = hidden_states.double() @ lm_head.weight.double().t()  # legitimate: float64_logits\n"
+            "            _lf_out = _lf_out if embedding_bias is None else _lf_out + embedding_bias.double()\n"
+            "            return _lf_out.to(hidden_states.dtype)\n")
+LEGIT_BUILDS: tuple[Fault, ...] = (
+    Fault("split_k_logits", f"{LOGITS}:LogitsProcessor._apply_head",
+          "LEGITIMATE (not a fault): logits = h[:, :H/2] W[:, :H/2]^T + h[:, H/2:] W[:, H/2:]^T, the same sum in "
+          "another order (split-K)",
+          (Edit(LOGITS, _HEAD, _SPLIT_K),)),
+    Fault("float64_logits", f"{LOGITS}:LogitsProcessor._apply_head",
+          "LEGITIMATE (not a fault): the lm_head projection accumulated in float64, rounded once to the model dtype",
+          (Edit(LOGITS, _HEAD, _FLOAT64),)),
+)
+LEGIT_NAMES = tuple(f.name for f in LEGIT_BUILDS)
+
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
           "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS,
-          "cpu_coverage": COVERAGE_FAULTS}
+          "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS}
 COMPOSABLE = {"cpu_coverage"}  # tables whose faults can share one scratch: `verify` checks all of them applied at once
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 
 
 def table(name: str) -> dict[str, Fault]:
-    return {f.name: f for f in TABLES[name]}
+    """One table's faults by name; "a+b": tables a and b together (a legitimate build on the noisy build's scratch)."""
+    return {f.name: f for part in name.split("+") for f in TABLES[part]}
 
 
 def combined(names: Sequence[str], faults: dict[str, Fault]) -> Fault:

@@ -31,7 +31,7 @@ class HarnessSession:
         earlier = read_results(results)[0] if run.resume else []
         self.done = done_tests(earlier)  # resumed: tests that already have a verdict
         self.writer = ResultsWriter(results, next_attempt(earlier) if run.resume else 0)
-        self.servers = ArmServers(self.run_dir, self.writer, run.arm, run.parallel)
+        self.servers = ArmServers(self.run_dir, self.writer, run.served_arm, run.parallel)  # a repeat's variant
         self.references = ReferenceOutputs(run, self.servers, run.refresh_reference)
         # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
         self.collected: dict[str, dict[str, list[str]]] = {}

@@ -5,9 +5,11 @@ start anew, CUDA graphs are captured again), then the calibration derived from t
 
 Each repeat runs in reports/<id>-r<k>; running the same command again keeps the repeats that ran to their end and runs
 the rest. The checks send their prompts under the repeat's order seed (another batch composition and arrival order,
-harness/refcheck/order.py), and `HARNESS_CALIBRATION_REPEAT=k` is in the repeat's (so its servers') environment for
-builds whose noise is seeded per run (the CPU jitter of harness/faults/length_faults.py). The repeat marker travels in
-the request, never on a command line (qualify refuses it there)."""
+harness/refcheck/order.py), the server runs the arm under the repeat's variant (harness/config/variants.py: CUDA
+graphs vs eager, batch-invariant kernels, another chunked-prefill budget; recorded in run.json), and
+`HARNESS_CALIBRATION_REPEAT=k` is in the repeat's (so its servers') environment for builds whose noise is seeded per
+run (the CPU jitter of harness/faults/length_faults.py). The repeat marker travels in the request, never on a command
+line (qualify refuses it there)."""
 
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.calibrate.command import not_a_variant, store_calibration
+from harness.calibrate.repeats import variants_line
 from harness.calibrate.trust import check_id, check_trust
 from harness.config.arms import Arm, load_arm
 from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR
 from harness.config.suites import calibrated_suites
 from harness.config.thresholds import load_gates
+from harness.config.variants import describe, plan_variant
 from harness.qualify.request import QualifyRequest
 from harness.records.manifest import interruption, load_manifest
 
@@ -80,13 +84,15 @@ def calibrate(asked: CalibrateRequest, run_repeat: RunRepeat, candidate: Arm | N
             continue
         if state == "partial":  # an interrupted repeat: its partial records would mix with the new ones
             shutil.rmtree(run_dir)
-        print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir}", flush=True)
+        variant = describe(candidate, plan_variant(candidate, k))
+        print(f"calibrate {arm}: repeat {k} of {repeats} -> {run_dir} (variant {variant})", flush=True)
         code = run_repeat(repeat_request(asked, chosen, run_dir, ident, k, repeats),
                           {"HARNESS_CALIBRATION_REPEAT": str(k)})
         if code >= 128 or code == 2:
             raise ConfigError(f"calibrate: repeat {k} ({run_dir}) exited {code} "
                               f"({'interrupted' if code >= 128 else 'refused before its checks ran'}); nothing was "
                               "calibrated")
+    print(f"calibrate {arm}: {variants_line(run_dirs)}", flush=True)
     return store_calibration(arm, ident, run_dirs, trust=trust, candidate=candidate)
 
 

@@ -12,6 +12,7 @@ from harness.config.errors import ConfigError
 from harness.config.paths import REPORTS_DIR
 from harness.config.suites import default_suites, per_arm_suites
 from harness.config.thresholds import for_run, load_gates
+from harness.config.variants import plan_variant
 from harness.plan.build import arm_build
 from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.qualify.request import AdmittedRun
@@ -87,7 +88,8 @@ def record_run(run: AdmittedRun) -> RunManifest:
         return note_resume(run.run_dir, run.resumed, list(request.argv))
     start = RunStart(request.order_seed,
                      request.length_seed if request.length_seed is not None else fresh_length_seed(),
-                     calibration_repeat(request.calibration_repeat), arm_builds(run.arms.run_arms))
+                     repeat_variant(calibration_repeat(request.calibration_repeat), run),
+                     arm_builds(run.arms.run_arms))
     return record_run_start(run.run_dir, run.arms.run_arms, list(request.argv), list(run.suites), run.arms.arm_set,
                             run.strict, start)
 
@@ -112,6 +114,15 @@ def calibration_repeat(text: str | None) -> CalibrationRepeat | None:
         raise ConfigError(f"calibration repeat {text!r}: expected ID:K/N with 1 <= K <= N; only `python -m harness "
                           "calibrate` sets it")
     return CalibrationRepeat(id=ident, repeat=int(repeat), of=int(of))
+
+
+def repeat_variant(marker: CalibrationRepeat | None, run: AdmittedRun) -> CalibrationRepeat | None:
+    """The repeat with the variant its server runs under: the plan's for its candidate and repeat number
+    (harness/config/variants.py plan_variant: the same that `calibrate` printed for it)."""
+    if marker is None:
+        return None
+    candidate = run.arms.loaded[run.arms.arm_set.candidates[0]]
+    return marker.model_copy(update={"variant": plan_variant(candidate, marker.repeat)})
 
 
 def admitted_repeat(text: str | None, run_dir: Path, candidates: list[str]) -> CalibrationRepeat | None:

@@ -43,6 +43,10 @@ class CalibrationRepeat(Strict):
     id: str  # the calibration's name: its repeats' run directories are <id>-r<k>
     repeat: int
     of: int
+    # The execution this repeat measured (harness/config/variants.py: as_configured, graph_mode, batch_invariant,
+    # chunk_size): its server ran the arm under it, the arm's calibration key unchanged. None: a repeat recorded before
+    # variants (the arm as configured).
+    variant: str | None = None
 
 
 class ArmBuild(Strict):

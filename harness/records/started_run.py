@@ -14,6 +14,7 @@ from harness.config.arms import Arm
 from harness.config.armset import ArmSet
 from harness.config.errors import ConfigError
 from harness.config.thresholds import Gates
+from harness.config.variants import apply_variant
 from harness.records.manifest import CalibrationRepeat, RunManifest
 from harness.records.started import recorded_workload
 
@@ -37,6 +38,15 @@ class StartedRun:
         if name not in self.arms:
             raise ConfigError(f"arm {name!r} is no arm of this run (its arms: {', '.join(self.arms)})")
         return self.arms[name]
+
+    def served_arm(self, name: str) -> Arm:
+        """The arm as its server is launched: a calibration repeat's candidates under the repeat's variant
+        (harness/config/variants.py), every other arm as admission loaded it. Keys, prompts and limits read arm()."""
+        arm = self.arm(name)
+        repeat = self.manifest.calibration
+        if repeat is None or not repeat.variant or name not in self.arm_set.candidates:
+            return arm
+        return apply_variant(arm, repeat.variant)
 
     def workload(self, family: str, candidate: str) -> BaseModel:
         """The `family` workload (harness.config.workloads.FAMILIES) of `candidate`, as run.json recorded it at the
