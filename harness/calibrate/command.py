@@ -19,12 +19,15 @@ from pathlib import Path
 
 from harness.calibrate.repeats import CheckRepeat, read_repeat
 from harness.calibrate.trust import (
+    FirstCalibration,
     RepeatRun,
     against_current,
     check_id,
     check_trust,
     copied_runs,
     failures,
+    inherited_labels,
+    judge_first_calibration,
     one_build,
     read_run,
     unusable,
@@ -52,10 +55,10 @@ from harness.refcheck.compare import failure_line
 from harness.refcheck.floor_store import (
     Calibration,
     CalibrationUnreadable,
-    load_calibration,
     load_floor,
     save_calibration,
 )
+from harness.refcheck.standing import standing_calibration
 from harness.refcheck.store import arm_config_sha, model_identity
 
 
@@ -100,6 +103,7 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     copy = copied_runs(runs)
     if copy:
         raise ConfigError(copy)
+    ceilings = (gates.calibration, f"{gates_file()}, arm {arm}")
     stopped = [why for r in runs if (why := unusable(r, arm))]
     if stopped:
         raise ConfigError(f"calibrate: {'; '.join(stopped)}: a calibration is made of finished repeats of the arm "
@@ -112,9 +116,15 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     if partial:
         raise ConfigError(f"calibrate: {', '.join(partial)} did not run in every repeat; a calibration compares like "
                           "with like: calibrate again")
-    previous = {c: previous_calibration(measured[0][c].record.floor_path, c) for c in checks}
-    unreadable = {c: why for c in checks if (why := unreadable_calibration(measured[0][c].record.floor_path, c))}
-    failed = failed_repeats(runs, measured, previous, arm)
+    current = {c: current_calibration(measured[0][c].record.floor_path, c, *ceilings) for c in checks}
+    previous = {c: cal for c, (cal, _) in current.items()}
+    unreadable = {c: why for c, (_, why) in current.items() if why}
+    copy = copied_runs(runs, [h for cal in previous.values() if cal for h in cal.repeat_hashes or []])
+    if copy:
+        raise ConfigError(copy)
+    first = tuple(c for c in checks if previous[c] is None and c not in unreadable)
+    first_refusals = judge_first_calibration(FirstCalibration(candidate, runs, measured, first)) if first else []
+    failed = failed_repeats(runs, measured, previous, arm, frozenset(first))
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     source = CalibrationSource(ident, when, tuple(run_dirs), tuple(vllm))
     derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, source, previous[check])
@@ -127,20 +137,23 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
                           f"or not (a ceiling is measured: configs/gates.yaml `calibration:`){also}; nothing was "
                           "written")
     moves = [m for d in derived for m in d.moves]
-    if (failed or moves or unreadable) and trust is None:
-        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs, list(unreadable.values())))
-    if trust is not None and not (failed or moves or unreadable):
+    if (failed or moves or unreadable or first_refusals) and trust is None:
+        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs, list(unreadable.values()),
+                                  first_refusals))
+    if trust is not None and not (failed or moves or unreadable or first_refusals):
         print(f"calibrate {arm}: --trust not needed: the repeats passed against {judges}; the reason is not recorded")
         trust = None
     provenance = {"build": build.model_dump(), "arm": arm, "model": model_identity(candidate),
-                  "arm_config_sha": arm_config_sha(candidate), "trusted": trust}
+                  "arm_config_sha": arm_config_sha(candidate), "trusted": trust,
+                  "repeat_hashes": [r.hashes() for r in runs]}
+    inherited = {d.calibration.check: inherited_labels(previous[d.calibration.check], d.path) for d in derived}
     for d in derived:  # written only once every check stands
         prev = previous[d.calibration.check]
         against = "gates.yaml" + (" (it replaced a calibration that could not be read)"
                                   if d.calibration.check in unreadable else "")
         calibration = replace(d.calibration, **provenance, reference_key=d.source.get("reference_key"),
                               judged_against=f"the calibration {prev.calibration}" if prev else against,
-                              supersedes=prev.calibration if prev else None)
+                              supersedes=prev.calibration if prev else None, inherited=inherited[d.calibration.check])
         save_calibration(d.path, calibration, d.floor, d.source)
     rows = [d.row for d in derived]
     out = REPORTS_DIR / ident
@@ -148,26 +161,40 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     (out / "calibration.json").write_text(json.dumps({
         "arm": arm, "calibration": ident, "calibrated": when, "repeats": [str(d) for d in run_dirs], "vllm": vllm,
         "build": build.model_dump(), "judged_against": judges, "trusted": trust,
-        "failed": {name: ks for name, ks in failed.items()}, "moves": moves, "checks": rows}, indent=1) + "\n")
+        "failed": {name: ks for name, ks in failed.items()}, "moves": moves, "checks": rows,
+        "repeat_hashes": provenance["repeat_hashes"], "inherited": {c: i for c, i in inherited.items() if i}},
+        indent=1) + "\n")
     table = calibration_table(arm, ident, rows)
     (out / "calibration.md").write_text(table)
     print(table, end="")
     if trust is not None:
         what = (f"its repeats failed against {judges}" if failed else f"a limit moved against {judges}" if moves
-                else f"the calibration it replaces cannot be read ({'; '.join(unreadable.values())})")
+                else f"the calibration it replaces cannot judge ({'; '.join(unreadable.values())})" if unreadable
+                else f"its first calibration was refused ({'; '.join(first_refusals)})")
         print(f"calibration of {arm} stored although {what}: trusted by hand: {trust} (printed on every line it "
               "judges)")
+    carried = sorted({line for c, labels in inherited.items() if labels for line in inherited_lines(labels)})
+    if carried:
+        print(f"calibration of {arm} judged by a calibration no run has confirmed: it carries {'; '.join(carried)} "
+              "on every line it judges until a run confirms it")
     print(f"calibration of {arm} stored: {out / 'calibration.json'}; later runs are judged by it")
     return 0
 
 
+def inherited_lines(labels: list[dict]) -> list[str]:
+    return [f"{label['label']}" + (f": {label['reason']}" if label.get("reason") else "")
+            + f" (from calibration {label['calibration']})" for label in labels]
+
+
 def failed_repeats(runs: list[RepeatRun], measured: list[dict[str, CheckRepeat]],
-                   previous: dict[str, Calibration | None], arm: str) -> dict[str, list[int]]:
-    """What failed, in which repeats (1-based): as each repeat judged itself, and each check's comparisons judged
-    again by the current calibration of its key (limits and floor)."""
+                   previous: dict[str, Calibration | None], arm: str,
+                   first: frozenset[str] = frozenset()) -> dict[str, list[int]]:
+    """What failed, in which repeats (1-based): as each repeat judged itself (but the `first` checks: an arm's first
+    calibration's, judged by judge_first_calibration), and each check's comparisons judged again by the current
+    calibration of its key (limits and floor)."""
     failed: dict[str, list[int]] = {}
     for k, (run, checks) in enumerate(zip(runs, measured, strict=True), 1):
-        names = failures(run, arm)
+        names = failures(run, arm, first)
         for check, current in previous.items():
             if current is not None and check in checks and against_current(
                     check, checks[check].comparisons, current,
@@ -195,12 +222,15 @@ def failed_names(failed: dict[str, list[int]]) -> str:
 
 
 def refusal(arm: str, ident: str, failed: dict[str, list[int]], moves: list[str], judges: str,
-            run_dirs: list[Path], unreadable: list[str] = ()) -> str:
-    """The one message of a calibration refused for what --trust may override."""
+            run_dirs: list[Path], unreadable: list[str] = (), first: list[str] = ()) -> str:
+    """The one message of a calibration refused for what --trust may override (`first`: judge_first_calibration's
+    sentences)."""
     parts = []
     if unreadable:
-        parts.append(f"the current calibration cannot be read ({'; '.join(unreadable)}), so nothing measured judged "
-                     "its repeats, and an unreadable calibration is replaced only by an act of trust")
+        parts.append(f"the current calibration cannot judge ({'; '.join(unreadable)}), so nothing measured judged "
+                     "its repeats, and such a calibration is replaced only by an act of trust")
+    if first:
+        parts.append(f"its repeats failed as the arm's first calibration: {'; '.join(first)}")
     if failed:
         parts.append(f"its repeats failed against {judges}: {failed_names(failed)}")
     if moves:
@@ -229,23 +259,19 @@ class CheckCalibration:
     moves: tuple[str, ...] = ()
 
 
-def previous_calibration(floor_path: str, check: str) -> Calibration | None:
-    """The calibration stored for this key now, the one a new calibration would replace (None: the first, or one that
-    cannot be read: unreadable_calibration, which only --trust replaces)."""
+def current_calibration(floor_path: str, check: str, ceilings: CalibrationGates,
+                        where: str) -> tuple[Calibration | None, str | None]:
+    """The calibration stored for this key now, the one a new calibration would replace, or (None, None) for the
+    first; (None, the file and why) where one is stored that cannot judge (unreadable, edited, unsealed, above a
+    ceiling: refcheck/standing.py): the chain of trust is broken there, so replacing it takes --trust."""
     try:
-        return load_calibration(floor_here(floor_path), check)
-    except CalibrationUnreadable:
-        return None
-
-
-def unreadable_calibration(floor_path: str, check: str) -> str | None:
-    """The file and why, where the key holds a calibration of `check` that cannot be read: the chain of trust is
-    broken there (nothing can judge the repeats), so replacing it takes --trust; None where it reads or is absent."""
-    try:
-        load_calibration(floor_here(floor_path), check)
+        return standing_calibration(floor_here(floor_path), check, ceilings, where), None
     except CalibrationUnreadable as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+
+
+def gates_file() -> Path:
+    return GATES_FILE.relative_to(REPO_ROOT) if GATES_FILE.is_relative_to(REPO_ROOT) else GATES_FILE
 
 
 @dataclass(frozen=True)
@@ -277,10 +303,9 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                           "a fault, not noise; nothing was calibrated")
     limits = derive_limits(s, least, gates.tie_gap)
     fp = false_positives(repeats, least, gates.tie_gap, over_limits)
-    gates_file = GATES_FILE.relative_to(REPO_ROOT) if GATES_FILE.is_relative_to(REPO_ROOT) else GATES_FILE
     repetition = [d for r in per_repeat for d in r.repetition_deltas]
     deltas = (max((d[0] for d in repetition), default=None), max((d[1] for d in repetition), default=None))
-    above = ceiling_violations(check, limits, s, ceilings, f"{gates_file}, arm {first.arm}", deltas)
+    above = ceiling_violations(check, limits, s, ceilings, f"{gates_file()}, arm {first.arm}", deltas)
     moved = limit_moves(check, limits, None if previous is None else
                         Limits(previous.drift_limit, previous.tie_gap, previous.derivation),
                         ceilings.max_move_factor, ceilings.logit_step)

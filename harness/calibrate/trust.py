@@ -6,20 +6,26 @@ A calibration decides what a fault is, so it is never made of what it should cat
 - a repeat whose checks failed -- judged by the calibration that is current for the key, or by gates.yaml where the
   arm has none -- refuses the calibration, naming the checks and the repeats, unless `--trust "reason"` is given;
 - the repeats are K distinct finished runs of one build (one build hash, one harness: run.json harness_hash);
-- an arm's first calibration (nothing before it: only gates.yaml judged its repeats) says "first calibration" on every
-  line it judges until a run of another build has passed against it (`confirm_first_calibrations`, from qualify's end
-  stage; a run never writes its own floor, and this is no floor).
+- the repeats are not copies (results.jsonl's content, renamed or not) nor repeats of the calibration in force; the
+  calibration records their content hashes;
+- an arm's first calibration is judged by `judge_first_calibration`; it says "first calibration" on every line it
+  judges, a --trust'ed one says "trusted by hand: REASON", and a calibration judged by one that carries such labels
+  inherits them (`inherited_labels`), until a run confirms it (`confirm_calibrations`, from qualify's end stage): a
+  passing run of other vllm package files that judged every check calibrated for the key.
 Reading a run (I/O) is `read_run`; the rest decides from what it read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.calibrate.repeats import CheckRepeat
+from harness.config.arms import Arm
 from harness.config.errors import ConfigError
 from harness.judge.drift_floor import judge_floor_pairing
 from harness.records.attempts import current_records
@@ -60,11 +66,35 @@ def check_trust(reason: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class RepeatRun:
-    """One repeat as recorded: run.json and the latest attempt's records."""
+    """One repeat as recorded: run.json and the latest attempt's records, with the content hashes of both files (what
+    a calibration records it was derived from) and `fingerprint`: results.jsonl's content with the run's own name
+    and id written out, which a copy keeps however it was renamed."""
 
     run_dir: Path
     manifest: RunManifest
     records: list[Record]
+    results_sha256: str = ""
+    run_json_sha256: str = ""
+    fingerprint: str = ""
+
+    def hashes(self) -> dict:
+        return {"run": self.run_dir.name, "results_sha256": self.results_sha256,
+                "run_json_sha256": self.run_json_sha256}
+
+
+def content_hashes(run_dir: Path, run_id: str | None) -> tuple[str, str, str]:
+    """sha256 of results.jsonl and run.json, and the fingerprint (results.jsonl with every occurrence of the run's
+    directory name and run id replaced by one placeholder, so a copy with both edited is still the same content)."""
+    try:
+        results = (run_dir / "results.jsonl").read_bytes()
+    except OSError:
+        results = b""
+    text = results.decode("utf-8", "replace")
+    for name in sorted({run_dir.name, run_id or run_dir.name}, key=len, reverse=True):
+        text = text.replace(name, "<run>")
+    run_json = (run_dir / "run.json").read_bytes()
+    return (hashlib.sha256(results).hexdigest(), hashlib.sha256(run_json).hexdigest(),
+            hashlib.sha256(text.encode()).hexdigest())
 
 
 def newer_version(doc: object, field: str, current: int) -> object | None:
@@ -104,7 +134,7 @@ def read_run(run_dir: Path) -> RepeatRun:
     if problems:
         raise ConfigError(f"calibrate: {run_dir.name} cannot be read whole ({problems[0]}): a calibration is made of "
                           "complete repeats; nothing was written")
-    return RepeatRun(run_dir, manifest, current_records(records))
+    return RepeatRun(run_dir, manifest, current_records(records), *content_hashes(run_dir, manifest.run_id))
 
 
 def unusable(run: RepeatRun, arm: str) -> str | None:
@@ -121,17 +151,45 @@ def unusable(run: RepeatRun, arm: str) -> str | None:
     return None
 
 
-def failures(run: RepeatRun, arm: str) -> list[str]:
-    """What failed in this run, as the run judged it: its failed checks, else gates, else tests, else its exit code."""
-    checks = [r.check for r in run.records if isinstance(r, ReferenceCheckRecord) and r.arm == arm and not r.passed]
+def failures(run: RepeatRun, arm: str, judged_apart: frozenset[str] = frozenset()) -> list[str]:
+    """What failed in this run, as the run judged it: its failed checks, else gates, else tests, else its exit code.
+    The checks in `judged_apart` (an arm's first calibration's: judge_first_calibration re-judges them) are left out,
+    and their failures still explain the run's failed tests and exit code."""
+    failed = [r.check for r in run.records if isinstance(r, ReferenceCheckRecord) and r.arm == arm and not r.passed]
+    checks = [c for c in failed if c not in judged_apart]
     gates = [f"gate {r.gate}" for r in run.records if isinstance(r, GateRecord) and r.arm == arm and not r.passed]
-    if checks or gates:
+    if failed or gates:
         return list(dict.fromkeys([*checks, *gates]))
     tests = [f"test {r.test}" for r in run.records if isinstance(r, OutcomeRecord) and r.outcome in ("failed", "error")]
     if tests:
         return tests
     code = run.manifest.exit_code
     return [f"exit code {code}"] if code not in (0, None) else []
+
+
+@dataclass(frozen=True)
+class FirstCalibration:
+    """An arm's first calibration of `checks` (no calibration stood for their key, so nothing calibrated judged the
+    repeats), as the repeats recorded it: what judge_first_calibration decides from."""
+
+    candidate: Arm
+    runs: list[RepeatRun]
+    measured: list[dict[str, CheckRepeat]]  # per repeat, in order: check -> its record and comparisons
+    checks: tuple[str, ...]
+
+
+def judge_first_calibration(first: FirstCalibration) -> list[str]:
+    """Why an arm's first calibration of these checks is refused, one sentence each ([]: it stands; --trust stores
+    it anyway). Today: each repeat as it judged itself, by gates.yaml's seed limits. The independent anchor (issue 55
+    item 2) replaces this body."""
+    out = []
+    for check in first.checks:
+        failed = [k for k, m in enumerate(first.measured, 1) if check in m and not m[check].record.passed]
+        if failed:
+            detail = first.measured[failed[0] - 1][check].record.detail
+            out.append(f"{check} in repeat{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} (judged by "
+                       f"gates.yaml's limits: {detail})")
+    return out
 
 
 def against_current(check: str, comparisons: list, current: Calibration, floor: Floor | None) -> str | None:
@@ -148,18 +206,28 @@ def against_current(check: str, comparisons: list, current: Calibration, floor: 
     return None
 
 
-def copied_runs(runs: list[RepeatRun]) -> str | None:
-    """Two directories holding one run (a copy keeps run.json's run id and start): a calibration of them would measure
-    zero spread, as the same run given twice would; None when every run is its own."""
-    seen: dict[tuple, Path] = {}
+def copied_runs(runs: list[RepeatRun], previous: list[dict] = ()) -> str | None:
+    """Two directories holding one run: the same run id and start, or the same results.jsonl content (its records'
+    times are the run's own: an edited run_id, or a directory renamed throughout, leaves them), or a run that is
+    already a repeat of the calibration in force (`previous`: the repeat hashes it recorded). A calibration of them
+    would measure zero spread, as the same run given twice would; None when every run is its own."""
+    seen: dict[object, Path] = {}
     for r in runs:
         ident = (r.manifest.run_id, r.manifest.started)
-        if ident[0] is None:  # a run.json without its id: nothing to tell it by
-            continue
-        if ident in seen:
-            return (f"calibrate: {seen[ident]} and {r.run_dir} are the same run (run id {ident[0]}, started "
-                    f"{ident[1]}; one is a copy): a calibration's K repeats are K distinct runs; nothing was written")
-        seen[ident] = r.run_dir
+        for key, how in ((ident, f"run id {ident[0]}, started {ident[1]}"),
+                         (("content", r.fingerprint), "the same results.jsonl content under another run id")):
+            if key[0] is None or not key[1]:  # a run.json without its id: nothing to tell it by
+                continue
+            if key in seen:
+                return (f"calibrate: {seen[key]} and {r.run_dir} are the same run ({how}; one is a copy): a "
+                        "calibration's K repeats are K distinct runs; nothing was written")
+            seen[key] = r.run_dir
+    used = {h.get("results_sha256"): h.get("run") for h in previous or [] if isinstance(h, dict)}
+    again = [(r, used[r.results_sha256]) for r in runs if r.results_sha256 in used]
+    if again:
+        r, name = again[0]
+        return (f"calibrate: {r.run_dir} is repeat {name} of the calibration in force (the same results.jsonl "
+                "content): a new calibration is measured on runs of its own; nothing was written")
     return None
 
 
@@ -201,33 +269,81 @@ def same_harness(runs: list[RepeatRun]) -> str | None:
     return None
 
 
-def confirm_first_calibrations(manifest: RunManifest, records: list[Record]) -> list[str]:
-    """After a run that passed: every check of it judged by an arm's first calibration, run on another build than the
-    calibration's, confirms that calibration (<check>.confirmed.json beside it); its lines stop saying "first
-    calibration". A calibration repeat confirms nothing, nor does a planted-fault variant (`calibration_from`: another
-    arm than the calibration's). Returns one line per confirmation written."""
-    if manifest.calibration is not None or manifest.exit_code != 0:
+def inherited_labels(previous: Calibration | None, path: Path) -> list[dict] | None:
+    """The labels a calibration judged by `previous` carries from it: previous's open labels (its own "first
+    calibration" and "trusted by hand", and what it inherited), unless a run has confirmed it; None: none."""
+    if previous is None or load_confirmation(path, previous) is not None:
+        return None
+    return previous.open_labels or None
+
+
+def confirm_calibrations(manifest: RunManifest, records: list[Record]) -> list[str]:
+    """After a run's verdict, for each calibration key whose calibrations still carry labels (first, trusted by hand,
+    inherited) and that judged checks of this run: one sentence, why the run confirmed them (<check>.confirmed.json
+    written for each; their labels go) or why it did not (why_not_confirmed). A calibration repeat confirms nothing."""
+    if manifest.calibration is not None:
         return []
-    out = []
+    latest: dict[Path, dict[str, ReferenceCheckRecord]] = {}
     for r in records:
-        if not (isinstance(r, ReferenceCheckRecord) and r.floor_path and r.passed and r.status == "complete"):
-            continue
-        path = floor_here(r.floor_path)
+        if isinstance(r, ReferenceCheckRecord) and r.floor_path:
+            latest.setdefault(floor_here(r.floor_path), {})[r.check] = r
+    out = []
+    for path, judged in latest.items():
         try:
-            calibration = load_calibration(path, r.check)
+            calibrated = {f.name.removesuffix(".calibration.json"): load_calibration(
+                path, f.name.removesuffix(".calibration.json")) for f in sorted(path.glob("*.calibration.json"))}
         except CalibrationUnreadable:
+            continue  # the checks it would judge FAILed "no data": nothing to confirm
+        labelled = {c: cal for c, cal in calibrated.items() if cal.open_labels and load_confirmation(path, cal) is None}
+        if not labelled:
             continue
-        build = (manifest.builds or {}).get(r.arm)
-        # judged by this calibration (its line starts with the calibration's): a check judged before it was stored
-        # (a resumed run's, by gates.yaml) vouches for nothing
-        if (calibration is None or not calibration.first or not (r.judged_by or "").startswith(calibration.short)
-                or calibration.arm != r.arm or build is None
-                or not build.build_hash or build.build_hash == (calibration.build or {}).get("build_hash")
-                or load_confirmation(path, calibration) is not None):
+        arm = next(iter(labelled.values())).arm
+        ids = ", ".join(sorted({cal.calibration for cal in labelled.values()}))
+        why = why_not_confirmed(manifest, calibrated, judged, arm)
+        if why:
+            out.append(f"calibration {ids} of {arm} not confirmed by run {manifest.run_id}: {why}")
             continue
+        build = (manifest.builds or {})[arm]
         when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save_confirmation(path, r.check, {"calibration": calibration.calibration, "run": manifest.run_id,
-                                          "build": build.model_dump(), "confirmed": when})
-        out.append(f"calibration {calibration.calibration} of {r.arm} ({r.check}) confirmed: run {manifest.run_id} of "
-                   f"another build ({build.build_hash}, vLLM {build.vllm_version}) passed against it")
+        for check, cal in sorted(labelled.items()):
+            save_confirmation(path, check, {"calibration": cal.calibration, "run": manifest.run_id,
+                                            "build": build.model_dump(), "confirmed": when})
+            out.append(f"calibration {cal.calibration} of {arm} ({check}) confirmed: run {manifest.run_id} of another "
+                       f"build (vllm package {build.package_hash}, vLLM {build.vllm_version}) passed every check "
+                       f"calibrated for the key ({', '.join(sorted(calibrated))}), each judged by its calibration")
     return out
+
+
+def why_not_confirmed(manifest: RunManifest, calibrated: dict[str, Calibration], judged: dict[str, ReferenceCheckRecord],
+                      arm: str | None) -> str | None:
+    """Why this run does not confirm the key's calibrations, one clause per reason; None when it does: it passed, its
+    vllm package files differ from the calibrated build's (the package's own hash: a transformers or torch bump
+    under the same files is no other vLLM), and every check calibrated for the key ran and passed, judged by its
+    calibration (a skipped family vouches for nothing)."""
+    why = []
+    if manifest.exit_code != 0:
+        why.append(f"the run did not pass (exit code {manifest.exit_code})")
+    build = (manifest.builds or {}).get(arm or "")
+    built = {(cal.build or {}).get("package_hash") for cal in calibrated.values()}
+    if build is None or not build.package_hash:
+        why.append(f"the run recorded no vllm package hash of {arm} (run.json builds, from an older harness)")
+    elif None in built:
+        why.append("the calibration recorded no vllm package hash of the build it measured (stored before it did): "
+                   "it cannot be confirmed; calibrate again to make one that can")
+    elif build.package_hash in built:
+        own = {(cal.build or {}).get("build_hash") for cal in calibrated.values()}
+        why.append("the run is of the calibration's own build" if build.build_hash in own else
+                   f"the run's vllm package files are the calibrated build's ({build.package_hash}): only the "
+                   "libraries beside it changed, which is no other vLLM")
+    for check, cal in sorted(calibrated.items()):
+        r = judged.get(check)
+        if r is None:
+            why.append(f"{check} is calibrated for this key and was not judged in this run (skipped or not run)")
+        elif r.arm != arm:
+            why.append(f"{check} was judged for {r.arm}, not the calibration's arm {arm} (a planted-fault variant "
+                       "confirms nothing)")
+        elif r.status != "complete" or not r.passed:
+            why.append(f"{check} did not pass complete")
+        elif not (r.judged_by or "").startswith(cal.short):
+            why.append(f"{check} was not judged by calibration {cal.calibration} (judged by: {r.judged_by})")
+    return "; ".join(why) or None

@@ -1,8 +1,8 @@
 """qualify's end, also `harness report`: a stored run read once (run.json, results.jsonl) and handed through named
 steps, each taking the previous step's value: judge (its gates, baseline diff and verdict, harness.judge.verdict) ->
-record the end (when qualify passes pytest's exit code: run.json's end written once with that verdict, first
-calibrations confirmed) -> append to the history -> render (tables, report.html) -> annotate (annotation.md).
-qualify runs it in a fresh interpreter."""
+record the end (when qualify passes pytest's exit code: run.json's end written once with that verdict, labelled
+calibrations confirmed or told why not) -> append to the history -> render (tables, report.html) -> annotate
+(annotation.md). qualify runs it in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -137,13 +137,14 @@ def record_end(stored: StoredRun, end: RunEnd) -> StoredRun:
 
 
 def confirm_calibrations(stored: StoredRun) -> StoredRun:
-    """A passing run of another build confirms the arm's first calibration that judged it (harness/calibrate/
-    trust.py): its lines stop saying "first calibration". Only here, after the verdict: a run never vouches for a
-    calibration it failed."""
-    from harness.calibrate.trust import confirm_first_calibrations
+    """Whether this run confirms the calibrations still labelled ("first calibration", "trusted by hand", inherited)
+    that judged it, one printed sentence each, why or why not (harness/calibrate/trust.py): a passing run of other
+    vllm package files that judged every calibrated check of the key clears the labels. Only here, after the verdict:
+    a run never vouches for a calibration it failed."""
+    from harness.calibrate.trust import confirm_calibrations as confirmed_by
 
     run = stored.run
-    for line in confirm_first_calibrations(run.manifest, run.records) if run.manifest else []:
+    for line in confirmed_by(run.manifest, run.records) if run.manifest else []:
         print(line)
     return stored
 
@@ -171,7 +172,7 @@ def append_to_history(stored: StoredRun) -> StoredRun:
 
 def finish(arg: str, baseline: str | None, pytest_code: int) -> JudgedRun:
     """qualify's end of a run, up to rendering: read once -> judged (gates, baseline diff: the verdict may differ
-    from pytest's code) -> run.json's end written once, before anything is rendered -> first calibrations confirmed
+    from pytest's code) -> run.json's end written once, before anything is rendered -> labelled calibrations confirmed
     -> appended to the history. Should judging fail, the end is written all the same, with pytest's code, the run
     appended, and the error goes on."""
     stored = read_run(locate_run_dir(arg))
@@ -198,7 +199,7 @@ def annotate(judged: JudgedRun, rendered: Rendered) -> Path:
     path = judged.stored.run_dir / "annotation.md"
     pairs = [(p.candidate, p.reference) for p in (manifest.pairs if manifest else [])] or [("unknown arm", None)]
     path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path,
-                               manifest.calibration if manifest else None, rendered.basis))
+                               manifest.calibration if manifest else None))
     return path
 
 
@@ -222,9 +223,9 @@ def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bo
               file=sys.stderr)
         return 128 + noted[0]
     if screenshot:
-        from harness.report.screenshot import screenshot_lines
+        from harness.report.screenshot import take_screenshot
 
-        print("\n".join(screenshot_lines(rendered.html_path, judged.stored.run_dir / "report.png")))
+        print(f"screenshot: {take_screenshot(rendered.html_path, judged.stored.run_dir / 'report.png')}")
     return code
 
 

@@ -8,9 +8,10 @@ its mean floor; one without a calibration by gates.yaml and, where a run was acc
 with that run. Under `require_floor` a check with neither fails: "not calibrated: run calibrate". A calibration's own
 repeats are judged by the current calibration of the key like any run (the chain of trust: a new calibration must
 pass against the one it replaces); an arm's first calibration's repeats by gates.yaml's limits, without
-`require_floor`. The line that says what judged a check names an arm's first calibration ("first calibration", until a
-run of another build passed against it), a calibration trusted by hand (its reason), and a run on the calibration's
-own build."""
+`require_floor`. The line that says what judged a check names an arm's first calibration ("first calibration"), a
+calibration trusted by hand (its reason) and the labels a calibration inherited from an unconfirmed one it replaced,
+until a run confirms it (harness/calibrate/trust.py), and a run on the calibration's own build. A calibration that was
+edited, is unsealed or exceeds the run's ceilings judges nothing: its checks FAIL "no data" (refcheck/standing.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config.arms import Arm, load_arm
-from harness.config.thresholds import DegenerationGates, Gates, ReferenceCheckGates
+from harness.config.thresholds import CalibrationGates, DegenerationGates, Gates, ReferenceCheckGates, load_gates
 from harness.judge.degeneration import clean_flips, too_many_tie_flips
 from harness.judge.drift_floor import judge_floor_pairing
 from harness.records.manifest import CalibrationRepeat
@@ -28,10 +29,10 @@ from harness.refcheck.floor_store import (
     CalibrationUnreadable,
     floor_dir,
     floor_key,
-    load_calibration,
     load_confirmation,
     load_floor,
 )
+from harness.refcheck.standing import standing_calibration
 from harness.refcheck.store import reference_dir
 
 
@@ -74,10 +75,8 @@ class CheckLimits:
         c, out = self.calibration, []
         if c is None:
             return out
-        if c.first and not self.confirmed:
-            out.append("first calibration")
-        if c.trusted:
-            out.append(f"trusted by hand: {c.trusted}")
+        if not self.confirmed:  # first, trusted by hand, or inherited from such: until a run confirms it
+            out += c.label_lines
         if self.own_build:
             out.append("run on the calibration's own build")
         if self.repeat is not None:
@@ -86,18 +85,22 @@ class CheckLimits:
 
 
 def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: str,
-                 repeat: CalibrationRepeat | None = None, build: str | None = None) -> CheckLimits:
+                 repeat: CalibrationRepeat | None = None, build: str | None = None,
+                 ceilings: CalibrationGates | None = None) -> CheckLimits:
     """`check`'s limits for this candidate against reference outputs of this noise key (refcheck.store
     ReferenceKey.noise_key): its calibration's where one is stored under the key, else gates.yaml's
     (capacity_outputs_c8 goes by capacity_outputs). A planted-fault variant (`calibration_from: ARM`) looks under that
     arm's key: it is judged as the build without the fault would be. A calibration repeat is judged by the current
     calibration like any run; with none (the arm's first calibration), or one that cannot be read (its replacement then
     needs `calibrate --trust`), by gates.yaml without `require_floor`. `build`: this run's build hash of the arm
-    (harness/plan/build.py), None where unknown."""
+    (harness/plan/build.py), None where unknown. A calibration that was edited, is unsealed or is above a ceiling of
+    `ceilings` (the run's gates; None: the keyed arm's gates.yaml) is a problem, as an unreadable one is
+    (refcheck/standing.py)."""
     keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
     path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, noise_key))
+    ceilings = load_gates(keyed.name).calibration if ceilings is None else ceilings
     try:
-        calibration = load_calibration(path, check)
+        calibration = standing_calibration(path, check, ceilings, f"the run's gates, arm {keyed.name}")
     except CalibrationUnreadable as exc:
         if repeat is not None:  # judged by gates.yaml, so calibrate can name real failures; it then needs --trust
             return CheckLimits(check, arm.name, gates.limit_for(check), gates.tie_gap_for(check), False, path, None,
@@ -137,8 +140,9 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
     there is one, else with none)."""
     where = dict(floor_path=str(limits.floor_path), judged_by=limits.judged_by)
     if limits.problem is not None:  # never judged by gates.yaml in its place: the run would be silently looser
-        failure = (f"FAIL (no data: the calibration cannot be read: {limits.problem}; run `python -m harness "
-                   f"calibrate --arm {limits.arm}` again)")
+        failure = (f"FAIL (no data: calibration {limits.problem}: it cannot judge; restore the file as calibrate wrote "
+                   f"it, or replace it, stating why: `python -m harness calibrate --arm {limits.arm} --trust "
+                   "\"REASON\"`)")
         return FloorVerdict(**where, floor=failure, detectable="none: no calibration to judge against",
                             failure=failure)
     floor = load_floor(limits.floor_path, check)
@@ -210,7 +214,7 @@ def reference_check(gates: Gates, arm: Arm, check: str, noise_key: str, repeat: 
                     build: str | None = None) -> ReferenceCheck:
     """`check` of candidate `arm` against reference outputs of this noise key, judged by the run's recorded `gates`
     (check_limits: calibrated, or reference_checks'; the tie-flip cap from degeneration's)."""
-    limits = check_limits(gates.reference_checks, arm, check, noise_key, repeat, build)
+    limits = check_limits(gates.reference_checks, arm, check, noise_key, repeat, build, gates.calibration)
     return ReferenceCheck(limits, gates.degeneration)
 
 
@@ -238,3 +242,4 @@ def clean_shifts(calibration: Calibration | None) -> list[float] | None:
     """The held-out run-level shifts a calibration measured (its floor test: drift_floor.judge_floor_pairing); None for
     an accepted run's floor or a calibration stored before they were."""
     return None if calibration is None else calibration.spread.get("floor_shifts")
+

@@ -11,8 +11,12 @@ Layout: <reference dir>/floors/<candidate>-<key>/<check>.jsonl + <check>.source.
 comparison's noise -- the candidate's config (dtype, parallelism, server flags) and the reference outputs' noise key
 (model, prompts, sampling, the reference's config) -- and neither arm's vLLM version: a new build, with the reference
 recaptured on it, is judged by the last trusted calibration instead of being calibrated on itself. A calibration
-records the build it measured (`build`); <check>.confirmed.json records the first run of another build that passed
-against an arm's first calibration (written by qualify's end stage, harness/calibrate/trust.py).
+records the build it measured (`build`); <check>.confirmed.json records the run of another build that confirmed a
+calibration carrying labels ("first calibration", "trusted by hand", or inherited ones: written by qualify's end stage,
+harness/calibrate/trust.py).
+
+A calibration is sealed: it records the content hashes of its repeats and its floor, and its own (`sha256`); one whose
+file or floor no longer hashes to what was recorded reads as CalibrationUnreadable ("edited"), never as limits.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.config.arms import Arm
@@ -87,11 +91,42 @@ class Calibration:
     judged_against: str | None = None
     supersedes: str | None = None
     trusted: str | None = None
+    # The labels of the calibration it replaced that no confirmation had cleared when it was derived ("first
+    # calibration", "trusted by hand" with its reason, each with the id it came from): a calibration judged by an
+    # unconfirmed one is no better vouched for, so it carries them until a run confirms it (open_labels).
+    inherited: list | None = None
+    # Integrity: the content hashes of the repeats it was derived from ({"run", "results_sha256", "run_json_sha256"}),
+    # of its floor file, and of this document (`sha256`, over the canonical JSON without that field: seal_of).
+    # None: stored before calibrations were sealed.
+    repeat_hashes: list | None = None
+    floor_sha256: str | None = None
+    sha256: str | None = None
 
     @property
     def first(self) -> bool:
         """The first calibration of this key: nothing judged it but gates.yaml."""
         return self.supersedes is None
+
+    @property
+    def open_labels(self) -> list[dict]:
+        """What a reader must be told of this calibration until a run confirms it: its own "first calibration" and
+        "trusted by hand" and those it inherited, each {"label", "calibration", "reason"}."""
+        own = [{"label": "first calibration", "calibration": self.calibration, "reason": None}] if self.first else []
+        if self.trusted:
+            own.append({"label": "trusted by hand", "calibration": self.calibration, "reason": self.trusted})
+        return own + list(self.inherited or [])
+
+    @property
+    def label_lines(self) -> list[str]:
+        """open_labels as the line that names the calibration says them ("trusted by hand: REASON"; an inherited one
+        names the calibration it came from)."""
+        out = []
+        for label in self.open_labels:
+            said = label["label"] + (f": {label['reason']}" if label.get("reason") else "")
+            if label["calibration"] != self.calibration:
+                said += f" (inherited from calibration {label['calibration']}, not confirmed since)"
+            out.append(said)
+        return out
 
     @property
     def short(self) -> str:
@@ -111,7 +146,28 @@ CALIBRATION_FILE = StoredFormat("calibration", "format", CALIBRATION_FORMAT,
                                 {0: lambda doc, **_: doc, 1: lambda doc, **_: {"judged_against": "gates.yaml", **doc}},
                                 remedy="calibrate the arm again (`python -m harness calibrate`)")
 OPTIONAL_FIELDS = ("power", "build", "arm", "model", "reference_key", "arm_config_sha", "judged_against", "supersedes",
-                   "trusted")
+                   "trusted", "inherited", "repeat_hashes", "floor_sha256", "sha256")
+SEAL_FIELD = "sha256"
+
+
+def seal_of(doc: dict) -> str:
+    """The content hash of a calibration document: sha256 over its canonical JSON (sorted keys, no whitespace),
+    the seal field itself left out."""
+    body = {k: v for k, v in doc.items() if k != SEAL_FIELD}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sealed_document(calibration: Calibration) -> dict:
+    """The document save_calibration writes: its format, the fields and the seal over both."""
+    doc = {"format": CALIBRATION_FORMAT, **{k: v for k, v in calibration.__dict__.items() if k != SEAL_FIELD}}
+    return {**doc, SEAL_FIELD: seal_of(doc)}
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 class CalibrationUnreadable(Exception):
@@ -126,7 +182,16 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
     if not file.is_file():
         return None
     try:
-        raw = upgrade(json.loads(file.read_bytes().decode("utf-8")), CALIBRATION_FILE)
+        doc = json.loads(file.read_bytes().decode("utf-8"))
+        stored = doc.get(SEAL_FIELD) if isinstance(doc, dict) else None
+        if stored is not None and stored != seal_of(doc):
+            raise CalibrationUnreadable(f"{file}: edited after calibrate stored it (its content hash {str(stored)[:12]} "
+                                        f"is recorded in it, its content hashes to {seal_of(doc)[:12]})")
+        raw = upgrade(doc, CALIBRATION_FILE)
+        floor = path / f"{check}.jsonl"
+        if raw.get("floor_sha256") is not None and raw["floor_sha256"] != file_sha256(floor):
+            raise CalibrationUnreadable(f"{file}: its floor {floor.name} was edited or replaced after calibrate stored "
+                                        "it (its content hash is not the one the calibration recorded)")
         return Calibration(**{k: raw[k] for k in Calibration.__dataclass_fields__ if k not in OPTIONAL_FIELDS},
                            **{k: raw.get(k) for k in OPTIONAL_FIELDS})
     except UnicodeDecodeError as exc:
@@ -147,8 +212,9 @@ def save_calibration(path: Path, calibration: Calibration, floor: list[RequestCo
     (path / f"{check}.confirmed.json").unlink(missing_ok=True)
     write_atomically(path / f"{check}.jsonl", "".join(c.model_dump_json() + "\n" for c in floor))
     write_atomically(path / f"{check}.source.json", json.dumps({**source, "accepted": calibration.calibrated}))
+    floor_sha = file_sha256(path / f"{check}.jsonl")
     write_atomically(path / f"{check}.calibration.json",
-                     json.dumps({"format": CALIBRATION_FORMAT, **calibration.__dict__}, indent=1))
+                     json.dumps(sealed_document(replace(calibration, floor_sha256=floor_sha)), indent=1))
 
 
 def record_power(path: Path, check: str, power: str) -> None:
@@ -157,7 +223,7 @@ def record_power(path: Path, check: str, power: str) -> None:
     if calibration is None:
         raise FileNotFoundError(f"no calibration of {check} at {path} to add the power to")
     write_atomically(path / f"{check}.calibration.json",
-                     json.dumps({"format": CALIBRATION_FORMAT, **calibration.__dict__, "power": power}, indent=1))
+                     json.dumps(sealed_document(replace(calibration, power=power)), indent=1))
 
 
 def load_confirmation(path: Path, calibration: Calibration) -> dict | None:

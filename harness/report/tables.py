@@ -293,8 +293,10 @@ def floor_cell(floor: str | None) -> str:
         return "none (not calibrated)"
     if floor.startswith("calibration repeat"):
         return "n/a (a calibration repeat)"
-    if floor.startswith("FAIL (no data: the calibration cannot be read"):
+    if floor.startswith("FAIL (no data: the calibration cannot be read"):  # runs recorded before issue 55
         return "FAIL: calibration unreadable (run `harness calibrate`)"
+    if floor.startswith("FAIL (no data: calibration "):  # unreadable, edited, unsealed or above a ceiling
+        return "FAIL: the calibration cannot judge (see the failure; `harness calibrate --trust` replaces it)"
     if floor.startswith("FAIL (no data"):
         return first_line(floor, 120)
     verdict = "FAIL" if "FAIL" in floor else "PASS"

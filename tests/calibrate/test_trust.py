@@ -7,6 +7,7 @@ refused on the command line; repeats kept out of the history's series."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,14 @@ from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
 from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.floor_store import floor_dir, floor_key, load_calibration, load_confirmation, load_floor
+from harness.refcheck.floor_store import (
+    floor_dir,
+    floor_key,
+    load_calibration,
+    load_confirmation,
+    load_floor,
+    save_calibration,
+)
 
 
 def repeats(tmp_path: Path, store: Path, ident: str, seeds=(1, 2), **kw) -> list[Path]:
@@ -67,7 +75,7 @@ def test_a_calibration_judges_a_new_build_whose_reference_was_recaptured(store, 
     assert on_new.floor_path == keyed and on_new.calibration.calibration == "cal-a"
     assert "own build" not in on_new.judged_by and on_new.judged_by.endswith("; first calibration")
     cal = load_calibration(keyed, "teacher_forcing")
-    assert cal.build == {"vllm_version": "0.32.0", "build_hash": "build-a", "where": None}
+    assert cal.build == {"vllm_version": "0.32.0", "build_hash": "build-a", "where": None, "package_hash": "build-a"}
     assert cal.arm == ARM and cal.arm_config_sha and cal.model and cal.reference_key == "refkey"
     assert cal.judged_against == "gates.yaml" and cal.supersedes is None and cal.first and cal.trusted is None
 
@@ -100,15 +108,16 @@ def test_a_faulty_calibration_is_refused_against_the_clean_one_and_stored_with_t
     assert table["trusted"] == cal.trusted and table["failed"] == {"teacher_forcing": [1, 2]}
     assert "trusted by hand: vendor fix 1234" in capsys.readouterr().out
     judged = limits(build="build-c").judged_by
+    # cal-a was a first calibration no run had confirmed: cal-b, judged by it, carries that label too
     assert judged.startswith("calibrated ") and judged.endswith(
-        "; trusted by hand: vendor fix 1234 moves every logprob; accepted by A. Person"), judged
-    assert "first calibration" not in judged
+        "; trusted by hand: vendor fix 1234 moves every logprob; accepted by A. Person; first calibration (inherited "
+        "from calibration cal-a, not confirmed since)"), judged
 
 
 def test_a_repeat_that_failed_its_own_run_is_named_and_a_clean_rebuild_replaces_the_calibration(store, tmp_path):
     """A repeat whose record failed (as the repeat judged itself) refuses the calibration even where its comparisons
     pass; clean repeats of another build pass against the current calibration and replace it without --trust: that
-    calibration is no "first" one."""
+    calibration is no "first" one, yet it was judged by an unconfirmed first one, whose label it carries."""
     assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
     dirs = repeats(tmp_path, store, "cal-b", seeds=(5, 6), build="build-b")
     write_repeat(dirs[1].with_name("cal-c-r2"), store, repeat(6), build="build-b", passed=False, exit_code=1)
@@ -118,7 +127,8 @@ def test_a_repeat_that_failed_its_own_run_is_named_and_a_clean_rebuild_replaces_
     assert calibrate_from(dirs, "cal-b") == 0
     cal = load_calibration(store, "teacher_forcing")
     assert (cal.calibration, cal.supersedes, cal.first, cal.trusted) == ("cal-b", "cal-a", False, None)
-    assert "first calibration" not in limits().judged_by
+    assert cal.inherited == [{"label": "first calibration", "calibration": "cal-a", "reason": None}]
+    assert limits().judged_by.endswith("; first calibration (inherited from calibration cal-a, not confirmed since)")
 
 
 def test_the_issues_reproduction_fails_against_a_clean_calibration_and_is_refused_as_one(store, tmp_path):
@@ -161,43 +171,121 @@ def test_a_repeat_is_judged_by_the_current_calibration_not_by_gates_yaml(store, 
 
 # --- "first calibration" and its confirmation
 
-def run_manifest(build: str, exit_code: int = 0, calibration: CalibrationRepeat | None = None) -> RunManifest:
-    return RunManifest(run_id=f"night-{build}", finished="2026-12-06T01:00:00", exit_code=exit_code,
+def run_manifest(build: str, exit_code: int = 0, calibration: CalibrationRepeat | None = None,
+                 package: str | None = None, run_id: str | None = None) -> RunManifest:
+    """A run of `build` whose vllm package files hash to `package` (default: the build's name: other files)."""
+    return RunManifest(run_id=run_id or f"night-{build}", finished="2026-12-06T01:00:00", exit_code=exit_code,
                        calibration=calibration, pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
-                       builds={ARM: ArmBuild(vllm_version="0.33.0", build_hash=build)})
+                       builds={ARM: ArmBuild(vllm_version="0.33.0", build_hash=build, package_hash=package or build)})
 
 
-def check_record(store: Path, passed: bool = True, arm: str = ARM) -> ReferenceCheckRecord:
+def check_record(store: Path, passed: bool = True, arm: str = ARM, check: str = "teacher_forcing",
+                 status: str = "complete") -> ReferenceCheckRecord:
     """A check judged by the calibration stored at `store` (its line, as check_limits wrote it)."""
-    judged_by = load_calibration(store, "teacher_forcing").short + "; first calibration"
-    return ReferenceCheckRecord(judged_by=judged_by, run_id="night", arm=arm, suite="teacher_forcing", check="teacher_forcing",
+    judged_by = load_calibration(store, check).short + "; first calibration"
+    return ReferenceCheckRecord(judged_by=judged_by, run_id="night", arm=arm, suite=check, check=check,
                                 reference="cpu-ref", reference_key="refkey", passed=passed, detail="d", requests=40,
                                 exact_matches=40, first_divergence_min=None, max_drift=0.1, nonfinite=0,
-                                drift_limit=0.4, floor_path=str(store))
+                                drift_limit=0.4, floor_path=str(store), status=status)
 
 
 def test_first_calibration_stays_so_until_a_passing_run_of_another_build_confirms_it(store, tmp_path):
-    from harness.calibrate.trust import confirm_first_calibrations
+    """Each way a run fails to confirm is stated in one sentence (qualify prints it); a passing run of other vllm
+    package files that judged every calibrated check confirms, once, and the label goes."""
+    from harness.calibrate.trust import confirm_calibrations
 
     assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
     cal = load_calibration(store, "teacher_forcing")
     assert limits(build="build-a").judged_by.endswith("; first calibration; run on the calibration's own build")
     rec = [check_record(store)]
-    assert confirm_first_calibrations(run_manifest("build-a"), rec) == []  # its own build vouches for nothing
-    assert confirm_first_calibrations(run_manifest("build-b", exit_code=1), rec) == []  # a failing run neither
-    assert confirm_first_calibrations(run_manifest("build-b"), [check_record(store, passed=False)]) == []
-    assert confirm_first_calibrations(run_manifest("build-b", calibration=CalibrationRepeat(id="x", repeat=1, of=2)),
-                                      rec) == []  # a calibration repeat neither
-    assert confirm_first_calibrations(run_manifest("build-b"), [check_record(store, arm="cpu-smoke-planted")]) == []
+    no = "calibration cal-a of cpu-smoke not confirmed by run night-build-{}: {}"
+    assert confirm_calibrations(run_manifest("build-a"), rec) == [
+        no.format("a", "the run is of the calibration's own build")]
+    assert confirm_calibrations(run_manifest("build-b", exit_code=1), rec) == [
+        no.format("b", "the run did not pass (exit code 1)")]
+    assert confirm_calibrations(run_manifest("build-b"), [check_record(store, passed=False)]) == [
+        no.format("b", "teacher_forcing did not pass complete")]
+    assert confirm_calibrations(run_manifest("build-b"), [check_record(store, status="aborted")]) == [
+        no.format("b", "teacher_forcing did not pass complete")]
+    assert confirm_calibrations(run_manifest("build-b", calibration=CalibrationRepeat(id="x", repeat=1, of=2)),
+                                rec) == []  # a calibration repeat confirms nothing
+    assert confirm_calibrations(run_manifest("build-b"), [check_record(store, arm="cpu-smoke-planted")]) == [
+        no.format("b", "teacher_forcing was judged for cpu-smoke-planted, not the calibration's arm cpu-smoke (a "
+                       "planted-fault variant confirms nothing)")]
     assert load_confirmation(store, cal) is None and "first calibration" in limits(build="build-b").judged_by
 
-    lines = confirm_first_calibrations(run_manifest("build-b"), rec)
+    lines = confirm_calibrations(run_manifest("build-b"), rec)
     assert lines == ["calibration cal-a of cpu-smoke (teacher_forcing) confirmed: run night-build-b of another build "
-                     "(build-b, vLLM 0.33.0) passed against it"]
+                     "(vllm package build-b, vLLM 0.33.0) passed every check calibrated for the key (teacher_forcing), "
+                     "each judged by its calibration"]
     assert load_confirmation(store, cal)["run"] == "night-build-b"
     judged = limits(build="build-b").judged_by
     assert "first calibration" not in judged and "own build" not in judged
-    assert confirm_first_calibrations(run_manifest("build-c"), rec) == []  # once
+    assert confirm_calibrations(run_manifest("build-c"), rec) == []  # once: nothing left to confirm
+
+
+def test_a_transformers_bump_under_the_same_vllm_files_does_not_confirm(store, tmp_path):
+    """The build hash folds the stack's versions (a transformers or torch bump is another build), but a confirmation
+    asks for other vLLM code: the vllm package's own hash. Planted: build hash changed, package hash the same."""
+    from harness.calibrate.trust import confirm_calibrations
+
+    assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
+    lines = confirm_calibrations(run_manifest("build-a-transformers-5", package="build-a"), [check_record(store)])
+    assert lines == ["calibration cal-a of cpu-smoke not confirmed by run night-build-a-transformers-5: the run's vllm "
+                     "package files are the calibrated build's (build-a): only the libraries beside it changed, which "
+                     "is no other vLLM"]
+    assert load_confirmation(store, load_calibration(store, "teacher_forcing")) is None
+    # a record without the package's own hash, on either side, cannot confirm, and says so
+    old = ArmBuild(vllm_version="0.33.0", build_hash="build-b")
+    assert "the run recorded no vllm package hash of cpu-smoke" in confirm_calibrations(
+        run_manifest("build-b").model_copy(update={"builds": {ARM: old}}), [check_record(store)])[0]
+    cal = load_calibration(store, "teacher_forcing")
+    save_calibration(store, replace(cal, build={"vllm_version": "0.32.0", "build_hash": "build-a"}),
+                     load_floor(store, "teacher_forcing").comparisons, {})
+    assert "the calibration recorded no vllm package hash of the build it measured" in confirm_calibrations(
+        run_manifest("build-b"), [check_record(store)])[0]
+
+
+def test_a_run_that_skipped_a_calibrated_family_does_not_confirm(store, tmp_path):
+    """Every check calibrated for the key must run and pass in the confirming run: kv_pressure calibrated beside
+    teacher_forcing and skipped (no record) leaves the calibration unconfirmed, naming it; judged too, it confirms."""
+    from harness.calibrate.trust import confirm_calibrations
+
+    assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
+    cal = load_calibration(store, "teacher_forcing")
+    save_calibration(store, replace(cal, check="kv_pressure"), load_floor(store, "teacher_forcing").comparisons, {})
+    lines = confirm_calibrations(run_manifest("build-b"), [check_record(store)])
+    assert lines == ["calibration cal-a of cpu-smoke not confirmed by run night-build-b: kv_pressure is calibrated for "
+                     "this key and was not judged in this run (skipped or not run)"]
+    lines = confirm_calibrations(run_manifest("build-b"), [check_record(store), check_record(store, check="kv_pressure")])
+    assert len(lines) == 2 and all(" confirmed: run night-build-b" in line for line in lines), lines
+
+
+def test_trust_is_not_laundered_by_a_clean_calibration_and_a_confirmation_clears_it(store, tmp_path):
+    """The issue's laundering: a --trust'ed calibration, then a clean one of the same build judged by it (it passes,
+    so it needs no --trust). The clean one carries "trusted by hand" (reason and id) and the first calibration's label
+    it inherited; a confirming run clears both, and a calibration judged by a confirmed one inherits nothing."""
+    from harness.calibrate.trust import confirm_calibrations
+
+    dirs = repeats(tmp_path, store, "cal-a", passed=False, exit_code=1)
+    assert calibrate_from(dirs, "cal-a", trust="first GPU build; seed limits fail bf16") == 0
+    assert calibrate_from(repeats(tmp_path, store, "cal-b", seeds=(3, 4)), "cal-b") == 0
+    cal = load_calibration(store, "teacher_forcing")
+    assert cal.trusted is None and not cal.first and cal.calibration == "cal-b"
+    judged = limits(build="build-c").judged_by
+    assert judged.endswith("; first calibration (inherited from calibration cal-a, not confirmed since); trusted by "
+                           "hand: first GPU build; seed limits fail bf16 (inherited from calibration cal-a, not "
+                           "confirmed since)"), judged
+    assert calibrate_from(repeats(tmp_path, store, "cal-c", seeds=(5, 6)), "cal-c") == 0  # and again: still carried
+    assert "trusted by hand: first GPU build" in limits(build="build-c").judged_by
+
+    assert len(confirm_calibrations(run_manifest("build-c"), [check_record(store)])) == 1
+    assert "trusted by hand" not in limits(build="build-c").judged_by
+    assert "first calibration" not in limits(build="build-c").judged_by
+    assert calibrate_from(repeats(tmp_path, store, "cal-d", seeds=(7, 8)), "cal-d") == 0
+    assert load_calibration(store, "teacher_forcing").inherited is None
+    judged = limits(build="build-c").judged_by
+    assert "inherited" not in judged and "trusted" not in judged and "first calibration" not in judged, judged
 
 
 # --- calibrate's bad input: exit code 2, one message, nothing written
@@ -257,8 +345,8 @@ def test_a_failing_first_calibration_is_refused_and_stored_only_with_trust(store
     dirs = repeats(tmp_path, store, "cal-x", passed=False, exit_code=1)
     assert cli("--from-runs", *map(str, dirs), "--id", "cal-x") == 2
     err = capsys.readouterr().err
-    assert ("refused: its repeats failed against gates.yaml (the arm's first calibration: no calibration to judge its "
-            "repeats): teacher_forcing in repeats 1, 2.") in err and nothing_written(tmp_path, store, "cal-x", None)
+    assert ("refused: its repeats failed as the arm's first calibration: teacher_forcing in repeats 1, 2 (judged by "
+            "gates.yaml's limits: d).") in err and nothing_written(tmp_path, store, "cal-x", None)
     assert cli("--from-runs", *map(str, dirs), "--id", "cal-x", "--trust", "first build, failures are tie flips") == 0
     cal = load_calibration(store, "teacher_forcing")
     assert cal.first and cal.trusted == "first build, failures are tie flips"

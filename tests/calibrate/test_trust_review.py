@@ -43,14 +43,14 @@ def test_a_check_not_judged_by_the_first_calibration_does_not_confirm_it(store, 
     """A passing record judged by gates.yaml (a resumed run's check judged before the calibration was stored) vouches
     for nothing: only a check the first calibration judged confirms it."""
     from harness.calibrate.command import store_calibration
-    from harness.calibrate.trust import confirm_first_calibrations
+    from harness.calibrate.trust import confirm_calibrations
 
     dirs = [write_repeat(tmp_path / "reports" / f"cal-r{k}", store, repeat(k)) for k in (1, 2)]
     assert store_calibration(ARM, "cal", dirs) == 0
     cal = load_calibration(store, "teacher_forcing")
     manifest = RunManifest(run_id="night", finished="2026-12-06T01:00:00", exit_code=0,
                            pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
-                           builds={ARM: ArmBuild(vllm_version="0.33.0", build_hash="build-b")})
+                           builds={ARM: ArmBuild(vllm_version="0.33.0", build_hash="build-b", package_hash="build-b")})
 
     def record(judged_by: str) -> ReferenceCheckRecord:
         return ReferenceCheckRecord(run_id="night", arm=ARM, suite="teacher_forcing", check="teacher_forcing",
@@ -58,9 +58,11 @@ def test_a_check_not_judged_by_the_first_calibration_does_not_confirm_it(store, 
                                     exact_matches=40, first_divergence_min=None, max_drift=0.1, nonfinite=0,
                                     drift_limit=0.01, floor_path=str(store), judged_by=judged_by)
 
-    assert confirm_first_calibrations(manifest, [record("gates.yaml, not calibrated: limit 0.01, tie gap 0")]) == []
+    refused = confirm_calibrations(manifest, [record("gates.yaml, not calibrated: limit 0.01, tie gap 0")])
+    assert refused == ["calibration cal of cpu-smoke not confirmed by run night: teacher_forcing was not judged by "
+                       "calibration cal (judged by: gates.yaml, not calibrated: limit 0.01, tie gap 0)"]
     assert load_confirmation(store, cal) is None
-    assert len(confirm_first_calibrations(manifest, [record(f"{cal.short}; first calibration")])) == 1
+    assert len(confirm_calibrations(manifest, [record(f"{cal.short}; first calibration")])) == 1
     assert load_confirmation(store, cal)["run"] == "night"
 
 
@@ -113,7 +115,7 @@ def test_an_unreadable_calibration_is_replaced_only_with_trust(store, tmp_path, 
     with pytest.raises(ConfigError) as refused:
         store_calibration(ARM, "cal-2", dirs)
     message = str(refused.value)
-    assert f"the current calibration cannot be read ({file}: not JSON" in message
+    assert f"the current calibration cannot judge ({file}: not JSON" in message
     assert f"--id cal-2 --from-runs {dirs[0]} {dirs[1]} --trust \"REASON\"" in message and "Nothing was written" in message
     assert file.read_bytes() == b'{"check": "teacher_forcing", "drift_li' and not (tmp_path / "reports" / "cal-2").exists()
     assert store_calibration(ARM, "cal-2", dirs, trust="calibration.json truncated by a full disk") == 0

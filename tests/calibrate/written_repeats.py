@@ -32,22 +32,27 @@ def store(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     import harness.calibrate.command as command
     import harness.qualify.calibrating as calibrating
+    import harness.refcheck.check as check
     from harness.config import thresholds
 
     gates = yaml.safe_load(thresholds.GATES_FILE.read_text())
     gates["arms"].setdefault(ARM, {})["calibration"] = BF16_CEILINGS
     (tmp_path / "gates.yaml").write_text(yaml.safe_dump(gates))
+    gates_here = functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml")
     for module in (command, calibrating):  # the repeats' K and directories, and the calibration's
         monkeypatch.setattr(module, "REPORTS_DIR", tmp_path / "reports")
-        monkeypatch.setattr(module, "load_gates", functools.partial(thresholds.load_gates, path=tmp_path / "gates.yaml"))
+        monkeypatch.setattr(module, "load_gates", gates_here)
+    monkeypatch.setattr(check, "load_gates", gates_here)  # the ceilings a calibration is judged under (standing.py)
     return floor_dir(tmp_path / "refs", ARM, floor_key(load_arm(ARM), NOISE))
 
 
 def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComparison], status: str = "complete",
                  check: str = "teacher_forcing", passed: bool = True, exit_code: int | None = 0,
                  finished: str | None = "2026-12-05T08:00:00", build: str = "build-a",
-                 calibration: CalibrationRepeat | None = None, commit: str = "c0ffee") -> Path:
-    """A repeat as qualify leaves it: run.json (its end, verdict, build and commit) and results.jsonl."""
+                 calibration: CalibrationRepeat | None = None, commit: str = "c0ffee",
+                 package: str | None = None) -> Path:
+    """A repeat as qualify leaves it: run.json (its end, verdict, build and commit) and results.jsonl. `package`: the
+    vllm files' own hash (default: the build's name, as a build of other vllm files)."""
     run_dir.mkdir(parents=True)
     sink = run_dir / ARM / f"{check}_vs_cpu-ref_comparisons.jsonl"
     sink.parent.mkdir()
@@ -61,7 +66,8 @@ def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComp
     write_manifest(run_dir, RunManifest(run_id=run_dir.name, started="2026-12-05T07:00:00", finished=finished,
                                         exit_code=exit_code, git_commit=commit, calibration=calibration,
                                         pairs=[RunPair(candidate=ARM, reference="cpu-ref")],
-                                        builds={ARM: ArmBuild(vllm_version="0.32.0", build_hash=build)}))
+                                        builds={ARM: ArmBuild(vllm_version="0.32.0", build_hash=build,
+                                                                     package_hash=package or build)}))
     return run_dir
 
 
