@@ -46,7 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.config.thresholds import CalibrationGates
-from harness.judge.drift_floor import MIN_RUN_SHIFTS, judge_floor_pairing, mean_shift, pair_key
+from harness.judge.drift_floor import MIN_RUN_SHIFTS, judge_floor_pairing, mean_shift, pair_key, unstated_budget
+from harness.judge.error_budget import Family, RunBudget, rounding_unit
 from harness.records.schema import RequestComparison
 
 ALPHA = 0.01  # a clean run exceeds a derived limit somewhere this often
@@ -147,16 +148,21 @@ def tail_level(values: Sequence[float], repeats: int, alpha: float = ALPHA) -> f
 
 
 def derive_limits(s: Spread, least_limit: float, least_tie_gap: float) -> Limits:
+    """The drift limit is never the clean max alone: it is at least the clean max plus the rounding unit
+    (error_budget.rounding_unit: what a build that only rounds otherwise moves a request's max |delta|), so
+    bit-identical repeats do not fail the next legitimate build by a rounding step."""
     largest_gap = max(s.flip_gaps, default=0.0)
     tail = prediction_bound(s.request_drifts)
     gap_tail = tail_level(s.flip_gaps, s.repeats)
-    limit = max(least_limit, s.max_drift, tail or 0.0)
+    moved = max((abs(d) for d in run_to_run_deviations(s.request_drifts)), default=0.0)
+    unit = rounding_unit(s.drift_p50, moved)
+    limit = max(least_limit, s.max_drift + unit.value, tail or 0.0)
     gap = max(least_tie_gap, largest_gap, gap_tail or 0.0)
     tail_text = "n/a" if tail is None else f"{tail:.3g}"
     gap_text = "n/a" if gap_tail is None else f"{gap_tail:.3g}"
-    moved = max((abs(d) for d in run_to_run_deviations(s.request_drifts)), default=0.0)
     why = (f"drift limit {limit:.3g} = max(prediction bound {tail_text} (largest run-to-run move {moved:.3g}, "
-           f"{len(s.request_drifts)} requests, alpha {ALPHA:g} per run), clean max {s.max_drift:.3g}, floor "
+           f"{len(s.request_drifts)} requests, alpha {ALPHA:g} per check), clean max {s.max_drift:.3g} + rounding "
+           f"unit {unit.value:.2g} ({unit.derivation}), floor "
            f"{least_limit:g}); tie gap {gap:.3g} = max(tail estimate {gap_text} ({len(s.flip_gaps)} divergences), "
            f"largest clean flip gap {largest_gap:.3g}, configured {least_tie_gap:g}); {MARGIN_MEASURED}; "
            f"K = {s.repeats}")
@@ -293,10 +299,11 @@ OverLimits = Callable[[RequestComparison, Limits], bool]
 
 
 def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit: float, least_tie_gap: float,
-                    over_limits: OverLimits) -> FalsePositives:
+                    over_limits: OverLimits, family: Family | None = None) -> FalsePositives:
     """Bit-identical repeats: "deterministic over K repeats". Otherwise each repeat judged as a later run would be,
-    against the limits and mean floor derived from the others (held out): the repeats that fail (fixed limits or the
-    paired floor test) and the requests over the others' fixed limits, each rate with its exact 95 % interval."""
+    against the limits and mean floor derived from the others (held out), its floor test at `family`'s share of the
+    run's budget (None: the catalogue's every check): the repeats that fail (fixed limits or the paired floor test)
+    and the requests over the others' fixed limits, each rate with its exact 95 % interval."""
     if bit_identical(repeats):
         return FalsePositives(len(repeats), True, 0, sum(map(len, repeats)), 0, None, None, [])
     failures, over = [], 0
@@ -308,8 +315,9 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
         bad = [c.request for c in mine if over_limits(c, limits)]
         over += len(bad)
         # judged as a later run is (harness/refcheck/check.py): run-level where the others can measure it
+        budget = held_out_budget(spread(others), family)
         floor = judge_floor_pairing(mine, mean_floor(others), f"the other {len(others)} repeat(s)",
-                                    held_out_shifts(others) if len(others) >= MIN_RUN_SHIFTS else None)
+                                    held_out_shifts(others) if len(others) >= MIN_RUN_SHIFTS else None, budget)
         why = ([f"{len(bad)} request(s) over the limits ({', '.join(bad[:3])})"] if bad else []) + (
             [] if floor.passed else [floor.sentence])
         if why:
@@ -332,3 +340,11 @@ def held_out_shifts(repeats: Sequence[Sequence[RequestComparison]]) -> list[floa
         if shift is not None:
             out.append(float(f"{shift:.7g}"))
     return out
+
+
+def held_out_budget(s: Spread, family: Family | None) -> RunBudget:
+    """The budget a held-out repeat is judged at: `family`'s share (None: the catalogue's every check) and the
+    rounding unit of the other repeats' spread, as a later run is judged by what they would store."""
+    moved = max((abs(d) for d in run_to_run_deviations(s.request_drifts)), default=0.0)
+    unit = rounding_unit(s.drift_p50, moved)
+    return RunBudget(family if family is not None else unstated_budget().family, unit)

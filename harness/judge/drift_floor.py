@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from harness.config.thresholds import DRIFT_CHECKS
+from harness.judge.error_budget import POWER as POWER_STATED
+from harness.judge.error_budget import RUN_BUDGET, RunBudget, shape_factor, unstated_family
 from harness.records.schema import RequestComparison
 
 ALPHA = 0.01  # one-sided: a false alarm on a good build one run in a hundred
@@ -267,63 +270,57 @@ def mean_shift(candidate: Sequence[RequestComparison], floor: Sequence[RequestCo
     return sum(mine[k] - theirs[k] for k in keys) / len(keys)
 
 
-def t_quantile(p: float, df: int) -> float:
-    """Student t quantile (scipy where installed, else the Cornish-Fisher expansion of A&S 26.7.5: within 0.5 % of it
-    at df >= 3 for p = 0.99, tests/judge/test_drift_floor_run_level.py)."""
-    try:
-        from scipy import stats
-    except ImportError:
-        return cornish_fisher_t(p, df)
-    return float(stats.t.ppf(p, df))
+def unstated_budget() -> RunBudget:
+    """The budget of a caller that cannot name its run's family: every calibratable check of the catalogue."""
+    return RunBudget(unstated_family(len(DRIFT_CHECKS)))
 
 
-def cornish_fisher_t(p: float, df: int) -> float:
-    z = NormalDist().inv_cdf(p)
-    terms = [(z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
-             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
-             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160]
-    return z + sum(t / df ** (i + 1) for i, t in enumerate(terms))
-
-
-def run_level_bound(clean_shifts: Sequence[float], alpha: float = ALPHA,
-                    resolution: float = 1e-6) -> tuple[float, float, float]:
-    """(bound, mean, sd) of the clean held-out shifts: one more clean run's shift from the mean of all K stays under
-    `bound` with probability 1 - alpha, exactly where run-level noise is Gaussian: (x_new - mean_K) / (s sqrt(1 + 1/K))
-    is Student t with K - 1 df, s the repeats' own sd. A held-out shift x_k - mean_{-k} is K / (K - 1) times x_k's
-    deviation from mean_K, so s = (K - 1) / K x the held-out shifts' sd. sd is at least `resolution` (bit-identical
-    repeats measure 0, and no shift below one float32 ulp of a logprob is a fault)."""
+def run_level_bound(clean_shifts: Sequence[float], budget: RunBudget | None = None) -> tuple[float, float, float]:
+    """(bound, mean, sd) of the clean held-out shifts: one more clean run's shift stays under `bound` with probability
+    >= 1 - budget.alpha for run-level shifts Gaussian, Student t3 or lognormal sigma 1 (error_budget.shape_factor:
+    the most skewed of them sets the multiplier), plus the rounding unit (a legitimate rounding change's move, never
+    zero: bit-identical repeats give sd 0). A held-out shift x_k - mean_{-k} is K / (K - 1) times x_k's deviation from
+    mean_K, so the repeats' own sd is (K - 1) / K x the held-out shifts' sd."""
+    budget = budget if budget is not None else unstated_budget()
     k = len(clean_shifts)
     mean = sum(clean_shifts) / k
     held_sd = math.sqrt(sum((s - mean) ** 2 for s in clean_shifts) / (k - 1))
-    sd = max(held_sd * (k - 1) / k, resolution)
-    return mean + t_quantile(1 - alpha, k - 1) * sd * math.sqrt(1 + 1 / k), mean, sd
+    sd = held_sd * (k - 1) / k
+    width = shape_factor(k, budget.alpha) * sd * math.sqrt(1 + 1 / k)
+    return mean + width + budget.unit.value, mean, sd
 
 
 def judge_run_level(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison], floor_source: str,
-                    clean_shifts: Sequence[float], alpha: float = ALPHA) -> FloorJudgement:
-    """The run's mean shift against the floor, judged by the clean repeats' own held-out shifts (see MIN_RUN_SHIFTS);
-    FAIL (no data) when no request pairs with the floor."""
+                    clean_shifts: Sequence[float], budget: RunBudget | None = None) -> FloorJudgement:
+    """The run's mean shift against the floor, judged by the clean repeats' own held-out shifts (see MIN_RUN_SHIFTS)
+    at the run's budget; FAIL (no data) when no request pairs with the floor."""
+    budget = budget if budget is not None else unstated_budget()
     shift = mean_shift(candidate, floor)
     k = len(clean_shifts)
     if shift is None:
         return FloorJudgement(False, f"FAIL: not enough data for the run-level test: no request pairs with "
                               f"{floor_source}", "no shift detectable: nothing paired with the floor")
-    bound, mean, sd = run_level_bound(clean_shifts, alpha)
+    bound, mean, sd = run_level_bound(clean_shifts, budget)
     passed = shift <= bound
+    factor = shape_factor(k, budget.alpha)
     sentence = (f"{'PASS' if passed else 'FAIL'}: run-level shift of the mean |delta| vs {floor_source}: {shift:+.3g} "
-                f"{'<=' if passed else '>'} its one-sided {1 - alpha:.0%} prediction bound {bound:+.3g} (from the {k} "
-                f"clean repeats' held-out shifts: run-to-run sd {sd:.3g}; Student t, {k - 1} df)")
-    detectable = (f"smallest detectable mean shift of the run's mean |delta|: "
-                  f"{bound - mean + NormalDist().inv_cdf(POWER) * sd * math.sqrt(1 + 1 / k):.3g} above the clean mean "
-                  f"({k} clean repeats, alpha {alpha:g}, power {POWER:g})")
+                f"{'<=' if passed else '>'} bound {bound:+.3g} ({budget.family.text}; from the {k} clean repeats' "
+                f"held-out shifts: run-to-run sd {sd:.3g} x {factor:.3g} (lognormal-safe, K = {k}) + rounding unit "
+                f"{budget.unit.value:.2g}: {budget.unit.derivation})")
+    caught = bound - mean + NormalDist().inv_cdf(POWER_STATED) * sd * math.sqrt(1 + 1 / k)
+    detectable = (f"smallest mean shift of the run's mean |delta| caught at {POWER_STATED * 100:g} %: {caught:.3g} above the "
+                  f"clean mean, per check at alpha {RUN_BUDGET:g}/{budget.family.size} ({k} clean repeats; "
+                  f"{RUN_BUDGET * 100:g} % per run)")
     return FloorJudgement(passed, sentence, detectable)
 
 
 def judge_floor_pairing(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison], floor_source: str,
-                        clean_shifts: Sequence[float] | None = None, alpha: float = ALPHA) -> FloorJudgement:
+                        clean_shifts: Sequence[float] | None = None, budget: RunBudget | None = None) -> FloorJudgement:
     """The floor test a run gets: the run-level test where a calibration measured MIN_RUN_SHIFTS or more held-out
     shifts, else the per-request and per-position paired tests (an accepted run, a calibration of K = 2 or one
-    stored before the shifts were)."""
+    stored before the shifts were). `budget`: the run's family and the calibration's rounding unit; None (a caller
+    that cannot say) judges at the catalogue's every calibratable check, never at 1 % per check."""
+    budget = budget if budget is not None else unstated_budget()
     if clean_shifts is not None and len(clean_shifts) >= MIN_RUN_SHIFTS:
-        return judge_run_level(candidate, floor, floor_source, clean_shifts, alpha)
-    return judge_against_floor(candidate, floor, floor_source, alpha)
+        return judge_run_level(candidate, floor, floor_source, clean_shifts, budget)
+    return judge_against_floor(candidate, floor, floor_source, budget.alpha)

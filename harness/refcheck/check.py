@@ -15,6 +15,7 @@ edited, is unsealed or exceeds the run's ceilings judges nothing: its checks FAI
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from harness.config.arms import Arm, load_arm
 from harness.config.thresholds import CalibrationGates, DegenerationGates, Gates, ReferenceCheckGates, load_gates
 from harness.judge.degeneration import clean_flips, too_many_tie_flips
 from harness.judge.drift_floor import judge_floor_pairing
+from harness.judge.error_budget import Family, RunBudget, unit_of
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.floor_store import (
@@ -164,7 +166,10 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
     if aborted:
         failure = "FAIL (no data: the check was aborted; the paired test needs every request)"
         return FloorVerdict(**where, floor=failure, detectable=None, failure=failure)
-    judged = judge_floor_pairing(comparisons, floor.comparisons, floor.name, clean_shifts(limits.calibration))
+    budget = run_budget(limits)
+    if limits.calibration is not None:  # the report's Judged-by line states the run's budget
+        where["judged_by"] += f"; {budget.family.text}"
+    judged = judge_floor_pairing(comparisons, floor.comparisons, floor.name, clean_shifts(limits.calibration), budget)
     return FloorVerdict(**where, floor=judged.sentence, detectable=judged.detectable,
                         failure=None if judged.passed else judged.sentence)
 
@@ -243,3 +248,16 @@ def clean_shifts(calibration: Calibration | None) -> list[float] | None:
     an accepted run's floor or a calibration stored before they were."""
     return None if calibration is None else calibration.spread.get("floor_shifts")
 
+
+
+def run_budget(limits: CheckLimits) -> RunBudget:
+    """The check's share of its run's 1 % (harness/judge/error_budget.py): the family is every check calibrated for the
+    candidate's arm, over all its keys' directories (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a
+    run of the arm can judge by a calibration; the rounding unit is the calibration's own."""
+    here = limits.floor_path
+    arm = here.name[:-17]
+    names = {f.name.removesuffix(".calibration.json") for d in here.parent.glob(f"{arm}-*")
+             if re.fullmatch(re.escape(arm) + "-[0-9a-f]{16}", d.name) for f in d.glob("*.calibration.json")}
+    family = (Family(len(names), f"the checks calibrated for {arm}") if names else
+              Family(1, f"no check calibrated for {arm}: this check alone"))
+    return RunBudget(family, unit_of(limits.calibration.spread if limits.calibration else None))

@@ -55,7 +55,8 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     clean = ReferenceCheck(limits).judge(fields, repeat(7), False).fields
     # K = 3 held-out shifts: the run-level floor test (drift_floor.judge_run_level), not per-request pairs
     assert clean.passed and clean.floor.startswith("PASS: run-level shift of the mean |delta|"), clean.floor
-    shifted = ReferenceCheck(limits).judge(fields, repeat(8, shift=0.01), False).fields
+    # K = 3 at the run's budget (harness/judge/error_budget.py): a bound wide enough for skewed run-level noise
+    shifted = ReferenceCheck(limits).judge(fields, repeat(8, shift=0.03), False).fields
     assert not shifted.passed and "FAIL: " in shifted.floor
 
 

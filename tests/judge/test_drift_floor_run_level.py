@@ -5,14 +5,7 @@ keeps its stated false-alarm rate and still fails a planted shift. Every figure 
 import random
 
 from harness.judge.calibration import held_out_shifts, mean_floor
-from harness.judge.drift_floor import (
-    ALPHA,
-    cornish_fisher_t,
-    judge_against_floor,
-    judge_floor_pairing,
-    judge_run_level,
-    t_quantile,
-)
+from harness.judge.drift_floor import judge_against_floor, judge_floor_pairing, judge_run_level
 from harness.records.schema import TeacherForcedComparison
 
 REQUESTS, POSITIONS, K = 40, 24, 5
@@ -56,8 +49,8 @@ def test_run_level_noise_fails_clean_runs_of_the_paired_tests_but_not_the_run_le
         paired += not judge_against_floor(clean, floor, "cal").passed
         run_level += not judge_floor_pairing(clean, floor, "cal", held_out_shifts(repeats)).passed
     assert paired / cases > 0.3, paired  # measured 155 of 400: the paired tests under run-level noise
-    # measured 5 of 400 (1.25 %)
-    # alpha 0.01, exact under Gaussian run-level noise: 400 cases put the measured rate's 99 % range below 0.03
+    # measured 0 of 400 at alpha 0.01/15 per check (was 5 of 400 at 0.01 per check); 400 cases put a rate of 1 %
+    # below 0.03 with 99 % probability
     assert run_level / cases <= 0.03, run_level
 
 
@@ -71,15 +64,17 @@ def power(shift: float, cases: int = 200) -> float:
 
 
 def test_the_run_level_tests_power_on_planted_shifts():
-    """Measured over 200 seeded cases each (the median 99 % bound sits at +0.0028 from the clean mean, K = 5 giving 4
-    df): +0.003 at every position is caught 117 times, +0.006 198, +0.009 every time."""
-    assert 0.4 < power(0.003) < 0.8
-    assert power(0.006) >= 0.97
-    assert power(0.009) == 1.0
+    """Measured over 200 seeded cases each, at the budget of a caller that names no family (alpha 0.01/15) and a bound
+    safe for lognormal run-level noise (x 42.7 the run-to-run sd at K = 5; the old per-check Student-t bound was x 3.75
+    and caught +0.003 117 times in 200): +0.03 at every position is caught 87 times, +0.05 189, +0.06 198. The cost of
+    1 % per run under skewed noise, docs/gates.md "One error budget per run"."""
+    assert 0.3 < power(0.03) < 0.6
+    assert power(0.05) >= 0.9
+    assert power(0.06) >= 0.97
 
 
 def test_a_planted_shift_fails_with_the_run_level_sentence():
-    repeats, faulty = case(11, shift=0.009)
+    repeats, faulty = case(11, shift=0.09)
     verdict = judge_floor_pairing(faulty, mean_floor(repeats), "cal", held_out_shifts(repeats))
     assert not verdict.passed and verdict.sentence.startswith("FAIL: run-level shift of the mean |delta| vs cal: ")
 
@@ -89,8 +84,8 @@ def test_the_held_out_shifts_sum_to_zero_and_the_bound_is_exact_t():
     shifts = held_out_shifts(repeats)
     assert len(shifts) == K and abs(sum(shifts)) < 1e-9
     verdict = judge_run_level(clean, mean_floor(repeats), "the calibration c", shifts)
-    assert verdict.passed and "Student t, 4 df" in verdict.sentence and "prediction bound" in verdict.sentence
-    assert "smallest detectable mean shift of the run's mean |delta|" in verdict.detectable
+    assert verdict.passed and "(lognormal-safe, K = 5)" in verdict.sentence and "rounding unit" in verdict.sentence
+    assert "smallest mean shift of the run's mean |delta| caught at 80 %" in verdict.detectable
 
 
 def test_fewer_than_three_shifts_keep_the_paired_tests_and_no_pairing_is_no_data():
@@ -100,8 +95,3 @@ def test_fewer_than_three_shifts_keep_the_paired_tests_and_no_pairing_is_no_data
     assert "Wilcoxon signed-rank" in two.sentence
     nothing = judge_run_level([c.model_copy(update={"request": "other"}) for c in clean], floor, "cal", [0.1, -0.1, 0.0])
     assert not nothing.passed and nothing.sentence.startswith("FAIL: not enough data")
-
-
-def test_the_t_quantile_without_scipy_is_within_half_a_percent():
-    for df in (3, 4, 5, 9, 20):
-        assert abs(cornish_fisher_t(1 - ALPHA, df) / t_quantile(1 - ALPHA, df) - 1) < 0.005, df
