@@ -134,3 +134,18 @@ def test_calibrate_shows_the_variant_of_each_repeat(tmp_path):
     assert repeat_variants(dirs) == ["as_configured", "graph_mode", None]
     assert variants_line(dirs) == ("repeats by variant: r1 as_configured, r2 graph_mode, r3 as_configured (not "
                                    "recorded) (2 variants)")
+
+
+def test_the_legitimate_builds_apply_to_vllm_cpu_alone_and_beside_the_jitter():
+    """cpu_legit (no fault: the logits' sum in another order or dtype) applies once to the installed vllm-cpu, and
+    composes with the noisy build's jitter in one scratch (table "cpu_noise+cpu_legit"), as the e2e and the evidence
+    script build it."""
+    from harness.faults import length_faults as lf
+    from harness.faults import mutations as mut
+
+    site = lf.installed_site()
+    assert lf.verify_table(site, "cpu_legit") == []
+    both = lf.table("cpu_noise+cpu_legit")
+    for name in lf.LEGIT_NAMES:
+        assert mut.verify(site, (lf.combined(["logit_jitter", name], both),)) == []
+        assert "LEGITIMATE (not a fault)" in both[name].what
