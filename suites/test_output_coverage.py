@@ -4,12 +4,15 @@ recycled from other requests, and under KV pressure with preemption. Each family
 judged by its own limits and floor (its calibration's, or gates.yaml's): every output against the reference arm's
 output of the same prompt sent alone. A family whose server counters cannot prove it did what it covers (no
 preemption, no eviction, no reuse of the earlier turns) reads FAIL (no data), never PASS; where the arm makes a
-proof moot (prefix caching off) the record's detail says what was not exercised."""
+proof moot (prefix caching off) the record's detail says what was not exercised. kv_pressure and recycled_blocks run
+on the candidate's KV-capped twin where its own KV cache is not capped for them (every GPU arm:
+harness/config/kv_twin.py), and run last in the candidate's turn: the twin stops the candidate's server."""
 
 from __future__ import annotations
 
 import pytest
 
+from harness.config.kv_twin import pinned_block_size
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
 from harness.refcheck.compare import checked_to
@@ -33,16 +36,22 @@ def skip_reason(session, under_test, served: bool) -> str | None:
 
 
 class Family:
-    """One family's check on this run's candidate: its cells and workload, the server view (its comparisons file
-    emptied: a rerun of the check starts it anew), and the judging of what the family left."""
+    """One family's check on this run's candidate, run on `live` (the candidate's server, or for the KV families its
+    KV-capped twin's: the check and its record stay the candidate's): its cells and workload, the server view (its
+    comparisons file emptied: a rerun of the check starts it anew), and the judging of what the family left."""
 
-    def __init__(self, check: str, stored, candidate, session, under_test):
-        self.check, self.stored, self.candidate, self.under_test = check, stored, candidate, under_test
+    def __init__(self, check: str, stored, live, session, under_test):
+        self.check, self.stored, self.under_test = check, stored, under_test
+        self.arm = under_test.candidate
         self.workload, self.prompts, self.space = under_test.coverage_prompts()
-        sink = session.run_dir / candidate.arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"
+        sink = session.run_dir / self.arm / f"{check}_vs_{stored.arm}_comparisons.jsonl"
         sink.parent.mkdir(parents=True, exist_ok=True)
         sink.unlink(missing_ok=True)
-        self.server = CoverageServer(candidate, self.workload.top_logprobs, f"coverage-{session.run_id}-{check}", sink)
+        self.server = CoverageServer(live, self.workload.top_logprobs, f"coverage-{session.run_id}-{check}", sink)
+        s = live.arm.server
+        self.on = ([] if live.arm.name == self.arm else
+                   [f"on its KV-capped twin {live.arm.name} (--num-gpu-blocks-override {s.kv_cache_blocks}, "
+                    f"block size {pinned_block_size(live.arm)})"])
 
     @property
     def cells(self):
@@ -50,24 +59,24 @@ class Family:
 
     def judge(self, fam: FamilyOutcome, record) -> None:
         """The family's ReferenceCheckRecord, at the check's limits and floor; the assertion names every failure."""
-        arm, check = self.candidate.arm, self.under_test.reference_check(self.check, self.stored.noise_key)
+        arm, check = self.arm, self.under_test.reference_check(self.check, self.stored.noise_key)
         fields = record_fields(self.check, self.stored.arm, self.stored.key, fam.compared, check.drift_limit,
                                self.server.sink, fam.unproven, check.tie_gap)
         fields = check.judge(fields, fam.compared.comparisons, bool(fam.compared.aborted)).fields
-        if fam.notes:
-            fields = fields.model_copy(update={"detail": "; ".join([fields.detail, *fam.notes])})
-        rec = record(ReferenceCheckRecord, arm=arm.name, of=fields,
+        if fam.notes or self.on:
+            fields = fields.model_copy(update={"detail": "; ".join([fields.detail, *self.on, *fam.notes])})
+        rec = record(ReferenceCheckRecord, arm=arm, of=fields,
                      checked_to_tokens=checked_to(fam.compared.comparisons),
                      cached_tokens_proven=fam.cached_tokens, preemptions_proven=fam.preemptions, covered=fam.covered)
-        assert rec.passed, (f"{self.check} on {arm.name!r} vs {self.stored.arm!r} (reference {self.stored.path}): "
+        assert rec.passed, (f"{self.check} on {arm!r} vs {self.stored.arm!r} (reference {self.stored.path}): "
                             f"{rec.detail}\n" + "\n".join(rec.diverged)
                             + (f"\n{fam.compared.aborted}" if fam.compared.aborted else ""))
 
     def skip_unplanned(self, section: str) -> None:
         """A workload without the family's section skips its check, saying why and what to do."""
         if getattr(self.workload, section) is None:
-            pytest.skip(f"workload {self.workload.name!r} plans no {self.check} cells: they need a KV pool the run can "
-                        "overfill (cap the arm's KV with server.kv_cache_blocks and add the section)")
+            pytest.skip(f"workload {self.workload.name!r} plans no {self.check} cells: add its `{section}` section "
+                        "(the candidate's KV-capped twin is sized from it: harness/config/kv_twin.py)")
 
 
 @pytest.mark.parametrize("check", [LONG_GENERATION, SHORT, CHUNK])
@@ -84,8 +93,8 @@ def test_multi_turn(coverage_outputs, candidate, harness_session, under_test, re
     f.judge(multi_turn(f.server, f.prompts, coverage_outputs.outputs), record)
 
 
-def test_recycled_blocks(coverage_outputs, candidate, harness_session, under_test, record):
-    f = Family(RECYCLED, coverage_outputs, candidate, harness_session, under_test)
+def test_recycled_blocks(coverage_outputs, kv_capped, harness_session, under_test, record):
+    f = Family(RECYCLED, coverage_outputs, kv_capped, harness_session, under_test)
     f.skip_unplanned("recycled")
     w = f.workload
 
@@ -95,7 +104,7 @@ def test_recycled_blocks(coverage_outputs, candidate, harness_session, under_tes
     f.judge(recycled_blocks(f.server, f.cells, coverage_outputs.outputs, w.recycled, make_fill), record)
 
 
-def test_kv_pressure(coverage_outputs, candidate, harness_session, under_test, record):
-    f = Family(PRESSURE, coverage_outputs, candidate, harness_session, under_test)
+def test_kv_pressure(coverage_outputs, kv_capped, harness_session, under_test, record):
+    f = Family(PRESSURE, coverage_outputs, kv_capped, harness_session, under_test)
     f.skip_unplanned("pressure")
     f.judge(kv_pressure(f.server, f.cells, coverage_outputs.outputs), record)

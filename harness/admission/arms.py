@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from harness.config.arms import Arm, check_references, defining_file, load_arm, override_scope, overrides_for
 from harness.config.armset import ArmSet, expand_arm_set, workload_conflicts
 from harness.config.errors import ConfigError
+from harness.config.kv_twin import twin_name
 from harness.config.paths import ARMS_DIR
 from harness.config.suites import workload_keys
 from harness.config.workloads import workload_for
@@ -16,7 +17,8 @@ from harness.config.workloads import workload_for
 @dataclass
 class RunArms:
     arm_set: ArmSet
-    loaded: dict[str, Arm]  # every arm of the run (candidates with --set applied) and the candidates' eager variants
+    # every arm of the run (candidates with --set applied), the candidates' eager variants and KV-capped twins
+    loaded: dict[str, Arm]
 
     @property
     def candidates(self) -> list[Arm]:
@@ -40,7 +42,8 @@ class RunArms:
 
     @property
     def variants(self) -> list[Arm]:
-        """Eager variants the candidates name (graph_replay launches them to capture outputs)."""
+        """Eager variants the candidates name (graph_replay launches them to capture outputs) and the candidates'
+        KV-capped twins (output_coverage's KV families run on them: harness/config/kv_twin.py)."""
         return [a for n, a in self.loaded.items() if n not in self.arm_set.arms]
 
     @property
@@ -48,11 +51,11 @@ class RunArms:
         return [*self.run_arms, *self.variants]
 
     def owner(self, arm: Arm) -> Arm:
-        """The candidate whose workloads the arm's own tests use (ArmSet.owner; for an eager variant, the candidate
-        that names it)."""
+        """The candidate whose workloads the arm's own tests use (ArmSet.owner; for an eager variant or a KV-capped
+        twin, the candidate it belongs to)."""
         if arm.name in self.arm_set.arms:
             return self.loaded[self.arm_set.owner(arm.name)]
-        return next((c for c in self.candidates if c.eager_variant == arm.name), self.candidate)
+        return next((c for c in self.candidates if arm.name in (c.eager_variant, twin_name(c.name))), self.candidate)
 
 
 def load_run_arms(names: list[str], reference: str | None, overrides: list[str]) -> RunArms:

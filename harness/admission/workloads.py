@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.config.arms import Arm, defining_file
 from harness.config.errors import ConfigError
+from harness.config.kv_twin import KV_FAMILIES, derivation, kv_twin, own_sizing, pool_problems, twin_sizing
 from harness.config.suites import workload_keys
 from harness.config.workloads import (
     Gsm8kWorkload,
@@ -94,4 +95,46 @@ def coverage_verdicts(candidate: Arm, arm: Arm, w: OutputCoverageWorkload) -> li
                            f"{budget.tokens} ({budget.source})"))
     except ConfigError as exc:
         out.append(Verdict("coverage_chunk_budget", False, str(exc)))
+    return out + (kv_verdicts(candidate, w) if arm.name == candidate.name else [])
+
+
+def kv_verdicts(candidate: Arm, w: OutputCoverageWorkload) -> list[Verdict]:
+    """The KV pool kv_pressure and recycled_blocks run on (harness/config/kv_twin.py): the candidate's own cap where it
+    serves them, else its KV-capped twin's, whose cap must hold max_model_len, admit the burst, be overflowed by it
+    and be turned over by the fill; each failure names the arm, the workload and the field to change."""
+    if w.pressure is None and w.recycled is None:
+        return []
+    where = f"arm {candidate.name!r}: workloads.output_coverage (configs/workloads/{w.name}.yaml)"
+    try:
+        twin = kv_twin(candidate, w)
+    except ConfigError as exc:
+        return [Verdict("coverage_kv_cap", False, str(exc))]
+    if twin is None:
+        own = own_sizing(candidate, w)
+        return [Verdict("coverage_kv_cap", True, f"{where}: {KV_FAMILIES} on the arm itself, server.kv_cache_blocks "
+                        + (derivation(own, w, candidate.model.max_model_len) if own else
+                           f"{candidate.server.kv_cache_blocks} (block size unknown: its counters prove the pressure)"))]
+    s = twin_sizing(candidate, w)
+    problems = pool_problems(s, w, candidate.model.max_model_len)
+    if problems:
+        return [Verdict("coverage_kv_cap", False, f"{where}: its KV-capped twin cannot serve {KV_FAMILIES}: "
+                        + "; ".join(problems))]
+    return [Verdict("coverage_kv_cap", True, f"{where}: {KV_FAMILIES} on its KV-capped twin {twin.name}, "
+                    f"--num-gpu-blocks-override {derivation(s, w, candidate.model.max_model_len)}")]
+
+
+def kv_twins(candidates: list[Arm], suites: list[str]) -> dict[str, Arm]:
+    """The KV-capped twins of the candidates whose output_coverage runs its KV families on one (kv_twin.needs_twin),
+    by name: admitted and launched like an eager variant. A twin that cannot be sized is none here: the candidate's
+    coverage_kv_cap verdict refuses the run, saying why."""
+    if "output_coverage" not in suites:
+        return {}
+    out = {}
+    for candidate in candidates:
+        try:
+            twin = kv_twin(candidate, chosen_workload(candidate, "output_coverage"))
+        except ConfigError:
+            continue
+        if twin is not None:
+            out[twin.name] = twin
     return out

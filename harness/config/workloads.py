@@ -326,11 +326,15 @@ class OutputCoverageWorkload(StrictModel):
     short_prompts: ShortPromptSpec
     chunk_boundaries: ChunkBoundarySpec = ChunkBoundarySpec()
     multi_turn: MultiTurnSpec
-    # Both need a KV pool the sign-off can overfill: the CPU pair's candidate caps its KV (200 blocks); a GPU arm's
-    # pool of millions of tokens cannot be filled in a sign-off's time. A workload without them skips their checks
-    # with that reason (the report lists the skip), never passes them.
+    # Both need a KV pool the sign-off can overfill: an arm whose own KV cache is not capped for them (a GPU arm's
+    # pool holds millions of tokens) runs them on its KV-capped twin, sized from these sections
+    # (harness/config/kv_twin.py); the CPU pair's candidate caps its own (200 blocks, what that sizing gives). A
+    # workload without them skips their checks with that reason (the report lists the skip), never passes them.
     pressure: PressureSpec | None = None
     recycled: RecycledSpec | None = None
+    # The KV block size (tokens per rank) the twin's cap is counted in where the arm pins no --block-size in
+    # server.args: the backend's default the workload assumes, pinned on the twin (stated, like chunk_boundaries.budget).
+    block_size: Int | None = Field(None, ge=1)
     vocab_size: Int | None = Field(None, ge=16)
     exclude_token_ids: list[TokenId] = []
 

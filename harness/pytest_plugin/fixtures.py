@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from harness.config.errors import HarnessError
+from harness.config.kv_twin import twin_name
 from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
@@ -75,6 +76,24 @@ def under_test(harness_session: HarnessSession, request: pytest.FixtureRequest) 
 @pytest.fixture
 def candidate(harness_session: HarnessSession, under_test: UnderTest) -> LiveServer:
     return _live(harness_session, under_test.candidate)
+
+
+@pytest.fixture
+def kv_capped(harness_session: HarnessSession, under_test: UnderTest) -> LiveServer:
+    """The server output_coverage's KV families run on: the candidate's KV-capped twin where admission derived one
+    (harness/config/kv_twin.py), the candidate's own server stepping aside for it (its GPUs); else the candidate. Its
+    tests run last in the candidate's turn (grouping.phase), so the candidate is not started again after it."""
+    twin = twin_name(under_test.candidate)
+    if twin not in harness_session.run.arms:
+        return _live(harness_session, under_test.candidate)
+    failure = None
+    try:
+        harness_session.servers.release(under_test.candidate)
+    except HarnessError as exc:  # found dead after its last use: its tests are done, the run fails at its end
+        failure = str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    return _live(harness_session, twin)
 
 
 @pytest.fixture
@@ -255,7 +274,7 @@ def _server_still_alive(request: pytest.FixtureRequest):
     arms = []
     if "served_arm" in names and spec is not None:
         arms.append(spec.params["served_arm"])
-    if "candidate" in names:
+    if "candidate" in names or "kv_capped" in names:
         arms.append(test.candidate)
     if "reference" in names and test.reference:
         arms.append(test.reference)

@@ -58,8 +58,11 @@ def order_by_arm(keys: list[tuple[str, int]], run_order: list[str]) -> list[int]
 def phase(item: pytest.Item, parallel: bool = False) -> int:
     """Serial: a test that needs stored outputs first (0: a capture stops every other server, so it comes before the
     arm's own server starts), then the arm's served tests (1), then the rest (2). Parallel: the served tests first
-    (0: the arm's server loads while the reference's worker captures), then the tests that wait for that capture."""
+    (0: the arm's server loads while the reference's worker captures), then the tests that wait for that capture.
+    Either way a test on the candidate's KV-capped twin (`kv_capped`) comes last (3): the twin stops the candidate."""
     served = "served_arm" in getattr(item, "fixturenames", ())
+    if "kv_capped" in getattr(item, "fixturenames", ()):  # last: its twin stops the candidate's server
+        return 3
     if parallel:
         return 0 if served else 1 if needs_outputs(item) else 2
     return 0 if needs_outputs(item) else 1 if served else 2

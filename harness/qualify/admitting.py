@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.admission.arms import check_shared_workloads, load_run_arms
 from harness.admission.rundir import check_baseline, check_resume, choose_run_dir, resume_run_dir
 from harness.admission.verdicts import admit, check_parallel, strict_run
+from harness.admission.workloads import kv_twins
 from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
@@ -70,6 +71,7 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
         check_baseline(request.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(names, reference, list(request.overrides))
     check_shared_workloads(arms, suites)
+    arms.loaded.update(kv_twins(arms.candidates, suites))  # admitted and launched like eager variants
     if request.parallel:
         check_parallel(arms)
     if resumed is not None:  # the same arms and suites as run.json recorded; the suites default to the run's own

@@ -13,10 +13,11 @@ from harness.admission.verdicts import (
     parser_verdict,
     strict_run,
 )
-from harness.admission.workloads import LOCAL_FILE_RULES, workload_verdicts
+from harness.admission.workloads import LOCAL_FILE_RULES, kv_twins, workload_verdicts
 from harness.config.arms import Arm
 from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
+from harness.config.kv_twin import TWIN_SUFFIX
 from harness.config.suites import default_suites
 from harness.plan.nodes import render_plan
 from harness.plan.preflight import Verdict, violations
@@ -31,13 +32,16 @@ def plan_arms(arm: str | None, arms: str | None, overrides: list[str], strict: b
                           "them")
     run_arms = load_run_arms([arm] if arm else parse_arm_names(arms), None, overrides)
     check_shared_workloads(run_arms, default_suites())  # as `qualify` without --suites would
+    run_arms.loaded.update(kv_twins(run_arms.candidates, default_suites()))
     failed = {}
     for i, candidate in enumerate(run_arms.candidates):
         if len(run_arms.candidates) > 1:
             print(("\n" if i else "") + f"=== {candidate.name} ({i + 1} of {len(run_arms.candidates)}) ===")
         failed[candidate.name] = plan_one(candidate, strict_run(strict), vllm_check)
     others = [a for a in run_arms.all if a.name not in run_arms.arm_set.candidates]
-    named = [f"{a.name} ({'reference' if a.name in run_arms.arm_set.arms else 'eager variant'})" for a in others]
+    kinds = {True: "KV-capped twin", False: "eager variant"}
+    named = [f"{a.name} ({'reference' if a.name in run_arms.arm_set.arms else kinds[a.name.endswith(TWIN_SUFFIX)]})"
+             for a in others]
     for other in others:  # they run the candidate's workloads: each must fit them, as `qualify` checks
         failed[other.name] = violations(plan_workloads(run_arms.owner(other), other)[0])
     if named:
