@@ -3,8 +3,9 @@ re-encoded with the model's tokenizer (lm-eval keeps the text, not the generated
 no signal (the tiny Llama answers 0 of 16 on both arms); the answers themselves still say whether the candidate
 computed what the reference did, up to the workload's max_gen_toks generated tokens (48 on CPU). lm-eval keeps no
 logprobs, so a divergence here cannot be told from a tie flip: the judgement is a count, `gsm8k.max_diverged_answers`
-per arm, set from a build taken as good (the CPU pair is bit-exact in float32: 0); an arm without one is not judged,
-and the test says so instead of passing."""
+per arm, set from a build taken as good (the CPU pair is bit-exact in float32: 0). An arm without one FAILs "not
+measured for this arm" where its reference checks require a calibration (`reference_checks.require_floor`: every GPU
+arm), as an uncalibrated reference check does; elsewhere it is not judged, and the test says so instead of passing."""
 
 from __future__ import annotations
 
@@ -49,3 +50,16 @@ def answers_verdict(comparisons: list[RequestComparison], allowed: int | None) -
               + (f", first divergence at token {firsts[0]}" if firsts else "")
               + (f" (at most {allowed} may differ)" if allowed is not None else ""))
     return allowed is not None and len(diverged) <= allowed, detail, lines
+
+
+def without_limit(arm: str, detail: str, required: bool) -> tuple[bool, str]:
+    """An arm whose gates.yaml section sets no max_diverged_answers: (whether that fails the check, the sentence).
+    `required` (the arm's reference_checks.require_floor): FAIL "not measured for this arm", never a skip; else not
+    judged, the sentence quoting the numbers."""
+    setting = f"gates.yaml arms.{arm}.gsm8k.max_diverged_answers is unset"
+    if required:
+        return True, (f"{CHECK}: not measured for this arm: {setting} ({detail}); set it from clean runs of a good "
+                      "build of the pair: the most answers that differed in one of them, plus the bound docs/gates.md "
+                      "states")
+    return False, (f"{detail}; not judged on arm {arm!r}: {setting} (lm-eval keeps no logprobs, so a tie flip cannot "
+                   "be told apart: set it from a clean run)")

@@ -34,3 +34,30 @@ def test_nothing_compared_is_no_data_and_no_limit_is_no_verdict():
     assert not passed and "no data" in detail
     passed, detail, _ = answers_verdict(compare_answers({1: "a"}, {1: "a"}, words), None)
     assert not passed and "may differ" not in detail  # the skip reason quotes the numbers, no limit
+
+
+def test_without_a_limit_an_arm_that_requires_calibration_fails_not_measured_and_others_are_not_judged():
+    from harness.judge.gsm8k_outputs import without_limit
+
+    _, detail, _ = answers_verdict(compare_answers({1: "a b", 2: "c"}, {1: "a x", 2: "c"}, words), None)
+    fails, sentence = without_limit("gpu-mla", detail, required=True)
+    assert fails and sentence.startswith("gsm8k_outputs: not measured for this arm: gates.yaml arms.gpu-mla.gsm8k."
+                                         "max_diverged_answers is unset (gsm8k_outputs: 1/2 answers identical")
+    fails, sentence = without_limit("cpu-spec", detail, required=False)
+    assert not fails and "not judged on arm 'cpu-spec'" in sentence and "1/2 answers identical" in sentence
+
+
+def test_every_gpu_candidate_arm_fails_its_unmeasured_gsm8k_outputs_and_the_cpu_pair_is_judged_at_zero():
+    """The real gates.yaml: a GPU candidate (one with a reference) requires a calibration and has no measured
+    allowance, so its gsm8k_outputs reads FAIL "not measured for this arm", never a skip; cpu-smoke's is 0."""
+    from harness.config.arms import known_arms, load_arm
+    from harness.config.thresholds import load_gates
+    from harness.judge.gsm8k_outputs import without_limit
+
+    candidates = [a for a in known_arms() if a.startswith("gpu-") and load_arm(a, geometry=False).reference]
+    assert "gpu-mla" in candidates and "gpu-dcp2" in candidates
+    for arm in candidates:
+        gates = load_gates(arm)
+        assert gates.gsm8k.max_diverged_answers is None, arm  # nothing measured on a GPU yet (docs/gates.md)
+        assert without_limit(arm, "numbers", gates.reference_checks.require_floor)[0], arm
+    assert load_gates("cpu-smoke").gsm8k.max_diverged_answers == 0
