@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.calibrate.first_anchor import first_calibration_anchor
 from harness.calibrate.repeats import CheckRepeat
 from harness.config.arms import Arm
 from harness.config.errors import ConfigError
@@ -180,8 +181,17 @@ class FirstCalibration:
 
 def judge_first_calibration(first: FirstCalibration) -> list[str]:
     """Why an arm's first calibration of these checks is refused, one sentence each ([]: it stands; --trust stores
-    it anyway). Today: each repeat as it judged itself, by gates.yaml's seed limits. The independent anchor (issue 55
-    item 2) replaces this body."""
+    it anyway). Judged by its independent anchor where one can be measured (harness/calibrate/anchor.py: each arm's
+    distance to a float32 teacher-forced pass, the reference's own equivalence noise): it stands or falls by that
+    alone (gates.yaml's seed limits fail every clean bf16 repeat). Where none can be, by gates.yaml's seed limits,
+    each repeat as it judged itself, and the refusal says no anchor could be measured."""
+    anchor = first_calibration_anchor(first.candidate, first.runs[0].run_dir, first.runs[0].manifest,
+                                      [{c: m[c] for c in first.checks if c in m} for m in first.measured])
+    if anchor.measured:
+        if anchor.passed:
+            print(f"calibrate {first.candidate.name}: the first calibration stands by its independent anchor: "
+                  f"{anchor.sentence}")
+        return [] if anchor.passed else [f"{anchor.sentence} (the first calibration's independent anchor)"]
     out = []
     for check in first.checks:
         failed = [k for k, m in enumerate(first.measured, 1) if check in m and not m[check].record.passed]
@@ -189,7 +199,7 @@ def judge_first_calibration(first: FirstCalibration) -> list[str]:
             detail = first.measured[failed[0] - 1][check].record.detail
             out.append(f"{check} in repeat{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} (judged by "
                        f"gates.yaml's limits: {detail})")
-    return out
+    return [*out, anchor.sentence] if out else out
 
 
 def against_current(check: str, comparisons: list, current: Calibration, floor: Floor | None) -> str | None:

@@ -346,7 +346,8 @@ def test_a_failing_first_calibration_is_refused_and_stored_only_with_trust(store
     assert cli("--from-runs", *map(str, dirs), "--id", "cal-x") == 2
     err = capsys.readouterr().err
     assert ("refused: its repeats failed as the arm's first calibration: teacher_forcing in repeats 1, 2 (judged by "
-            "gates.yaml's limits: d).") in err and nothing_written(tmp_path, store, "cal-x", None)
+            "gates.yaml's limits: d); no independent anchor could be measured (float32 teacher forcing: not measured "
+            "(the reference outputs ") in err and nothing_written(tmp_path, store, "cal-x", None)
     assert cli("--from-runs", *map(str, dirs), "--id", "cal-x", "--trust", "first build, failures are tie flips") == 0
     cal = load_calibration(store, "teacher_forcing")
     assert cal.first and cal.trusted == "first build, failures are tie flips"

@@ -1,0 +1,219 @@
+"""The independent anchor of an arm's first calibration (pure): judged by numbers the build under test did not make.
+
+An arm's first calibration has no calibration before it to judge its repeats, and gates.yaml's seed limits fail every
+clean bf16 repeat, so without an anchor only a person could vouch for it. Two anchors:
+
+- **float32 teacher forcing** (generated tiny models): the reference's greedy continuations scored by transformers in
+  float32 (harness/tinymodel/teacher_score.py). Each arm's distance to float32 is the mean |logprob - float32 logprob|
+  over every teacher-forced position, both arms on the same tokens. A faithful build of the same dtype lands about as
+  far from float32 as the reference does; a wrong computation lands farther. The candidate's mean distance may exceed
+  the reference's by at most max(ratio x the reference's, floor) nats plus a sampling term (Fp32Bound, judge_fp32;
+  the numbers and their derivation: docs/gates.md "Calibration", FP32_BOUND below).
+- **the reference's own equivalence noise**: the reference arm against its own stored outputs under perturbations
+  that agree in exact arithmetic (another batch composition and arrival order, compiled vs eager). The candidate's mean
+  per-position drift may be at most max(factor x the reference's, the reference's + floor) (SpreadBound).
+
+A repeat over a bound refuses the calibration, naming the anchor, the repeats, the measured value and the bound.
+Where neither anchor can be measured (a real model: no float32 pass; no self-noise stored) the outcome says so, and
+the first calibration falls back to gates.yaml's limits and `--trust`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from harness.records.schema import RequestComparison, TeacherForcedComparison
+
+
+@dataclass(frozen=True)
+class Fp32Bound:
+    """The candidate's mean distance to float32 may exceed the reference's by at most max(ratio x the reference's
+    distance, floor) nats."""
+
+    ratio: float
+    floor: float
+    source: str  # where the numbers were measured (docs/gates.md)
+
+    def excess_allowed(self, reference_distance: float) -> float:
+        return max(self.ratio * reference_distance, self.floor)
+
+
+# Measured 2026-12-07 on the CPU (docs/gates.md "Calibration: the anchor of a first calibration"): bf16 executions of
+# the tiny Llama that agree in exact arithmetic (eager vs sdpa attention, the same tokens) land within
+# FP32_RATIO_MEASURED of each other's mean distance to float32; the ratio is that spread doubled. The floor is float32
+# resolution: logprobs are stored to 7 significant digits and float32 kernels in another order move them by ~1e-6.
+FP32_RATIO_MEASURED = 0.06
+FP32_BOUND = Fp32Bound(ratio=2 * FP32_RATIO_MEASURED, floor=2e-5,
+                       source="bf16 controls of the tiny Llama (eager vs sdpa) and float32 rounding: docs/gates.md")
+
+
+# A clean first calibration is refused with probability at most ALPHA by the sampling term (over its K repeats).
+ALPHA = 0.01
+
+
+@dataclass(frozen=True)
+class SpreadBound:
+    """The candidate's mean per-position drift may be at most max(factor x the reference's own equivalence noise, that
+    noise + floor)."""
+
+    factor: float
+    floor: float
+    source: str
+
+
+# The reference's own noise is the spread of one precision's rounding; a candidate of the same dtype whose reductions
+# run in another order (DCP's LSE combine, split-KV, compiled graphs) moves by the same kind of rounding, a few times
+# its size at most: docs/gates.md states the CPU measurement; the floor is the fp32 resolution as above.
+SPREAD_BOUND = SpreadBound(factor=4.0, floor=2e-5, source="the CPU pair's equivalence noise: docs/gates.md")
+
+
+@dataclass(frozen=True)
+class Distance:
+    """One repeat's mean |logprob - float32 logprob| of both arms over the same positions, and the standard error of
+    their difference (requests as the units: the positions of one request round together)."""
+
+    repeat: int  # 1-based
+    positions: int
+    candidate: float
+    reference: float
+    standard_error: float
+
+    @property
+    def excess(self) -> float:
+        return self.candidate - self.reference
+
+
+@dataclass(frozen=True)
+class AnchorVerdict:
+    """One anchor's judgement of the first calibration's repeats: `measured` False where the anchor has no input (the
+    sentence says why), then `passed` is False and says nothing of the build."""
+
+    anchor: str
+    measured: bool
+    passed: bool
+    sentence: str
+    failing: tuple[int, ...] = ()  # the repeats over the bound (1-based)
+
+
+def request_excess(c: TeacherForcedComparison, reference: Sequence[float],
+                   fp32: Sequence[float]) -> tuple[float, float, int]:
+    """(sum of the candidate's distances, sum of the reference's, finite positions) of one request."""
+    cand = ref = 0.0
+    n = 0
+    for a, b, x in zip(c.candidate_logprobs, reference, fp32, strict=True):
+        if a is None or not all(math.isfinite(v) for v in (a, b, x)):
+            continue  # a non-finite candidate logprob is refused by the calibration itself
+        cand += abs(a - x)
+        ref += abs(b - x)
+        n += 1
+    return cand, ref, n
+
+
+def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
+                  reference: Mapping[str, Sequence[float]], fp32: Mapping[str, Sequence[float]]) -> Distance | str:
+    """The repeat's distances to float32, or why they cannot be computed (a request without a float32 score or the
+    reference's logprobs, a comparisons file without the candidate's logprobs)."""
+    sums = []
+    for c in comparisons:
+        if c.request not in fp32 or c.request not in reference:
+            return f"request {c.request} of repeat {repeat} has no float32 score or reference logprobs"
+        if len(c.candidate_logprobs) != c.reference_tokens:
+            return (f"repeat {repeat}'s teacher_forcing comparisons carry no candidate logprobs for request "
+                    f"{c.request} (a run of an older harness)")
+        f, r = fp32[c.request], reference[c.request]
+        if len(f) != c.reference_tokens or len(r) != c.reference_tokens:
+            return (f"request {c.request}: {len(f)} float32 scores and {len(r)} reference logprobs for "
+                    f"{c.reference_tokens} tokens")
+        sums.append(request_excess(c, r, f))
+    n = sum(k for _, _, k in sums)
+    if not n:
+        return f"repeat {repeat} scored no finite position"
+    cand, ref = sum(a for a, _, _ in sums) / n, sum(b for _, b, _ in sums) / n
+    units = [(a - b, k) for a, b, k in sums if k]
+    excess = cand - ref
+    # cluster (request) standard error of the position-weighted mean excess
+    spread = sum((d - excess * k) ** 2 for d, k in units) / n ** 2
+    se = math.sqrt(spread * len(units) / (len(units) - 1)) if len(units) > 1 else math.inf
+    return Distance(repeat, n, cand, ref, se)
+
+
+def judge_fp32(distances: Sequence[Distance | str], bound: Fp32Bound = FP32_BOUND,
+               alpha: float = ALPHA) -> AnchorVerdict:
+    """Every repeat's excess distance to float32 within the bound: max(ratio x the reference's distance, floor) for
+    what legitimate executions differ by, plus the one-sided (1 - alpha / K) normal quantile of its standard error for
+    which positions the prompts happened to hold."""
+    name = "float32 teacher forcing"
+    missing = [d for d in distances if isinstance(d, str)]
+    if missing or not distances:
+        return AnchorVerdict(name, False, False, f"{name}: not measured ({missing[0] if missing else 'no repeat'})")
+    z = NormalDist().inv_cdf(1 - alpha / len(distances))
+
+    def allowed(d: Distance) -> float:
+        return bound.excess_allowed(d.reference) + z * d.standard_error
+
+    over = [d for d in distances if d.excess > allowed(d)]
+    worst = max(distances, key=lambda d: d.excess - allowed(d))
+    said = (f"the candidate's mean |logprob - float32| {worst.candidate:.3g} against the reference's "
+            f"{worst.reference:.3g} over {worst.positions} positions (repeat {worst.repeat}): excess "
+            f"{worst.excess:.3g}, bound {allowed(worst):.3g} = max({bound.ratio:g} x {worst.reference:.3g}, "
+            f"{bound.floor:g}) + {z:.2f} x standard error {worst.standard_error:.2g} ({bound.source})")
+    if over:
+        which = ", ".join(str(d.repeat) for d in over)
+        return AnchorVerdict(name, True, False, f"{name} in repeat{'s' if len(over) > 1 else ''} {which}: {said}",
+                             tuple(d.repeat for d in over))
+    return AnchorVerdict(name, True, True, f"{name}: {said}")
+
+
+def mean_drift(comparisons: Sequence[RequestComparison]) -> tuple[float, int]:
+    """Mean |delta| over every compared position of a check (deltas before each first divergence), and their count."""
+    values = [d for c in comparisons for d in c.deltas if d is not None]
+    return (sum(values) / len(values) if values else 0.0), len(values)
+
+
+def judge_spread(check: str, repeats: Sequence[Sequence[RequestComparison]],
+                 self_noise: Sequence[Sequence[RequestComparison]], bound: SpreadBound = SPREAD_BOUND) -> AnchorVerdict:
+    """Every repeat's mean drift within the bound of the reference's own equivalence noise on the same check (its
+    largest over the perturbations measured)."""
+    name = f"{check} against the reference's own equivalence noise"
+    if not self_noise:
+        return AnchorVerdict(name, False, False, f"{name}: not measured (no self-noise of the reference stored)")
+    noise = max(mean_drift(s)[0] for s in self_noise)
+    allowed = max(bound.factor * noise, noise + bound.floor)
+    levels = [(k, *mean_drift(r)) for k, r in enumerate(repeats, 1)]
+    over = [k for k, level, _ in levels if level > allowed]
+    k, level, n = max(levels, key=lambda x: x[1])
+    said = (f"mean drift {level:.3g} over {n} positions (repeat {k}) against the reference's {noise:.3g} under "
+            f"{len(self_noise)} perturbation(s), bound {allowed:.3g} = max({bound.factor:g} x {noise:.3g}, "
+            f"{noise:.3g} + {bound.floor:g}; {bound.source})")
+    if over:
+        return AnchorVerdict(name, True, False, f"{name} in repeat{'s' if len(over) > 1 else ''} "
+                             f"{', '.join(map(str, over))}: {said}", tuple(over))
+    return AnchorVerdict(name, True, True, f"{name}: {said}")
+
+
+@dataclass(frozen=True)
+class FirstCalibrationAnchor:
+    """What judged an arm's first calibration: `measured` False (no anchor could be measured: gates.yaml and --trust
+    judge it, as before) or the anchors' verdicts, `passed` when every measured one passed."""
+
+    verdicts: tuple[AnchorVerdict, ...]
+
+    @property
+    def measured(self) -> bool:
+        return any(v.measured for v in self.verdicts)
+
+    @property
+    def passed(self) -> bool:
+        return self.measured and all(v.passed for v in self.verdicts if v.measured)
+
+    @property
+    def sentence(self) -> str:
+        if not self.measured:
+            why = "; ".join(v.sentence for v in self.verdicts) or "no anchor applies"
+            return (f"no independent anchor could be measured ({why}): the first calibration is judged by gates.yaml's "
+                    "limits, and a failure there takes --trust")
+        shown = [v for v in self.verdicts if v.measured and not v.passed] or [v for v in self.verdicts if v.measured]
+        return "; ".join(v.sentence for v in shown)
