@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from byhand import runpytest_by_hand
 from startedruns import shipped
 
 from harness.config.paths import REPO_ROOT
@@ -103,11 +104,11 @@ def test_by_hand_each_process_reads_run_json_at_most_once(counted, tmp_path):
     it from the controller: none reads run.json. A resume reads it once, in admission."""
     pytester, counts = counted
     run_dir = tmp_path / "run"
-    first = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider", "--arm", "cpu-smoke", "--run-dir",
-                                          str(run_dir), "--parallel-arms", "-n", "2")
+    first = runpytest_by_hand(pytester, "suites", "-p", "no:cacheprovider", "--arm", "cpu-smoke", "--run-dir",
+                              str(run_dir), "--parallel-arms", "-n", "2")
     first.assert_outcomes(passed=3)
     assert reads(counts) == {"main": 0, "gw0": 0, "gw1": 0}
     (run_dir / "results.jsonl").write_text("")  # nothing recorded: the resume runs every test again
-    resumed = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider", "--resume", "--run-dir", str(run_dir))
+    resumed = runpytest_by_hand(pytester, "suites", "-p", "no:cacheprovider", "--resume", "--run-dir", str(run_dir))
     resumed.assert_outcomes(passed=3)
     assert reads(counts) == {"main": 1}

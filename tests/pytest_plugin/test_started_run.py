@@ -11,6 +11,7 @@ import json
 import shutil
 
 import pytest
+from byhand import runpytest_by_hand
 
 from harness.config import arms as config_arms
 from harness.config import workloads as config_workloads
@@ -92,7 +93,7 @@ def by_hand(pytester, tmp_path, monkeypatch):
         monkeypatch.setenv(name, str(value))
 
     def run(*args: str):
-        return pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider", *args)
+        return runpytest_by_hand(pytester, "suites", "-p", "no:cacheprovider", *args)
 
     return run, arms, out
 
