@@ -26,7 +26,7 @@ from pathlib import Path
 from harness.config.arms import VOLATILE_ARM_FIELDS, Arm
 from harness.config.errors import ConfigError
 from harness.records.jsonl import read_jsonl
-from harness.records.manifest import read_manifest
+from harness.records.manifest import ManifestProblem, read_manifest
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord, RequestComparison, comparison_model
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = read_manifest(args.run)
         names = {n for p in manifest.pairs for n in (p.candidate, p.reference)}
         lines = store_run(args.run, {n: load_arm(n) for n in names}, args.arm)
-    except (ConfigError, OSError, ValueError) as exc:
+    except (ConfigError, ManifestProblem, OSError, ValueError) as exc:
         print(f"self_noise: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines))
