@@ -66,8 +66,9 @@ def main() -> None:
     clean = range(100_000, 101_000)
     print(f"clean bf16: {refused(clean, 0.01):.3f} of {len(clean)} refused")
     print(f"clean float32: {refused(range(300), 1e-6):.3f} of 300")
-    for coarser in (1.06, 1.12):
-        print(f"bf16 candidate rounding {coarser:g}x the reference's: {refused(range(500), 0.01, coarser=coarser):.3f}")
+    for coarser, seeds in ((1.06, range(1000)), (1.12, range(500))):
+        print(f"bf16 candidate rounding {coarser:g}x the reference's: {refused(seeds, 0.01, coarser=coarser):.3f} of "
+              f"{len(seeds)}")
     for shift, shifted in ((0.01, 0.2), (0.02, 0.2), (0.03, 0.2), (0.05, 0.2), (0.005, 1.0), (0.01, 1.0)):
         print(f"bf16 shift {shift:g} at {shifted:.0%} of positions: {refused(range(200), 0.01, shift, shifted):.3f}")
     for shift in (2e-5, 5e-5):
