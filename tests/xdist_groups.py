@@ -1,5 +1,6 @@
 """Which end-to-end tests must share one pytest-xdist worker, by node id: they share a session fixture (the full
-CPU-pair run, the one cpu-ref server) or a module's fixtures (the SLURM cluster, a module's stored references).
+CPU-pair run, the one cpu-ref server, the reference-check tests' store) or a module's fixtures (the SLURM cluster, a
+module's stored references). Inside a group, its members run in the order listed here (a store's filler first).
 
 xdist's own `--dist loadgroup` cannot do it under pytest 9: it marks a group by appending `@group` to `item._nodeid`,
 which pytest 9's `Node.nodeid` no longer reads (it reads `_id`), so every test became a group of its own and two
@@ -12,14 +13,24 @@ from __future__ import annotations
 
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
-# Node ids (or module paths, for every test of the module) per shared session fixture.
+# Node ids (or module paths, for every test of the module) per shared session fixture, in the order they run.
 SHARED = {
-    "full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end", "tests/e2e/test_e2e_length_fault.py",
-                      "tests/e2e/test_e2e_parallel.py", "tests/e2e/test_e2e_resume.py", "tests/e2e/test_e2e_ruler.py",
-                      "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_coverage_faults.py"),
-    "cpu_ref_server": ("tests/e2e/test_e2e_gsm8k.py", "tests/e2e/test_e2e_teacher_forcing.py",
-                       "tests/e2e/test_e2e_engine_death.py"),
+    "full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end",
+                      "tests/e2e/test_e2e_coverage_faults.py", "tests/e2e/test_e2e_history.py",
+                      "tests/e2e/test_e2e_length_fault.py", "tests/e2e/test_e2e_parallel.py",
+                      "tests/e2e/test_e2e_resume.py", "tests/e2e/test_e2e_ruler.py"),
+    # the stopping tests after the others (tests/e2e/conftest.py), among them this order: the kill first
+    "cpu_ref_server": ("tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_gsm8k.py",
+                       "tests/e2e/test_e2e_teacher_forcing.py"),
+    "reference_store": ("tests/e2e/test_e2e_reference_checks.py", "tests/e2e/test_e2e_degeneration.py"),
 }
+
+
+def member_rank(nodeid: str) -> int:
+    """The position of the test's entry in its group's list (0 for a group of one module)."""
+    module = nodeid.split("::", 1)[0]
+    members = SHARED.get(group_of(nodeid), ())
+    return next((i for i, m in enumerate(members) if m in (nodeid, module)), 0)
 
 
 def group_of(nodeid: str) -> str:

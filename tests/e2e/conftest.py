@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from xdist_groups import SHARED, group_of
+from xdist_groups import SHARED, group_of, member_rank
 
 from harness.config.paths import REPO_ROOT
 
@@ -41,6 +41,14 @@ def full_pair_floor(full_pair_run):
                             env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
     assert accept.returncode == 0 and "long_prefix_outputs of cpu-smoke" in accept.stdout, accept.stdout + accept.stderr
     return refs
+
+
+@pytest.fixture(scope="session")
+def reference_store(tmp_path_factory):
+    """One reference store for the reference-check tests (test_e2e_reference_checks.py, then the degeneration test):
+    the first run captures cpu-ref's check outputs, the later ones reuse them, so the degeneration test's run starts
+    no cpu-ref of its own."""
+    return tmp_path_factory.mktemp("references")
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +100,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 # Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
 # (--no-loadscope-reorder keeps it); a group runs whole on one worker.
-GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "tests/e2e/test_e2e_reference_checks.py",
+GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "reference_store",
                "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
                "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_cpu.py"]
 
@@ -106,10 +114,10 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError("\n".join(strays))
 
     # The shared server's users run back to back, so it never idles through other tests' servers; a test that
-    # stops it goes last among them.
-    def rank(item) -> tuple[int, bool]:
+    # stops it goes last among them. Inside a group, its members run in their listed order (tests/xdist_groups.py).
+    def rank(item) -> tuple[int, bool, int]:
         g = group_of(item.nodeid)
         return (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER),
-                bool(item.get_closest_marker("stops_shared_server")))
+                bool(item.get_closest_marker("stops_shared_server")), member_rank(item.nodeid))
 
     items.sort(key=rank)  # stable: a module's own order holds inside its group

@@ -35,9 +35,10 @@ server:
 
 
 @pytest.fixture(scope="module")
-def refs(tmp_path_factory) -> Path:
-    """The module's reference store: the first qualify run captures cpu-ref's outputs, later ones reuse them."""
-    return tmp_path_factory.mktemp("references")
+def refs(reference_store) -> Path:
+    """The store test_e2e_reference_checks.py's first run filled with cpu-ref's check outputs (graph_replay's
+    among them); this run reuses them (alone, it captures them)."""
+    return reference_store
 
 
 def test_a_near_tie_flip_then_a_loop_fails_the_degeneration_check_through_the_cli(tmp_path, refs):
