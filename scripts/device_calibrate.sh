@@ -5,6 +5,12 @@
 #   ARM=gpu-mla STEPS="calibrate" bash scripts/device_calibrate.sh                 (first call, with the install)
 #   ARM=gpu-mla STEPS="qualify-1 qualify-2" bash scripts/device_calibrate.sh       (next calls)
 #
+# The model is the pinned tiny-mla carried in .device-refs (keep_model); with AWAIT_MODEL=1 it is the one
+# start_cpu_generation began in an earlier call of this machine (its pin comes back as $OUT/tiny-mla.yaml, and with
+# RETURN_MODEL=1 its files as $OUT/tiny-mla.tgz.part_*). The state for the next call comes back as $OUT/state.tgz and
+# cache.tgz (save_state; `bash scripts/device_state.sh take DIR` here), small files in $OUT/info.tgz, and a
+# per-step timing table of every run of the call in timing.md (inside info.tgz).
+#
 # STEPS, in order, each skipped when less than 60 s of DEADLINE_S (default 570) is left:
 #   calibrate    python -m harness calibrate --arm $ARM [--repeats $REPEATS: default the arm's min_repeats] --id cal-$ARM
 #   trust        only after a `calibrate` of this call that exited 2 (refused): the same repeats stored with
@@ -21,12 +27,12 @@ ARM=${ARM:?ARM=arm}
 source scripts/device_lib.sh
 device_start
 device_keep /tmp/keep
-export HARNESS_REPORTS_DIR=$KEEP/reports
-mkdir -p "$KEEP/reports"
 deadline=$(( t0 + ${DEADLINE_S:-570} ))
 marker=$KEEP/.call-$t0 && touch "$marker"
+if [ "${AWAIT_MODEL:-0}" = 1 ]; then await_cpu_generation tiny-mla || exit 3; fi
 keep_model tiny-mla || exit 3
-echo "setup: $(( $(date +%s) - t0 )) s; model: $(tr -d '\n ' < models/tiny-mla/tiny_model.json | cut -c1-300)"
+if [ "${RETURN_MODEL:-0}" = 1 ]; then return_model tiny-mla; fi
+echo "setup: $(( $(date +%s) - t0 )) s"
 for step in ${STEPS:-calibrate}; do
   left=$(( deadline - $(date +%s) ))
   if [ "$left" -lt 60 ]; then echo "$step skipped: $left s left" | tee -a "$OUT/steps.txt"; continue; fi
@@ -62,7 +68,14 @@ new=$(cd "$KEEP/reports" && find . -maxdepth 1 -mindepth 1 -type d -newer "$mark
 for d in $new; do tail_server_logs "$KEEP/reports/$d"; done
 # shellcheck disable=SC2086
 [ -n "$new" ] && tar czf "$OUT/runs.tar.gz" -C "$KEEP/reports" $new
+# Where each run's time went (benchmarks/repeat_timing.py), every run of this call.
+runs_here=$(for d in $new; do [ -f "$KEEP/reports/$d/run.json" ] && echo "$KEEP/reports/$d"; done)
+# shellcheck disable=SC2086
+[ -n "$runs_here" ] && "$PY" benchmarks/repeat_timing.py $runs_here --json "$OUT/timing.json" | tee "$OUT/timing.md"
 (cd "$KEEP/references" 2>/dev/null && find floors -name '*.calibration.json' -o -name '*.source.json' \
    | tar czf "$OUT/calibrations.tar.gz" -T -) 2>/dev/null
 cp models/tiny-mla/tiny_model.json "$OUT/" 2>/dev/null
-echo "call: $(( $(date +%s) - t0 )) s"
+record_versions
+save_state
+echo "call: $(( $(date +%s) - t0 )) s" | tee "$OUT/call.txt"
+bundle_small info

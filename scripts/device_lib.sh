@@ -58,13 +58,12 @@ device_keep() {
   export VLLM_CACHE_ROOT=$KEEP/cache/vllm TORCHINDUCTOR_CACHE_DIR=$KEEP/cache/inductor \
     TRITON_CACHE_DIR=$KEEP/cache/triton
   mkdir -p "$KEEP/references" "$KEEP/reports" "$KEEP/cache"
-  if [ ! -f "$KEEP/.restored" ]; then
-    local f
-    for f in state.tgz cache.tgz references.tgz; do
-      if [ -f ".device-refs/$f" ]; then tar xzf ".device-refs/$f" -C "$KEEP" && echo "restored .device-refs/$f"; fi
-    done
-    touch "$KEEP/.restored"
-  fi
+  local f
+  for f in state.tgz cache.tgz references.tgz; do  # each once per machine: later calls keep what they wrote
+    if [ -f ".device-refs/$f" ] && [ ! -f "$KEEP/.restored-$f" ]; then
+      tar xzf ".device-refs/$f" -C "$KEEP" && touch "$KEEP/.restored-$f" && echo "restored .device-refs/$f"
+    fi
+  done
 }
 
 # keep_model NAME: the pinned model NAME (configs/models/NAME.yaml), carried from this CPU machine as
@@ -94,6 +93,60 @@ keep_model() {
   cp "$dir.verify.json" "$OUT/$name.verify.json" 2>/dev/null
   mkdir -p models
   [ "$(readlink -f "models/$name")" = "$(readlink -f "$dir")" ] || { rm -rf "models/$name"; ln -s "$dir" "models/$name"; }
+}
+
+# start_cpu_generation NAME [ARCH]: generate NAME on this machine's CPU (the generator's deterministic CPU path,
+# harness/tinymodel) into $KEEP/NAME in the background (setsid: it outlives this call while the machine stays warm),
+# when neither .device-refs/NAME nor $KEEP/NAME holds it. For a session without a pinned model yet: start it in the
+# first install call; await_cpu_generation in the job call. Log: $KEEP/NAME.gen.log.
+start_cpu_generation() {
+  local name=$1 arch=${2:-deepseek_v3}
+  if [ -f ".device-refs/$name/config.json" ] || [ -f "$KEEP/$name/config.json" ] || [ -f "$KEEP/$name.gen.pid" ]; then
+    return 0
+  fi
+  setsid nohup "$PY" -m harness.tinymodel --arch "$arch" --device cpu --out "$KEEP/$name.gen" \
+    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/$name.gen.log" 2>&1 < /dev/null &
+  echo $! > "$KEEP/$name.gen.pid"
+  say "generating $name ($arch) on CPU in the background, pid $(cat "$KEEP/$name.gen.pid")"
+}
+
+# await_cpu_generation NAME [WAIT_S]: wait for start_cpu_generation's model, move it to $KEEP/NAME, and where the
+# repository has no pin for it yet, write one into $KEEP/pins (MODEL_PIN_DIR, for keep_model) and $OUT/NAME.yaml
+# (commit it as configs/models/NAME.yaml). Exit 3 with the log's tail when the generator failed or refused.
+await_cpu_generation() {
+  local name=$1 wait_s=${2:-480} t=0
+  [ -f "$KEEP/$name/config.json" ] && return 0
+  [ -f "$KEEP/$name.gen.pid" ] || { echo "error: no generation of $name was started" >&2; return 3; }
+  while kill -0 "$(cat "$KEEP/$name.gen.pid")" 2>/dev/null && [ "$t" -lt "$wait_s" ]; do sleep 5; t=$((t + 5)); done
+  if [ ! -f "$KEEP/$name.gen/tiny_model.json" ]; then
+    tail -5 "$KEEP/$name.gen.log" >&2
+    echo "error: the CPU generation of $name did not finish (waited ${t}s)" >&2
+    return 3
+  fi
+  mv "$KEEP/$name.gen" "$KEEP/$name"
+  say "generated $name: $(tail -2 "$KEEP/$name.gen.log" | head -1 | cut -c1-300)"
+  if [ ! -f "configs/models/$name.yaml" ]; then
+    export MODEL_PIN_DIR=$KEEP/pins
+    "$PY" -m harness.tinymodel.pin write "$KEEP/$name" --name "$name" --pin-dir "$MODEL_PIN_DIR" >/dev/null
+    cp "$MODEL_PIN_DIR/$name.yaml" "$OUT/$name.yaml"
+  fi
+}
+
+# return_model NAME: the model's files as $OUT/NAME.tgz.part_* (15 MiB pieces: a file comes back with at most 16):
+# here, `cat NAME.tgz.part_* | tar xz -C .device-refs` makes it the carried copy.
+return_model() {
+  tar czf - -C "$KEEP" "$1" | split -b 15m - "$OUT/$1.tgz.part_"
+  say "returned $1: $(ls "$OUT/$1".tgz.part_* | wc -l) pieces"
+}
+
+# bundle_small NAME: every file of $OUT under 1 MB, except NAME itself, moved into $OUT/NAME.tgz (at most 8 files
+# come back from a call).
+bundle_small() {
+  local files
+  files=$(cd "$OUT" && find . -maxdepth 1 -type f -size -1000k ! -name "$1.tgz" -printf '%P\n')
+  [ -n "$files" ] || return 0
+  # shellcheck disable=SC2086
+  (cd "$OUT" && tar czf "$1.tgz" $files && rm -f $files)
 }
 
 # tail_server_logs DIR [BYTES]: server logs under DIR cut to their last BYTES (200 kB), so an archive stays small.

@@ -17,8 +17,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 PIN_DIR = Path(__file__).resolve().parents[2] / "configs" / "models"
 # The files whose bytes are the model as served: weights, geometry, tokenizer. tiny_model.json is left out (it holds
 # the generation's timings, which differ from run to run).
@@ -81,6 +79,8 @@ def write_pin(model_dir: Path, name: str, pin_dir: Path = PIN_DIR) -> Path:
     summary = json.loads((model_dir / "tiny_model.json").read_text())
     command = f"python -m harness make-tiny-model --arch {summary.get('arch')} --device cpu --out models/{name}"
     record = pin_record(name, summary, file_hashes(model_dir), command)
+    import yaml  # here, not at the top: the generator imports this module, and yaml is not needed to generate
+
     path = pin_path(name, pin_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     head = (f"# The pinned {name}: generated on CPU by `{command}` (then `python -m harness.tinymodel.pin write "
@@ -97,6 +97,8 @@ def check(model_dir: Path, name: str, pin_dir: Path = PIN_DIR) -> tuple[int, str
         return 2, f"error: no pin {path} for model {name}: generate it on CPU and write the pin (harness.tinymodel.pin)"
     if not model_dir.is_dir():
         return 2, f"error: model dir {model_dir} not found: carry the CPU-generated {name} (.device-refs/{name})"
+    import yaml
+
     pin = yaml.safe_load(path.read_text()) or {}
     problems = pin_problems(pin, file_hashes(model_dir))
     if problems:
