@@ -43,7 +43,8 @@ def fp32_anchor(candidate: Arm, run_dir: Path, manifest: RunManifest,
     outputs_file = reference_file(reference_dir(), record.reference, record.reference_key)
     if not outputs_file.is_file():
         return _unmeasured(name, f"the reference outputs {outputs_file} are not in this machine's store")
-    fp32 = fp32_scores(outputs_file, record.reference_key, run_check_prompts(candidate, run_dir, manifest), Path(model_dir),
+    prompts = run_check_prompts(candidate, run_dir, manifest)
+    fp32 = fp32_scores(outputs_file, record.reference_key, prompts, Path(model_dir),
                        candidate.launcher.python or server_python())
     reference = {i: [float(x) for x in e["logprobs"]] for i, e in read_outputs(outputs_file).items()}
     return judge_fp32([fp32_distance(k, m[ANCHORED_CHECK].comparisons, reference, fp32)

@@ -6,7 +6,8 @@ RUN_DIR is a finished qualify run whose candidate is the reference arm itself un
 arithmetic (an arm that `extends:` the reference, has it as `reference:`, and differs from it only in EQUIVALENT
 fields: compiled vs eager, prefix caching, the chunk budget, `VLLM_BATCH_INVARIANT`; run with `--order-seed N` for
 another batch composition and arrival order). Each of its reference checks' comparisons is stored as one measurement of
-the reference's self-noise, under the reference outputs' key (`<store>/self_noise/<reference>-<key>/<check>/<run>.jsonl`),
+the reference's self-noise, under the reference outputs' key
+(`<store>/self_noise/<reference>-<key>/<check>/<run>.jsonl`),
 with the build it ran, and an arm's first calibration is judged against it (harness/calibrate/anchor.py judge_spread)
 unless it is a calibration of that same build (then the noise came from the build under test: not independent). A
 candidate that differs in anything else (another model, dtype, build on PYTHONPATH, parallelism) is refused: its

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dtype", choices=DTYPES, default="float32")
     parser.add_argument("--attention", choices=ATTENTION, default="sdpa",
-                        help="transformers' attention implementation (eager: the same math in another order, a control)")
+                        help="transformers' attention (eager: the same math in another order, a control)")
     args = parser.parse_args(argv)
     try:
         requests = json.loads(args.job.read_text())["requests"]

@@ -5,6 +5,7 @@ calibration of that same build cannot lean on it (harness/calibrate/first_anchor
 from __future__ import annotations
 
 import pytest
+from written_repeats import ARM, write_repeat
 
 from harness.calibrate.first_anchor import spread_anchors
 from harness.calibrate.repeats import read_repeat
@@ -12,8 +13,6 @@ from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.records.schema import RequestComparison
 from harness.refcheck.self_noise import load_self_noise, main, not_equivalent, store_run
-
-from written_repeats import ARM, write_repeat
 
 
 def comparisons(delta: float, n: int = 8) -> list[RequestComparison]:
