@@ -104,9 +104,14 @@ start_cpu_generation() {
   if [ -f ".device-refs/$name/config.json" ] || [ -f "$KEEP/$name/config.json" ] || [ -f "$KEEP/$name.gen.pid" ]; then
     return 0
   fi
-  setsid nohup "$PY" -m harness.tinymodel --arch "$arch" --device cpu --out "$KEEP/$name.gen" \
-    --gsm8k-train "$HARNESS_GSM8K_DIR/train.jsonl" > "$KEEP/$name.gen.log" 2>&1 < /dev/null &
-  echo $! > "$KEEP/$name.gen.pid"
+  # Its own copy of the generator and the text: the next call replaces the repository copy (and drops a path it
+  # does not carry) while the generation runs on.
+  mkdir -p "$KEEP/gen-src/harness"
+  cp harness/__init__.py "$KEEP/gen-src/harness/" && cp -r harness/tinymodel "$KEEP/gen-src/harness/"
+  cp "$HARNESS_GSM8K_DIR/train.jsonl" "$KEEP/gen-train.jsonl"
+  (cd "$KEEP" && PYTHONPATH=$KEEP/gen-src setsid nohup "$PY" -m harness.tinymodel --arch "$arch" --device cpu \
+    --out "$KEEP/$name.gen" --gsm8k-train "$KEEP/gen-train.jsonl" > "$KEEP/$name.gen.log" 2>&1 < /dev/null &
+   echo $! > "$KEEP/$name.gen.pid")
   say "generating $name ($arch) on CPU in the background, pid $(cat "$KEEP/$name.gen.pid")"
 }
 
