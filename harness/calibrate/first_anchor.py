@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.calibrate.anchor import AnchorVerdict, FirstCalibrationAnchor, fp32_distance, judge_fp32, judge_spread
 from harness.calibrate.repeats import CheckRepeat
 from harness.config.arms import Arm
+from harness.config.errors import ConfigError
 from harness.config.paths import server_python
 from harness.records.manifest import RunManifest
 from harness.refcheck.fp32_scores import fp32_scores, generated_model, read_outputs, reference_file, run_check_prompts
@@ -43,9 +44,12 @@ def fp32_anchor(candidate: Arm, run_dir: Path, manifest: RunManifest,
     outputs_file = reference_file(reference_dir(), record.reference, record.reference_key)
     if not outputs_file.is_file():
         return _unmeasured(name, f"the reference outputs {outputs_file} are not in this machine's store")
-    prompts = run_check_prompts(candidate, run_dir, manifest)
-    fp32 = fp32_scores(outputs_file, record.reference_key, prompts, Path(model_dir),
-                       candidate.launcher.python or server_python())
+    try:
+        prompts = run_check_prompts(candidate, run_dir, manifest)
+        fp32 = fp32_scores(outputs_file, record.reference_key, prompts, Path(model_dir),
+                           candidate.launcher.python or server_python())
+    except ConfigError as exc:  # no prompts recorded, outputs of other prompts, the scorer failed: stated, not a pass
+        return _unmeasured(name, str(exc))
     reference = {i: [float(x) for x in e["logprobs"]] for i, e in read_outputs(outputs_file).items()}
     return judge_fp32([fp32_distance(k, m[ANCHORED_CHECK].comparisons, reference, fp32)
                        for k, m in enumerate(measured, 1)])

@@ -192,6 +192,7 @@ def judge_first_calibration(first: FirstCalibration) -> list[str]:
             print(f"calibrate {first.candidate.name}: the first calibration stands by its independent anchor: "
                   f"{anchor.sentence}")
         return [] if anchor.passed else [f"{anchor.sentence} (the first calibration's independent anchor)"]
+    print(f"calibrate {first.candidate.name}: {anchor.sentence}")
     out = []
     for check in first.checks:
         failed = [k for k, m in enumerate(first.measured, 1) if check in m and not m[check].record.passed]

@@ -83,3 +83,19 @@ def test_a_first_calibration_shifted_from_float32_is_refused_naming_the_anchor(s
             "candidate's mean |logprob - float32|") in err, err[-2000:]
     assert "bound" in err and "(the first calibration's independent anchor)" in err
     assert not (tmp_path / "reports" / "cal-b").exists() and not (store / "teacher_forcing.calibration.json").exists()
+
+
+def test_an_anchor_that_cannot_be_measured_falls_back_to_gates_yaml_and_trust_saying_why(store, tmp_path, anchored,
+                                                                                          capsys, monkeypatch):
+    """The float32 pass failed (here: the run recorded no prompts): not a pass; the repeats that failed gates.yaml's
+    seed limits are refused as before, the refusal saying why no anchor was measured, and --trust stores them."""
+    def no_prompts(candidate, run_dir, manifest):
+        raise first_anchor.ConfigError("run.json: no reference_checks workload recorded")
+
+    monkeypatch.setattr(first_anchor, "run_check_prompts", no_prompts)
+    dirs = repeats(tmp_path, store, "cal-c", *anchored, shift=0.0)
+    assert cli("--from-runs", *map(str, dirs), "--id", "cal-c") == 2
+    err = capsys.readouterr().err
+    assert ("teacher_forcing in repeats 1, 2 (judged by gates.yaml's limits: d); no independent anchor could be "
+            "measured (float32 teacher forcing: not measured (run.json: no reference_checks workload recorded)") in err
+    assert cli("--from-runs", *map(str, dirs), "--id", "cal-c", "--trust", "no float32 pass: checked by hand") == 0
