@@ -77,6 +77,51 @@ def p(name: str, *extra: str) -> list[str]:
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join(['*' + prev] * 9)}]\n" for prev, n in zip("abcdefgh", "bcdefghi", strict=True))
 
+def repeats(builds: tuple[str, ...] = ("build-a",) * 5, copy: bool = False,
+            calibration: str | None = None) -> dict[str, str]:
+    """Five finished calibration repeats of `cand` on disk ({TMP}/r1..r5: run.json, results.jsonl, comparisons), run
+    k of build builds[k-1]; `copy`: r5 is r4 with its run.json run_id and start edited (the same results.jsonl);
+    `calibration`: the calibration file already stored for their key (its text)."""
+    from harness.records.manifest import ArmBuild, RunManifest, RunPair
+    from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
+
+    line = TeacherForcedComparison(request="q0", prompt_tokens=8, exact=True, first_divergence=None, max_drift=0.0,
+                                   reference_tokens=4, candidate_tokens=4, finite=True, deltas=[0.0] * 4,
+                                   mean_drift=0.0).model_dump_json() + "\n"
+    key = "{TMP}/references/floors/cand-0000000000000000"
+    files = {f"{key[6:]}/teacher_forcing.calibration.json": calibration} if calibration else {}
+    for k, build in enumerate(builds, 1):
+        name = f"r{k}"
+        sink = f"{{TMP}}/{name}/cand/teacher_forcing_vs_ref_comparisons.jsonl"
+        server = ServerRecord(run_id=name, arm="cand", suite="launch", status="up", vllm_version="0.32.0", time=k)
+        rec = ReferenceCheckRecord(run_id=name, arm="cand", suite="teacher_forcing", check="teacher_forcing",
+                                   reference="ref", reference_key="refkey", passed=True, detail="d", requests=1,
+                                   exact_matches=1, first_divergence_min=None, max_drift=0.0, nonfinite=0,
+                                   drift_limit=0.01, comparisons_path=sink, floor_path=key, time=k)
+        manifest = RunManifest(run_id=f"r{k}", started=f"2026-12-05T0{k}:00:00", finished=f"2026-12-05T0{k}:30:00",
+                               exit_code=0, git_commit="c0ffee", pairs=[RunPair(candidate="cand", reference="ref")],
+                               builds={"cand": ArmBuild(vllm_version="0.32.0", build_hash=build, package_hash=build)})
+        files[f"r{k}/run.json"] = manifest.model_dump_json()
+        files[f"r{k}/results.jsonl"] = server.model_dump_json() + "\n" + rec.model_dump_json() + "\n"
+        files[f"r{k}/cand/teacher_forcing_vs_ref_comparisons.jsonl"] = line
+    if copy:  # cp -r r4 r5, then run.json's run_id and start edited
+        files["r5/results.jsonl"] = files["r4/results.jsonl"]
+    return files
+
+
+def edited_calibration() -> str:
+    """A calibration of teacher_forcing as calibrate seals it, then its limit raised to 200 by hand."""
+    from harness.refcheck.floor_store import Calibration, sealed_document
+
+    spread = {"repeats": 5, "requests": 1, "exact_rate": 1.0, "max_drift": 0.0, "drift_p50": 0.0, "drift_p99": 0.0,
+              "flip_gaps": [], "divergences": 0, "nonfinite": 0}
+    sealed = sealed_document(Calibration("teacher_forcing", 0.01, 0.0, 5, 0.0, "d", "fp", "2026-12-05T00:00:00",
+                                         "old", spread, arm="cand"))
+    return json.dumps({**sealed, "drift_limit": 200.0}, indent=1)
+
+
+FROM_RUNS = ["calibrate", "--arm", "cand", "--id", "x", "--from-runs", *(f"{{TMP}}/r{k}" for k in range(1, 6))]
+
 CASES = [
     # --- strict YAML reading -----------------------------------------------------------------------------------
     Case("dup-key-nested", "yaml", q("x"), ["x.yaml: line 4: duplicate key 'dcp' (first at line 3)"],
@@ -322,6 +367,17 @@ CASES = [
          ["qualify --calibration-repeat x:1/2: refused", "`python -m harness calibrate --arm ARM`"]),
     Case("calibrate-from-broken-run", "cli", ["calibrate", "--arm", "cand", "--from-runs", "{TMP}/r"],
          ["calibrate --from-runs", "has no readable record"], {"r/results.jsonl": "{}\n"}),
+    # the chain of trust's integrity (issue 55 item 5): each refused with one message, nothing written
+    Case("calibrate-copied-run", "cli", FROM_RUNS,
+         ["calibrate: ", "/r4 and ", "/r5 are the same run (the same results.jsonl content under another run id; one "
+          "is a copy)"], repeats(copy=True)),
+    Case("calibrate-two-builds", "cli", FROM_RUNS,
+         ["the repeats ran different builds of cand (r1: build-a (vLLM 0.32.0);", "r5: build-b (vLLM 0.32.0)",
+          "give repeats of one build"], repeats(("build-a",) * 4 + ("build-b",))),
+    Case("calibrate-on-edited-calibration", "cli", FROM_RUNS,
+         ["calibrate cand (x) refused: the current calibration cannot judge (",
+          "/references/floors/cand-0000000000000000/teacher_forcing.calibration.json: edited after calibrate stored "
+          "it", '--trust "REASON"'], repeats(calibration=edited_calibration())),
     Case("baseline-missing", "cli", q("cand", "--baseline", "{TMP}/nobase"), ["baseline", "no results.jsonl there"]),
     Case("baseline-corrupt", "cli", q("cand", "--baseline", "{TMP}/b/results.jsonl"),
          ["--baseline", "no readable record in", "not JSON"], {"b/results.jsonl": "{{{\n"}),

@@ -225,8 +225,9 @@ def copied_runs(runs: list[RepeatRun], previous: list[dict] = ()) -> str | None:
     seen: dict[object, Path] = {}
     for r in runs:
         ident = (r.manifest.run_id, r.manifest.started)
-        for key, how in ((ident, f"run id {ident[0]}, started {ident[1]}"),
-                         (("content", r.fingerprint), "the same results.jsonl content under another run id")):
+        content = "the same results.jsonl content under another run id"
+        for key, how in ((ident, f"run id {ident[0]}, started {ident[1]}"), (("bytes", r.results_sha256), content),
+                         (("renamed", r.fingerprint), content)):
             if key[0] is None or not key[1]:  # a run.json without its id: nothing to tell it by
                 continue
             if key in seen:
