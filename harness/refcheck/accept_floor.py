@@ -39,6 +39,11 @@ def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:
     if not floored:
         raise ConfigError(f"accept-floor: none of {arms[0]}'s reference checks in {run_dir.name} is judged against a "
                           f"floor ({', '.join(sorted({r.check for r in mine}))})")
+    calibrated = [str(f) for r in floored if (f := floor_here(r.floor_path) / f"{r.check}.calibration.json").is_file()]
+    if calibrated:  # the calibration is sealed with its floor: replacing it would leave the check judged by nothing
+        raise ConfigError(f"accept-floor: {', '.join(calibrated)} calibrated the key: its floor is the calibration's "
+                          f"(sealed with it); calibrate the arm again instead (`python -m harness calibrate --arm "
+                          f"{arms[0]}`); nothing was accepted")
     for r in floored:
         path = save_floor(floor_here(r.floor_path), r.check, comparisons_file(run_dir, r.check, r.comparisons_path),
                           {"run": run_dir.name, "arm": r.arm, "reference": r.reference,

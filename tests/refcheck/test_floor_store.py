@@ -138,6 +138,21 @@ def test_accept_floor_stores_a_passing_run_and_refuses_a_failed_one(tmp_path, ca
     assert "needs the reference checks of exactly one arm ('other'); found: none" in capsys.readouterr().err
 
 
+def test_accept_floor_does_not_replace_a_calibrations_floor(tmp_path, capsys):
+    """A calibrated key's floor is sealed with its calibration (issue 55 item 5): accepting a run's floor there would
+    leave the check judged by nothing (the calibration reads as edited). Refused, naming the calibration, floor kept."""
+    key = tmp_path / "refs" / "floors" / "cpu-smoke-k"
+    key.mkdir(parents=True)
+    (key / "teacher_forcing.calibration.json").write_text("{}")
+    (key / "teacher_forcing.jsonl").write_text("the calibration's floor\n")
+    write_run(tmp_path / "good", True, tmp_path)
+    assert main(["accept-floor", "--run", str(tmp_path / "good")]) == 2
+    err = capsys.readouterr().err
+    assert f"accept-floor: {key / 'teacher_forcing.calibration.json'} calibrated the key" in err
+    assert "calibrate --arm cpu-smoke" in err and err.count("error: ") == 1
+    assert (key / "teacher_forcing.jsonl").read_text() == "the calibration's floor\n"
+
+
 def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: bool = False):
     from harness.config.thresholds import ReferenceCheckGates
     from harness.refcheck.check import check_limits
