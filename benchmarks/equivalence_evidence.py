@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [qualify(env, args.work, "clean-200", 200), qualify(env, args.work, "clean-202", 202),
             qualify({**env, "HARNESS_NOISE_SCALE": "0.001"}, args.work, "fault-scale-0.001", 203)]
     # the legitimate build: the same scratch path (the same arm, the same key), rebuilt with the change beside the jitter
-    lf.make_scratch(["logit_jitter", "split_k_logits"], args.work / "scratch", site, "cpu_noise+cpu_legit")
+    lf.replant(["logit_jitter", "split_k_logits"], args.work / "scratch", site, "cpu_noise+cpu_legit")
     runs.append(qualify(env, args.work, "legit-split-k-202", 202))
     length_scratch = args.work / "scratch-length"
     lf.make_scratch(["logit_jitter", "keys_past_L_ignored"], length_scratch, site, "cpu_noise+cpu")
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # without jitter: the legitimate change on a bit-exact build (teacher forcing's own logprobs, position by position)
     plain = ("--set", "server.env.HARNESS_NOISE_SIGMA='0'")
     bare = [qualify(env, args.work, "bare-legit", 300, suites="teacher_forcing", extra=plain)]
-    lf.make_scratch("logit_jitter", args.work / "scratch", site, "cpu_noise")
+    lf.replant("logit_jitter", args.work / "scratch", site, "cpu_noise")
     bare.insert(0, qualify(env, args.work, "bare-clean", 300, suites="teacher_forcing", extra=plain))
     bare_move = moved(*(positions(b["checks"].get("teacher_forcing", {}).get("comparisons"), "candidate_logprobs")
                         for b in bare))

