@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--work", type=Path, default=Path("/tmp/equivalence-evidence"))
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--suites", default=SUITES)
+    ap.add_argument("--no-length-fault", action="store_true", help="skip step 5 (it needs long_context)")
     args = ap.parse_args(argv)
     if args.work.exists():
         shutil.rmtree(args.work)  # a calibration of an earlier call would judge this one's repeats
@@ -94,23 +96,31 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     env = setup(args.work)
     site = lf.installed_site()
-    suites = ["--arm", ARM, "--suites", SUITES, "--no-vllm-check"]
-    if harness(["calibrate", *suites, "--repeats", str(args.repeats), "--id", "eq-cal"], env) != 0:
+    suites = ["--arm", ARM, "--suites", args.suites, "--no-vllm-check"]
+    code = harness(["calibrate", *suites, "--repeats", str(args.repeats), "--id", "eq-cal"], env)
+    trusted = None
+    if code == 2:  # a first calibration refused (by the float32 anchor: the jitter is noise cpu-ref lacks): trusted
+        trusted = "evidence: the planted jitter stands in for GPU noise that the float32 reference lacks"
+        runs = [str(args.work / "reports" / f"eq-cal-r{k}") for k in range(1, args.repeats + 1)]
+        code = harness(["calibrate", "--arm", ARM, "--id", "eq-cal", "--from-runs", *runs, "--trust", trusted], env)
+    if code != 0:
         print("calibration refused or failed: nothing to measure", file=sys.stderr)
         return 1
     calibration = json.loads((args.work / "reports" / "eq-cal" / "calibration.json").read_text())
     variants = [json.loads((args.work / "reports" / f"eq-cal-r{k}" / "run.json").read_text())["calibration"]
                 .get("variant") for k in range(1, args.repeats + 1)]
-    runs = [qualify(env, args.work, "clean-200", 200), qualify(env, args.work, "clean-202", 202),
-            qualify({**env, "HARNESS_NOISE_SCALE": "0.001"}, args.work, "fault-scale-0.001", 203)]
+    run = {"suites": args.suites}
+    runs = [qualify(env, args.work, "clean-200", 200, **run), qualify(env, args.work, "clean-202", 202, **run),
+            qualify({**env, "HARNESS_NOISE_SCALE": "0.001"}, args.work, "fault-scale-0.001", 203, **run)]
     # the legitimate build: the same scratch path (the same arm, the same key), rebuilt with the change beside the jitter
     lf.replant(["logit_jitter", "split_k_logits"], args.work / "scratch", site, "cpu_noise+cpu_legit")
-    runs.append(qualify(env, args.work, "legit-split-k-202", 202))
-    length_scratch = args.work / "scratch-length"
-    lf.make_scratch(["logit_jitter", "keys_past_L_ignored"], length_scratch, site, "cpu_noise+cpu")
-    (args.work / "arms" / "cpu-noisy-keys.yaml").write_text(FAULTY_LENGTH.format(
-        arm=ARM, scratch=length_scratch, env_l=lf.ENV_L, length=LENGTH_L))
-    runs.append(qualify(env, args.work, f"fault-keys-past-{LENGTH_L}", 204, arm="cpu-noisy-keys"))
+    runs.append(qualify(env, args.work, "legit-split-k-202", 202, **run))
+    if not args.no_length_fault:
+        length_scratch = args.work / "scratch-length"
+        lf.make_scratch(["logit_jitter", "keys_past_L_ignored"], length_scratch, site, "cpu_noise+cpu")
+        (args.work / "arms" / "cpu-noisy-keys.yaml").write_text(FAULTY_LENGTH.format(
+            arm=ARM, scratch=length_scratch, env_l=lf.ENV_L, length=LENGTH_L))
+        runs.append(qualify(env, args.work, f"fault-keys-past-{LENGTH_L}", 204, arm="cpu-noisy-keys", **run))
     clean, legit = runs[1]["checks"], runs[3]["checks"]
     moves = {check: moved(positions(clean[check]["comparisons"]), positions(legit[check]["comparisons"]))
              for check in clean.keys() & legit.keys()}
@@ -121,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     bare.insert(0, qualify(env, args.work, "bare-clean", 300, suites="teacher_forcing", extra=plain))
     bare_move = moved(*(positions(b["checks"].get("teacher_forcing", {}).get("comparisons"), "candidate_logprobs")
                         for b in bare))
-    report = {"arm": ARM, "repeats": args.repeats, "variants": variants, "suites": SUITES,
+    report = {"arm": ARM, "repeats": args.repeats, "variants": variants, "suites": args.suites, "trusted": trusted,
               "calibration": calibration, "runs": runs, "legit_moves_vs_clean_same_seed": moves,
               "bare_runs": bare, "legit_moves_without_jitter": bare_move, "seconds": round(time.monotonic() - t0)}
     args.out.write_text(json.dumps(report, indent=1) + "\n")
