@@ -3,11 +3,11 @@ a build taken as good (run by harness/qualify/calibrating.py, or given with --fr
 limits and floor (harness/judge/calibration.py) under the key later runs look for (candidate config and the reference
 outputs' noise key, no vLLM version: harness/refcheck/floor_store.py), with the build it measured.
 
-The chain of trust (harness/calibrate/trust.py): each repeat is judged by the calibration current for its key (an
-arm's first calibration: by gates.yaml without require_floor); a calibration whose repeats failed, or one that replaces
-a calibration that cannot be read, is refused, naming the checks and the repeats (or the file), unless --trust gives
-the reason, which then stays with it. Nothing is written until every
-check of the calibration stands.
+One pass, in one direction: read_repeats (each repeat read once) -> derive -> decide (ceilings and the chain of trust,
+harness/calibrate/trust.py: each repeat judged by the calibration current for its key, an arm's first calibration by
+judge_first_calibration; a calibration whose repeats failed, or one that replaces a calibration that cannot judge, is
+refused naming the checks and the repeats, or the file, unless --trust gives the reason, which then stays with it)
+-> write. Nothing is written until every check of the calibration stands.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from harness.calibrate.trust import (
 from harness.config.arms import Arm, load_arm
 from harness.config.errors import ConfigError
 from harness.config.paths import GATES_FILE, REPO_ROOT, REPORTS_DIR
-from harness.config.thresholds import CalibrationGates, ReferenceCheckGates, load_gates
+from harness.config.thresholds import CalibrationGates, Gates, ReferenceCheckGates, load_gates
 from harness.judge.calibration import (
     Limits,
     ceiling_violations,
@@ -48,7 +48,7 @@ from harness.judge.calibration import (
     run_to_run_deviations,
     spread,
 )
-from harness.records.results import read_results
+from harness.records.manifest import ArmBuild
 from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.compare import failure_line
@@ -90,12 +90,53 @@ def distinct_runs(run_dirs: list[Path], need: int, arm: str) -> None:
 
 def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str | None = None,
                       candidate: Arm | None = None) -> int:
-    """The repeats read and judged, every check derived, and only when nothing refuses the calibration: stored under
-    the key and tabled (reports/<ident>/calibration.md and .json). Refused, with nothing written: repeats that are not
-    K distinct finished runs of one build, an incomplete check, a derived value above its ceiling; and, unless
-    `trust` gives the reason, repeats that failed against the current calibration (gates.yaml for an arm's first) or a
-    limit that moved more than calibration.max_move_factor from the previous one."""
+    """One pass, each stage taking the previous one's value: the repeats read once (read_repeats: refused when they
+    are not K distinct finished runs of one build, or a check is incomplete) -> every check derived (derive) -> judged
+    (decide: a derived value above its ceiling refuses it, --trust or not; unless `trust` gives the reason, repeats
+    that failed against the current calibration, a refused first calibration, a limit that moved more than
+    calibration.max_move_factor, or a current calibration that cannot judge) -> stored under the key and tabled
+    (reports/<ident>/calibration.md and .json: write), nothing written before."""
     ident, trust = check_id(ident), check_trust(trust)
+    repeats = read_repeats(arm, run_dirs, candidate)
+    derived = derive(repeats, ident)
+    return write(repeats, derived, decide(repeats, derived, ident, trust))
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """The K repeats read once (run.json, records, each check's comparisons), the build they ran, and what each
+    check's key holds now: the calibration a new one would replace (None: the first, or one that cannot judge:
+    `unreadable`, file and why)."""
+
+    arm: str
+    candidate: Arm
+    gates: Gates
+    runs: list[RepeatRun]
+    measured: list[dict[str, CheckRepeat]]  # per repeat: check -> its record and comparisons
+    build: ArmBuild
+    previous: dict[str, Calibration | None]
+    unreadable: dict[str, str]
+
+    @property
+    def checks(self) -> list[str]:
+        return sorted(self.previous)
+
+    @property
+    def first(self) -> tuple[str, ...]:
+        """The checks calibrated here for the first time: nothing stood for their key."""
+        return tuple(c for c in self.checks if self.previous[c] is None and c not in self.unreadable)
+
+    @property
+    def vllm(self) -> list[str]:
+        """The vLLM versions the arm's servers reported in the repeats (one, unless the build changed under them)."""
+        return sorted({r.vllm_version for run in self.runs for r in run.records
+                       if isinstance(r, ServerRecord) and r.arm == self.arm and r.vllm_version})
+
+
+def read_repeats(arm: str, run_dirs: list[Path], candidate: Arm | None) -> Repeats:
+    """Every repeat read once, and refused (ConfigError, nothing written) where they cannot be a calibration whatever
+    --trust says: a planted-fault variant, fewer than K distinct runs, a copy, an unfinished or foreign run, several
+    builds, a check missing from a repeat, a repeat of the calibration in force."""
     candidate = not_a_variant(arm, candidate or load_arm(arm))
     gates = load_gates(arm)
     distinct_runs(run_dirs, gates.calibration.min_repeats, arm)
@@ -103,77 +144,113 @@ def store_calibration(arm: str, ident: str, run_dirs: list[Path], *, trust: str 
     copy = copied_runs(runs)
     if copy:
         raise ConfigError(copy)
-    ceilings = (gates.calibration, f"{gates_file()}, arm {arm}")
     stopped = [why for r in runs if (why := unusable(r, arm))]
     if stopped:
         raise ConfigError(f"calibrate: {'; '.join(stopped)}: a calibration is made of finished repeats of the arm "
                           "(--trust does not change that); calibrate again; nothing was written")
     build = one_build(runs, arm)
-    measured = [read_repeat(d, arm) for d in run_dirs]
-    vllm = vllm_versions(run_dirs, arm)
+    measured = [read_repeat(r.run_dir, arm, r.records) for r in runs]
     checks = sorted(set.intersection(*(set(m) for m in measured)))
     partial = sorted(set.union(*(set(m) for m in measured)) - set(checks))
     if partial:
         raise ConfigError(f"calibrate: {', '.join(partial)} did not run in every repeat; a calibration compares like "
                           "with like: calibrate again")
-    current = {c: current_calibration(measured[0][c].record.floor_path, c, *ceilings) for c in checks}
+    where = f"{gates_file()}, arm {arm}"
+    current = {c: current_calibration(measured[0][c].record.floor_path, c, gates.calibration, where) for c in checks}
     previous = {c: cal for c, (cal, _) in current.items()}
-    unreadable = {c: why for c, (_, why) in current.items() if why}
     copy = copied_runs(runs, [h for cal in previous.values() if cal for h in cal.repeat_hashes or []])
     if copy:
         raise ConfigError(copy)
-    first = tuple(c for c in checks if previous[c] is None and c not in unreadable)
-    first_refusals = judge_first_calibration(FirstCalibration(candidate, runs, measured, first)) if first else []
-    failed = failed_repeats(runs, measured, previous, arm, frozenset(first))
+    return Repeats(arm, candidate, gates, runs, measured, build, previous,
+                   {c: why for c, (_, why) in current.items() if why})
+
+
+def derive(repeats: Repeats, ident: str) -> list[CheckCalibration]:
+    """Every check's limits, floor and false-positive statement from its clean repeats (calibrate_check)."""
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    source = CalibrationSource(ident, when, tuple(run_dirs), tuple(vllm))
-    derived = [calibrate_check(check, [m[check] for m in measured], gates.reference_checks, source, previous[check])
-               for check in checks]
+    source = CalibrationSource(ident, when, tuple(r.run_dir for r in repeats.runs), tuple(repeats.vllm))
+    return [calibrate_check(check, [m[check] for m in repeats.measured], repeats.gates.reference_checks, source,
+                            repeats.previous[check]) for check in repeats.checks]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Why the calibration may be stored: what judged its repeats and what they failed there (stored only with
+    `trust`, the reason given; None: nothing needed it)."""
+
+    judges: str
+    failed: dict[str, list[int]]
+    moves: list[str]
+    first_refusals: list[str]
+    trust: str | None
+
+    @property
+    def overridden(self) -> str:
+        """What --trust overrode, in a few words."""
+        return (f"its repeats failed against {self.judges}" if self.failed else
+                f"a limit moved against {self.judges}" if self.moves else
+                f"its first calibration was refused ({'; '.join(self.first_refusals)})" if self.first_refusals else
+                f"the calibration it replaces cannot judge ({self.judges})")
+
+
+def decide(repeats: Repeats, derived: list[CheckCalibration], ident: str, trust: str | None) -> Decision:
+    """The chain of trust over what was derived: a value above its ceiling refuses the calibration, --trust or not;
+    repeats that failed against the current calibration (judge_first_calibration for an arm's first), a limit that
+    moved too far or a current calibration that cannot judge refuse it unless --trust gives the reason."""
+    arm, first = repeats.arm, repeats.first
+    first_refusals = (judge_first_calibration(FirstCalibration(repeats.candidate, repeats.runs, repeats.measured,
+                                                               first)) if first else [])
+    failed = failed_repeats(repeats.runs, repeats.measured, repeats.previous, arm, frozenset(first))
+    judges = judged_against(repeats.previous, list(repeats.unreadable.values()))
     ceilings = [c for d in derived for c in d.ceilings]
-    judges = judged_against(previous, list(unreadable.values()))
     if ceilings:
         also = f" (its repeats also failed against {judges}: {failed_names(failed)})" if failed else ""
         raise ConfigError(f"calibrate: {'; '.join(ceilings)}: a derived value above its ceiling is refused, --trust "
                           f"or not (a ceiling is measured: configs/gates.yaml `calibration:`){also}; nothing was "
                           "written")
     moves = [m for d in derived for m in d.moves]
-    if (failed or moves or unreadable or first_refusals) and trust is None:
-        raise ConfigError(refusal(arm, ident, failed, moves, judges, run_dirs, list(unreadable.values()),
-                                  first_refusals))
-    if trust is not None and not (failed or moves or unreadable or first_refusals):
+    needed = bool(failed or moves or repeats.unreadable or first_refusals)
+    if needed and trust is None:
+        raise ConfigError(refusal(arm, ident, failed, moves, judges, [r.run_dir for r in repeats.runs],
+                                  list(repeats.unreadable.values()), first_refusals))
+    if trust is not None and not needed:
         print(f"calibrate {arm}: --trust not needed: the repeats passed against {judges}; the reason is not recorded")
-        trust = None
-    provenance = {"build": build.model_dump(), "arm": arm, "model": model_identity(candidate),
-                  "arm_config_sha": arm_config_sha(candidate), "trusted": trust,
-                  "repeat_hashes": [r.hashes() for r in runs]}
-    inherited = {d.calibration.check: inherited_labels(previous[d.calibration.check], d.path) for d in derived}
-    for d in derived:  # written only once every check stands
-        prev = previous[d.calibration.check]
+    return Decision(judges, failed, moves, first_refusals, trust if needed else None)
+
+
+def write(repeats: Repeats, derived: list[CheckCalibration], decision: Decision) -> int:
+    """Every check's calibration under its key (each with its provenance, the labels it inherits, its repeats'
+    hashes), then reports/<id>/calibration.json and .md; prints the table and what the calibration carries."""
+    arm, trust = repeats.arm, decision.trust
+    provenance = {"build": repeats.build.model_dump(), "arm": arm, "model": model_identity(repeats.candidate),
+                  "arm_config_sha": arm_config_sha(repeats.candidate), "trusted": trust,
+                  "repeat_hashes": [r.hashes() for r in repeats.runs]}
+    inherited = {d.calibration.check: inherited_labels(repeats.previous[d.calibration.check], d.path) for d in derived}
+    for d in derived:
+        prev = repeats.previous[d.calibration.check]
         against = "gates.yaml" + (" (it replaced a calibration that could not be read)"
-                                  if d.calibration.check in unreadable else "")
+                                  if d.calibration.check in repeats.unreadable else "")
         calibration = replace(d.calibration, **provenance, reference_key=d.source.get("reference_key"),
                               judged_against=f"the calibration {prev.calibration}" if prev else against,
                               supersedes=prev.calibration if prev else None, inherited=inherited[d.calibration.check])
         save_calibration(d.path, calibration, d.floor, d.source)
+    ident, when = derived[0].calibration.calibration, derived[0].calibration.calibrated
     rows = [d.row for d in derived]
     out = REPORTS_DIR / ident
     out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps({
-        "arm": arm, "calibration": ident, "calibrated": when, "repeats": [str(d) for d in run_dirs], "vllm": vllm,
-        "build": build.model_dump(), "judged_against": judges, "trusted": trust,
-        "failed": {name: ks for name, ks in failed.items()}, "moves": moves, "checks": rows,
+        "arm": arm, "calibration": ident, "calibrated": when, "repeats": [str(r.run_dir) for r in repeats.runs],
+        "vllm": repeats.vllm, "build": repeats.build.model_dump(), "judged_against": decision.judges,
+        "trusted": trust, "failed": decision.failed, "moves": decision.moves, "checks": rows,
         "repeat_hashes": provenance["repeat_hashes"], "inherited": {c: i for c, i in inherited.items() if i}},
         indent=1) + "\n")
     table = calibration_table(arm, ident, rows)
     (out / "calibration.md").write_text(table)
     print(table, end="")
     if trust is not None:
-        what = (f"its repeats failed against {judges}" if failed else f"a limit moved against {judges}" if moves
-                else f"the calibration it replaces cannot judge ({'; '.join(unreadable.values())})" if unreadable
-                else f"its first calibration was refused ({'; '.join(first_refusals)})")
-        print(f"calibration of {arm} stored although {what}: trusted by hand: {trust} (printed on every line it "
-              "judges)")
-    carried = sorted({line for c, labels in inherited.items() if labels for line in inherited_lines(labels)})
+        print(f"calibration of {arm} stored although {decision.overridden}: trusted by hand: {trust} (printed on "
+              "every line it judges)")
+    carried = sorted({line for labels in inherited.values() if labels for line in inherited_lines(labels)})
     if carried:
         print(f"calibration of {arm} judged by a calibration no run has confirmed: it carries {'; '.join(carried)} "
               "on every line it judges until a run confirms it")
@@ -336,12 +413,6 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
 
 def over_limits(c: RequestComparison, limits: Limits) -> bool:
     return failure_line(c, limits.drift_limit, limits.tie_gap) is not None
-
-
-def vllm_versions(run_dirs: list[Path], arm: str) -> list[str]:
-    """The vLLM versions the arm's servers reported in the repeats (one, unless the build changed under them)."""
-    return sorted({r.vllm_version for d in run_dirs for r in read_results(d / "results.jsonl")[0]
-                   if isinstance(r, ServerRecord) and r.arm == arm and r.vllm_version})
 
 
 def held_out(fp: dict) -> str:

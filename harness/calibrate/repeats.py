@@ -28,10 +28,11 @@ class CheckRepeat:
     repetition_deltas: list[tuple[float, float]]  # per diverged request: (span fraction up, distinct-2 down)
 
 
-def read_repeat(run_dir: Path, arm: str) -> dict[str, CheckRepeat]:
-    """check -> what this repeat measured for it; a ConfigError naming the run and check when one is unusable."""
-    records = [r for r in read_results(run_dir / "results.jsonl")[0]
-               if isinstance(r, ReferenceCheckRecord) and r.arm == arm and r.floor_path]
+def read_repeat(run_dir: Path, arm: str, read: list | None = None) -> dict[str, CheckRepeat]:
+    """check -> what this repeat measured for it; a ConfigError naming the run and check when one is unusable.
+    `read`: the run's records as calibrate read them once (trust.read_run); None: read results.jsonl here."""
+    read = read_results(run_dir / "results.jsonl")[0] if read is None else read
+    records = [r for r in read if isinstance(r, ReferenceCheckRecord) and r.arm == arm and r.floor_path]
     if not records:
         raise ConfigError(f"calibrate: {run_dir} recorded no reference check of {arm} (see its harness.log and "
                           "junit.xml): nothing to calibrate from")

@@ -326,8 +326,8 @@ def confirm_calibrations(manifest: RunManifest, records: list[Record]) -> list[s
     return out
 
 
-def why_not_confirmed(manifest: RunManifest, calibrated: dict[str, Calibration], judged: dict[str, ReferenceCheckRecord],
-                      arm: str | None) -> str | None:
+def why_not_confirmed(manifest: RunManifest, calibrated: dict[str, Calibration],
+                      judged: dict[str, ReferenceCheckRecord], arm: str | None) -> str | None:
     """Why this run does not confirm the key's calibrations, one clause per reason; None when it does: it passed, its
     vllm package files differ from the calibrated build's (the package's own hash: a transformers or torch bump
     under the same files is no other vLLM), and every check calibrated for the key ran and passed, judged by its

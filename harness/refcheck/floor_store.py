@@ -185,8 +185,9 @@ def load_calibration(path: Path, check: str) -> Calibration | None:
         doc = json.loads(file.read_bytes().decode("utf-8"))
         stored = doc.get(SEAL_FIELD) if isinstance(doc, dict) else None
         if stored is not None and stored != seal_of(doc):
-            raise CalibrationUnreadable(f"{file}: edited after calibrate stored it (its content hash {str(stored)[:12]} "
-                                        f"is recorded in it, its content hashes to {seal_of(doc)[:12]})")
+            raise CalibrationUnreadable(f"{file}: edited after calibrate stored it (its content hash "
+                                        f"{str(stored)[:12]} is recorded in it, its content hashes to "
+                                        f"{seal_of(doc)[:12]})")
         raw = upgrade(doc, CALIBRATION_FILE)
         floor = path / f"{check}.jsonl"
         if raw.get("floor_sha256") is not None and raw["floor_sha256"] != file_sha256(floor):
