@@ -3,14 +3,14 @@
 Not pytester's runpytest_subprocess: it puts each test's own directory on PYTHONPATH, and the server environment's
 answers (vLLM's parser, its VLLM_* variables) are keyed by PYTHONPATH and kept under HOME, which pytester points at
 that directory too (harness/plan/server_env.py), so every by-hand test asked vLLM again (~30 s a question on 2 busy
-cores). Here the inner session keeps the caller's PYTHONPATH and the user's answer cache, and by-hand sessions run one
-at a time across xdist workers: the first one's answers serve the others. What they check is admission and recording,
-which the answers' source does not change (vLLM's own answer, kept by the same vLLM's fingerprint).
+cores). Here the inner session keeps the caller's PYTHONPATH and the user's answer cache: the first by-hand session's
+answers serve the later ones (two at once on two xdist workers both ask; a lock would idle one worker as long). What
+they check is admission and recording, which the answers' source does not change (vLLM's own answer, kept by the
+same vLLM's fingerprint).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -27,11 +27,8 @@ def runpytest_by_hand(pytester: pytest.Pytester, *args: str, timeout: float = 60
     """`python -m pytest ARGS` in pytester's directory, as pytester.runpytest_subprocess returns it."""
     basetemp = pytester.path / f"runpytest-{len(list(pytester.path.glob('runpytest-*')))}"
     env = {**os.environ, "HARNESS_CACHE_DIR": str(ANSWERS)}
-    ANSWERS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(ANSWERS / "by-hand.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={basetemp}", *args], cwd=pytester.path,
-                              env=env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={basetemp}", *args], cwd=pytester.path,
+                          env=env, capture_output=True, text=True, timeout=timeout)
     return pytest.RunResult(proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(),
                             time.monotonic() - started)
