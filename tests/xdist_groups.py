@@ -13,13 +13,20 @@ that fixture's group, so a new one cannot silently split it.
 
 from __future__ import annotations
 
+import fcntl
+import json
+from collections.abc import Callable
+from pathlib import Path
+
 from xdist.scheduler.loadscope import LoadScopeScheduling
 
 # Node ids (or module paths, for every test of the module) per shared session fixture, in the order they run.
 SHARED = {
     # the stopping tests after the others (tests/e2e/conftest.py), among them this order: the kill first
     "cpu_ref_server": ("tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_gsm8k.py",
-                       "tests/e2e/test_e2e_teacher_forcing.py"),
+                       "tests/e2e/test_e2e_teacher_forcing.py",
+                       "tests/e2e/test_e2e_cpu.py::test_capture_computes_from_scratch_even_with_prefix_caching_on",
+                       "tests/e2e/test_e2e_cpu.py::test_the_shared_server_serves_stable_greedy_logprobs_of_a_peaked_model"),
     "reference_store": ("tests/e2e/test_e2e_reference_checks.py", "tests/e2e/test_e2e_degeneration.py"),
 }
 # Groups by name only: the test that starts the session's full-pair run (its other users wait for it on any worker).
@@ -48,3 +55,16 @@ class GroupScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid)
+
+
+def once_per_session(directory: Path, produce: Callable[[], dict]) -> dict:
+    """produce()'s JSON result, made once for every process that asks in `directory` (the session's, which both
+    workers see): the first caller makes it under a lock and stores it, later callers wait for the lock and read it.
+    A caller whose produce() raised stores nothing, and the next one makes it again."""
+    directory.mkdir(parents=True, exist_ok=True)
+    result = directory / "result.json"
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when produce() raised
+        if not result.is_file():
+            result.write_text(json.dumps(produce()))
+    return json.loads(result.read_text())

@@ -5,8 +5,6 @@ tests (whole groups, tests/xdist_groups.py)."""
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -14,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from xdist_groups import SHARED, group_of, member_rank
+from xdist_groups import SHARED, group_of, member_rank, once_per_session
 
 from harness.config.paths import REPO_ROOT
 
@@ -38,18 +36,17 @@ def full_pair_run(tmp_path_factory):
     from harness.config.suites import default_suites
 
     work = session_dir(tmp_path_factory) / "full-pair"
-    work.mkdir(exist_ok=True)
-    run, result = work / "run", work / "result.json"
-    with open(work / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the run raised
-        if not result.is_file():
-            suites = ",".join([*default_suites(), "ruler"])
-            proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm",
-                                   "cpu-smoke", "--suites", suites],
-                                  cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  timeout=1800, env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
-            result.write_text(json.dumps({"code": proc.returncode, "out": proc.stdout}))
-    done = json.loads(result.read_text())
+    run = work / "run"
+
+    def qualify() -> dict:
+        suites = ",".join([*default_suites(), "ruler"])
+        proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
+                               "--suites", suites],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
+                              env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
+        return {"code": proc.returncode, "out": proc.stdout}
+
+    done = once_per_session(work, qualify)
     return run, done["code"], done["out"]
 
 
@@ -79,14 +76,16 @@ def reference_store(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cpu_ref_server(tmp_path_factory):
-    """One live cpu-ref server for the tests that send it requests (GSM8K through lm-eval, teacher forcing) and then
-    end it (the engine-death kill, a planted stop): one start-up (45-75 s on 2 cores) instead of one per module. Its
-    users run back to back (see below); those marked `stops_shared_server` run after all the others, in module
-    order (the kill before the stop: the stopped-server test wants a server that is gone, however it went)."""
+    """One live cpu-ref server, prefix caching on, for the tests that send it requests (GSM8K through lm-eval, teacher
+    forcing, a capture on a prefix-caching server, greedy logprobs) and then end it (the engine-death kill, a planted
+    stop): one start-up (45-75 s on 2 cores) instead of one per module. Its users run back to back (see below);
+    those marked `stops_shared_server` run after all the others, the kill before the stop (the stopped-server test
+    wants a server that is gone, however it went)."""
     from harness.config.arms import load_arm
     from harness.serve.launch import launch
 
-    live = launch(load_arm("cpu-ref"), tmp_path_factory.mktemp("shared-cpu-ref") / "cpu-ref")
+    arm = load_arm("cpu-ref", ["server.enable_prefix_caching=true"])  # the capture test needs a prefix cache
+    live = launch(arm, tmp_path_factory.mktemp("shared-cpu-ref") / "cpu-ref")
     yield live
     live.server.stop()
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import wait_gone
 
 from harness.config.arms import load_arm
 from harness.config.paths import REPO_ROOT, server_python
@@ -113,10 +114,14 @@ def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list
     ref = SpecDecodeRecord.model_validate(spec(passing[3], "cpu-ref"))
     arm = load_arm("cpu-spec", overrides)
     live = launch(arm, tmp_path / arm.name)
+    pids = live.server.pids()
     try:
         m = measure_arm(live, load_workload(workload_for(arm, "spec_decode"), kind=SpecDecodeWorkload), tmp_path)
     finally:
         live.server.stop()
+    # a healthy server's stop: no process outlives it, and its log stays
+    assert wait_gone(pids) == [], "server processes outlived stop()"
+    assert "KV cache size" in Path(live.server.log_path).read_text()
     done = m.finished()
     judged = outputs_fields([s.text for s in done], arm.speculative if m.counters else None, arm.model.max_model_len,
                             [(s.prompt_token_ids, s.token_ids) for s in done], len(m.samples) - len(done))
