@@ -134,3 +134,19 @@ def test_run_json_records_each_pairs_own_workloads(tmp_path):
     for p, arm in zip(pairs, arms[:2], strict=True):
         assert p["workloads"]["long_prefix"]["name"] == workload_for(arm, "long_prefix")
         assert p["workloads"]["long_prefix"]["concurrency"] == [1, 2]
+
+
+def test_the_annotation_puts_the_failing_candidate_first_marked_and_keeps_the_passing_one(tmp_path):
+    from harness.report.render import annotation
+
+    run = make_run(tmp_path, [True] * 10 + [False] * 30)
+    rendered = render_run(run, exit_code=0)
+    note = annotation([("cpu-smoke", "cpu-ref"), ("cpu-fast", "cpu-ref")], rendered.exit_code, rendered.markdown,
+                      basis=rendered.basis)
+    bullets = [x for x in note.split("### Accuracy")[0].splitlines() if x.startswith("- ")]
+    assert bullets[:2] == ["- ❌ cpu-fast vs cpu-ref: FAILED (gate gsm8k_paired_accuracy)",
+                           "- ❌ Gate gsm8k_paired_accuracy cpu-fast: FAIL" + bullets[1].split(": FAIL", 1)[1]]
+    assert "- cpu-smoke vs cpu-ref: PASSED" in bullets and not any("❌" in x for x in bullets[2:])
+    assert note.splitlines()[0] == ("## DCP qualification FAILED: cpu-smoke vs cpu-ref, cpu-fast vs cpu-ref (exit code "
+                                    "1) — judged: 4 reference checks with no record of what judged them; 0 tests "
+                                    "skipped")
