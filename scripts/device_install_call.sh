@@ -7,6 +7,13 @@
 #   bash scripts/device_install_call.sh            # each install call
 set -uo pipefail
 bash .gpu-payload/p0/device_install.sh || exit $?
+# A dependency tree split in parts (deps_tree.tar.xz.part_*, when it does not fit one call beside the tree): put
+# together once every part is here (the checksum says so), then installed.
+if [ ! -f /tmp/site/.installed ] && ls /tmp/gpu-parts/deps_tree.tar.xz.part_* >/dev/null 2>&1; then
+  cat /tmp/gpu-parts/deps_tree.tar.xz.part_* > /tmp/gpu-parts/deps_tree.tar.xz
+  bash .gpu-payload/p0/device_install.sh || exit $?
+  [ -f /tmp/site/.installed ] || rm -f /tmp/gpu-parts/deps_tree.tar.xz
+fi
 source scripts/device_lib.sh
 device_start
 device_keep /tmp/keep
