@@ -12,7 +12,7 @@ from harness.records.meaning import of_kind
 from harness.records.schema import OutcomeRecord, Record, ReferenceCheckRecord
 
 FIRST = "first calibration"
-TRUSTED = "trusted by hand: "
+TRUSTED = "; trusted by hand: "  # each label follows "; " (CheckLimits.judged_by)
 # the labels CheckLimits.labels writes after "trusted by hand: REASON": where the reason ends
 AFTER_TRUSTED = ("; run on the calibration's own build", "; this run: repeat ")
 NAMES_SHOWN = 4
@@ -66,7 +66,7 @@ def calibration_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
 
     reasons = Counter(why for r in checks if (why := trusted_reason(r.judged_by or "")) is not None)
     out = [f"calibration trusted by hand: {why}{of(k)}" for why, k in reasons.items()]
-    if first := sum(judged_kind(r.judged_by) == "calibrated" and FIRST in (r.judged_by or "") for r in checks):
+    if first := sum(judged_kind(r.judged_by) == "calibrated" and f"; {FIRST}" in (r.judged_by or "") for r in checks):
         out.append(f"{FIRST}{of(first)}")
     seeds = kinds["gates.yaml"]
     if cal == n:
