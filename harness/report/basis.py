@@ -2,19 +2,23 @@
 checks -- calibrations (first ones, trusted by hand) or gates.yaml's seed limits -- and which of their tests were
 skipped. A PASSED over checks trusted by hand, or over skipped families, must say so where it is read first.
 Read from each reference check's record: `judged_by` is harness/refcheck/check.py CheckLimits.judged_by, the
-calibration's line followed by its labels ("; first calibration", "; trusted by hand: REASON")."""
+calibration's line followed by its labels ("; first calibration", "; trusted by hand: REASON", inherited ones naming
+their calibration) and the run's error budget."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from harness.records.meaning import of_kind
 from harness.records.schema import OutcomeRecord, Record, ReferenceCheckRecord
 
-FIRST = "first calibration"
-TRUSTED = "; trusted by hand: "  # each label follows "; " (CheckLimits.judged_by)
-# the labels CheckLimits.labels writes after "trusted by hand: REASON": where the reason ends
-AFTER_TRUSTED = ("; run on the calibration's own build", "; this run: repeat ")
+# CheckLimits.judged_by is the calibration's line, then "; "-joined parts: its labels ("first calibration", "trusted
+# by hand: REASON", either with " (inherited from calibration ID, not confirmed since)"), "run on the calibration's
+# own build", "this run: repeat ...", and judge_floor's "alpha A/m per check, ..." (the run's error budget).
+PARTS = re.compile(r"; (?=first calibration|trusted by hand: |run on the calibration's own build|this run: repeat |"
+                   r"alpha \S+ per check)")
+WARNINGS = ("first calibration", "trusted by hand: ")  # what a PASSED must not hide
 NAMES_SHOWN = 4
 
 
@@ -27,14 +31,12 @@ def judged_kind(judged_by: str | None) -> str:
     return "unreadable" if judged_by.startswith("unreadable calibration") else "gates.yaml"
 
 
-def trusted_reason(judged_by: str) -> str | None:
-    """The reason given with `calibrate --trust`, as the check's line carries it; None when not trusted by hand."""
-    if TRUSTED not in judged_by:
-        return None
-    reason = judged_by.split(TRUSTED, 1)[1]
-    for tail in AFTER_TRUSTED:
-        reason = reason.split(tail, 1)[0]
-    return reason
+def warning_labels(judged_by: str | None) -> list[str]:
+    """A calibrated check's labels a reader must see: 'first calibration', 'trusted by hand: REASON' (as written,
+    inherited ones naming their calibration); none for a check not judged by a calibration."""
+    if judged_kind(judged_by) != "calibrated":
+        return []
+    return [part for part in PARTS.split(judged_by)[1:] if part.startswith(WARNINGS)]
 
 
 def latest_checks(records: list[Record], candidates: list[str]) -> list[ReferenceCheckRecord]:
@@ -64,10 +66,10 @@ def calibration_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
     def of(k: int) -> str:  # "(3 of 11 checks)" where a label covers only some of the calibrated checks
         return "" if k == cal else f" ({k} of {n} checks)"
 
-    reasons = Counter(why for r in checks if (why := trusted_reason(r.judged_by or "")) is not None)
-    out = [f"calibration trusted by hand: {why}{of(k)}" for why, k in reasons.items()]
-    if first := sum(judged_kind(r.judged_by) == "calibrated" and f"; {FIRST}" in (r.judged_by or "") for r in checks):
-        out.append(f"{FIRST}{of(first)}")
+    labels = Counter(label for r in checks for label in dict.fromkeys(warning_labels(r.judged_by)))
+    trusted = [(label, k) for label, k in labels.items() if label.startswith("trusted")]  # the gravest first
+    firsts = [(label, k) for label, k in labels.items() if label.startswith("first")]
+    out = [f"calibration {label}{of(k)}" for label, k in trusted] + [f"{label}{of(k)}" for label, k in firsts]
     seeds = kinds["gates.yaml"]
     if cal == n:
         out.append(f"{n} reference check{'s' * (n > 1)} calibrated")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.records.schema import OutcomeRecord, ReferenceCheckRecord
-from harness.refcheck.check import CheckLimits
+from harness.refcheck.check import CheckLimits, run_budget
 from harness.refcheck.floor_store import Calibration
-from harness.report.basis import trusted_reason, verdict_basis
+from harness.report.basis import verdict_basis, warning_labels
 from harness.report.render import annotation, render_run
 from tests.report.stored_failing import failing_copy
 
@@ -17,11 +17,13 @@ CAND, REF = "gpu-mla", "gpu-ref"
 REASON = "bf16 seeds fail every clean repeat (issue 55)"
 
 
-def limits(check: str, trusted: str | None = None, first: bool = True, confirmed: bool = False) -> CheckLimits:
+def limits(check: str, trusted: str | None = None, first: bool = True, confirmed: bool = False,
+           inherited: list | None = None) -> CheckLimits:
     calibration = Calibration(check, 0.1, 0.02, 5, 0.0, "derived", "deterministic over 5 repeats",
                               "2026-12-04T00:00:00", "cal-h100", {}, supersedes=None if first else "cal-older",
-                              trusted=trusted)
-    return CheckLimits(check, CAND, 0.1, 0.02, True, Path("/floors"), calibration, confirmed=confirmed)
+                              trusted=trusted, inherited=inherited)
+    return CheckLimits(check, CAND, 0.1, 0.02, True, Path("/floors/gpu-mla-0123456789abcdef"), calibration,
+                       confirmed=confirmed)
 
 
 def uncalibrated(check: str) -> CheckLimits:
@@ -29,10 +31,12 @@ def uncalibrated(check: str) -> CheckLimits:
 
 
 def record(lim: CheckLimits, passed: bool = True) -> ReferenceCheckRecord:
+    """The check's record as judge_floor writes it: a calibrated check's line ends with its run's error budget."""
+    budget = f"; {run_budget(lim).family.text}" if lim.calibration is not None else ""
     return ReferenceCheckRecord(run_id="r", arm=CAND, suite=lim.check, check=lim.check, reference=REF,
                                 reference_key="k", passed=passed, detail="", requests=4, exact_matches=4,
                                 first_divergence_min=None, max_drift=0.0, nonfinite=0, drift_limit=lim.drift_limit,
-                                judged_by=lim.judged_by)
+                                judged_by=lim.judged_by + budget)
 
 
 def skipped(test: str, arm: str = CAND) -> OutcomeRecord:
@@ -72,10 +76,21 @@ def test_a_test_skipped_then_run_is_not_counted_and_a_partial_label_says_how_man
                                               "by gates.yaml limits; 0 tests skipped")
 
 
-def test_the_trust_reason_ends_where_the_next_label_begins():
-    lim = limits("teacher_forcing", trusted=REASON)
-    assert trusted_reason(lim.judged_by + "; run on the calibration's own build") == REASON
-    assert trusted_reason(uncalibrated("teacher_forcing").judged_by) is None
+def test_labels_end_where_the_next_part_begins_and_inherited_ones_name_their_calibration():
+    lim = limits("teacher_forcing", trusted=REASON, first=False, inherited=[
+        {"label": "first calibration", "calibration": "cal-a", "reason": None},
+        {"label": "trusted by hand", "calibration": "cal-a", "reason": "seed limits fail bf16"}])
+    line = record(lim).judged_by + "; run on the calibration's own build"
+    assert "per check" in line  # the run's error budget follows the labels
+    assert warning_labels(line) == [
+        f"trusted by hand: {REASON}",
+        "first calibration (inherited from calibration cal-a, not confirmed since)",
+        "trusted by hand: seed limits fail bf16 (inherited from calibration cal-a, not confirmed since)"]
+    assert warning_labels(uncalibrated("teacher_forcing").judged_by) == []
+    assert verdict_basis([record(lim)], [CAND]) == (
+        f"calibration trusted by hand: {REASON}; calibration trusted by hand: seed limits fail bf16 (inherited from "
+        "calibration cal-a, not confirmed since); first calibration (inherited from calibration cal-a, not confirmed "
+        "since); 1 reference check calibrated; 0 tests skipped")
 
 
 def test_no_reference_check_and_unrecorded_limits_are_said():
