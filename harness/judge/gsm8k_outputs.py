@@ -10,6 +10,7 @@ arm), as an uncalibrated reference check does; elsewhere it is not judged, and t
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import ceil
 
 from harness.records.schema import RequestComparison
 
@@ -63,3 +64,23 @@ def without_limit(arm: str, detail: str, required: bool) -> tuple[bool, str]:
                       "states")
     return False, (f"{detail}; not judged on arm {arm!r}: {setting} (lm-eval keeps no logprobs, so a tie flip cannot "
                    "be told apart: set it from a clean run)")
+
+
+def diverged_answers_limit(counts: list[int], questions: int, alpha: float = 0.01) -> tuple[int, str]:
+    """max_diverged_answers from K clean runs of a good build of the pair (each: how many of `questions` answers
+    differed), with the sentence that goes beside it in gates.yaml: the largest of the clean counts, the one-run
+    1 - alpha binomial quantile at the pooled rate's 95 % upper bound (Clopper-Pearson: bit-identical runs still
+    leave a bound), and the 1 - alpha Student-t prediction bound of the counts (the run-to-run spread of the rate
+    itself). Held-out exceedance and power over seeded simulations: tests/judge/test_gsm8k_outputs.py."""
+    from scipy.stats import beta, binom, t
+
+    if len(counts) < 2 or questions < 1 or any(not 0 <= c <= questions for c in counts):
+        raise ValueError(f"counts {counts} of {questions} questions: at least two runs, each 0..questions")
+    k, total = len(counts), sum(counts)
+    upper = 1.0 if total == k * questions else float(beta.ppf(0.95, total + 1, k * questions - total))
+    pooled = int(binom.ppf(1 - alpha, questions, upper))
+    mean, sd = total / k, (sum((c - total / k) ** 2 for c in counts) / (k - 1)) ** 0.5
+    spread = ceil(mean + float(t.ppf(1 - alpha, k - 1)) * sd * (1 + 1 / k) ** 0.5)
+    limit = min(questions, max(max(counts), pooled, spread))
+    return limit, (f"{k} clean runs diverged on {', '.join(map(str, counts))} of {questions} answers: binomial "
+                   f"{1 - alpha:.0%} bound {pooled} (pooled rate <= {upper:.4f}), t prediction bound {spread}")
