@@ -131,9 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     bare.insert(0, qualify(env, args.work, "bare-clean", 300, suites="teacher_forcing", extra=plain))
     bare_move = moved(*(positions(b["checks"].get("teacher_forcing", {}).get("comparisons"), "candidate_logprobs")
                         for b in bare))
+    # without jitter, a calibration spanning the variants: are its repeats still bit-identical?
+    harness(["calibrate", "--arm", ARM, "--suites", "teacher_forcing", "--no-vllm-check", "--repeats", "3", "--id",
+             "bare-cal", "--set", plain[1]], env)
+    bare_cal = args.work / "reports" / "bare-cal" / "calibration.json"
+    bare_calibration = json.loads(bare_cal.read_text()) if bare_cal.is_file() else None
+    bare_repeats = {f"r{k}": moved(positions(next(iter(checks_of(args.work / "reports" / "bare-cal-r1", ARM).values()),
+                                                  {}).get("comparisons"), "candidate_logprobs"),
+                                   positions(next(iter(checks_of(args.work / "reports" / f"bare-cal-r{k}", ARM)
+                                                       .values()), {}).get("comparisons"), "candidate_logprobs"))
+                    for k in (2, 3)}
     report = {"arm": ARM, "repeats": args.repeats, "variants": variants, "suites": args.suites, "trusted": trusted,
               "calibration": calibration, "runs": runs, "legit_moves_vs_clean_same_seed": moves,
-              "bare_runs": bare, "legit_moves_without_jitter": bare_move, "seconds": round(time.monotonic() - t0)}
+              "bare_runs": bare, "legit_moves_without_jitter": bare_move, "bare_calibration": bare_calibration,
+              "bare_repeats_vs_r1": bare_repeats, "seconds": round(time.monotonic() - t0)}
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\nrepeats' variants: {', '.join(f'r{k} {v}' for k, v in enumerate(variants, 1))}")
     checks = [c["check"] for c in calibration["checks"]]
@@ -145,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for check, m in sorted(moves.items()):
         print(f"  {check}: {m}")
     print(f"without jitter (teacher_forcing candidate logprobs): {bare_move}")
+    print(f"without jitter, repeats 2 and 3 (their variants) against repeat 1: {bare_repeats}")
     print(f"{report['seconds']} s in all")
     return 0
 
