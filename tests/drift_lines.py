@@ -102,3 +102,14 @@ def calibrated_run(seed: int, shape: str, checks: int = 11, scale: float = 3e-4,
         cut = budget if budget is not None else held_out_budget(spread(repeats), Family(checks, "simulated"))
         out.append(judge_floor_pairing(judged, mean_floor(repeats), "cal", held_out_shifts(repeats), cut))
     return out
+
+
+def ar1_nights(rng, runs: int, rho: float, sigma: float = 0.03):
+    """TPOT (level 4) over `runs` nights whose noise is lag-1 autocorrelated (AR(1), marginal sd `sigma` in logs)."""
+    import numpy as np
+
+    x = np.empty(runs)
+    x[0] = rng.normal(0, sigma)
+    for i in range(1, runs):
+        x[i] = rho * x[i - 1] + rng.normal(0, sigma * np.sqrt(1 - rho ** 2))
+    return 4.0 * np.exp(x)

@@ -7,12 +7,11 @@ two odd nights are tails, three in a row a level, five carry a small step; k = 2
 exact build), a one-sided pooled t-test of the means in the worse direction on the scale where the kind's noise is
 closest to normal (Scale: times in logs, a max drift in logs above a float32 floor, rates through the arcsine square
 root). Persistence: every run of the window must be worse than the baseline's mean by at least the metric's minimum
-effect (a TPOT gate's own tolerance; 0 for correctness), else that window does not count. A series' windows are one test
-(Bonferroni); the series of a night are one family: Holm over them at BUDGET, so where the scale makes the noise
-Gaussian a clean night fails with probability <= BUDGET in expectation whatever the number of series. Measured over
-2,000 simulated nights (benchmarks/nightly_gate.py, docs/history.md): 27 TPOT series 0.50 % at 3 % noise, 1.15 % at 10 %
-(95 % CI 0.73-1.72 %), 0.35 % and 0.80 % with heavy tails; 27 lognormal drift series 1.20 % (0.77-1.78 %); a GPU arm's
-family of 6 drift, 6 tie-flip and 6 exact-rate series and 2 TPOT 0.25 %.
+effect (a TPOT gate's own tolerance; 0 for correctness), else that window does not count. Nights drift together (a
+machine's state, a week of one driver): the t-statistic is widened for the lag-1 autocorrelation pooled over the arm's
+series plus a margin (lag1, autocorrelation_inflation). A series' windows are one test (Bonferroni); the series of a
+night are one family: Holm over them at BUDGET. The measured false-alarm rates and power: docs/history.md ("The test,
+per series" and "Measured").
 
 Only what the run gates can fail the night: correctness series always; a speed or capacity series only where the
 run's own gates enforced a gate on it (a TPOT p50 under `enforce_timing: true`, a catalogue metric gate with
@@ -36,6 +35,8 @@ BASELINE_RUNS = 14  # the established level: at most this many runs before the w
 MIN_BASELINE = 4  # fewer and the baseline's spread is a guess (t with df < 3 has no usable tail)
 NEEDED = MIN_BASELINE + WINDOWS[1]  # runs a series needs before the night can judge it (a steady one: one fewer)
 POWER = 0.8  # the detection probability the stated power figures are at
+RHO_MARGIN = 2.0  # standard errors added to the pooled lag-1 autocorrelation (lag1)
+RHO_MAX = 0.9  # the largest it inflates for
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class Scale:
 LINEAR = Scale("linear")
 
 
-def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float) -> tuple[float, int] | None:
+def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float, rho: float = 0.0) -> tuple[float, int] | None:
     """One window's one-sided p that the newest k points moved in the worse direction (`worse_up`: larger is worse),
     and the baseline's size; None when the baseline is too short. Persistence: a window with a point not worse than
     the baseline's mean by `min_effect` gives p = 1."""
@@ -104,7 +105,39 @@ def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float) -> tuple[
     if spread == 0:  # constant runs (a bit-exact build): every recent point worse is a change
         return 0.0, len(base)
     t = sign * (float(recent.mean()) - mean) / (spread * math.sqrt(1 / k + 1 / len(base)))
-    return float(stats.t.sf(t, df)), len(base)
+    return float(stats.t.sf(t / autocorrelation_inflation(rho, len(base), k), df)), len(base)
+
+
+def lag1(baselines: list[np.ndarray]) -> float:
+    """The lag-1 autocorrelation the test inflates for, pooled over `baselines` (one arm's series of a night share a
+    machine's drift: its thermal state, a week of one driver): the pooled sample estimate, corrected for its
+    small-sample bias (+ (1 + 4 r) / n, Kendall, n the series' mean length), plus RHO_MARGIN standard errors
+    (sqrt((1 - r^2) / N) over all N runs), in [0, RHO_MAX]. 14 runs of one series alone estimate it ~0.3 low at a true
+    0.5 (standard error ~0.25): the margin is what keeps the budget there (docs/history.md)."""
+    usable = [b - b.mean() for b in baselines if len(b) >= 3 and float(np.ptp(b)) > 0]
+    if not usable:
+        return 0.0
+    r = sum(float(c[:-1] @ c[1:]) for c in usable) / sum(float(c @ c) for c in usable)
+    total = sum(len(c) for c in usable)
+    corrected = r + (1 + 4 * r) / (total / len(usable))
+    margin = RHO_MARGIN * math.sqrt(max(0.0, 1 - corrected ** 2) / total)
+    return min(RHO_MAX, max(0.0, corrected + margin))
+
+
+def autocorrelation_inflation(rho: float, baseline: int, window: int) -> float:
+    """How much wider the t-statistic's noise is under lag-1 autocorrelation rho (AR(1)) than the independent runs
+    it assumes: the window's mean minus the baseline's over n + k consecutive runs has variance w'Rw (R_ij =
+    rho^|i-j|) against 1/k + 1/n, and the pooled variance is biased low by (n - 1'R1/n) / (n - 1) in each group."""
+    if rho <= 0:
+        return 1.0
+    size = baseline + window
+    lags = np.abs(np.subtract.outer(np.arange(size), np.arange(size)))
+    corr = rho ** lags
+    w = np.concatenate([np.full(baseline, -1 / baseline), np.full(window, 1 / window)])
+    ratio = float(w @ corr @ w) / (1 / window + 1 / baseline)
+    base, recent = corr[:baseline, :baseline], corr[baseline:, baseline:]
+    pooled = ((baseline - base.sum() / baseline) + (window - recent.sum() / window)) / (size - 2)
+    return math.sqrt(ratio / pooled)
 
 
 def windows_for(x: np.ndarray, min_effect: float) -> tuple[int, ...]:
@@ -117,16 +150,25 @@ def windows_for(x: np.ndarray, min_effect: float) -> tuple[int, ...]:
     return WINDOWS if len(base) >= 2 and float(np.ptp(base)) <= min_effect else WINDOWS[1:]
 
 
-def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, scale: Scale = LINEAR) -> Shift | None:
-    """The series' most significant window (None: too few runs to judge). `min_effect` is on the tested scale."""
+def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, scale: Scale = LINEAR,
+          rho: float | None = None) -> Shift | None:
+    """The series' most significant window (None: too few runs to judge). `min_effect` is on the tested scale; `rho`
+    the lag-1 autocorrelation to allow for (None: lag1 of this series' own baseline)."""
     x = scale.forward(np.asarray(values, dtype=float))
     windows = windows_for(x, min_effect)
-    tested = [(k, r) for k in windows if len(x) > k and (r := window_p(x, k, worse_up, min_effect)) is not None]
+    rho = lag1([baseline_of(x)]) if rho is None else rho
+    tested = [(k, r) for k in windows if len(x) > k and (r := window_p(x, k, worse_up, min_effect, rho)) is not None]
     if not tested:
         return None
     k, (p, n) = min(tested, key=lambda t: t[1][0])
     return Shift(k, n, scale.back(x[:-k][-BASELINE_RUNS:].mean()), scale.back(x[-k:].mean()),
                  min(1.0, p * len(windows)), len(windows))
+
+
+def baseline_of(x: np.ndarray) -> np.ndarray:
+    """The runs before the longest window, at most BASELINE_RUNS: what a series' autocorrelation is measured on (a
+    step within the last WINDOWS[-1] runs, what the night looks for, would read as autocorrelation)."""
+    return x[:-WINDOWS[-1]][-BASELINE_RUNS:]
 
 
 def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
@@ -142,15 +184,18 @@ def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
 
 
 def smallest_step(noise: float, baseline: int, family_size: int, window: int = WINDOWS[-1],
-                  power: float = POWER, tried: int = len(WINDOWS) - 1, min_effect: float = 0.0) -> float:
+                  power: float = POWER, tried: int = len(WINDOWS) - 1, min_effect: float = 0.0,
+                  rho: float = 0.0) -> float:
     """The smallest step (on the tested scale) the gate finds with probability `power` once `window` runs sit at
     the new level, at a per-run noise `noise` with `baseline` runs before them and `family_size` series judged
-    (the t-test's noncentral approximation: critical t plus the power quantile, in standard errors)."""
+    (the t-test's noncentral approximation: critical t plus the power quantile, in standard errors, each widened by
+    the autocorrelation inflation the test applies at the series' `rho`)."""
     if baseline < MIN_BASELINE or family_size < 1:
         return math.inf
     alpha = BUDGET / family_size / tried
     df = baseline + window - 2
-    t_part = (stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
+    t_part = ((stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
+              * autocorrelation_inflation(rho, baseline, window))
     # persistence: every one of the window's runs past the baseline's mean by min_effect, all at once with
     # probability `power` (each at power ** (1 / window)), the baseline mean's own error included
     each = stats.norm.ppf(power ** (1 / window)) * noise * math.sqrt(1 + 1 / baseline)
@@ -171,6 +216,7 @@ class Judged:
     min_effect: float = 0.0
     attribution: str = ""  # "the vLLM version moved 0.31.0 -> 0.32.0 at run X" where the window holds such a run
     noise: float | None = None  # per-run spread of the baseline, on the tested scale
+    rho: float = 0.0  # the lag-1 autocorrelation the test inflated for (lag1, pooled over the arm's series)
     run_ids: tuple[str, ...] = ()  # the series' runs, oldest first
     scale: str = "linear"  # Scale.name it was tested on
     missing: str | None = None  # not measured tonight: the run that last measured it (the series is not judged)
@@ -266,7 +312,7 @@ def power_lines(verdict: NightlyVerdict) -> list[str]:
                        f"({j.scale} scale) held for two runs is found")
             continue
         step = smallest_step(j.noise, j.worse.baseline, verdict.family_size, tried=j.worse.tried,
-                             min_effect=j.min_effect)
+                             min_effect=j.min_effect, rho=j.rho)
         if not math.isfinite(step):
             size = "none (too short a baseline)"
         elif j.scale == "log":
@@ -280,6 +326,7 @@ def power_lines(verdict: NightlyVerdict) -> list[str]:
             size = f"{abs(scale.back(moved) - j.worse.before):.3g} (at its level {j.worse.before:.3g})"
         else:
             size = f"{step:.3g}"
-        out.append(f"{j.arm} {j.metric}: noise {noise} per run; smallest step found within {WINDOWS[-1]} nights "
+        lag = f", lag-1 autocorrelation allowed for {j.rho:.2f}" if j.rho > 0 else ""
+        out.append(f"{j.arm} {j.metric}: noise {noise} per run{lag}; smallest step found within {WINDOWS[-1]} nights "
                    f"({POWER:.0%}): {size}")
     return out

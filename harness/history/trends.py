@@ -18,7 +18,18 @@ from harness.config.arms import VOLATILE_ARM_FIELDS
 from harness.config.suites import SUITES
 from harness.history import store
 from harness.history.changepoints import ChangePoint, change_points
-from harness.history.nightly import BASELINE_RUNS, LINEAR, WINDOWS, Judged, NightlyVerdict, Scale, judge, shift
+from harness.history.nightly import (
+    BASELINE_RUNS,
+    LINEAR,
+    WINDOWS,
+    Judged,
+    NightlyVerdict,
+    Scale,
+    baseline_of,
+    judge,
+    lag1,
+    shift,
+)
 from harness.records.meaning import Metric, metric_named
 
 
@@ -237,21 +248,36 @@ def scale_of(metric: str, values: list[float]) -> Scale:
     return Scale("log") if values and all(v > 0 for v in values) else LINEAR
 
 
-def judged_series(s: Series, gates: dict | None, missing: str | None = None) -> Judged:
+def judged_series(s: Series, gates: dict | None, missing: str | None = None, rho: float | None = None) -> Judged:
+    """One series as the night judges it; `rho`: the lag-1 autocorrelation to allow for (judged_night pools it over
+    the arm's series; None: this series' own)."""
     gated, min_effect = gate_of(s.metric, gates)
     if missing:
         return Judged(s.arm, s.metric, family(s.metric), gated, len(s.values), None, run_ids=tuple(s.runs),
                       missing=missing)
     worse_up = not higher_is_better(s.metric)
     scale = scale_of(s.metric, s.values)
-    worse = shift(s.values, worse_up, min_effect, scale)
-    better = shift(s.values, not worse_up, min_effect, scale) if worse is not None else None
     x = scale.forward(np.asarray(s.values, dtype=float))
     base = x[:-WINDOWS[0]][-BASELINE_RUNS:]
+    rho = lag1([baseline_of(x)]) if rho is None else rho
+    worse = shift(s.values, worse_up, min_effect, scale, rho)
+    better = shift(s.values, not worse_up, min_effect, scale, rho) if worse is not None else None
     noise = float(np.std(base, ddof=1)) if len(base) >= 2 else None
     tail = attribution(s, max(w.window for w in (worse, better) if w)) if worse else ""
     return Judged(s.arm, s.metric, family(s.metric), gated, len(s.values), worse, better, min_effect, tail, noise,
-                  tuple(s.runs), scale.name)
+                  rho, tuple(s.runs), scale.name)
+
+
+def judged_night(of_night: list[tuple[Series, str | None]], gates_of: dict[str, dict | None]) -> list[Judged]:
+    """Every (series, missing) of a night judged, the lag-1 autocorrelation pooled per arm over its series'
+    baselines (nightly.lag1)."""
+    baselines: dict[str, list[np.ndarray]] = {}
+    for s, missing in of_night:
+        if not missing:
+            x = scale_of(s.metric, s.values).forward(np.asarray(s.values, dtype=float))
+            baselines.setdefault(s.arm, []).append(baseline_of(x))
+    rho = {arm: lag1(b) for arm, b in baselines.items()}
+    return [judged_series(s, gates_of.get(s.arm), missing, rho.get(s.arm, 0.0)) for s, missing in of_night]
 
 
 def run_gates(manifest: str, arm: str) -> dict | None:
@@ -274,17 +300,16 @@ def nightly(db: sqlite3.Connection, run_id: str) -> NightlyVerdict:
         raise store.HistoryError(f"run {run_id!r} is not in the history (or has no candidate arm): append it "
                                  "first (`harness history append --run RUN`)")
     manifest = next(r.manifest for r in store.runs(db) if r.run_key == key)
-    judged = []
+    of_night: list[tuple[Series, str | None]] = []
     for arm in cands:
         runs = nightly_runs(db, arm)
         keys = [r.run_key for r, _, _ in runs]
         mine = runs[:keys.index(key) + 1] if key in keys else runs
         previous = next((r for r, _, k in reversed(mine[:-1]) if mine and k == mine[-1][2]), None)
-        gates = run_gates(manifest, arm)
         for metric in store.metric_names(db, arm):
             s = series(db, arm, metric, upto=key)
             if s.keys and s.keys[-1] == key:
-                judged.append(judged_series(s, gates))
+                of_night.append((s, None))
             elif previous is not None and s.keys and s.keys[-1] == previous.run_key:
-                judged.append(judged_series(s, gates, missing=previous.run_id))
-    return judge(judged)
+                of_night.append((s, previous.run_id))
+    return judge(judged_night(of_night, {arm: run_gates(manifest, arm) for arm in cands}))

@@ -43,7 +43,8 @@ class Family:
 
     @property
     def text(self) -> str:
-        return f"alpha {RUN_BUDGET:g}/{self.size} per check, {RUN_BUDGET * 100:g} % per run (m = {self.size}: {self.source})"
+        return (f"alpha {RUN_BUDGET:g}/{self.size} per check, {RUN_BUDGET * 100:g} % per run (m = {self.size}: "
+                f"{self.source})")
 
 
 def unstated_family(catalogue: int) -> Family:

@@ -249,7 +249,6 @@ def clean_shifts(calibration: Calibration | None) -> list[float] | None:
     return None if calibration is None else calibration.spread.get("floor_shifts")
 
 
-
 def run_budget(limits: CheckLimits) -> RunBudget:
     """The check's share of its run's 1 % (harness/judge/error_budget.py): the family is every check calibrated for the
     candidate's arm, over all its keys' directories (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from harness.history.nightly import BUDGET, NEEDED, Scale, holm, judge, power_lines, shift, smallest_step
-from harness.history.trends import Series, gate_of, judged_series
+from harness.history.trends import Series, gate_of, judged_night, judged_series
+from tests.drift_lines import ar1_nights
 
 TPOT = "long_prefix.c1.tpot_p50_ms"
 DRIFT = "check.graph_replay.max_drift"
@@ -24,7 +25,8 @@ def timing(rng: np.random.Generator, n: int, sigma: float = 0.03, level: float =
 
 
 def night(values_by_metric: dict[str, np.ndarray], gates=GPU_GATES):
-    return judge([judged_series(series(m, v), gates) for m, v in values_by_metric.items()])
+    """The night as `history check` judges it: the lag-1 autocorrelation pooled over the arm's series."""
+    return judge(judged_night([(series(m, v), None) for m, v in values_by_metric.items()], {"arm": gates}))
 
 
 def clean_night(rng: np.random.Generator, m: int = 27, runs: int = 20):
@@ -115,7 +117,9 @@ def test_too_few_runs_is_not_judged_and_never_a_pass():
 
 
 def test_speed_up_on_the_night_outputs_changed_fails_in_most_seeds_and_alone_passes():
-    # a 20 % speed-up (3 % noise) five nights running, beside a drift step up (measured: 82 % of 200 seeds) or down
+    # a 20 % speed-up (3 % noise) five nights running, beside a drift step up or down; the arm's other 25 series
+    # (trended TTFT) pool the lag-1 autocorrelation the night allows for. Measured 70 of 100 (82 before the night
+    # allowed for autocorrelation; 50 with the two series alone, whose estimate carries a wider margin)
     found = alone = improved = 0
     for seed in range(100):
         rng = np.random.default_rng(seed)
@@ -124,14 +128,16 @@ def test_speed_up_on_the_night_outputs_changed_fails_in_most_seeds_and_alone_pas
         speed[14:] *= 0.8
         changed = drift.copy()
         changed[14:] += 0.05
-        verdict = night({TPOT: speed, DRIFT: changed})
+        pool = {f"long_prefix.c{i}.ttft_p50_ms": timing(rng, 19) for i in range(2, 27)}
+        verdict = night({TPOT: speed, DRIFT: changed, **pool})
         found += any(f.startswith("speed-up on the night outputs changed") for f in verdict.failures)
-        alone += bool(night({TPOT: speed, DRIFT: drift}).failures)
+        alone += bool(night({TPOT: speed, DRIFT: drift, **pool}).failures)
         # outputs improved (a fix) and no speed change: no speed-up to blame, within the budget
         fixed = drift.copy()
         fixed[14:] *= 0.3
-        improved += any(f.startswith("speed-up") for f in night({TPOT: timing(rng, 19), DRIFT: fixed}).failures)
-    assert found >= 70, found
+        improved += any(f.startswith("speed-up") for f in night({TPOT: timing(rng, 19), DRIFT: fixed,
+                                                                 **pool}).failures)
+    assert found >= 60, found
     assert alone <= 3, alone  # a speed-up alone is no failure; a clean drift series fails within the budget
     assert improved <= 3, improved
 
@@ -155,14 +161,15 @@ def test_the_stated_power_matches_simulation_within_its_error(noise):
     # the smallest step found within 5 nights at 80 % (stated per series, the gate's 5 % minimum effect and its
     # persistence rule included): simulated, that step is found in 80 % of 200 series, give or take the binomial
     # error and the approximation (>= 70 %); and not far more often (<= 97 %: the statement is no loose bound)
+    # at the lag-1 autocorrelation a night of 27 independent series allows for (pooled 0 + its margin: ~0.1)
     min_effect = np.log1p(0.05)
-    stated = smallest_step(noise, 14, 27, min_effect=min_effect)
+    stated = smallest_step(noise, 14, 27, min_effect=min_effect, rho=0.1)
     found = 0
     for seed in range(200):
         rng = np.random.default_rng(seed)
         values = np.exp(rng.normal(0, noise, 19))
         values[14:] *= np.exp(stated)
-        found += bool(shift(list(values), True, min_effect, Scale("log")).p_value <= BUDGET / 27)
+        found += bool(shift(list(values), True, min_effect, Scale("log"), rho=0.1).p_value <= BUDGET / 27)
     assert 0.70 <= found / 200 <= 0.97, (found, stated)
 
 
@@ -172,3 +179,24 @@ def test_power_lines_state_the_step_per_gated_series():
     assert any(line.startswith(f"arm {TPOT}: noise ") and "smallest step found within 5 nights (80%): +" in line
                for line in lines)
     assert any(line.startswith(f"arm {DRIFT}: constant over its baseline") for line in lines)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.5])
+def test_clean_nights_fail_within_the_budget_with_autocorrelated_nights(rho):
+    """27 gated TPOT series whose nights drift together (lag-1 autocorrelation 0.3, 0.5): the night allows for the
+    pooled estimate plus its margin. Measured 3 and 6 of 1,000 nights (before: 7.5 % and 23.6 %, issue 55); over 200
+    seeds, more than 6 failing nights has probability < 0.5 % under the budget."""
+    failed = sum(not night({f"long_prefix.c{i}.tpot_p50_ms": ar1_nights(np.random.default_rng([seed, i]), 20, rho)
+                            for i in range(27)}).passed for seed in range(200))
+    assert failed <= 6, failed
+
+
+def test_a_night_without_autocorrelation_allowed_for_fails_clean_nights_at_0_5():
+    """The planted fault: the same nights judged as if independent (rho 0) fail far more than the budget."""
+    failed = 0
+    for seed in range(200):
+        values = [ar1_nights(np.random.default_rng([seed, i]), 20, 0.5) for i in range(27)]
+        judged = [judged_series(series(f"long_prefix.c{i}.tpot_p50_ms", v), GPU_GATES, rho=0.0)
+                  for i, v in enumerate(values)]
+        failed += not judge(judged).passed
+    assert failed >= 10, failed
