@@ -308,9 +308,9 @@ def judge_run_level(candidate: Sequence[RequestComparison], floor: Sequence[Requ
                 f"held-out shifts: run-to-run sd {sd:.3g} x {factor:.3g} (lognormal-safe, K = {k}) + rounding unit "
                 f"{budget.unit.value:.2g}: {budget.unit.derivation})")
     caught = bound - mean + NormalDist().inv_cdf(POWER_STATED) * sd * math.sqrt(1 + 1 / k)
-    detectable = (f"smallest mean shift of the run's mean |delta| caught at {POWER_STATED * 100:g} %: {caught:.3g} "
-                  f"above the clean mean, per check at alpha {RUN_BUDGET:g}/{budget.family.size} ({k} clean repeats; "
-                  f"{RUN_BUDGET * 100:g} % per run)")
+    detectable = (f"smallest mean shift caught at {POWER_STATED * 100:g} %: {caught:.3g} per check at alpha "
+                  f"{RUN_BUDGET:g}/{budget.family.size} ({RUN_BUDGET * 100:g} % per run; the run's mean |delta| above "
+                  f"the clean mean, {k} clean repeats)")
     return FloorJudgement(passed, sentence, detectable)
 
 

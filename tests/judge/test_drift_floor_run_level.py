@@ -85,7 +85,8 @@ def test_the_held_out_shifts_sum_to_zero_and_the_bound_is_exact_t():
     assert len(shifts) == K and abs(sum(shifts)) < 1e-9
     verdict = judge_run_level(clean, mean_floor(repeats), "the calibration c", shifts)
     assert verdict.passed and "(lognormal-safe, K = 5)" in verdict.sentence and "rounding unit" in verdict.sentence
-    assert "smallest mean shift of the run's mean |delta| caught at 80 %" in verdict.detectable
+    assert verdict.detectable.startswith("smallest mean shift caught at 80 %: ")
+    assert "per check at alpha 0.01/15 (1 % per run; the run's mean |delta|" in verdict.detectable
 
 
 def test_fewer_than_three_shifts_keep_the_paired_tests_and_no_pairing_is_no_data():
