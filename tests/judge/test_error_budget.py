@@ -132,3 +132,25 @@ def test_the_rounding_unit_is_never_zero_and_is_what_the_repeats_did_not_realize
     assert rounding_unit(1e-3, 4e-4).value == pytest.approx(6e-4)
     assert rounding_unit(1e-3, 5e-3).value == FLOAT32_LOGPROB_STEP  # the repeats moved more: their spread carries it
     assert math.isclose(FLOAT32_LOGPROB_STEP, 1.9073486328125e-06)
+
+
+def test_a_check_learns_its_family_from_every_calibration_of_its_arm(tmp_path):
+    """refcheck/check.py run_budget: m = the distinct checks calibrated under any of the arm's keys (each prompt set's
+    noise key has its own directory); another arm whose name starts alike is not counted; none: this check alone."""
+    from harness.refcheck.check import CheckLimits, run_budget
+
+    floors = tmp_path / "floors"
+    for directory, checks in {"gpu-mla-0123456789abcdef": ("teacher_forcing", "graph_replay"),
+                              "gpu-mla-fedcba9876543210": ("long_context", "teacher_forcing"),
+                              "gpu-mla-kvcap-0123456789abcdef": ("kv_pressure",),
+                              "gpu-mla-notakey": ("prefix_reuse",)}.items():
+        (floors / directory).mkdir(parents=True)
+        for check in checks:
+            (floors / directory / f"{check}.calibration.json").write_text("{}")
+    here = floors / "gpu-mla-0123456789abcdef"
+    budget = run_budget(CheckLimits("teacher_forcing", "gpu-mla", 0.1, 0.1, True, here, None))
+    assert budget.family.size == 3 and budget.alpha == pytest.approx(0.01 / 3)
+    assert budget.family.text == "alpha 0.01/3 per check, 1 % per run (m = 3: the checks calibrated for gpu-mla)"
+    assert budget.unit.value == FLOAT32_LOGPROB_STEP  # no calibration: float32's step
+    alone = run_budget(CheckLimits("x", "cpu-smoke", 0.1, 0.1, True, floors / "cpu-smoke-0123456789abcdef", None))
+    assert alone.family.size == 1 and "this check alone" in alone.family.source
