@@ -257,7 +257,8 @@ def _not_judged(verdict: PairedVerdict) -> str:
 # (docs/evidence/cpu-calibration-k5-2026-12-05.md), 1 of 2 fresh clean runs failed long_context's Wilcoxon test at
 # p = 0.0008 and a held-out calibration repeat failed long_context_bursts'. What a calibration of K >= MIN_RUN_SHIFTS
 # repeats can judge honestly is the run as one unit: its mean shift against the floor, against the K shifts the
-# clean repeats showed when each was held out against the others (a prediction bound, Student t with K - 1 df).
+# clean repeats showed when each was held out against the others (a prediction bound at the run's error budget,
+# harness/judge/error_budget.py).
 MIN_RUN_SHIFTS = 3
 
 
