@@ -127,6 +127,9 @@ SIGMA, SCALE = "0.0015", "0.001"
 # (the GPU arms' tie_gap, 0.5, says the same of bf16). Without it the verdict rested on whether the check prompts' greedy
 # outputs happen to have a near-tie, which changed with the model (a flip at gap 0.0012 failed run b, CI 2026-12-03).
 NOISE_TIE_GAP = 0.006
+# Its first calibration is refused by the float32 anchor (the jitter puts it ~240x farther from float32 than cpu-ref),
+# so it is stored by an act of trust, as a real build whose noise its reference lacks would be.
+NOISE_TRUST = "e2e: the planted jitter stands in for GPU noise that the float32 reference lacks"
 NOISY = """description: cpu-smoke whose logits carry a seeded run-to-run jitter (a GPU-like drift floor)
 extends: cpu-smoke
 reference: cpu-ref
@@ -155,6 +158,10 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean
     runs' own drift, and fails the paired tests.
 
+    Before it, the first calibrations: cpu-smoke's clean build stands by its float32 anchor with no --trust, and the
+    jittered build's first calibration is refused by it (repeats 1, 2, its distance and the bound named), then stored
+    from the same repeats with --trust.
+
     `calibrate` on that faulty build is refused: its repeats fail against the current calibration, named check by
     check and repeat by repeat, exit code 2, nothing stored. `--from-runs` of the same repeats with `--trust REASON`
     stores it (no server started again), and the next run's headline carries the reason. The seed and the fault reach
@@ -174,16 +181,37 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     env.pop("HARNESS_NOISE_SEED", None)
     suites = ("--arm", "cpu-noisy", "--suites", "teacher_forcing,graph_replay")
 
+    # An arm's first calibration is judged by its independent anchor (harness/calibrate/anchor.py): cpu-smoke's clean
+    # build stands by it, with no --trust (cpu-ref's continuations scored once in float32, kept in the store) ...
+    smoke = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-smoke", "--suites",
+                            "teacher_forcing", "--repeats", "2", "--id", "smoke-cal", "--no-vllm-check"], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=900, env=env)
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    assert ("calibrate cpu-smoke: the first calibration stands by its independent anchor: float32 teacher forcing: the "
+            "candidate's mean |logprob - float32|") in smoke.stdout, smoke.stdout[-3000:]
+    assert json.loads((reports / "smoke-cal" / "calibration.json").read_text())["trusted"] is None
+    assert list(refs.glob("cpu-ref-*.fp32.json")), "the float32 scores are not kept beside the reference outputs"
+    # ... and the jittered build (the planted logit_jitter, 0.0015 per logit: ~240x cpu-ref's float32 distance of
+    # 1.4e-6 nats) is refused with no --trust, naming the anchor, the repeats, the distance and the bound
     cal = subprocess.run([sys.executable, "-m", "harness", "calibrate", *suites, "--repeats", "2", "--id", "cal",
                           "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, env=env)
-    assert cal.returncode == 0, cal.stdout[-3000:] + cal.stderr[-3000:]
+    assert cal.returncode == 2, cal.stdout[-3000:] + cal.stderr[-3000:]
+    assert re.search(r"calibrate cpu-noisy \(cal\) refused: its repeats failed as the arm's first calibration: float32 "
+                     r"teacher forcing in repeats 1, 2: the candidate's mean \|logprob - float32\| [\d.e-]+ against "
+                     r"the reference's [\d.e-]+ over \d+ positions \(repeat \d\): excess [\d.e-]+, bound [\d.e-]+ = "
+                     r"max\(0\.12 x", cal.stderr), cal.stderr[-3000:]
+    assert not (reports / "cal").exists()
+    stored = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-noisy", "--id", "cal",
+                             "--from-runs", str(reports / "cal-r1"), str(reports / "cal-r2"), "--trust", NOISE_TRUST],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert stored.returncode == 0, stored.stdout[-3000:] + stored.stderr[-3000:]
     for k in (1, 2):
         log = (reports / f"cal-r{k}" / "cpu-noisy" / "server.log").read_text()
         assert f"logit jitter: sigma=0.0015 seed={k}" in log
         assert json.loads((reports / f"cal-r{k}" / "run.json").read_text())["order_seed"] == k
     calibration = json.loads((reports / "cal" / "calibration.json").read_text())
     built = calibration["build"]  # the scratch copy's package, by content
-    assert built["where"] == str(scratch / "vllm") and built["build_hash"] and calibration["trusted"] is None
+    assert built["where"] == str(scratch / "vllm") and built["build_hash"] and calibration["trusted"] == NOISE_TRUST
     assert calibration["judged_against"].startswith("gates.yaml (the arm's first calibration")
     by_check = {c["check"]: c for c in calibration["checks"]}
     assert set(by_check) == {"teacher_forcing", "graph_replay"}
@@ -192,7 +220,7 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
         assert sum(d > 0 for d in drift.values()) > 0.8 * len(drift), "no real noise to calibrate from"
         assert c["false_positives"]["passed"] == 2, c["false_positives"]
         assert c["after"]["tie_gap"] >= NOISE_TIE_GAP and c["after"]["drift_limit"] >= c["spread"]["max_drift"]
-    assert "| teacher_forcing (cpu-ref) | 2 |" in cal.stdout
+    assert "| teacher_forcing (cpu-ref) | 2 |" in stored.stdout
 
     def qualify_run(name: str, **more: str):
         return qualify(tmp_path / name, refs, *suites, env={**env, **more})
@@ -212,7 +240,8 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
         assert b[check]["drift_limit"] == by_check[check]["after"]["drift_limit"], b[check]
         assert b[check]["judged_by"].startswith("calibrated ")
         assert "(K=2, held out: 0/2 repeats fail" in b[check]["judged_by"], b[check]["judged_by"]
-        assert b[check]["judged_by"].endswith("; first calibration"), b[check]["judged_by"]  # confirmed by this run
+        assert "; first calibration" in b[check]["judged_by"], b[check]["judged_by"]  # confirmed by this run
+        assert f"trusted by hand: {NOISE_TRUST}" in b[check]["judged_by"], b[check]["judged_by"]
         assert b[check]["floor"].count("PASS: ") == 2, b[check]["floor"]
         first, again = deltas(reports / "cal-r1", check), deltas(tmp_path / "b", check)
         moved = sum(first[k] != again[k] for k in first.keys() & again.keys())
