@@ -122,7 +122,8 @@ await_cpu_generation() {
   local name=$1 wait_s=${2:-480} t=0
   [ -f "$KEEP/$name/config.json" ] && return 0
   [ -f "$KEEP/$name.gen.pid" ] || { echo "error: no generation of $name was started" >&2; return 3; }
-  while kill -0 "$(cat "$KEEP/$name.gen.pid")" 2>/dev/null && [ "$t" -lt "$wait_s" ]; do sleep 5; t=$((t + 5)); done
+  while [ ! -f "$KEEP/$name.gen/tiny_model.json" ] && pgrep -f -- "--out $KEEP/$name.gen" >/dev/null \
+    && [ "$t" -lt "$wait_s" ]; do sleep 5; t=$((t + 5)); done
   if [ ! -f "$KEEP/$name.gen/tiny_model.json" ]; then
     tail -5 "$KEEP/$name.gen.log" >&2
     echo "error: the CPU generation of $name did not finish (waited ${t}s)" >&2
