@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.config.cache_unit import cache_unit
 from harness.config.errors import HarnessError
 from harness.config.suites import BY_NAME
 from harness.judge.catalogue_gate import catalogue_gates
@@ -43,9 +44,10 @@ def test_long_context(long_context_outputs, long_context_sweep_outputs, candidat
     limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
+    unit = cache_unit(block, arm.parallelism.dcp, arm.parallelism.pcp)  # the scheduler's block: what a hit is made of
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
     try:
-        plan = plan_grid(workload, prompts.all(), sweep.all(), caching_on, block,
+        plan = plan_grid(workload, prompts.all(), sweep.all(), caching_on, unit,
                          arm.server.max_num_seqs or workload.burst_max)
     except HarnessError as exc:
         pytest.fail(str(exc), pytrace=False)

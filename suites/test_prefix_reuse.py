@@ -3,6 +3,7 @@ uncached prompts in one batch. The hit is proven from /metrics; every output mus
 
 import pytest
 
+from harness.config.cache_unit import cache_unit
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
@@ -24,17 +25,19 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, under_test,
     check = under_test.reference_check("prefix_reuse", reference_outputs.noise_key)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16
+    unit = cache_unit(block, arm.parallelism.dcp, arm.parallelism.pcp)  # the scheduler's block: what a hit is made of
     caching_on = prefix_caching_on(arm.server.enable_prefix_caching, info)
-    misaligned = [s for s in w.prefix_reuse.shared_tokens if s % block]
+    misaligned = [s for s in w.prefix_reuse.shared_tokens if s % unit]
     if misaligned:
         pytest.fail(f"workload {w.name!r}: shared_tokens {misaligned} are not multiples of arm {arm.name!r}'s "
-                    f"block size {block}: set them to whole blocks", pytrace=False)
+                    f"prefix-cache unit {unit} (block_size {block} x dcp {arm.parallelism.dcp} x pcp "
+                    f"{arm.parallelism.pcp}): set them to whole units", pytrace=False)
     sink = harness_session.run_dir / arm.name / "prefix_reuse_comparisons.jsonl"
     sink.unlink(missing_ok=True)
 
     compared = compare_batches(candidate, [[prompts.warm]], sampling, reference_outputs.outputs, sink)
     hits = None
-    expected = expected_hit_tokens(prompts.probes, block)
+    expected = expected_hit_tokens(prompts.probes, unit)
     if not compared.aborted:
         before = hit_counter(candidate.info.base_url)
         probes = compare_batches(candidate, [reorder(prompts.probes, harness_session.order_seed)], sampling,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from harness.config.arms import Arm
+from harness.config.cache_unit import cache_unit
 from harness.config.errors import ConfigError
 from harness.config.workloads import OutputCoverageWorkload
 
@@ -46,7 +47,7 @@ class KvSizing:
 
     @property
     def block_tokens(self) -> int:
-        return self.block_size * self.dcp
+        return cache_unit(self.block_size, self.dcp)
 
     @property
     def usable(self) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.config.cache_unit import cache_unit, expected_hit
 from harness.config.errors import HarnessError
 from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
@@ -25,7 +26,6 @@ from harness.refcheck.coverage_cells import (
     turn_id,
     turn_prompt,
 )
-from harness.refcheck.long_context import expected_hit
 from harness.refcheck.long_context_grid import abort_reason
 from harness.refcheck.prompts import CheckPrompt
 
@@ -88,7 +88,8 @@ class CoverageServer:
         """From vllm:cache_config_info; None where the server does not say."""
         info = cache_config(self.metrics())
         blocks, size = label_int(info, "num_gpu_blocks"), label_int(info, "block_size")
-        block = size * self.live.arm.parallelism.dcp if size else None
+        par = self.live.arm.parallelism
+        block = cache_unit(size, par.dcp, par.pcp) if size else None
         return Pool(blocks * block if blocks and block else None, block)
 
     def caching_on(self) -> bool:

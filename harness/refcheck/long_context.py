@@ -150,18 +150,20 @@ def build_sweep_prompts(workload: LongContextWorkload, space: TokenSpace, seed: 
     return build_long_context_prompts(sweep, space, published)
 
 
-def shared_tokens(workload: LongContextWorkload, length: int, block_size: int) -> int:
-    """Tokens of a `length`-token cell the partial-hit warm-up shares: whole KV blocks; ConfigError when none fits
-    or a stated count is not block-aligned."""
+def shared_tokens(workload: LongContextWorkload, length: int, unit: int) -> int:
+    """Tokens of a `length`-token cell the partial-hit warm-up shares: whole prefix-cache units (cache_unit's:
+    block_size x dcp); ConfigError when none fits or a stated count is not unit-aligned."""
     if isinstance(workload.partial_shared, int):
-        if workload.partial_shared % block_size:
+        if workload.partial_shared % unit:
             raise ConfigError(f"workload {workload.name!r}: partial_shared {workload.partial_shared} is not a "
-                              f"multiple of the arm's KV block size {block_size}: set it to whole blocks or a fraction")
+                              f"multiple of the arm's prefix-cache unit {unit} (block_size x dcp): set it to whole "
+                              "units or a fraction")
         return workload.partial_shared
-    tokens = int(workload.partial_shared * length) // block_size * block_size
+    tokens = int(workload.partial_shared * length) // unit * unit
     if tokens <= 0:
         raise ConfigError(f"workload {workload.name!r}: partial_shared {workload.partial_shared:g} of {length} tokens "
-                          f"is less than one KV block ({block_size}): raise it or drop that length")
+                          f"is less than one prefix-cache unit ({unit}, block_size x dcp): raise it or drop that "
+                          "length")
     return tokens
 
 
@@ -173,9 +175,3 @@ def partial_warmup(cell: ContextCell, prefix: int, seed: int = 0) -> list[int]:
     pool = sorted(set(cell.tokens))
     first = rng.choice([t for t in pool if t != cell.tokens[prefix]])
     return cell.tokens[:prefix] + [first, *rng.choices(pool, k=n - 1)]
-
-
-def expected_hit(prompt_tokens: int, cached_prefix: int, block_size: int) -> int:
-    """Prefix-cache hit tokens the request must show: whole blocks of the cached prefix, and never the prompt's last
-    token (vLLM recomputes it to sample from)."""
-    return min(cached_prefix, prompt_tokens - 1) // block_size * block_size

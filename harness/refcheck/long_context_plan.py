@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.config.cache_unit import expected_hit
 from harness.config.workloads import LongContextWorkload
 from harness.refcheck.bursts import Burst, burst_plan
-from harness.refcheck.long_context import ContextCell, expected_hit, partial_warmup, shared_tokens
+from harness.refcheck.long_context import ContextCell, partial_warmup, shared_tokens
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,9 @@ class GridPlan:
 
 
 def cell_requests(cell: ContextCell, workload: LongContextWorkload, partial_prefix: int, caching_on: bool,
-                  block: int) -> list[CellRequest]:
+                  unit: int) -> list[CellRequest]:
     """One grid cell's requests: its modes in the workload's order, then forced. `partial_prefix`: the cell's first
-    tokens the partial warm-up shares (whole KV blocks)."""
+    tokens the partial warm-up shares (whole prefix-cache units); `unit`: harness/config/cache_unit.py's."""
     out = []
     for mode in workload.modes:
         if mode == "cold":
@@ -77,17 +78,18 @@ def cell_requests(cell: ContextCell, workload: LongContextWorkload, partial_pref
         else:
             warmup, cached = (cell.tokens, cell.length) if mode == "warm" else \
                 (partial_warmup(cell, partial_prefix, workload.seed), partial_prefix)
-            out.append(CellRequest(cell, mode, warmup, expected_hit(cell.length, cached, block) if caching_on
+            out.append(CellRequest(cell, mode, warmup, expected_hit(cell.length, cached, unit) if caching_on
                                    else None))
     return [*out, CellRequest(cell, "forced")]
 
 
 def plan_grid(workload: LongContextWorkload, cells: list[ContextCell], sweep: list[ContextCell], caching_on: bool,
-              block: int, max_batch: int) -> GridPlan:
-    """The grid's requests for a candidate with this KV block size and prefix caching; `max_batch`: the most cells a
-    burst sends (the arm's max_num_seqs, else the workload's burst_max). ConfigError where a length cannot share
-    whole blocks with its partial warm-up (every length is checked, whichever modes run)."""
-    prefix_of = {n: shared_tokens(workload, n, block) for n in workload.lengths}
-    sequential = [r for cell in cells for r in cell_requests(cell, workload, prefix_of[cell.length], caching_on, block)]
+              unit: int, max_batch: int) -> GridPlan:
+    """The grid's requests for a candidate with this prefix-cache unit (cache_unit: block_size x dcp, the scheduler's
+    block, never the per-rank block size: a DCP prefix hits only whole units) and prefix caching; `max_batch`: the
+    most cells a burst sends (the arm's max_num_seqs, else the workload's burst_max). ConfigError where a length
+    cannot share whole units with its partial warm-up (every length is checked, whichever modes run)."""
+    prefix_of = {n: shared_tokens(workload, n, unit) for n in workload.lengths}
+    sequential = [r for cell in cells for r in cell_requests(cell, workload, prefix_of[cell.length], caching_on, unit)]
     return GridPlan(sequential, [CellRequest(cell, "sweep") for cell in sweep],
                     burst_plan(cells, max_batch) if workload.bursts else [])

@@ -11,6 +11,7 @@ import json
 import random
 from dataclasses import dataclass
 
+from harness.config.cache_unit import expected_hit
 from harness.config.workloads import ReferenceChecksWorkload
 from harness.measure.prompts import TokenSpace
 from harness.tinymodel.copytask import copy_prompt
@@ -98,6 +99,7 @@ def interleave(a: list, b: list) -> list:
     return out
 
 
-def expected_hit_tokens(probes: list[CheckPrompt], block_size: int) -> int:
-    """Prefix-cache hits the probes must produce: each cached extend reuses its shared part, in whole blocks."""
-    return sum((p.shared_tokens // block_size) * block_size for p in probes)
+def expected_hit_tokens(probes: list[CheckPrompt], unit: int) -> int:
+    """Prefix-cache hits the probes must produce: each cached extend reuses its shared part in whole prefix-cache
+    units (harness/config/cache_unit.py: block_size x dcp, never the per-rank block size under DCP)."""
+    return sum(expected_hit(len(p.tokens), p.shared_tokens, unit) for p in probes)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from harness.config.cache_unit import expected_hit
 from harness.config.errors import ConfigError
 from harness.config.workloads import LongContextWorkload, load_workload
 from harness.measure.generation import Generation
@@ -15,7 +16,6 @@ from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import (
     build_long_context_prompts,
     build_sweep_prompts,
-    expected_hit,
     partial_warmup,
     read_needle_tokens,
     shared_tokens,
@@ -124,9 +124,9 @@ def test_partial_warmup_shares_whole_blocks_and_then_differs():
     assert warm[:shared] == cell.tokens[:shared] and warm[shared] != cell.tokens[shared]
     assert len(warm) <= cell.length
     assert expected_hit(1000, shared, 128) == 384 and expected_hit(1024, 1024, 128) == 896
-    with pytest.raises(ConfigError, match="partial_shared 100 is not a multiple of the arm's KV block size 128"):
+    with pytest.raises(ConfigError, match="partial_shared 100 is not a multiple of the arm's prefix-cache unit 128"):
         shared_tokens(workload(partial_shared=100), 128, 128)
-    with pytest.raises(ConfigError, match="less than one KV block"):
+    with pytest.raises(ConfigError, match="less than one prefix-cache unit"):
         shared_tokens(workload(partial_shared=0.1), 128, 128)
 
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.config.cache_unit import expected_hit
 from harness.config.errors import ConfigError, WorkloadError
 from harness.config.workloads import LongContextWorkload
 from harness.measure.generation import Generation
@@ -18,7 +19,6 @@ from harness.refcheck.long_context import (
     ContextCell,
     build_long_context_prompts,
     build_sweep_prompts,
-    expected_hit,
     partial_warmup,
 )
 from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
@@ -65,7 +65,7 @@ def test_caching_off_proves_no_hit_and_a_workload_without_bursts_plans_none():
 
 
 def test_a_length_without_a_whole_shared_block_is_refused_whichever_modes_run():
-    with pytest.raises(ConfigError, match="less than one KV block"):
+    with pytest.raises(ConfigError, match="less than one prefix-cache unit"):
         plan_of(workload(lengths=[40, 128], partial_shared=0.1, modes=["cold"], bursts=False))
 
 

@@ -1,0 +1,36 @@
+"""The prefix cache's unit and the hits it can give (pure): one function every hit proof rounds with.
+
+vLLM hashes a request's tokens for the prefix cache in blocks of the scheduler's block size, and under decode (and
+prefill) context parallelism that is the per-rank block_size x dcp x pcp: each rank holds block_size tokens of a
+block, and the hash is taken over the full sequence at that granularity (vllm/v1/core/sched/scheduler.py: "The
+scheduler's block_size must be multiplied by dcp_world_size"; kv_cache_coordinator's effective block size multiplies
+by dcp x pcp). The interleave (cp_kv_cache_interleave_size) divides block_size and only deals a block's tokens out
+among the ranks: it adds no factor. vllm:cache_config_info reports the per-rank block_size. docs/suites.md says more.
+"""
+
+from __future__ import annotations
+
+
+def cache_unit(block_size: int, dcp: int = 1, pcp: int = 1) -> int:
+    """Tokens of one prefix-cache block as the scheduler counts, hashes and hits them (dcp 1, pcp 1: block_size)."""
+    return block_size * dcp * pcp
+
+
+def expected_hit(prompt_tokens: int, cached_prefix: int, unit: int) -> int:
+    """Prefix-cache hit tokens a request must show: whole cache units of the cached prefix, and never the prompt's
+    last token (vLLM recomputes it to sample from). `unit`: cache_unit's, not the per-rank block size."""
+    return min(cached_prefix, prompt_tokens - 1) // unit * unit
+
+
+def unreachable_hit(expected: int, prompt_tokens: int, cached_prefix: int, unit: int) -> str | None:
+    """Why a hit proof expecting `expected` tokens asks what the cache cannot give (a sentence), or None: a hit is
+    whole units, and at most the units the cached prefix fills short of the prompt's last token."""
+    can = 0
+    while can + unit <= min(cached_prefix, prompt_tokens - 1):
+        can += unit
+    if expected % unit:
+        return f"expected hit {expected} tokens is not whole cache units of {unit} (block_size x dcp x pcp)"
+    if expected > can:
+        return (f"expected hit {expected} tokens exceeds the {can} a {prompt_tokens}-token prompt sharing "
+                f"{cached_prefix} cached tokens can hit in units of {unit}")
+    return None
