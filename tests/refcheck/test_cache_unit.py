@@ -121,3 +121,21 @@ def test_the_cpu_pair_keeps_its_requests_the_unit_is_its_block():
     rc = load_workload(workload_for(arm, "reference_checks"), kind=ReferenceChecksWorkload)
     probes = build_check_prompts(rc, SPACE).probes
     assert expected_hit_tokens(probes, cache_unit(128)) == sum(p.shared_tokens // 128 * 128 for p in probes)
+
+
+@pytest.mark.parametrize(("arm_name", "block"), [("cpu-smoke", 128), ("gpu-dcp2", 16), ("dcp8", 16), ("dcp8", 64),
+                                                 ("tp16-dcp16", 16)])
+def test_block_aligned_prompts_run_cold_warm_and_partial_on_a_unit_boundary(arm_name, block):
+    """Issue 57 item 3's block-aligned prompts, in the grid as it is (no request added): lengths that are whole units
+    run cold, warm -- where the whole prompt is cached and the hit must stop one unit short (vLLM recomputes the last
+    token: the #52897 case) -- and partial, whose shared part always ends on a unit boundary."""
+    unit = unit_of(arm_name, block)
+    plan = grid_of(arm_name, unit)
+    aligned = sorted({r.cell.length for r in plan.sequential if r.cell.length % unit == 0})
+    assert aligned, f"{arm_name}: no long_context length is a whole number of {unit}-token units"
+    for r in plan.sequential:
+        if r.cell.length in aligned and r.mode == "warm":
+            assert r.hit_expected == r.cell.length - unit
+        if r.mode == "partial":
+            assert shared_prefix(r.warmup, r.cell.tokens) % unit == 0 and r.hit_expected % unit == 0
+    assert {r.mode for r in plan.sequential if r.cell.length in aligned} >= {"cold", "warm", "partial"}
