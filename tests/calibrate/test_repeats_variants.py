@@ -169,3 +169,26 @@ def test_a_scratch_replanted_in_place_is_another_build_at_the_same_path(tmp_path
     assert "legitimate: split_k_logits" in logits.read_text() and "_lf_jitter(logits)" in logits.read_text()
     lf.replant("logit_jitter", out, site, "cpu_noise")
     assert logits.read_text() == first and (out / "vllm" / "__init__.py").is_symlink()
+
+
+def test_calibrate_names_each_repeats_variant_before_it_runs_and_all_of_them_before_it_stores(store, tmp_path,
+                                                                                              capsys):
+    """`calibrate --repeats 3` on cpu-smoke: each repeat's line names its variant and what it changes, and the line
+    before the calibration lists the variants the repeats' run.json recorded (as qualify's record step writes them)."""
+    from drift_lines import repeat
+    from written_repeats import ARM, asked, marker, write_repeat
+
+    from harness.qualify.calibrating import calibrate
+
+    def run_repeat(request: QualifyRequest, env: dict[str, str]) -> int:
+        k = int(env["HARNESS_CALIBRATION_REPEAT"])
+        recorded = marker(request).model_copy(update={"variant": plan_variant(arm(ARM), k)})
+        write_repeat(Path(request.run_dir), store, repeat(k), calibration=recorded)
+        return 0
+
+    assert calibrate(asked(3, ["teacher_forcing"], "cal-v"), run_repeat) == 0
+    out = capsys.readouterr().out
+    assert f"repeat 1 of 3 -> {tmp_path / 'reports' / 'cal-v-r1'} (variant as_configured)" in out
+    assert "repeat 2 of 3 -> " in out and "(variant graph_mode (enforce_eager False -> True))" in out
+    assert "(variant chunk_size (max_num_batched_tokens 512 -> 256))" in out
+    assert "calibrate cpu-smoke: repeats by variant: r1 as_configured, r2 graph_mode, r3 chunk_size (3 variants)" in out
