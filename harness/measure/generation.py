@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from harness.config.errors import WorkloadError
+from harness.judge.output_consistency import inconsistency
 from harness.measure.http import post_completion
 
 
@@ -73,8 +74,13 @@ def parse_choice(choice: dict) -> Generation:
 
 async def generate_one(client: httpx.AsyncClient, base_url: str, model: str, prompt: list[int],
                        sampling: Sampling, timeout_s: float, cache_salt: str | None = None) -> Generation:
+    """One greedy output; WorkloadError where the response disagrees with itself (its usage.completion_tokens is not
+    the tokens it carries): an output compared with the reference must be the one the server counted."""
     data = await post_completion(client, base_url, sampling.body(model, prompt, cache_salt), timeout_s)
-    return parse_choice(data["choices"][0])
+    gen = parse_choice(data["choices"][0])
+    if why := inconsistency(gen.token_ids, (data.get("usage") or {}).get("completion_tokens")):
+        raise WorkloadError(f"request to {base_url}: inconsistent output: {why}")
+    return gen
 
 
 async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sampling: Sampling,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from harness.config.errors import WorkloadError
+from harness.judge.output_consistency import inconsistency
 from harness.measure.generation import parse_choice
 from harness.measure.http import stream_completion
 from harness.records.jsonl import append_line
@@ -57,6 +58,7 @@ class RequestSample:
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float | None] = field(default_factory=list)
     top: list[dict[int, float]] = field(default_factory=list)
+    first_tokens: list[int] | None = None  # the token ids of the chunk TTFT was timed at (output consistency)
 
     @property
     def ok(self) -> bool:
@@ -122,8 +124,11 @@ def completion_body(model: str, prompt: list[int] | str, max_tokens: int, extra:
 
 
 def keep_tokens(sample: RequestSample, choice: dict) -> None:
-    """Append one chunk's tokens to the sample (parsed per chunk: the stream is never held whole)."""
+    """Append one chunk's tokens to the sample (parsed per chunk: the stream is never held whole); the first chunk's
+    are kept apart too, as the tokens its TTFT timed."""
     gen = parse_choice(choice)
+    if sample.first_tokens is None:
+        sample.first_tokens = list(gen.token_ids)
     sample.token_ids += gen.token_ids
     sample.logprobs += [x if x == x else None for x in gen.logprobs]  # NaN (JSON null) back to None
     sample.top += gen.top
@@ -153,9 +158,9 @@ async def stream_one(client: httpx.AsyncClient, base_url: str, body: dict, sampl
         sample.error = "stream ended without a usage block"
     elif sample.output_tokens != body["max_tokens"]:
         sample.error = f"{sample.output_tokens} output tokens, expected {body['max_tokens']} (ignore_eos)"
-    elif body.get("logprobs") is not None and len(sample.token_ids) != sample.output_tokens:
-        sample.error = (f"the stream carried {len(sample.token_ids)} token ids for {sample.output_tokens} output "
-                        "tokens: its outputs cannot be compared")
+    elif body.get("logprobs") is not None and (why := inconsistency(sample.token_ids, sample.output_tokens,
+                                                                    sample.first_tokens)):
+        sample.error = f"inconsistent output: {why}"  # its timing and its output count for nothing
     return sample
 
 

@@ -18,6 +18,7 @@ import httpx
 
 from harness.config.errors import WorkloadError
 from harness.config.workloads import SpecDecodeWorkload
+from harness.judge.output_consistency import inconsistency
 from harness.measure.generation import Generation, parse_choice
 from harness.measure.http import stream_completion
 from harness.measure.metrics import samples
@@ -94,6 +95,7 @@ class SpecSample:
     output_tokens: int | None = None  # from the usage block
     error: str | None = None
     prompt_token_ids: list[int] = field(default_factory=list)  # as the server tokenised the prompt (return_token_ids)
+    first_tokens: list[int] | None = None  # the token ids of the chunk TTFT was timed at (output consistency)
 
     @property
     def tpot_s(self) -> float | None:
@@ -133,9 +135,10 @@ async def stream_generation(client: httpx.AsyncClient, base_url: str, body: dict
         async for data in stream_completion(client, base_url, body, timeout_s):
             if data.get("choices"):
                 choice = data["choices"][0]
+                part = parse_choice(choice)
                 if sample.ttft_s is None:
                     sample.ttft_s = (time.perf_counter_ns() - t0) * NS
-                part = parse_choice(choice)
+                    sample.first_tokens = list(part.token_ids)
                 sample.prompt_token_ids += choice.get("prompt_token_ids") or []  # the first chunk's only
                 sample.token_ids += part.token_ids
                 sample.logprobs += part.logprobs
@@ -150,6 +153,8 @@ async def stream_generation(client: httpx.AsyncClient, base_url: str, body: dict
     if sample.output_tokens != body["max_tokens"] or len(sample.token_ids) != body["max_tokens"]:
         sample.error = (f"{sample.output_tokens} output tokens in the usage block, {len(sample.token_ids)} streamed; "
                         f"expected {body['max_tokens']} (ignore_eos)")
+    elif why := inconsistency(sample.token_ids, sample.output_tokens, sample.first_tokens):
+        sample.error = f"inconsistent output: {why}"
     return sample
 
 
