@@ -21,9 +21,9 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
 
-# vLLM 0.25.0's log lines (vllm/compilation/backends.py, monitor.py; v1/worker/gpu_model_runner.py; v1/engine/core.py)
+# vLLM 0.25.0's log lines ("took" there, "takes" in older releases) (vllm/compilation/backends.py, monitor.py; v1/worker/gpu_model_runner.py; v1/engine/core.py)
 LOG_LINES = {
-    "compile": re.compile(r"torch\.compile takes ([\d.]+) s in total"),
+    "compile": re.compile(r"torch\.compile (?:takes|took) ([\d.]+) s in total"),
     "capture": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
     "load": re.compile(r"Model loading took [^\n]*? and ([\d.]+) s(?:econds)?"),
     "engine_init": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
