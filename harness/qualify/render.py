@@ -199,7 +199,7 @@ def annotate(judged: JudgedRun, rendered: Rendered) -> Path:
     path = judged.stored.run_dir / "annotation.md"
     pairs = [(p.candidate, p.reference) for p in (manifest.pairs if manifest else [])] or [("unknown arm", None)]
     path.write_text(annotation(pairs, rendered.exit_code, rendered.markdown, rendered.regressions, rendered.html_path,
-                               manifest.calibration if manifest else None))
+                               manifest.calibration if manifest else None, rendered.basis))
     return path
 
 
@@ -223,9 +223,9 @@ def report(run: str, baseline: str | None, exit_code: int | None, screenshot: bo
               file=sys.stderr)
         return 128 + noted[0]
     if screenshot:
-        from harness.report.screenshot import take_screenshot
+        from harness.report.screenshot import screenshot_lines
 
-        print(f"screenshot: {take_screenshot(rendered.html_path, judged.stored.run_dir / 'report.png')}")
+        print("\n".join(screenshot_lines(rendered.html_path, judged.stored.run_dir / "report.png")))
     return code
 
 
