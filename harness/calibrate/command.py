@@ -273,9 +273,9 @@ def failed_repeats(runs: list[RepeatRun], measured: list[dict[str, CheckRepeat]]
     for k, (run, checks) in enumerate(zip(runs, measured, strict=True), 1):
         names = failures(run, arm, first)
         for check, current in previous.items():
+            here = floor_here(checks[check].record.floor_path) if check in checks else None
             if current is not None and check in checks and against_current(
-                    check, checks[check].comparisons, current,
-                    load_floor(floor_here(checks[check].record.floor_path), check)):
+                    check, checks[check].comparisons, current, load_floor(here, check), here):
                 names.append(check)
         for name in dict.fromkeys(names):
             failed.setdefault(name, []).append(k)

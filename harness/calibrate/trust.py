@@ -35,6 +35,7 @@ from harness.records.manifest import RUN_JSON, ArmBuild, NotAManifest, RunManife
 from harness.records.results import read_results
 from harness.records.schema import SCHEMA_VERSION, GateRecord, OutcomeRecord, Record, ReferenceCheckRecord
 from harness.refcheck.accept_floor import floor_here
+from harness.refcheck.check import budget_at
 from harness.refcheck.compare import judge_comparisons
 from harness.refcheck.floor_store import (
     Calibration,
@@ -203,15 +204,18 @@ def judge_first_calibration(first: FirstCalibration) -> list[str]:
     return [*out, anchor.sentence] if out else out
 
 
-def against_current(check: str, comparisons: list, current: Calibration, floor: Floor | None) -> str | None:
-    """The repeat's comparisons judged as a later run would be by the current calibration (its limits and its mean
-    floor): None when they pass. The same judgement runs inside the repeat; here it also covers repeats made elsewhere
-    (--from-runs) or before the current calibration was stored."""
+def against_current(check: str, comparisons: list, current: Calibration, floor: Floor | None,
+                    floor_path: Path) -> str | None:
+    """The repeat's comparisons judged as a later run would be by the current calibration (its limits, its mean floor
+    and the run's error budget at `floor_path`, the key's directory): None when they pass. The same judgement runs
+    inside the repeat; here it also covers repeats made elsewhere (--from-runs) or before the current calibration was
+    stored."""
     verdict = judge_comparisons(check, comparisons, current.drift_limit, current.tie_gap)
     if verdict.failures:
         return f"{len(verdict.failures)} request(s) over its limits ({verdict.failures[0]})"
     if floor is not None:
-        paired = judge_floor_pairing(comparisons, floor.comparisons, floor.name, current.spread.get("floor_shifts"))
+        paired = judge_floor_pairing(comparisons, floor.comparisons, floor.name, current.spread.get("floor_shifts"),
+                                     budget_at(floor_path, current))
         if not paired.passed:
             return paired.sentence
     return None

@@ -250,13 +250,17 @@ def clean_shifts(calibration: Calibration | None) -> list[float] | None:
 
 
 def run_budget(limits: CheckLimits) -> RunBudget:
-    """The check's share of its run's 1 % (harness/judge/error_budget.py): the family is every check calibrated for the
-    candidate's arm, over all its keys' directories (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a
-    run of the arm can judge by a calibration; the rounding unit is the calibration's own."""
-    here = limits.floor_path
+    """The check's share of its run's 1 % (harness/judge/error_budget.py): see budget_at."""
+    return budget_at(limits.floor_path, limits.calibration)
+
+
+def budget_at(here: Path, calibration: Calibration | None) -> RunBudget:
+    """The family is every check calibrated for the arm whose key directory is `here`, over all its keys' directories
+    (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a run of the arm can judge by a calibration; the
+    rounding unit is the calibration's own."""
     arm = here.name[:-17]
     names = {f.name.removesuffix(".calibration.json") for d in here.parent.glob(f"{arm}-*")
              if re.fullmatch(re.escape(arm) + "-[0-9a-f]{16}", d.name) for f in d.glob("*.calibration.json")}
     family = (Family(len(names), f"the checks calibrated for {arm}") if names else
               Family(1, f"no check calibrated for {arm}: this check alone"))
-    return RunBudget(family, unit_of(limits.calibration.spread if limits.calibration else None))
+    return RunBudget(family, unit_of(calibration.spread if calibration else None))

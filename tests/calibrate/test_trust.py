@@ -141,7 +141,7 @@ def test_the_issues_reproduction_fails_against_a_clean_calibration_and_is_refuse
     clean = load_calibration(store, "teacher_forcing")
     flips = {i: 3.0 for i in range(5)}
     fault = repeat(9, shift=0.3, flips=flips)
-    why = against_current("teacher_forcing", fault, clean, load_floor(store, "teacher_forcing"))
+    why = against_current("teacher_forcing", fault, clean, load_floor(store, "teacher_forcing"), store)
     assert why is not None and "request(s) over its limits" in why
     dirs = repeats(tmp_path, store, "cal-f", seeds=(7, 8), shift=0.3, flips=flips, build="build-f")
     for trust in (None, "it looks fine"):
