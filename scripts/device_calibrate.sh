@@ -12,14 +12,17 @@
 # per-step timing table of every run of the call in timing.md (inside info.tgz).
 #
 # STEPS, in order, each skipped when less than 60 s of DEADLINE_S (default 570) is left:
-#   calibrate    python -m harness calibrate --arm $ARM [--repeats $REPEATS: default the arm's min_repeats] --id cal-$ARM
+#   calibrate    python -m harness calibrate --arm $ARM [--repeats $REPEATS: default the arm's min_repeats] --id ${CAL_ID:-cal-$ARM}
 #   trust        only after a `calibrate` of this call that exited 2 (refused): the same repeats stored with
 #                `--from-runs ... --trust "$TRUST"` (an arm's first calibration on a GPU: its repeats were judged by
 #                gates.yaml's seed limits, which clean bf16 noise exceeds; the reason stays on every line it judges)
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
+#   batch-invariant  the same qualify with VLLM_BATCH_INVARIANT=1 (split-KV count 1, fixed reduction order: a
+#                legitimate build that must pass), run id $ARM-batch-invariant
 #   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults.py (table gpu) past L tokens, in a
 #                scratch copy of /tmp/site/vllm, as a variant of $ARM judged by $ARM's calibration (calibration_from),
-#                with the calibrated suites; EPS sets HARNESS_FAULT_EPS (precision_loss_past_L's strength)
+#                with FAULT_SUITES (default: the length-sensitive calibrated suites); EPS sets HARNESS_FAULT_EPS
+#                (precision_loss_past_L's strength)
 # Every run directory made by this call comes back in $OUT/runs.tar.gz (server logs cut), with the calibration
 # table, the floors' calibration files and the exit code of each step in $OUT/steps.txt.
 set -uo pipefail
@@ -28,26 +31,35 @@ source scripts/device_lib.sh
 device_start
 device_keep /tmp/keep
 deadline=$(( t0 + ${DEADLINE_S:-570} ))
+cal_id=${CAL_ID:-cal-$ARM}  # another id where repeats of other measuring code are kept under the default one
 marker=$KEEP/.call-$t0 && touch "$marker"
 if [ "${AWAIT_MODEL:-0}" = 1 ]; then await_cpu_generation tiny-mla || exit 3; fi
 keep_model tiny-mla || exit 3
 if [ "${RETURN_MODEL:-0}" = 1 ]; then return_model tiny-mla; fi
 echo "setup: $(( $(date +%s) - t0 )) s"
+# The same command can be sent again, back to back: a step that ended is not run again ($KEEP/.step-done-*); a
+# calibrate cut by the deadline continues its repeats; any other step starts only with STEP_MIN_S left (a qualify cut
+# midway leaves a run id that cannot be reused).
 for step in ${STEPS:-calibrate}; do
+  if [ -f "$KEEP/.step-done-$cal_id-$step" ]; then echo "$step: ended in an earlier call ($(cat "$KEEP/.step-done-$cal_id-$step"))"; continue; fi
   left=$(( deadline - $(date +%s) ))
-  if [ "$left" -lt 60 ]; then echo "$step skipped: $left s left" | tee -a "$OUT/steps.txt"; continue; fi
+  need=$([ "$step" = calibrate ] && echo 60 || echo "${STEP_MIN_S:-150}")
+  if [ "$left" -lt "$need" ]; then echo "$step skipped: $left s left" | tee -a "$OUT/steps.txt"; continue; fi
   s0=$(date +%s)
   case $step in
     calibrate) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness calibrate --arm "$ARM" \
-                 ${REPEATS:+--repeats "$REPEATS"} --id "cal-$ARM" ${CALIBRATE_ARGS:-} ;;
-    trust) if [ "${cal_rc:-}" != 2 ]; then echo "trust skipped: calibrate exit ${cal_rc:-not run}"; true
+                 ${REPEATS:+--repeats "$REPEATS"} --id "$cal_id" ${CALIBRATE_ARGS:-} ;;
+    trust) cal_rc=${cal_rc:-$(sed -n 's/^exit //p' "$KEEP/.step-done-$cal_id-calibrate" 2>/dev/null)}
+           if [ "${cal_rc:-}" != 2 ]; then echo "trust skipped: calibrate exit ${cal_rc:-not run}"; true
            else
              k=${REPEATS:-5}
-             python3 -m harness calibrate --arm "$ARM" --id "cal-$ARM" --trust "${TRUST:?TRUST=reason}" \
-               --from-runs $(for i in $(seq 1 "$k"); do echo "cal-$ARM-r$i"; done)
+             python3 -m harness calibrate --arm "$ARM" --id "$cal_id" --trust "${TRUST:?TRUST=reason}" \
+               --from-runs $(for i in $(seq 1 "$k"); do echo "$cal_id-r$i"; done)
            fi ;;
     qualify-*) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
                  --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
+    batch-invariant) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
+                 --run-id "$ARM-$step" --set 'server.env.VLLM_BATCH_INVARIANT="1"' ${QUALIFY_ARGS:-} ;;
     fault:*) IFS=: read -r _ fname flen feps <<< "$step"
              export HARNESS_ARMS_DIR=$KEEP/arms
              [ -d "$KEEP/arms" ] || cp -r configs/arms "$KEEP/arms"
@@ -58,11 +70,13 @@ for step in ${STEPS:-calibrate}; do
 print(load_arm('$ARM').reference)")" --pythonpath-tail /tmp/site)
              HARNESS_FAULT_EPS=${feps:-0.05} timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify \
                --arm "$variant" --run-id "fault-$fname-$flen${feps:+-$feps}" \
-               --suites graph_replay,long_context,long_prefix,prefix_reuse,teacher_forcing ;;
+               --suites "${FAULT_SUITES:-graph_replay,long_context,long_prefix,prefix_reuse,teacher_forcing}" ;;
     *) echo "unknown step $step"; false ;;
   esac
   rc=$?; [ "$step" = calibrate ] && cal_rc=$rc
   echo "$step exit $rc after $(( $(date +%s) - s0 )) s" | tee -a "$OUT/steps.txt"
+  # ended: not cut by the deadline (timeout's 124, a kill's 137); a refused calibrate (2) is ended too, for `trust`
+  case $rc in 124|137) ;; *) echo "exit $rc" > "$KEEP/.step-done-$cal_id-$step" ;; esac
 done
 new=$(cd "$KEEP/reports" && find . -maxdepth 1 -mindepth 1 -type d -newer "$marker" | sed 's|^\./||')
 for d in $new; do tail_server_logs "$KEEP/reports/$d"; done
