@@ -119,6 +119,9 @@ class PrefixReuseSpec(StrictModel):
     probes_per_share: Int = Field(2, ge=1)
     uncached_probes: Int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
     probe_suffix_tokens: TokenRange = (16, 256)  # [min, max] new tokens after the shared part
+    # Block-aligned probes (issue 57 item 3): prompts of exactly these lengths, cold, sharing each shared_tokens
+    # below them and wholly cached (harness/refcheck/aligned_probes.py); whole prefix-cache units of every arm served
+    aligned_lengths: list[Positive] = []
 
 
 class GraphReplaySpec(StrictModel):
@@ -159,6 +162,7 @@ class ReferenceChecksWorkload(StrictModel):
         """The longest prompt."""
         return max(self.prefix_reuse.prefix_tokens + self.prefix_reuse.warm_suffix_tokens,
                    max(self.prefix_reuse.shared_tokens) + self.prefix_reuse.probe_suffix_tokens[1],
+                   max(self.prefix_reuse.aligned_lengths, default=0),
                    self.graph_replay.prompt_tokens[1],
                    max(self.copy_prompts.context_tokens) if self.copy_prompts else 0)
 

@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.faults import mutations as mut
+from harness.faults.aligned_faults import ALIGNED_FAULTS
 from harness.faults.mutations import Edit, Fault, MutationError
 from harness.probes.ask import run_probe
 
@@ -466,7 +467,8 @@ LEGIT_NAMES = tuple(f.name for f in LEGIT_BUILDS)
 
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
           "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS,
-          "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS}
+          "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS,
+          "cpu_aligned": ALIGNED_FAULTS}
 COMPOSABLE = {"cpu_coverage"}  # tables whose faults can share one scratch: `verify` checks all of them applied at once
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 

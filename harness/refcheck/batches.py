@@ -38,6 +38,7 @@ class BatchComparisons:
     comparisons: list[RequestComparison] = field(default_factory=list)
     aborted: str | None = None  # why the check stopped early (server death, request error), with the log tail
     outputs: dict[str, list[int]] = field(default_factory=dict)  # prompt id -> the candidate's tokens (degeneration)
+    generations: dict[str, Generation] = field(default_factory=dict)  # prompt id -> the candidate's output (hit_miss)
 
 
 def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling: Sampling,
@@ -57,6 +58,7 @@ def compare_batches(live: LiveServer, batches: list[list[CheckPrompt]], sampling
                 return compared
             for p, out in zip(batch, outputs, strict=True):
                 compared.outputs[p.id] = out.token_ids
+                compared.generations[p.id] = out
                 c = compare_outputs(p.id, len(p.tokens), out, reference[p.id], p.group)
                 compared.comparisons.append(c)
                 f.write(c.model_dump_json() + "\n")

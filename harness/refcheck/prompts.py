@@ -12,8 +12,9 @@ import random
 from dataclasses import dataclass
 
 from harness.config.cache_unit import expected_hit
-from harness.config.workloads import ReferenceChecksWorkload
+from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload
 from harness.measure.prompts import TokenSpace
+from harness.refcheck.aligned_probes import aligned_plan, aligned_tokens
 from harness.tinymodel.copytask import copy_prompt
 
 
@@ -67,7 +68,7 @@ def build_check_prompts(w: ReferenceChecksWorkload, space: TokenSpace) -> CheckP
     for i in range(pr.uncached_probes):
         n = rng.randint(*pr.probe_suffix_tokens)
         uncached.append(CheckPrompt(f"uncached-{i}", fresh_after(0, n), "uncached"))
-    probes = interleave(cached, uncached)
+    probes = interleave(cached, uncached) + aligned_probes(pr, prefix, allowed, w.seed)
 
     rounds = []
     for r, size in enumerate(w.graph_replay.batch_sizes):
@@ -77,6 +78,13 @@ def build_check_prompts(w: ReferenceChecksWorkload, space: TokenSpace) -> CheckP
     if w.copy_prompts:
         rounds.append(copy_round(w, allowed))
     return CheckPrompts(warm, probes, rounds)
+
+
+def aligned_probes(pr: PrefixReuseSpec, prefix: list[int], allowed: list[int], seed: int) -> list[CheckPrompt]:
+    """The block-aligned probes (harness/refcheck/aligned_probes.py), after the others in the same batch."""
+    plan = aligned_plan(pr.aligned_lengths, pr.shared_tokens, len(prefix))
+    return [CheckPrompt(p.id, tokens, p.group, p.shared)
+            for p, tokens in zip(plan, aligned_tokens(plan, prefix, allowed, seed), strict=True)]
 
 
 def copy_round(w: ReferenceChecksWorkload, allowed: list[int]) -> list[CheckPrompt]:

@@ -13,9 +13,11 @@ import pytest
 from harness.config.arms import load_arm
 from harness.config.cache_unit import cache_unit, expected_hit, unreachable_hit
 from harness.config.errors import ConfigError
+from harness.config.paths import ARMS_DIR
 from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload, load_workload, workload_for
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.long_context import build_long_context_prompts, build_sweep_prompts
+from harness.refcheck.aligned_probes import misaligned
+from harness.refcheck.long_context import build_long_context_prompts, build_sweep_prompts, shared_tokens
 from harness.refcheck.long_context_plan import GridPlan, plan_grid
 from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens
 
@@ -66,10 +68,6 @@ def unit_of(arm_name: str, block: int) -> int:
 def test_long_context_hits_are_whole_dcp_units_the_cache_can_give(arm_name, block):
     unit = unit_of(arm_name, block)
     assert unit == block * load_arm(arm_name, geometry=False).parallelism.dcp > block
-    if arm_name == "tp16-dcp16" and block == 64:  # 0.85 x 1024 tokens is less than one 1024-token unit: refused
-        with pytest.raises(ConfigError, match=r"0.85 of 1024 tokens is less than one prefix-cache unit \(1024"):
-            grid_of(arm_name, unit)
-        return
     plan = grid_of(arm_name, unit)
     proofs = [r for r in plan.sequential if r.hit_expected is not None]
     assert len(proofs) >= 2 * 6 * 3  # warm and partial of every length x depth
@@ -96,10 +94,37 @@ def test_prefix_reuse_probes_expect_only_what_a_dcp_prefix_gives(arm_name, block
         assert unreachable_hit(hit, len(p.tokens), shared_prefix(p.tokens, cached), unit) is None, p.id
     total = expected_hit_tokens(prompts.probes, unit)
     assert total % unit == 0
+    assert misaligned(w.prefix_reuse.aligned_lengths, w.prefix_reuse.shared_tokens, unit) == []
     planted = [p.id for p in prompts.probes if unreachable_hit(
         expected_hit(len(p.tokens), p.shared_tokens, block), len(p.tokens), shared_prefix(p.tokens, cached), unit)]
-    # 256 shared tokens are whole 16- and 64-token blocks but not whole 512- (dcp8 x 64) or 1024-token units
-    assert bool(planted) == any(s % unit for s in w.prefix_reuse.shared_tokens)
+    # the per-rank block as the unit: a wholly cached aligned probe would expect length - block, past what a DCP
+    # prefix gives (length - unit)
+    assert planted and all(p.endswith("-full") for p in planted), planted
+
+
+def test_the_kimi_workloads_before_their_fix_are_refused_on_tp16_dcp16():
+    """The planted fault of the workload fix: long_context_kimi's old shortest length (0.85 x 1024 is under one
+    1024-token unit) and reference_checks_gpu's 256-token share (a quarter unit) on tp16-dcp16 with FlashMLA's 64."""
+    unit = unit_of("tp16-dcp16", 64)
+    w, _, _ = grid_prompts("tp16-dcp16")
+    old = w.model_copy(update={"lengths": [1024, *w.lengths[1:]]})
+    with pytest.raises(ConfigError, match=r"0.85 of 1024 tokens is less than one prefix-cache unit \(1024"):
+        plan_grid(old, build_long_context_prompts(old, SPACE).all(), [], True, unit, 4)
+    gpu = load_workload("reference_checks_gpu", kind=ReferenceChecksWorkload).prefix_reuse
+    assert misaligned(gpu.aligned_lengths, gpu.shared_tokens, unit) == [256]
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_every_shipped_arm_plans_its_hits_in_whole_units(block):
+    """Every arm in configs/arms: its long_context grid plans (no share under a unit) and its prefix_reuse shares and
+    aligned lengths are whole units of its block_size x dcp x pcp."""
+    for path in sorted(ARMS_DIR.glob("*.yaml")):
+        arm = load_arm(path.stem, geometry=False)
+        unit = cache_unit(block, arm.parallelism.dcp, arm.parallelism.pcp)
+        rc = load_workload(workload_for(arm, "reference_checks"), kind=ReferenceChecksWorkload).prefix_reuse
+        assert misaligned(rc.aligned_lengths, rc.shared_tokens, unit) == [], (arm.name, unit)
+        lc = load_workload(workload_for(arm, "long_context"), kind=LongContextWorkload)
+        assert [shared_tokens(lc, n, unit) for n in lc.lengths], arm.name  # ConfigError where a share is under a unit
 
 
 def test_a_hit_past_the_cache_or_off_the_unit_is_named():
@@ -120,7 +145,10 @@ def test_the_cpu_pair_keeps_its_requests_the_unit_is_its_block():
         {n: int(w.partial_shared * n) // 128 * 128 for n in w.lengths}
     rc = load_workload(workload_for(arm, "reference_checks"), kind=ReferenceChecksWorkload)
     probes = build_check_prompts(rc, SPACE).probes
-    assert expected_hit_tokens(probes, cache_unit(128)) == sum(p.shared_tokens // 128 * 128 for p in probes)
+    before = [p for p in probes if not p.id.startswith("aligned")]  # the probes sent before the aligned ones
+    assert expected_hit_tokens(before, cache_unit(128)) == sum(p.shared_tokens // 128 * 128 for p in before)
+    aligned = [p for p in probes if p.id.startswith("aligned")]  # wholly cached: one block short (#52897)
+    assert expected_hit_tokens(aligned, 128) == sum(min(p.shared_tokens, len(p.tokens) - 128) for p in aligned)
 
 
 @pytest.mark.parametrize(("arm_name", "block"), [("cpu-smoke", 128), ("gpu-dcp2", 16), ("dcp8", 16), ("dcp8", 64),
