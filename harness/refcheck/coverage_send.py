@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.config.cache_unit import cache_unit, expected_hit
 from harness.config.errors import HarnessError
+from harness.config.scheduling import proof as scheduling_proof
 from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
@@ -31,6 +32,7 @@ from harness.refcheck.prompts import CheckPrompt
 
 HITS = "vllm:prefix_cache_hits_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
 
 
 def capture_coverage(live, prompts: CoveragePrompts, top_logprobs: int) -> dict[str, Generation]:
@@ -96,6 +98,13 @@ class CoverageServer:
         info = cache_config(self.metrics())
         return prefix_caching_on(self.live.arm.server.enable_prefix_caching, info)
 
+    def scheduling(self) -> tuple[str, str | None]:
+        """The scheduling the server ran under and why it is not proven (harness/config/scheduling.py proof)."""
+        return scheduling_proof(self.live.arm, self.live.server.log_text())
+
+    def speculative(self) -> bool:
+        return self.live.arm.speculative is not None
+
     def send(self, cells: list[CoverageCell], salt: str) -> list[Generation]:
         """The cells in flight at once (one cell: alone), each generating its own max_tokens (one per call)."""
         sampling = Sampling(cells[0].max_tokens, self.top)
@@ -151,7 +160,9 @@ def alone_then_together(server: CoverageServer, cells: list[CoverageCell], refer
 
 def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: dict[str, Generation]) -> FamilyOutcome:
     """The cells all at once, more than the KV pool holds: the server must preempt (its own counter says so) and
-    every output, recomputed after preemption or not, must equal the reference's. No preemption: no data.
+    every output, recomputed after preemption or not, must equal the reference's. No preemption: no data. An arm
+    that asks for async scheduling must have its server's word that it ran (harness/config/scheduling.py), and a
+    drafting arm the drafts counter's rise, else "not exercised".
 
     Each prompt is sent alone first (one output token, the burst's salt), so the burst's prefills are prefix hits and
     every request decodes from the same step: the one preempted (vLLM preempts the newest) has generated tokens for
@@ -163,7 +174,7 @@ def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: di
         pool, caching = server.pool(), server.caching_on()
         for c in cells:
             server.send([CoverageCell(c.id, c.family, c.tokens, 1)], "pressure")
-        before = server.counter(PREEMPTIONS)
+        before, drafts = server.counter(PREEMPTIONS), server.counter(DRAFTS) if server.speculative() else None
         outs = server.send(cells, "pressure")
     except HarnessError as exc:
         fam.compared.aborted = abort_reason("kv_pressure", exc, server.live)
@@ -173,9 +184,17 @@ def kv_pressure(server: CoverageServer, cells: list[CoverageCell], reference: di
                        len(cells))
     try:
         fam.preemptions = delta(before, server.counter(PREEMPTIONS))
+        drafted = delta(drafts, server.counter(DRAFTS)) if server.speculative() else None
     except HarnessError as exc:  # every output is compared already: what is missing is the proof
         fam.unproven.append(f"no data: /metrics unreadable after the burst ({exc}); preemption cannot be proven")
         return fam
+    note, unproven = server.scheduling()
+    fam.notes.append(note)
+    fam.unproven += [unproven] if unproven else []
+    if server.speculative() and not drafted:
+        fam.unproven.append(f"not exercised: the arm drafts but {DRAFTS} did not rise over the burst "
+                            f"({'no counter' if drafted is None else 'no draft'}): spec decode under preemption "
+                            "is not proven")
     if pool.tokens is None:
         fam.unproven.append(NO_POOL)
     elif short := pressure_shortfall(len(cells), each, pool.tokens):

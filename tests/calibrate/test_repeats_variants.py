@@ -39,7 +39,7 @@ def test_the_cpu_candidate_cycles_through_what_vllm_cpu_runs_repeat_one_as_confi
 
 def test_a_gpu_arm_on_a_batch_invariant_backend_offers_every_variant_and_one_without_chunking_none():
     mla = arm("gpu-mla")  # expects FLASH_ATTN_MLA, sets no chunk budget
-    assert offered(mla) == ("as_configured", "graph_mode", "batch_invariant")
+    assert offered(mla) == ("as_configured", "graph_mode", "batch_invariant", "async_scheduling")
     chunked = arm("gpu-mla", "server.max_num_batched_tokens=4096")
     assert offered(chunked) == VARIANTS
     assert apply_variant(chunked, "chunk_size").server.max_num_batched_tokens == 2048  # >= vLLM's 1024 seqs
@@ -83,7 +83,8 @@ def test_an_arm_limits_its_variants_in_yaml(tmp_path):
                                          "attention backend (CPU_ATTN) does not support VLLM_BATCH_INVARIANT; "
                                          "offered on this arm: as_configured, graph_mode, chunk_size"),
     ("[as_configured, split_kv]", "calibration_variants.1: Input should be 'as_configured', 'graph_mode', "
-                                  "'batch_invariant' or 'chunk_size'"),
+                                  "'batch_invariant', 'chunk_size' or 'async_scheduling'"),
+    ("[as_configured, async_scheduling]", "field calibration_variants: async_scheduling cannot run on vllm-cpu"),
     ("[graph_mode]", "field calibration_variants: as_configured is missing"),
     ("[as_configured, graph_mode, graph_mode]", "field calibration_variants: graph_mode listed more than once"),
     ("[]", "field calibration_variants: empty"),

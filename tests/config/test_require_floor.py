@@ -34,4 +34,4 @@ def test_a_gpu_spec_arm_without_its_section_would_be_found(tmp_path):
     (tmp_path / "gates.yaml").write_text(stripped)
     lax = [a for a in gpu_dcp_or_spec_arms()
            if not load_gates(a, tmp_path / "gates.yaml").reference_checks.require_floor]
-    assert sorted(lax) == ["gpu-draft", "gpu-mtp", "gpu-mtp-dcp2"]
+    assert sorted(lax) == ["gpu-draft", "gpu-draft-async", "gpu-mtp", "gpu-mtp-dcp2"]  # -async: gpu-draft's section

@@ -5,6 +5,8 @@ tests/e2e/test_e2e_coverage_faults.py and the full-pair run."""
 
 from __future__ import annotations
 
+from harness.config.arms import load_arm
+from harness.config.scheduling import proof as scheduling_proof
 from harness.config.workloads import ChunkBudget, RecycledSpec
 from harness.measure.generation import Generation
 from harness.refcheck.coverage_cells import CoverageCell, CoveragePrompts, turn_id
@@ -28,12 +30,19 @@ class Scripted(CoverageServer):
     move by what the test says each send does."""
 
     def __init__(self, tmp_path, reference, pool=25_600, block=128, preempt_per_send=0.0, hits_per_send=0.0,
-                 wrong=(), caching=True):
+                 wrong=(), caching=True, arm=None, log="", drafts_per_send=0.0):
         super().__init__(None, 5, "t", tmp_path / "comparisons.jsonl")
         self.reference, self.pool_tokens, self.block, self.wrong = reference, pool, block, set(wrong)
-        self.caching, self.sent = caching, []
-        self.counts = {"vllm:num_preemptions_total": 0.0, "vllm:prefix_cache_hits_total": 0.0}
-        self.preempt_per_send, self.hits_per_send = preempt_per_send, hits_per_send
+        self.caching, self.sent, self.arm, self.log = caching, [], arm or load_arm("cpu-smoke", geometry=False), log
+        self.counts = {"vllm:num_preemptions_total": 0.0, "vllm:prefix_cache_hits_total": 0.0,
+                       "vllm:spec_decode_num_drafts_total": 0.0}
+        self.preempt_per_send, self.hits_per_send, self.drafts_per_send = preempt_per_send, hits_per_send, drafts_per_send
+
+    def scheduling(self):
+        return scheduling_proof(self.arm, self.log)
+
+    def speculative(self):
+        return self.arm.speculative is not None
 
     def counter(self, name):
         return self.counts[name]
@@ -48,6 +57,7 @@ class Scripted(CoverageServer):
         self.sent.append([c.id for c in cells])
         self.counts["vllm:num_preemptions_total"] += self.preempt_per_send
         self.counts["vllm:prefix_cache_hits_total"] += self.hits_per_send
+        self.counts["vllm:spec_decode_num_drafts_total"] += self.drafts_per_send
         return [gen([9, 9, 9]) if c.id in self.wrong else self.reference.get(c.id, gen([1])) for c in cells]
 
 
@@ -78,6 +88,24 @@ def test_a_burst_that_preempted_nothing_has_no_data_even_with_every_output_equal
     fam = kv_pressure(Scripted(tmp_path, reference_for(cs)), cs, reference_for(cs))
     assert all(c.exact for c in fam.compared.comparisons)
     assert any(e.startswith("no data: vllm:num_preemptions_total did not rise") for e in fam.unproven), fam.unproven
+
+
+def test_a_burst_under_async_scheduling_needs_the_servers_word_for_it_and_a_drafter_its_drafts(tmp_path):
+    cs, ref = cells("kv_pressure", 8), reference_for(cells("kv_pressure", 8))
+    asking = load_arm("gpu-mla-async", geometry=False)
+    enabled = "INFO [vllm.py:1043] Asynchronous scheduling is enabled.\n"
+    fam = kv_pressure(Scripted(tmp_path, ref, preempt_per_send=3, arm=asking, log=enabled), cs, ref)
+    assert fam.unproven == [] and "scheduling: async (asked; the server logged it enabled)" in fam.notes
+    # preempted and every output equal, but nothing says the server scheduled async: not exercised, never PASS
+    fam = kv_pressure(Scripted(tmp_path, ref, preempt_per_send=3, arm=asking), cs, ref)
+    assert all(c.exact for c in fam.compared.comparisons)
+    assert [u.split(":")[0] for u in fam.unproven] == ["not exercised"], fam.unproven
+    drafter = load_arm("gpu-draft-async", geometry=False)
+    fam = kv_pressure(Scripted(tmp_path, ref, preempt_per_send=3, arm=drafter, log=enabled), cs, ref)
+    assert any("spec_decode_num_drafts_total did not rise" in u for u in fam.unproven), fam.unproven
+    fam = kv_pressure(Scripted(tmp_path, ref, preempt_per_send=3, arm=drafter, log=enabled, drafts_per_send=40),
+                      cs, ref)
+    assert fam.unproven == []
 
 
 def test_a_burst_that_fits_the_pool_is_named_before_it_is_sent(tmp_path):
