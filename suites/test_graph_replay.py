@@ -7,13 +7,14 @@ import pytest
 from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to, tie_flipped
 from harness.refcheck.order import reorder_rounds
 
 
 def check_against(stored, candidate, harness_session, under_test, record, check: str):
     arm = candidate.arm
-    _, prompts, sampling = under_test.check_prompts()
+    _, prompts, sampling = under_test.prompt_set(CHECKS)
     gates = under_test.thresholds()
     judging = under_test.reference_check(check, stored.noise_key)
     sink = harness_session.run_dir / arm.name / f"{check}_vs_{stored.arm}_comparisons.jsonl"

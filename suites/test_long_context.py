@@ -25,6 +25,7 @@ from harness.refcheck.batches import record_fields
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
 from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
 from harness.refcheck.long_context_plan import plan_grid
+from harness.refcheck.long_context_set import LONG_CONTEXT, LONG_CONTEXT_SWEEP
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:
@@ -38,8 +39,8 @@ def skip_reason(session, under_test, served: bool) -> str | None:
 def test_long_context(long_context_outputs, long_context_sweep_outputs, candidate, harness_session, under_test,
                       record):
     arm, stored, session = candidate.arm, long_context_outputs, harness_session
-    workload, prompts, sampling = under_test.long_context_prompts()
-    _, sweep, _ = under_test.long_context_sweep_prompts()
+    workload, prompts, sampling = under_test.prompt_set(LONG_CONTEXT)
+    _, sweep, _ = under_test.prompt_set(LONG_CONTEXT_SWEEP)
     gates = under_test.thresholds()
     limits, burst_limits = (under_test.reference_check(name, stored.noise_key) for name in ("long_context", BURSTS))
     info = cache_config(fetch_metrics(candidate.info.base_url))

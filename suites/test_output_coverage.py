@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from harness.config.kv_twin import pinned_block_size
+from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import record_fields
 from harness.refcheck.compare import checked_to
@@ -25,6 +26,7 @@ from harness.refcheck.coverage_send import (
     multi_turn,
     recycled_blocks,
 )
+from harness.refcheck.coverage_set import COVERAGE
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:
@@ -43,7 +45,8 @@ class Family:
     def __init__(self, check: str, stored, live, session, under_test):
         self.check, self.stored, self.under_test = check, stored, under_test
         self.arm = under_test.candidate
-        self.workload, self.prompts, self.space = under_test.coverage_prompts()
+        self.workload, self.prompts, _ = under_test.prompt_set(COVERAGE)
+        self.space = token_space(session.arm(self.arm), self.workload)
         sink = session.run_dir / self.arm / f"{check}_vs_{stored.arm}_comparisons.jsonl"
         sink.parent.mkdir(parents=True, exist_ok=True)
         sink.unlink(missing_ok=True)

@@ -8,8 +8,9 @@ from harness.config.cache_unit import cache_unit
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import BatchComparisons, compare_batches, record_fields
 from harness.refcheck.aligned_probes import misaligned
+from harness.refcheck.batches import BatchComparisons, compare_batches, record_fields
+from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
 from harness.refcheck.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
 from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, send_cold
@@ -26,7 +27,7 @@ def hit_counter(base_url: str) -> float | None:
 
 def test_prefix_reuse(reference_outputs, candidate, harness_session, under_test, record):
     arm = candidate.arm
-    w, prompts, sampling = under_test.check_prompts()
+    w, prompts, sampling = under_test.prompt_set(CHECKS)
     check = under_test.reference_check("prefix_reuse", reference_outputs.noise_key)
     info = cache_config(fetch_metrics(candidate.info.base_url))
     block = label_int(info, "block_size") or 16

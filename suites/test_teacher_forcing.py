@@ -9,6 +9,7 @@ from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import BatchComparisons, record_fields
+from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
 from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
@@ -16,7 +17,7 @@ from harness.refcheck.teacher_forcing import compare_forced
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, under_test, record):
     arm = candidate.arm
-    _, prompts, _ = under_test.check_prompts()
+    _, prompts, _ = under_test.prompt_set(CHECKS)
     check = under_test.reference_check("teacher_forcing", reference_outputs.noise_key)
     sink = harness_session.run_dir / arm.name / f"teacher_forcing_vs_{reference_outputs.arm}_comparisons.jsonl"
     sink.unlink(missing_ok=True)

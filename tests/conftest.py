@@ -21,7 +21,8 @@ os.environ.setdefault("HARNESS_HISTORY", str(Path(tempfile.gettempdir()) / "dcp-
 TINY_MODEL = REPO_ROOT / "models" / "tiny-llama"
 CPU_WORKLOADS = {"long_prefix": "long_prefix_cpu", "gsm8k": "gsm8k_cpu", "reference_checks": "reference_checks_cpu",
                  "spec_decode": "spec_decode_cpu", "long_context": "long_context_cpu", "ruler": "ruler_cpu",
-                 "capacity": "capacity_cpu", "output_coverage": "output_coverage_cpu"}
+                 "capacity": "capacity_cpu", "output_coverage": "output_coverage_cpu",
+                 "concurrent_prefills": "concurrent_prefills_cpu"}
 
 
 @pytest.fixture

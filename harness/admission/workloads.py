@@ -10,6 +10,7 @@ from harness.config.suites import workload_keys
 from harness.config.workloads import (
     Gsm8kWorkload,
     OutputCoverageWorkload,
+    PromptSetWorkload,
     RulerWorkload,
     SpecDecodeWorkload,
     chunk_budget,
@@ -51,11 +52,11 @@ def workload_verdicts(candidate: Arm, arm: Arm, suites: list[str]) -> list[Verdi
         if isinstance(w, RulerWorkload):
             verdicts += ruler_verdicts(candidate, arm, w)
             continue
+        prompt, output = w.longest() if isinstance(w, PromptSetWorkload) else (w.prompt_tokens, w.output_tokens)
+        verdicts.append(check_workload_fits(w.name, prompt, output, arm.name, arm.model.max_model_len,
+                                            getattr(w, "prompt_basis", "token_ids")))
         if isinstance(w, OutputCoverageWorkload):
             verdicts += coverage_verdicts(candidate, arm, w)
-        else:
-            verdicts.append(check_workload_fits(w.name, w.prompt_tokens, w.output_tokens, arm.name,
-                                                arm.model.max_model_len, getattr(w, "prompt_basis", "token_ids")))
         try:
             space = token_space(arm, w)
             verdicts.append(Verdict("workload_vocabulary", True, f"workload {w.name}: {space.vocab_size} tokens"))
@@ -85,10 +86,9 @@ def ruler_verdicts(candidate: Arm, arm: Arm, w: RulerWorkload) -> list[Verdict]:
 
 
 def coverage_verdicts(candidate: Arm, arm: Arm, w: OutputCoverageWorkload) -> list[Verdict]:
-    """output_coverage: its longest fixed cell within the arm's max_model_len, and the candidate's chunk budget known
-    (the chunk cells are placed by it)."""
-    prompt, output = w.longest()
-    out = [check_workload_fits(w.name, prompt, output, arm.name, arm.model.max_model_len)]
+    """output_coverage beyond its fit: the candidate's chunk budget known (the chunk cells are placed by it) and the
+    KV pool its KV families run on."""
+    out = []
     try:
         budget = chunk_budget(candidate, w)
         out.append(Verdict("coverage_chunk_budget", True, f"workload {w.name}: chunk cells around multiples of "

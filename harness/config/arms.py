@@ -23,7 +23,7 @@ from harness.config.files import MAX_ERRORS, Bool, Float, Int, StrictModel, deep
 from harness.config.hub_cache import cached_snapshot
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.config.scheduling import refusal as scheduling_refusal
-from harness.config.suites import metric_families
+from harness.config.suites import metric_families, prompt_set_families
 from harness.config.variants import VariantName, list_errors
 
 # Fields of a resolved arm that do not change what its server computes (names, paths, waits, placement): left out of
@@ -147,18 +147,16 @@ class BuiltinWorkloadChoice(Strict):
 
     long_prefix: str | None = None
     gsm8k: str | None = None
-    reference_checks: str | None = None
     spec_decode: str | None = None
-    long_context: str | None = None
     ruler: str | None = None
     capacity: str | None = None
-    output_coverage: str | None = None
 
 
-# The families the suite catalogue adds (its timing suites) are fields too: an arm chooses their workloads the same way,
-# and an unknown key stays an error.
+# The families the suite catalogue adds (its reference-check and timing suites) are fields too: an arm chooses their
+# workloads the same way, and an unknown key stays an error.
 WorkloadChoice = create_model("WorkloadChoice", __base__=BuiltinWorkloadChoice,
-                              **{family: (str | None, None) for family in metric_families()})
+                              **{family: (str | None, None) for family in {**prompt_set_families(),
+                                                                           **metric_families()}})
 
 
 class Arm(Strict):

@@ -17,7 +17,12 @@ catalogue entry, a workload and a test file:
   three files for a task no record kind holds: its record kind (records/schema.py) and its gates.yaml section
   (config/thresholds.py Gates) come with it, where a MetricGate suite's follow from the entry.
 The other kinds have one suite each so far: LevelTimingGate (long_prefix), SloCapacityGate (capacity),
-RecordedVerdictGate (long_context) and SpeculativeGates (spec_decode); a new shape is a kind here and its judge."""
+RecordedVerdictGate (long_context) and SpeculativeGates (spec_decode); a new shape is a kind here and its judge.
+
+A reference-check suite (outputs compared with the reference arm's stored outputs) names its workload family, the
+family's default workload and `refcheck`, the module under harness/refcheck/ whose PROMPT_SETS build its prompts
+(harness/refcheck/prompt_sets.py): the arm field `workloads.<family>`, the workload's record in run.json, the
+reference capture and the `<set>_outputs` fixtures follow from the entry."""
 
 from __future__ import annotations
 
@@ -111,10 +116,13 @@ class Suite:
     needs_drafter: bool = False  # skip rule: runs only for candidates with a `speculative:` section
     calibrated: bool = False  # its output checks are judged by a calibrated floor (`harness calibrate` runs it)
     gate_kind: GateKind | None = None  # its gate's shape (one of GATE_KINDS), judged by that kind's function
-    default_workload: str | None = None  # a family of its own: the MetricWorkload it runs when an arm chooses none
+    default_workload: str | None = None  # a family of its own (MetricGate, refcheck): run when an arm chooses none
     # The reference checks (ReferenceCheckRecord.check) its test writes, each judged by a drift limit: what
     # gates.yaml drift_limits may name and what `harness calibrate` calibrates, each on its own comparisons.
     checks: tuple[str, ...] = ()
+    # A reference-check suite: the module under harness/refcheck/ whose PROMPT_SETS its tests' reference outputs come
+    # from (its family's workload model: harness/config/workloads.py PromptSetWorkload)
+    refcheck: str | None = None
 
     @property
     def path(self):
@@ -155,7 +163,8 @@ SUITES = (
     # reference and against the candidate's own output alone (long_context_bursts): batch composition moves drift
     # in ways one-at-a-time requests never show, so the bursts have limits and a floor of their own.
     Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",),
-          calibrated=True, checks=("long_context", "long_context_bursts"), gate_kind=RecordedVerdictGate()),
+          calibrated=True, checks=("long_context", "long_context_bursts"), gate_kind=RecordedVerdictGate(),
+          default_workload="long_context_gpu", refcheck="long_context_set"),
     # capacity: a ramp to saturation needs an arm whose KV cache is capped to reach it (cpu-smoke-kvcap; GPU arms:
     # --num-gpu-blocks-override).
     Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False,
@@ -175,12 +184,18 @@ SUITES = (
     # prefill chunks with decodes (chunk_boundaries) moves drift as the bursts do.
     Suite("output_coverage", "output_coverage", per_arm=False, calibrated=True,
           checks=("long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
-                  "multi_turn")),
+                  "multi_turn"), default_workload="output_coverage_gpu", refcheck="coverage_set"),
+    # concurrent_prefills: prefills of very different lengths (and partial hits) in flight together, each against the
+    # reference's output alone (issue 57 item 4). Named only until its cost on `make qualify` is measured.
+    Suite("concurrent_prefills", "concurrent_prefills", per_arm=False, calibrated=True, checks=("concurrent_prefills",),
+          default=False, default_workload="concurrent_prefills_gpu", refcheck="concurrent_prefills"),
     Suite("kv_capacity", None, per_arm=True),
-    Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True, checks=("prefix_reuse",)),
+    Suite("prefix_reuse", "reference_checks", per_arm=False, calibrated=True, checks=("prefix_reuse",),
+          default_workload="reference_checks_gpu", refcheck="check_set"),
     Suite("graph_replay", "reference_checks", per_arm=False, calibrated=True,
-          checks=("graph_replay", "graph_replay_eager")),
-    Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True, checks=("teacher_forcing",)),
+          checks=("graph_replay", "graph_replay_eager"), default_workload="reference_checks_gpu", refcheck="check_set"),
+    Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True, checks=("teacher_forcing",),
+          default_workload="reference_checks_gpu", refcheck="check_set"),
     Suite("dcp_ops", None, per_arm=False),
 )
 BY_NAME = {s.name: s for s in SUITES}
@@ -226,8 +241,18 @@ def drift_checks() -> tuple[str, ...]:
 
 
 def metric_families() -> dict[str, str]:
-    """The workload families the catalogue adds (family -> its default workload), each a MetricWorkload."""
-    return {s.workload: s.default_workload for s in SUITES if s.workload and s.default_workload}
+    """The timing suites' workload families (family -> its default workload), each a MetricWorkload."""
+    return {s.workload: s.default_workload for s in SUITES if s.workload and s.default_workload and s.metric_gate}
+
+
+def prompt_set_families() -> dict[str, str]:
+    """The reference-check suites' workload families (family -> its default workload), in catalogue order."""
+    return {s.workload: s.default_workload for s in SUITES if s.workload and s.default_workload and s.refcheck}
+
+
+def refcheck_modules() -> tuple[str, ...]:
+    """The modules under harness/refcheck/ whose PROMPT_SETS the reference-check suites name, once each."""
+    return tuple(dict.fromkeys(s.refcheck for s in SUITES if s.refcheck))
 
 
 def metric_gates() -> dict[str, MetricGate]:

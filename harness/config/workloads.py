@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
@@ -14,7 +14,7 @@ from harness.config.arms import ARM_NAME, Arm
 from harness.config.errors import ConfigError
 from harness.config.files import Float, Int, StrictModel, field_errors, read_yaml
 from harness.config.paths import WORKLOADS_DIR
-from harness.config.suites import metric_families
+from harness.config.suites import metric_families, prompt_set_families
 
 Positive = Annotated[int, Field(strict=True, ge=1)]
 TokenId = Annotated[int, Field(strict=True, ge=0)]
@@ -110,6 +110,18 @@ def load_workload(name: str, workloads_dir: Path = WORKLOADS_DIR, kind: type[Bas
         raise ConfigError(f"{path}: invalid workload: {'; '.join(field_errors(exc))}") from None
 
 
+class PromptSetWorkload(StrictModel):
+    """A reference-check family's workload (a catalogue Suite with `refcheck`): `family` is its key under an arm's
+    `workloads:`; FAMILIES finds the model by it, and admission checks its longest request against max_model_len."""
+
+    family: ClassVar[str]
+    name: str
+
+    def longest(self) -> tuple[int, int]:
+        """(prompt, output) tokens of its longest request: what must fit max_model_len."""
+        return self.prompt_tokens, self.output_tokens
+
+
 class PrefixReuseSpec(StrictModel):
     """Warm one long prompt, then probes sharing only a block-aligned part of its prefix, mixed with uncached ones."""
 
@@ -143,9 +155,10 @@ class CopySpec(StrictModel):
     prompts_per_length: Int = Field(2, ge=1)
 
 
-class ReferenceChecksWorkload(StrictModel):
+class ReferenceChecksWorkload(PromptSetWorkload):
     """The deterministic prompt set of prefix_reuse and graph_replay, and the greedy sampling they compare."""
 
+    family: ClassVar[str] = "reference_checks"
     name: str
     description: str = ""
     seed: Int = 0
@@ -189,11 +202,12 @@ class SpecDecodeWorkload(StrictModel):
         return self.gsm8k_prompts + self.long_context_prompts
 
 
-class LongContextWorkload(StrictModel):
+class LongContextWorkload(PromptSetWorkload):
     """The long_context suite's grid (harness/refcheck/long_context.py): per prompt length and needle depth one copy
     prompt -- filler, a span of distinct needle tokens at the depth, the span's first `cue_tokens` at the end -- sent
     cold, warm (whole-prompt prefix hit) and as a long partial hit; the continuation must be the rest of the span."""
 
+    family: ClassVar[str] = "long_context"
     name: str
     description: str = ""
     lengths: list[Positive] = Field(min_length=1)  # prompt tokens, cue included; each + output_tokens <= max_model_len
@@ -315,12 +329,13 @@ class RecycledSpec(StrictModel):
     max_fill_tokens: Int = Field(ge=1)  # an arm whose pool needs more has no data: cap its KV (server.kv_cache_blocks)
 
 
-class OutputCoverageWorkload(StrictModel):
+class OutputCoverageWorkload(PromptSetWorkload):
     """The output_coverage suite (suites/test_output_coverage.py, harness/refcheck/coverage_cells.py): cells where
     the work goes beyond the long_context grid's copy prompts -- deep into a generation, under KV pressure and
     preemption, on recycled blocks, at a few tokens, at chunk boundaries, over the turns of a session -- each output
     compared with the reference's output of the same prompt sent alone."""
 
+    family: ClassVar[str] = "output_coverage"
     name: str
     description: str = ""
     seed: Int = 0
@@ -369,6 +384,49 @@ def chunk_budget(arm: Arm, w: OutputCoverageWorkload) -> ChunkBudget:
         return ChunkBudget(w.chunk_boundaries.budget, f"workload {w.name} chunk_boundaries.budget")
     raise ConfigError(f"workload {w.name!r}: arm {arm.name!r} sets no server.max_num_batched_tokens, so the chunk "
                       "boundaries are unknown: set it on the arm, or chunk_boundaries.budget in the workload")
+
+
+class ConcurrentPrefillsWorkload(PromptSetWorkload):
+    """Prefills of very different lengths in flight together (harness/refcheck/concurrent_prefills.py): per burst one
+    cold prompt of each length and the `hit_lengths` prompts sharing `shared_tokens` (whole cache units) of a warm
+    prompt sent first, in each of `orders`; every output compared with the reference's output of the same prompt sent
+    alone."""
+
+    family: ClassVar[str] = "concurrent_prefills"
+    name: str
+    description: str = ""
+    seed: Int = 0
+    lengths: list[Positive] = Field(min_length=2)  # cold prompts: from a few tokens to near max_model_len
+    hit_lengths: list[Positive] = []  # partial hits: each longer than shared_tokens
+    shared_tokens: Int = Field(0, ge=0)  # of the warm prompt's prefix; a multiple of every served arm's cache unit
+    # arrival orders: interleaved (longest, shortest, next longest, ...: a long prompt's last chunk shares its step
+    # with short prefills where chunked prefill splits it), longest_first, shortest_first
+    orders: list[Literal["interleaved", "longest_first", "shortest_first"]] = Field(["interleaved"], min_length=1)
+    output_tokens: Int = Field(16, ge=1)
+    top_logprobs: Int = Field(5, ge=1, le=20)
+    vocab_size: Int | None = Field(None, ge=16)
+    exclude_token_ids: list[TokenId] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConcurrentPrefillsWorkload:
+        if len(set(self.lengths + self.hit_lengths)) != len(self.lengths) + len(self.hit_lengths):
+            raise ValueError("lengths and hit_lengths must not repeat")
+        if self.hit_lengths and not self.shared_tokens:
+            raise ValueError("hit_lengths need shared_tokens: the part of the warm prompt they share")
+        if self.hit_lengths and min(self.hit_lengths) <= self.shared_tokens:
+            raise ValueError(f"hit_lengths {self.hit_lengths} must be longer than shared_tokens {self.shared_tokens}")
+        if len(set(self.orders)) != len(self.orders):
+            raise ValueError("orders must not repeat")
+        return self
+
+    @property
+    def warm_tokens(self) -> int:
+        """The warm prompt: the shared part + 16 tokens of its own (none without hit_lengths)."""
+        return self.shared_tokens + 16 if self.hit_lengths else 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return max([*self.lengths, *self.hit_lengths, self.warm_tokens])
 
 
 # lm-eval's RULER tasks whose data is generated from the model's tokenizer alone. The others need a download:
@@ -447,17 +505,25 @@ class CapacityWorkload(PrefixSuffix, StrictModel):
         return self
 
 
+def prompt_set_model(family: str) -> type[PromptSetWorkload]:
+    """The PromptSetWorkload model of a catalogue reference-check family (its `family`)."""
+    models = {m.family: m for m in PromptSetWorkload.__subclasses__()}
+    if family not in models:
+        raise ConfigError(f"the suite catalogue names workload family {family!r}, and no PromptSetWorkload in "
+                          f"harness/config/workloads.py reads it (known: {', '.join(sorted(models))})")
+    return models[family]
+
+
 # Each workload family (a key under an arm's `workloads:`; the suites that run it are in harness/config/suites.py):
 # its default configs/workloads/<name>.yaml and the model that file is read with.
 FAMILIES: dict[str, tuple[str, type[BaseModel]]] = {
     "long_prefix": ("long_prefix_120k", LongPrefixWorkload),
     "gsm8k": ("gsm8k_full", Gsm8kWorkload),
-    "reference_checks": ("reference_checks_gpu", ReferenceChecksWorkload),
     "spec_decode": ("spec_decode_gpu", SpecDecodeWorkload),
-    "long_context": ("long_context_gpu", LongContextWorkload),
     "ruler": ("ruler_kimi", RulerWorkload),
     "capacity": ("capacity_gpu", CapacityWorkload),
-    "output_coverage": ("output_coverage_gpu", OutputCoverageWorkload),
+    # the catalogue's reference-check suites (harness/config/suites.py `refcheck`): a PromptSetWorkload each
+    **{family: (default, prompt_set_model(family)) for family, default in prompt_set_families().items()},
     # the catalogue's timing suites (harness/config/suites.py MetricGate): one family each, a MetricWorkload
     **{family: (default, MetricWorkload) for family, default in metric_families().items()},
 }

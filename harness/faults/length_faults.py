@@ -52,6 +52,7 @@ from pathlib import Path
 from harness.faults import mutations as mut
 from harness.faults.aligned_faults import ALIGNED_FAULTS
 from harness.faults.mutations import Edit, Fault, MutationError
+from harness.faults.prefill_faults import CROSS_REQUEST_FAULTS
 from harness.probes.ask import run_probe
 
 ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
@@ -468,7 +469,7 @@ LEGIT_NAMES = tuple(f.name for f in LEGIT_BUILDS)
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
           "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS,
           "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS,
-          "cpu_aligned": ALIGNED_FAULTS}
+          "cpu_aligned": ALIGNED_FAULTS, "cpu_cross_request": CROSS_REQUEST_FAULTS}
 COMPOSABLE = {"cpu_coverage"}  # tables whose faults can share one scratch: `verify` checks all of them applied at once
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)
 

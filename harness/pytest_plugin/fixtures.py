@@ -13,9 +13,11 @@ from harness.config.kv_twin import twin_name
 from harness.pytest_plugin.grouping import order_by_arm, phase
 from harness.pytest_plugin.parallel import mark_worker_done, test_id
 from harness.pytest_plugin.recording import outcome_record
-from harness.pytest_plugin.references import CHECKS, COVERAGE, LONG_CONTEXT, LONG_CONTEXT_SWEEP
+from harness.pytest_plugin.references import EAGER_OUTPUTS
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession, UnderTest
 from harness.pytest_plugin.started_run import session_run
+from harness.refcheck.check_set import CHECKS
+from harness.refcheck.prompt_sets import PromptSet, prompt_sets
 from harness.refcheck.store import StoredOutputs
 from harness.serve.launch import LiveServer
 
@@ -123,39 +125,27 @@ def _stored(session: HarnessSession, test: UnderTest, name: str | None, serving:
 # Requested before `candidate`, and their tests run first in the candidate's turn (grouping.order_by_arm): captured
 # (when not stored) before the candidate starts. The eager variant is captured here too, so no later test has to stop
 # the candidate to capture it. Function-scoped: each candidate of the run has its own reference (the session keeps
-# what it loaded or captured).
-@pytest.fixture
-def reference_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
-    stored = _stored(harness_session, under_test, under_test.reference)
-    capture_eager_variant(harness_session, under_test)
-    return stored
+# what it loaded or captured). One fixture per registered prompt set (harness/refcheck/prompt_sets.py), named by it.
+def outputs_fixture(ps: PromptSet):
+    def outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
+        if under_test.reference is None:
+            pytest.skip(f"arm {under_test.candidate!r} names no reference arm")
+        try:
+            prompts, _ = harness_session.references.prompt_set(ps.name, under_test.candidate)
+        except HarnessError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if not prompts.all():  # nothing to compare (a workload without a sweep): no server starts for it
+            return StoredOutputs(under_test.reference, "", Path(), {}, reused=True)
+        stored = _stored(harness_session, under_test, under_test.reference, which=ps.name)
+        capture_eager_variant(harness_session, under_test)
+        return stored
+
+    outputs.__doc__ = f"The reference arm's outputs for the candidate's prompt set {ps.name!r}."
+    return pytest.fixture(name=ps.fixture)(outputs)
 
 
-@pytest.fixture
-def long_context_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
-    """The reference arm's cold outputs for the candidate's long_context grid (captured like reference_outputs)."""
-    stored = _stored(harness_session, under_test, under_test.reference, which=LONG_CONTEXT)
-    capture_eager_variant(harness_session, under_test)
-    return stored
-
-
-@pytest.fixture
-def long_context_sweep_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
-    """The reference arm's cold outputs at the grid's sweep lengths (this run's length seed): captured anew whenever
-    the seed draws lengths the store does not hold. A workload without a sweep needs none (and starts no server)."""
-    _, sweep, _ = under_test.long_context_sweep_prompts()
-    if not sweep.cells:
-        return StoredOutputs(under_test.reference or "", "", Path(), {}, reused=True)
-    return _stored(harness_session, under_test, under_test.reference, which=LONG_CONTEXT_SWEEP)
-
-
-@pytest.fixture
-def coverage_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
-    """The reference arm's outputs for the candidate's output_coverage cells and session (captured like
-    reference_outputs: before the candidate starts)."""
-    stored = _stored(harness_session, under_test, under_test.reference, which=COVERAGE)
-    capture_eager_variant(harness_session, under_test)
-    return stored
+for _ps in prompt_sets().values():
+    globals()[_ps.fixture] = outputs_fixture(_ps)
 
 
 def capture_eager_variant(session: HarnessSession, test: UnderTest) -> None:
@@ -168,7 +158,7 @@ def capture_eager_variant(session: HarnessSession, test: UnderTest) -> None:
         _stored(session, test, variant)
 
 
-@pytest.fixture
+@pytest.fixture(name=EAGER_OUTPUTS)
 def eager_outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs | None:
     """The candidate under --enforce-eager (its `eager_variant` arm), where the arm names one."""
     variant = harness_session.arm(under_test.candidate).eager_variant

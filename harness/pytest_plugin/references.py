@@ -7,23 +7,13 @@ from pathlib import Path
 
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
-from harness.config.workloads import LongContextWorkload, OutputCoverageWorkload, ReferenceChecksWorkload
 from harness.measure.generation import Sampling
-from harness.measure.prompts import TokenSpace, token_space
 from harness.pytest_plugin.parallel import markers_dir
 from harness.pytest_plugin.servers import ArmServers
 from harness.records.started_run import StartedRun
 from harness.refcheck import store
-from harness.refcheck.batches import capture
-from harness.refcheck.coverage_cells import CoveragePrompts, build_coverage_prompts
-from harness.refcheck.coverage_send import capture_coverage
-from harness.refcheck.long_context import (
-    LongContextPrompts,
-    build_long_context_prompts,
-    build_sweep_prompts,
-    read_needle_tokens,
-)
-from harness.refcheck.prompts import CheckPrompts, build_check_prompts
+from harness.refcheck.check_set import CHECKS
+from harness.refcheck.prompt_sets import Prompts, prompt_set, prompt_sets
 from harness.refcheck.store import (
     StoredOutputs,
     installed_vllm_version,
@@ -33,14 +23,11 @@ from harness.refcheck.store import (
     reference_dir,
 )
 
-# The prompt sets whose reference outputs are stored: the reference checks', the long_context grid's and the
-# output_coverage cells'.
-CHECKS, LONG_CONTEXT, LONG_CONTEXT_SWEEP = "reference_checks", "long_context", "long_context_sweep"
-COVERAGE = "output_coverage"
 # The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
-# candidate starts).
-PROMPT_SET_FIXTURES = {"reference_outputs": CHECKS, "eager_outputs": CHECKS, "long_context_outputs": LONG_CONTEXT,
-                       "long_context_sweep_outputs": LONG_CONTEXT_SWEEP, "coverage_outputs": COVERAGE}
+# candidate starts): each registered set's own (harness/refcheck/prompt_sets.py), and the eager variant's, which
+# runs the reference checks' prompts.
+EAGER_OUTPUTS = "eager_outputs"
+PROMPT_SET_FIXTURES = {**{ps.fixture: ps.name for ps in prompt_sets().values()}, EAGER_OUTPUTS: CHECKS}
 
 
 def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
@@ -49,10 +36,9 @@ def refreshed_marker(run_dir: Path, arm: str, which: str = CHECKS) -> Path:
 
 
 class ReferenceOutputs:
-    """Per session: each reference arm's outputs for the prompt sets of the candidates it serves -- the reference
-    checks' prompts and the long_context grid (candidates that share a reference share its workloads: admission) --
-    each loaded or captured once. The prompts are the candidate's (its workloads as the run started with them);
-    a capture takes the arm's server from the run's ArmServers."""
+    """Per session: each reference arm's outputs for the prompt sets of the candidates it serves (candidates that
+    share a reference share its workloads: admission), each loaded or captured once. The prompts are the candidate's
+    (its workloads as the run started with them); a capture takes the arm's server from the run's ArmServers."""
 
     def __init__(self, run: StartedRun, servers: ArmServers, refresh: bool = False):
         self.run, self.servers, self.refresh = run, servers, refresh
@@ -64,46 +50,9 @@ class ReferenceOutputs:
             self._identity[name] = model_identity(self.run.arm(name))
         return self._identity[name]
 
-    def check_prompts(self, candidate: str) -> tuple[ReferenceChecksWorkload, CheckPrompts, Sampling]:
-        """The candidate's reference-check workload, as the run started with it (both arms get the same prompts)."""
-        cand = self.run.arm(candidate)
-        w = self.run.workload(CHECKS, candidate)
-        return w, build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
-
-    def long_context_prompts(self, candidate: str) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
-        """The candidate's long_context grid, as the run started with it (both arms get the same prompts; needles
-        from its model dir)."""
-        cand = self.run.arm(candidate)
-        w = self.run.workload(LONG_CONTEXT, candidate)
-        published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
-        return (w, build_long_context_prompts(w, token_space(cand, w), published),
-                Sampling(w.output_tokens, w.top_logprobs))
-
-    def long_context_sweep_prompts(self, candidate: str) -> tuple[LongContextWorkload, LongContextPrompts, Sampling]:
-        """The grid's sweep at this run's lengths (its length seed, run.json length_seed)."""
-        cand = self.run.arm(candidate)
-        w = self.run.workload(LONG_CONTEXT, candidate)
-        published = read_needle_tokens(cand.model.local_dir() if cand.model.source == "local" else None)
-        return (w, build_sweep_prompts(w, token_space(cand, w), self.run.length_seed, published),
-                Sampling(w.output_tokens, w.top_logprobs))
-
-    def coverage_prompts(self, candidate: str) -> tuple[OutputCoverageWorkload, CoveragePrompts, TokenSpace]:
-        """The candidate's output_coverage cells (its chunk budget, DCP size and max_model_len place some of them)."""
-        cand = self.run.arm(candidate)
-        w = self.run.workload(COVERAGE, candidate)
-        space = token_space(cand, w)
-        return w, build_coverage_prompts(w, space, cand), space
-
-    def _coverage_set(self, candidate: str) -> tuple[OutputCoverageWorkload, CoveragePrompts, Sampling]:
-        w, prompts, _ = self.coverage_prompts(candidate)
-        return w, prompts, Sampling(prompts.max_tokens, w.top_logprobs)
-
-    def prompt_set(self, which: str, candidate: str) -> tuple[CheckPrompts | LongContextPrompts | CoveragePrompts,
-                                                                Sampling]:
-        sets = {LONG_CONTEXT: self.long_context_prompts, LONG_CONTEXT_SWEEP: self.long_context_sweep_prompts,
-                COVERAGE: self._coverage_set}
-        _, prompts, sampling = sets.get(which, self.check_prompts)(candidate)
-        return prompts, sampling
+    def prompt_set(self, which: str, candidate: str) -> tuple[Prompts, Sampling]:
+        """The candidate's prompts and sampling of prompt set `which`, as the run started (both arms get the same)."""
+        return prompt_set(which).build(self.run, candidate)
 
     def outputs(self, name: str, candidate: str, capture_missing: bool = True, keep_server: bool = False,
                 which: str = CHECKS) -> StoredOutputs | None:
@@ -136,8 +85,7 @@ class ReferenceOutputs:
         if stored is None:
             self.servers.release_all_but(name)
             live = self.servers.server(name)
-            outputs = (capture_coverage(live, prompts, sampling.top_logprobs) if isinstance(prompts, CoveragePrompts)
-                       else capture(live, prompts.all(), sampling))
+            outputs = prompt_set(which).capture(live, prompts, sampling)
             if not keep_server:
                 self.servers.release(name)
             path = store.save(key, name, prompts, outputs, reference_dir())

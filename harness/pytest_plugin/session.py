@@ -13,13 +13,15 @@ import pytest
 from harness.config.arms import Arm
 from harness.config.thresholds import Gates
 from harness.pytest_plugin.parallel import arm_of, test_id, wait_until
-from harness.pytest_plugin.references import CHECKS, ReferenceOutputs
+from harness.pytest_plugin.references import ReferenceOutputs
 from harness.pytest_plugin.servers import ArmServers
 from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.records.started_run import StartedRun
 from harness.refcheck.check import ReferenceCheck, reference_check
+from harness.refcheck.check_set import CHECKS
+from harness.refcheck.prompt_sets import prompt_set
 from harness.refcheck.store import arm_config_sha, noise_digest
 
 
@@ -35,7 +37,7 @@ class HarnessSession:
         self.references = ReferenceOutputs(run, self.servers, run.refresh_reference)
         # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
         self.collected: dict[str, dict[str, list[str]]] = {}
-        # arm -> the prompt sets (references.CHECKS, LONG_CONTEXT) whose stored outputs a collected test needs
+        # arm -> the prompt sets (harness/refcheck/prompt_sets.py names) whose stored outputs a collected test needs
         self.outputs_needed: dict[str, set[str]] = {}
         # candidates with a collected test that compares with their eager variant (graph_replay's eager_outputs)
         self.eager_needed: set[str] = set()
@@ -137,18 +139,15 @@ class UnderTest:
         """The candidate's thresholds as the run recorded them: the one rule for every suite."""
         return self.session.run.thresholds(self.candidate)
 
+    def prompt_set(self, name: str):
+        """(workload, prompts, sampling) of the candidate's prompt set `name` (harness/refcheck/prompt_sets.py), as
+        the run started with them: what its reference's stored outputs were captured from."""
+        prompts, sampling = self.session.references.prompt_set(name, self.candidate)
+        return self.workload(prompt_set(name).family), prompts, sampling
+
     def check_prompts(self):
-        """(workload, prompts, sampling) of the candidate's reference checks."""
-        return self.session.references.check_prompts(self.candidate)
-
-    def long_context_prompts(self):
-        return self.session.references.long_context_prompts(self.candidate)
-
-    def long_context_sweep_prompts(self):
-        return self.session.references.long_context_sweep_prompts(self.candidate)
-
-    def coverage_prompts(self):
-        return self.session.references.coverage_prompts(self.candidate)
+        """prompt_set(CHECKS): kept while suites/test_build_outputs.py (in progress beside this change) calls it."""
+        return self.prompt_set(CHECKS)
 
     def reference_check(self, check: str, noise_key: str) -> ReferenceCheck:
         """`check` of the candidate against reference outputs of this noise key (StoredOutputs.noise_key, or

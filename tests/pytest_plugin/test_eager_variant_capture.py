@@ -11,6 +11,9 @@ from harness.pytest_plugin.session import SESSION_KEY
 
 
 class Session(SimpleNamespace):
+    # every prompt set has one prompt here (a set without any returns before any capture)
+    references = SimpleNamespace(prompt_set=lambda name, candidate: (SimpleNamespace(all=lambda: ["p"]), None))
+
     def arm(self, name):
         return SimpleNamespace(eager_variant={"gpu-mla-120k": "gpu-mla-120k-eager"}.get(name))
 
@@ -52,11 +55,14 @@ def test_collection_marks_the_candidates_whose_tests_need_their_eager_variant():
     assert session.eager_needed == {"gpu-mla-120k"}
 
 
-def test_both_capture_fixtures_capture_the_variant_after_the_references_outputs(monkeypatch):
+def test_every_capture_fixture_captures_the_variant_after_the_references_outputs(monkeypatch):
     # The long_context grid's tests run before graph_replay's on the 120k arms; when only reference_outputs captured
     # the variant, graph_replay stopped the candidate to capture it (a second start on the H200, 2026-12-03b).
+    from harness.refcheck.prompt_sets import prompt_sets
+
     session = Session(eager_needed={"gpu-mla-120k"})
-    for fixture in (fixtures.reference_outputs, fixtures.long_context_outputs):
+    assert {"reference_outputs", "long_context_outputs", "coverage_outputs"} <= {p.fixture for p in prompt_sets().values()}
+    for fixture in (getattr(fixtures, p.fixture) for p in prompt_sets().values()):
         seen: list[str] = []
         monkeypatch.setattr(fixtures, "_stored", lambda s, test, name, seen=seen, **kw: seen.append(name))
         fixture.__wrapped__(session, under_test("gpu-mla-120k", "gpu-mla-120k-ref"))  # as pytest calls it

@@ -33,7 +33,8 @@ def test_each_prompt_set_has_its_own_key_and_refresh_marker(tmp_path, monkeypatc
     refs = HarnessSession(shipped(tmp_path / "run", ["cpu-smoke"], parallel=True)).references
     assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False) is None
     assert refs.outputs("cpu-ref", "cpu-smoke", capture_missing=False, which="long_context") is None
-    _, grid, _ = refs.long_context_prompts("cpu-smoke")
-    assert seen == {"CheckPrompts": refs.check_prompts("cpu-smoke")[1].fingerprint(), "LongContextPrompts": grid.fingerprint()}
+    grid, _ = refs.prompt_set("long_context", "cpu-smoke")
+    checks, _ = refs.prompt_set("reference_checks", "cpu-smoke")
+    assert seen == {"CheckPrompts": checks.fingerprint(), "LongContextPrompts": grid.fingerprint()}
     assert references.refreshed_marker(tmp_path, "cpu-ref").name == "cpu-ref.refreshed"
     assert references.refreshed_marker(tmp_path, "cpu-ref", "long_context").name == "cpu-ref.long_context.refreshed"
