@@ -1,42 +1,67 @@
 #!/usr/bin/env bash
 # ON the GPU device, from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in /tmp/site
-# (carry .gpu-payload/harness and .gpu-payload/gsm8k as for device_qualify.sh): the spec_decode suite (+ kv_capacity,
-# for the KV capacity with and without the draft) on speculative arms against their non-speculative references.
+# (carry .gpu-payload/harness and .gpu-payload/gsm8k as for device_qualify.sh): the spec_decode suite (acceptance and
+# output equality) and every output check of the target (SUITES) on speculative arms against their non-speculative
+# references, with CUDA graphs (vLLM's default, FULL for the verify batches) and under --enforce-eager.
 #
-#   bash scripts/device_spec_decode.sh                     # one H200: gpu-mtp (MTP, TP1), then gpu-draft
-#   ARMS=gpu-mtp-dcp2 bash scripts/device_spec_decode.sh   # two H200s: MTP on TP2 + DCP2 vs gpu-mtp-tp2
+#   bash scripts/device_spec_decode.sh                          # one H200: gpu-mtp(-eager), gpu-draft(-eager)
+#   (not yet timed on a device: where one 10-minute call cannot hold every arm, split ARMS over calls)
+#   ARMS="gpu-mtp gpu-mtp-eager" SUITES=spec_decode,output_coverage bash scripts/device_spec_decode.sh
+#   ARMS=gpu-mtp FAULT=spec_placeholder_leak bash scripts/device_spec_decode.sh   # the planted leak: must FAIL
+#   ARMS=gpu-mtp-dcp2 bash scripts/device_spec_decode.sh        # two H200s: MTP on TP2 + DCP2 vs gpu-mtp-tp2
 #
+# FAULT: a fault of harness/faults/spec_faults.py (table gpu_spec) planted in a scratch copy of /tmp/site/vllm, each
+# arm of ARMS run as its faulted variant (judged by the arm's calibration): the verdict must be FAIL on output
+# equality and the token-run detector while the acceptance counters look as the clean arm's.
 # Models (made here with the harness's generator, kept under $KEEP so later calls on a warm machine reuse them):
 # models/tiny-mla-mtp (DeepseekV3 + a trained MTP layer, --arch deepseek_v3_mtp) and, for gpu-draft, models/tiny-mla
 # and models/tiny-llama-gpu (the draft: the tiny Llama, trained on the GPU). Per arm, $OUT gets:
 #   plan-<arm>.txt       `harness plan`: argv with --speculative-config, the method check against vLLM 0.25.0
-#   spec-<arm>.md        the Spec decode table (acceptance length, per-position curve, speed-up) + Gates + Servers
-#   spec-<arm>.json      the run's spec_decode / gate / server records (what the tables are made from)
+#   spec-<arm>.md        the Spec decode table (acceptance length, per-position curve, speed-up) + Gates + Checks
+#   spec-<arm>.json      the run's spec_decode / gate / server / reference_check records (what the tables are made from)
 #   refusal-<arm>.txt    only when the candidate's server did not start: vLLM's own refusal line and the log tail
 #   spec-<arm>.tar.gz    the run directory (server logs cut to their tails)
 # plus tiny_model_mtp.json (the MTP layer's held-out next-next-token accuracy) and versions.txt.
 set -uo pipefail
-ARMS=${ARMS:-gpu-mtp gpu-draft}
+ARMS=${ARMS:-gpu-mtp gpu-mtp-eager gpu-draft gpu-draft-eager}
+# the target's output checks beside spec_decode: long generations, short prompts, chunk boundaries, multi-turn and the
+# KV families (output_coverage), the grid's bursts (long_context), changing-batch replay (graph_replay)
+SUITES=${SUITES:-spec_decode,kv_capacity,output_coverage,long_context,graph_replay}
+FAULT=${FAULT:-}
 source scripts/device_lib.sh
 device_start
 device_keep "${SPEC_KEEP:-/tmp/keep}"
 keep_model tiny-mla-mtp deepseek_v3_mtp || exit 3
 cp "$KEEP/tiny-mla-mtp/tiny_model.json" "$OUT/tiny_model_mtp.json"
-if [[ " $ARMS " == *" gpu-draft "* ]]; then
+if [[ " $ARMS " == *" gpu-draft"* ]]; then
   keep_model tiny-mla deepseek_v3 || exit 3
   keep_model tiny-llama-gpu llama || exit 3
 fi
 say "models ready: $(python3 -c 'import json; print(json.load(open("models/tiny-mla-mtp/tiny_model.json")).get("mtp"))')"
 
 code=0
+if [ -n "$FAULT" ]; then  # each arm of ARMS becomes its faulted variant, in arms of its own
+  export HARNESS_ARMS_DIR=$KEEP/arms-$FAULT
+  rm -rf "$HARNESS_ARMS_DIR"; cp -r configs/arms "$HARNESS_ARMS_DIR"
+  python3 -m harness.faults.length_faults scratch "$FAULT" --table gpu_spec --site /tmp/site --out "$KEEP/sf/$FAULT" \
+    > "$OUT/scratch-$FAULT.json" 2>&1 || { cat "$OUT/scratch-$FAULT.json"; exit 4; }
+  faulted=""
+  for ARM in $ARMS; do
+    faulted+=" $(python3 -m harness.faults.length_faults arm "$FAULT" --l 0 --scratch "$KEEP/sf/$FAULT" \
+      --arms-dir "$HARNESS_ARMS_DIR" --base "$ARM" --reference "$(python3 -c "from harness.config.arms import load_arm
+print(load_arm('$ARM').reference)")" --pythonpath-tail /tmp/site)"
+  done
+  ARMS=$faulted
+  say "faulted arms:$ARMS"
+fi
 for ARM in $ARMS; do
   RUN=spec-$ARM-$(date +%H%M%S)
   if [ "${PLAN:-1}" = 1 ]; then  # PLAN=0 saves ~45 s per arm on the device (plan imports vLLM to check the argv)
     python3 -m harness plan --arm "$ARM" > "$OUT/plan-$ARM.txt" 2>&1
     say "plan $ARM: exit $? ($(grep -E 'speculative_method_known|vllm_parses_argv' "$OUT/plan-$ARM.txt" | tr -s ' ' | tr '\n' ' '))"
   fi
-  timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-420}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" \
-    --suites spec_decode,kv_capacity > "$KEEP/$RUN.log" 2>&1
+  timeout --signal=TERM "${QUALIFY_TIMEOUT_S:-540}" python3 -m harness qualify --arm "$ARM" --run-id "$RUN" \
+    --suites "$SUITES" > "$KEEP/$RUN.log" 2>&1
   rc=$?
   [ $rc -ne 0 ] && code=$rc
   say "qualify $ARM: exit $rc"

@@ -175,6 +175,8 @@ class DegenerationGates(StrictModel):
     span_fraction_margin: Float = Field(0.25, gt=0, le=1)  # candidate span / length minus the reference's
     distinct_2_margin: Float = Field(0.25, gt=0, le=1)  # reference distinct-2 minus the candidate's
     max_period: Int = Field(16, ge=1)  # longest unit a loop may have
+    # a run of one token id at least this long, and over twice the reference's run of that id, fails (token_runs.py)
+    min_token_run: Int = Field(8, ge=2)
     # Tie flips (outputs that first diverged where the reference's top-2 gap is within the tie gap): their count is
     # capped by a one-sided Fisher exact test of this run's rate against the clean rate, at this false-alarm rate.
     tie_flip_alpha: Float = Field(0.01, gt=0, lt=1)

@@ -52,7 +52,9 @@ from pathlib import Path
 from harness.faults import mutations as mut
 from harness.faults.aligned_faults import ALIGNED_FAULTS
 from harness.faults.mutations import Edit, Fault, MutationError
+from harness.faults.preemption_faults import CPU_PREEMPTION_FAULTS, GPU_PREEMPTION_FAULTS
 from harness.faults.prefill_faults import CROSS_REQUEST_FAULTS
+from harness.faults.spec_faults import SPEC_FAULTS
 from harness.probes.ask import run_probe
 
 ENV_L, ENV_OFFSET, ENV_EPS = "HARNESS_FAULT_L", "HARNESS_FAULT_OFFSET", "HARNESS_FAULT_EPS"
@@ -468,7 +470,8 @@ LEGIT_NAMES = tuple(f.name for f in LEGIT_BUILDS)
 
 TABLES = {"cpu": CPU_FAULTS, "gpu": GPU_FAULTS, "cpu_load": LOAD_FAULTS, "cpu_noise": NOISE_FAULTS,
           "cpu_batch": BATCH_FAULTS, "cpu_band": BAND_FAULTS, "cpu_degeneration": DEGENERATION_FAULTS,
-          "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS,
+          "cpu_coverage": COVERAGE_FAULTS, "cpu_legit": LEGIT_BUILDS, "cpu_spec": SPEC_FAULTS, "gpu_spec": SPEC_FAULTS,
+          "cpu_preemption": CPU_PREEMPTION_FAULTS, "gpu_preemption": GPU_PREEMPTION_FAULTS,
           "cpu_aligned": ALIGNED_FAULTS, "cpu_cross_request": CROSS_REQUEST_FAULTS}
 COMPOSABLE = {"cpu_coverage"}  # tables whose faults can share one scratch: `verify` checks all of them applied at once
 TRACED = {LLAMA, MLA_LAYER}  # model code torch.compile traces (the attention backends run as opaque custom ops)

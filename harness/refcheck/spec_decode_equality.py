@@ -1,6 +1,6 @@
 """The spec_decode suite's output equality: each candidate output against the reference arm's output for the same
 prompt, through the existing comparison (exact tokens, drift before the first divergence, tie flips), judged as any
-reference check (refcheck/check.py), and the degeneration detector on the same pairs."""
+reference check (refcheck/check.py), and the degeneration detectors on the same pairs (text and token ids)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.config.thresholds import Gates
 from harness.judge.degeneration import degeneration_fields, text_units
 from harness.judge.spec_decode_gates import EQUALITY_CHECK
+from harness.judge.token_runs import with_token_runs
 from harness.measure.spec_decode_metrics import SpecSample, read_samples
 from harness.records.meaning import of_kind
 from harness.records.schema import Record, ReferenceCheckFields, SpecDecodeRecord
@@ -67,8 +68,11 @@ def compare_arms(records: list[Record], cand: str, ref: str, run_dir: Path, gate
     pairs = [(s.id, text_units(s.text), text_units(by_id[s.id].text))
              for s in c_samples if not s.error and s.id in by_id]
     spread = check.calibrated_spread if check else None
-    return Equality(fields, degeneration_fields(pairs, ref, gates.degeneration, " ".join,
-                                                tie_flipped(compared.comparisons, tie_gap), spread))
+    loops = degeneration_fields(pairs, ref, gates.degeneration, " ".join, tie_flipped(compared.comparisons, tie_gap),
+                                spread)
+    # token ids too: a placeholder that is a special token leaves no text to judge
+    ids = [(s.id, s.token_ids, by_id[s.id].token_ids) for s in c_samples if not s.error and s.id in by_id]
+    return Equality(fields, with_token_runs(loops, ids, gates.degeneration.min_token_run))
 
 
 def read_samples_or_empty(path: str) -> list[SpecSample]:
