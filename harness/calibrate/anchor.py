@@ -20,35 +20,12 @@ the first calibration falls back to gates.yaml's limits and `--trust`.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from harness.records.schema import RequestComparison, TeacherForcedComparison
-
-
-@dataclass(frozen=True)
-class Fp32Bound:
-    """The candidate's mean distance to float32 may exceed the reference's by at most max(ratio x the reference's
-    distance, floor) nats."""
-
-    ratio: float
-    floor: float
-    source: str  # where the numbers were measured (docs/gates.md)
-
-    def excess_allowed(self, reference_distance: float) -> float:
-        return max(self.ratio * reference_distance, self.floor)
-
-
-# Measured 2026-12-07 on the CPU (docs/gates.md "Calibration: the anchor of a first calibration"): bf16 executions of
-# the tiny Llama that agree in exact arithmetic (eager vs sdpa attention, the same tokens) land within
-# FP32_RATIO_MEASURED of each other's mean distance to float32; the ratio is that spread doubled. The floor is float32
-# resolution: logprobs are stored to 7 significant digits and float32 kernels in another order move them by ~1e-6.
-FP32_RATIO_MEASURED = 0.06
-FP32_BOUND = Fp32Bound(ratio=2 * FP32_RATIO_MEASURED, floor=2e-5,
-                       source="bf16 controls of the tiny Llama (eager vs sdpa) and float32 rounding: docs/gates.md")
-
+from harness.judge.fp32_anchor import FP32_BOUND, Distance, Fp32Bound, fp32_distance  # noqa: F401 (re-exported)
+from harness.records.schema import RequestComparison
 
 # A clean first calibration is refused with probability at most ALPHA by the sampling term (over its K repeats).
 ALPHA = 0.01
@@ -66,25 +43,9 @@ class SpreadBound:
 
 # Measured on one H200 (stored evidence): the DCP candidate against its reference drifts 1.00x (p50) and 0.98x (p99)
 # as far as the candidate's CUDA graphs against its own eager; 4 admits a candidate rounding up to 5.6x as coarsely as
-# its reference (docs/gates.md derives it). The floor is float32 resolution, as above.
+# its reference (docs/gates.md derives it). The floor is float32 resolution (harness/judge/fp32_anchor.py).
 SPREAD_BOUND = SpreadBound(factor=4.0, floor=2e-5, source="H200 graphs-vs-eager ratio 1.00 and a rounding model: "
                            "docs/gates.md")
-
-
-@dataclass(frozen=True)
-class Distance:
-    """One repeat's mean |logprob - float32 logprob| of both arms over the same positions, and the standard error of
-    their difference (requests as the units: the positions of one request round together)."""
-
-    repeat: int  # 1-based
-    positions: int
-    candidate: float
-    reference: float
-    standard_error: float
-
-    @property
-    def excess(self) -> float:
-        return self.candidate - self.reference
 
 
 @dataclass(frozen=True)
@@ -97,48 +58,6 @@ class AnchorVerdict:
     passed: bool
     sentence: str
     failing: tuple[int, ...] = ()  # the repeats over the bound (1-based)
-
-
-def request_excess(c: TeacherForcedComparison, reference: Sequence[float],
-                   fp32: Sequence[float]) -> tuple[float, float, int]:
-    """(sum of the candidate's distances, sum of the reference's, finite positions) of one request."""
-    cand = ref = 0.0
-    n = 0
-    for a, b, x in zip(c.candidate_logprobs, reference, fp32, strict=True):
-        if a is None or not all(math.isfinite(v) for v in (a, b, x)):
-            continue  # a non-finite candidate logprob is refused by the calibration itself
-        cand += abs(a - x)
-        ref += abs(b - x)
-        n += 1
-    return cand, ref, n
-
-
-def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
-                  reference: Mapping[str, Sequence[float]], fp32: Mapping[str, Sequence[float]]) -> Distance | str:
-    """The repeat's distances to float32, or why they cannot be computed (a request without a float32 score or the
-    reference's logprobs, a comparisons file without the candidate's logprobs)."""
-    sums = []
-    for c in comparisons:
-        if c.request not in fp32 or c.request not in reference:
-            return f"request {c.request} of repeat {repeat} has no float32 score or reference logprobs"
-        if len(c.candidate_logprobs) != c.reference_tokens:
-            return (f"repeat {repeat}'s teacher_forcing comparisons carry no candidate logprobs for request "
-                    f"{c.request} (a run of an older harness)")
-        f, r = fp32[c.request], reference[c.request]
-        if len(f) != c.reference_tokens or len(r) != c.reference_tokens:
-            return (f"request {c.request}: {len(f)} float32 scores and {len(r)} reference logprobs for "
-                    f"{c.reference_tokens} tokens")
-        sums.append(request_excess(c, r, f))
-    n = sum(k for _, _, k in sums)
-    if not n:
-        return f"repeat {repeat} scored no finite position"
-    cand, ref = sum(a for a, _, _ in sums) / n, sum(b for _, b, _ in sums) / n
-    units = [(a - b, k) for a, b, k in sums if k]
-    excess = cand - ref
-    # cluster (request) standard error of the position-weighted mean excess
-    spread = sum((d - excess * k) ** 2 for d, k in units) / n ** 2
-    se = math.sqrt(spread * len(units) / (len(units) - 1)) if len(units) > 1 else math.inf
-    return Distance(repeat, n, cand, ref, se)
 
 
 def judge_fp32(distances: Sequence[Distance | str], bound: Fp32Bound = FP32_BOUND,

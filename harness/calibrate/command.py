@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from harness.calibrate.first_anchor import anchor_level
 from harness.calibrate.repeats import CheckRepeat, read_repeat
 from harness.calibrate.trust import (
     FirstCalibration,
@@ -48,9 +49,12 @@ from harness.judge.calibration import (
     run_to_run_deviations,
     spread,
 )
+from harness.judge.error_budget import Family
+from harness.judge.fp32_anchor import ANCHORED_CHECK, AnchorLevel
 from harness.records.manifest import ArmBuild
 from harness.records.schema import RequestComparison, ServerRecord
 from harness.refcheck.accept_floor import floor_here
+from harness.refcheck.check import family_at
 from harness.refcheck.compare import failure_line
 from harness.refcheck.floor_store import (
     Calibration,
@@ -169,8 +173,13 @@ def derive(repeats: Repeats, ident: str) -> list[CheckCalibration]:
     """Every check's limits, floor and false-positive statement from its clean repeats (calibrate_check)."""
     when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     source = CalibrationSource(ident, when, tuple(r.run_dir for r in repeats.runs), tuple(repeats.vllm))
+    first = repeats.measured[0]
+    family = family_at(floor_here(first[repeats.checks[0]].record.floor_path), repeats.checks)
+    level = (anchor_level(repeats.candidate, repeats.runs[0].run_dir, repeats.runs[0].manifest, repeats.measured)
+             if ANCHORED_CHECK in first else None)
     return [calibrate_check(check, [m[check] for m in repeats.measured], repeats.gates.reference_checks, source,
-                            repeats.previous[check]) for check in repeats.checks]
+                            repeats.previous[check], family=family, level=level if check == ANCHORED_CHECK else None)
+            for check in repeats.checks]
 
 
 @dataclass(frozen=True)
@@ -363,9 +372,12 @@ class CalibrationSource:
 
 
 def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceCheckGates, source: CalibrationSource,
-                    previous: Calibration | None, ceilings: CalibrationGates | None = None) -> CheckCalibration:
+                    previous: Calibration | None, ceilings: CalibrationGates | None = None, *,
+                    family: Family | None = None, level: AnchorLevel | None = None) -> CheckCalibration:
     """One check's limits, floor and false-positive statement from its clean repeats, with what refuses them:
-    `ceilings` (None: the arm's gates.yaml `calibration`) and the moves from `previous` (None: a first calibration)."""
+    `ceilings` (None: the arm's gates.yaml `calibration`) and the moves from `previous` (None: a first calibration).
+    Limits and the held-out statement at `family`'s budget (the run's: every check calibrated for the arm; None: the
+    catalogue's); `level`: the repeats' float32 anchor, stored for every later run's (judge/fp32_anchor.py)."""
     first = per_repeat[0].record
     ceilings = load_gates(first.arm).calibration if ceilings is None else ceilings
     paths = {r.record.floor_path for r in per_repeat}
@@ -378,8 +390,8 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
     if s.nonfinite:
         raise ConfigError(f"calibrate: {check} returned {s.nonfinite} non-finite logprob(s) in clean repeats: that is "
                           "a fault, not noise; nothing was calibrated")
-    limits = derive_limits(s, least, gates.tie_gap)
-    fp = false_positives(repeats, least, gates.tie_gap, over_limits)
+    limits = derive_limits(s, least, gates.tie_gap, family)
+    fp = false_positives(repeats, least, gates.tie_gap, over_limits, family)
     repetition = [d for r in per_repeat for d in r.repetition_deltas]
     deltas = (max((d[0] for d in repetition), default=None), max((d[1] for d in repetition), default=None))
     above = ceiling_violations(check, limits, s, ceilings, f"{gates_file()}, arm {first.arm}", deltas)
@@ -391,7 +403,8 @@ def calibrate_check(check: str, per_repeat: list[CheckRepeat], gates: ReferenceC
                      # what the run-level floor test judges later runs by (drift_floor.judge_run_level)
                      "floor_shifts": held_out_shifts(repeats),
                      "run_to_run_move_max": max(map(abs, moves), default=None),
-                     "span_fraction_delta_max": deltas[0], "distinct_2_delta_max": deltas[1]}
+                     "span_fraction_delta_max": deltas[0], "distinct_2_delta_max": deltas[1],
+                     **({"fp32": level.fields()} if level is not None else {})}
     # margin 0: none is added (harness/judge/calibration.py MARGIN_MEASURED says why)
     calibration = Calibration(check, limits.drift_limit, limits.tie_gap, len(repeats), 0.0, limits.derivation,
                               fp.sentence, source.when, source.ident, spread_fields)

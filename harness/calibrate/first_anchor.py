@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.calibrate.anchor import AnchorVerdict, FirstCalibrationAnchor, fp32_distance, judge_fp32, judge_spread
+from harness.calibrate.anchor import AnchorVerdict, FirstCalibrationAnchor, judge_fp32, judge_spread
 from harness.calibrate.repeats import CheckRepeat
 from harness.config.arms import Arm
 from harness.config.errors import ConfigError
 from harness.config.paths import server_python
+from harness.judge.fp32_anchor import ANCHORED_CHECK, AnchorLevel, Distance, fp32_distance, level_of
 from harness.records.manifest import RunManifest
 from harness.refcheck.fp32_scores import fp32_scores, generated_model, read_outputs, reference_file, run_check_prompts
 from harness.refcheck.self_noise import load_self_noise
 from harness.refcheck.store import reference_dir
-
-ANCHORED_CHECK = "teacher_forcing"  # every position of the reference's continuations, scored on the candidate
 
 
 def first_calibration_anchor(candidate: Arm, run_dir: Path, manifest: RunManifest,
@@ -32,27 +31,44 @@ def first_calibration_anchor(candidate: Arm, run_dir: Path, manifest: RunManifes
 def fp32_anchor(candidate: Arm, run_dir: Path, manifest: RunManifest,
                 measured: list[dict[str, CheckRepeat]]) -> AnchorVerdict:
     """Each repeat's teacher-forced logprobs against the reference's, both against float32 (a generated model only)."""
-    name = "float32 teacher forcing"
+    distances = fp32_distances(candidate, run_dir, manifest, measured)
+    if isinstance(distances, str):
+        return _unmeasured("float32 teacher forcing", distances)
+    return judge_fp32(distances)
+
+
+def fp32_distances(candidate: Arm, run_dir: Path, manifest: RunManifest,
+                   measured: list[dict[str, CheckRepeat]]) -> list[Distance | str] | str:
+    """Each repeat's distances to float32 (judge/fp32_anchor.py), or why none can be measured: not a generated model,
+    no teacher_forcing among the checks, no reference outputs here, no prompts recorded, the scorer failed."""
     model_dir = candidate.model.local_dir() if candidate.model.source == "local" else None
     if not generated_model(model_dir):
-        return _unmeasured(name, f"{candidate.model.path} is no model the harness generated (no tiny_model.json): "
-                                 "its float32 pass is not run here")
+        return (f"{candidate.model.path} is no model the harness generated (no tiny_model.json): its float32 pass is "
+                "not run here")
     if any(ANCHORED_CHECK not in m for m in measured):
-        return _unmeasured(name, f"{ANCHORED_CHECK} is not among the calibrated checks: calibrate with it to anchor "
-                                 "the first calibration")
+        return f"{ANCHORED_CHECK} is not among the calibrated checks: calibrate with it to anchor the first calibration"
     record = measured[0][ANCHORED_CHECK].record
     outputs_file = reference_file(reference_dir(), record.reference, record.reference_key)
     if not outputs_file.is_file():
-        return _unmeasured(name, f"the reference outputs {outputs_file} are not in this machine's store")
+        return f"the reference outputs {outputs_file} are not in this machine's store"
     try:
         prompts = run_check_prompts(candidate, run_dir, manifest)
         fp32 = fp32_scores(outputs_file, record.reference_key, prompts, Path(model_dir),
                            candidate.launcher.python or server_python())
     except ConfigError as exc:  # no prompts recorded, outputs of other prompts, the scorer failed: stated, not a pass
-        return _unmeasured(name, str(exc))
+        return str(exc)
     reference = {i: [float(x) for x in e["logprobs"]] for i, e in read_outputs(outputs_file).items()}
-    return judge_fp32([fp32_distance(k, m[ANCHORED_CHECK].comparisons, reference, fp32)
-                       for k, m in enumerate(measured, 1)])
+    return [fp32_distance(k, m[ANCHORED_CHECK].comparisons, reference, fp32) for k, m in enumerate(measured, 1)]
+
+
+def anchor_level(candidate: Arm, run_dir: Path, manifest: RunManifest,
+                 measured: list[dict[str, CheckRepeat]]) -> AnchorLevel | None:
+    """What a calibration stores for every later run's float32 anchor (judge/fp32_anchor.py): its repeats' excesses;
+    None where they cannot be measured (the calibration then judges its runs by the floor test alone)."""
+    distances = fp32_distances(candidate, run_dir, manifest, measured)
+    if isinstance(distances, str) or any(isinstance(d, str) for d in distances):
+        return None
+    return level_of(distances)
 
 
 def spread_anchors(measured: list[dict[str, CheckRepeat]], build: str | None) -> list[AnchorVerdict]:

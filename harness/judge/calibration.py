@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 from harness.config.thresholds import CalibrationGates
 from harness.judge.drift_floor import MIN_RUN_SHIFTS, judge_floor_pairing, mean_shift, pair_key, unstated_budget
-from harness.judge.error_budget import Family, RunBudget, rounding_unit
+from harness.judge.error_budget import Family, RunBudget, part_alpha, rounding_unit
 from harness.records.schema import RequestComparison
 
-ALPHA = 0.01  # a clean run exceeds a derived limit somewhere this often
+ALPHA = 0.01  # the seed's level, per check; calibrate derives at the run's budget (derive_limits)
 TAIL_SHARE = 0.1  # the share of the clean values the exponential tail is fitted to
 MIN_TAIL = 10  # fewer values than this: no tail fit, the largest value
 # How often a held-out clean repeat exceeds a limit derived from the other K - 1 (200 seeded simulated K = 5
@@ -144,13 +144,17 @@ def tail_level(values: Sequence[float], repeats: int, alpha: float = ALPHA) -> f
     return threshold + excess * math.log(top / (repeats * alpha))
 
 
-def derive_limits(s: Spread, least_limit: float, least_tie_gap: float) -> Limits:
+def derive_limits(s: Spread, least_limit: float, least_tie_gap: float, family: Family | None = None) -> Limits:
     """The drift limit is never the clean max alone: it is at least the clean max plus the rounding unit
     (error_budget.rounding_unit: what a build that only rounds otherwise moves a request's max |delta|), so
-    bit-identical repeats do not fail the next legitimate build by a rounding step."""
+    bit-identical repeats do not fail the next legitimate build by a rounding step. Both limits are derived at their
+    part of the check's share of the run's budget (error_budget.part_alpha; `family` None: the catalogue's every
+    check)."""
+    family = family if family is not None else unstated_budget().family
+    alpha, gap_alpha = part_alpha(family, "drift limit"), part_alpha(family, "tie gap")
     largest_gap = max(s.flip_gaps, default=0.0)
-    tail = prediction_bound(s.request_drifts)
-    gap_tail = tail_level(s.flip_gaps, s.repeats)
+    tail = prediction_bound(s.request_drifts, alpha)
+    gap_tail = tail_level(s.flip_gaps, s.repeats, gap_alpha)
     moved = max((abs(d) for d in run_to_run_deviations(s.request_drifts)), default=0.0)
     unit = rounding_unit(s.drift_p50, moved)
     limit = max(least_limit, s.max_drift + unit.value, tail or 0.0)
@@ -158,11 +162,10 @@ def derive_limits(s: Spread, least_limit: float, least_tie_gap: float) -> Limits
     tail_text = "n/a" if tail is None else f"{tail:.3g}"
     gap_text = "n/a" if gap_tail is None else f"{gap_tail:.3g}"
     why = (f"drift limit {limit:.3g} = max(prediction bound {tail_text} (largest run-to-run move {moved:.3g}, "
-           f"{len(s.request_drifts)} requests, alpha {ALPHA:g} per check), clean max {s.max_drift:.3g} + rounding "
-           f"unit {unit.value:.2g} ({unit.derivation}), floor "
-           f"{least_limit:g}); tie gap {gap:.3g} = max(tail estimate {gap_text} ({len(s.flip_gaps)} divergences), "
-           f"largest clean flip gap {largest_gap:.3g}, configured {least_tie_gap:g}); {MARGIN_MEASURED}; "
-           f"K = {s.repeats}")
+           f"{len(s.request_drifts)} requests, alpha {alpha:.2g}: {family.text}), clean max {s.max_drift:.3g} + "
+           f"rounding unit {unit.value:.2g} ({unit.derivation}), floor {least_limit:g}); tie gap {gap:.3g} = "
+           f"max(tail estimate {gap_text} ({len(s.flip_gaps)} divergences, alpha {gap_alpha:.2g}), largest clean flip "
+           f"gap {largest_gap:.3g}, configured {least_tie_gap:g}); {MARGIN_MEASURED}; K = {s.repeats}")
     return Limits(limit, gap, why)
 
 
@@ -308,7 +311,7 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
         others = [r for j, r in enumerate(repeats) if j != k]
         if not others:
             break
-        limits = derive_limits(spread(others), least_limit, least_tie_gap)
+        limits = derive_limits(spread(others), least_limit, least_tie_gap, family)
         bad = [c.request for c in mine if over_limits(c, limits)]
         over += len(bad)
         # judged as a later run is (harness/refcheck/check.py): run-level where the others can measure it

@@ -243,7 +243,7 @@ def cap_basis(outputs: int, clean: CleanFlips, alpha: float) -> tuple[int, str]:
     cap = tie_flip_cap(outputs, clean, alpha)
     basis = "calibrated clean rate" if clean.rate_calibrated else "uncalibrated: gates.yaml's clean rate"
     return cap, (f"{basis} {clean.rate:.3g} ({clean.flips} of {clean.outputs} a repeat), cap {cap}: one-sided Fisher "
-                 f"exact test, alpha {alpha:g}")
+                 f"exact test, alpha {alpha:.2g}")
 
 
 def too_many_tie_flips(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> str | None:

@@ -305,13 +305,13 @@ def judge_run_level(candidate: Sequence[RequestComparison], floor: Sequence[Requ
     passed = shift <= bound
     factor = shape_factor(k, budget.alpha)
     sentence = (f"{'PASS' if passed else 'FAIL'}: run-level shift of the mean |delta| vs {floor_source}: {shift:+.3g} "
-                f"{'<=' if passed else '>'} bound {bound:+.3g} ({budget.family.text}; from the {k} clean repeats' "
+                f"{'<=' if passed else '>'} bound {bound:+.3g} ({budget.text}; from the {k} clean repeats' "
                 f"held-out shifts: run-to-run sd {sd:.3g} x {factor:.3g} (lognormal-safe, K = {k}) + rounding unit "
                 f"{budget.unit.value:.2g}: {budget.unit.derivation})")
     caught = bound - mean + NormalDist().inv_cdf(POWER_STATED) * sd * math.sqrt(1 + 1 / k)
     detectable = (f"smallest mean shift caught at {POWER_STATED * 100:g} %: {caught:.3g} per check at alpha "
-                  f"{RUN_BUDGET:g}/{budget.family.size} ({RUN_BUDGET * 100:g} % per run; the run's mean |delta| above "
-                  f"the clean mean, {k} clean repeats)")
+                  f"{RUN_BUDGET:g}/{budget.family.size} ({RUN_BUDGET * 100:g} % per run; its floor test at "
+                  f"{budget.alpha:.2g}; the run's mean |delta| above the clean mean, {k} clean repeats)")
     return FloorJudgement(passed, sentence, detectable)
 
 

@@ -86,16 +86,46 @@ def unit_of(spread: Mapping | None) -> RoundingUnit:
     return rounding_unit(spread.get("drift_p50"), spread.get("run_to_run_move_max"))
 
 
+# What a calibrated check spends its share of the run's budget on: each part can fail a clean run, so the parts' levels
+# sum to the share (the union bound over the parts and the checks keeps the run's 1 %). Half goes to the floor test
+# (its shape factor is steep in alpha: the power is the floor test's), the rest equally to the limits derived at
+# calibration (drift limit, tie gap: an exponential tail, logarithmic in alpha) and the tie-flip cap judged in the
+# run. Teacher forcing of a generated model adds the float32 anchor, which takes half of the floor test's half
+# (harness/judge/fp32_anchor.py).
+FLOOR_PART, ANCHOR_PART = "floor test", "float32 anchor"
+LIMIT_PARTS = ("drift limit", "tie gap", "tie-flip cap")
+
+
+def part_weights(anchored: bool) -> dict[str, float]:
+    tested = {FLOOR_PART: 0.25, ANCHOR_PART: 0.25} if anchored else {FLOOR_PART: 0.5}
+    return {**tested, **{p: 0.5 / len(LIMIT_PARTS) for p in LIMIT_PARTS}}
+
+
+def part_alpha(family: Family, part: str, anchored: bool = False) -> float:
+    """The level `part` of one check is judged or derived at."""
+    return family.alpha * part_weights(anchored)[part]
+
+
 @dataclass(frozen=True)
 class RunBudget:
-    """What a run-level floor test spends and the least width it keeps."""
+    """What one check's tests spend (their parts of its share) and the least width its floor test keeps."""
 
     family: Family
     unit: RoundingUnit = RoundingUnit(FLOAT32_LOGPROB_STEP, "float32's logprob step 2^-19")
+    anchored: bool = False  # the check also judges the float32 anchor
 
     @property
     def alpha(self) -> float:
-        return self.family.alpha
+        """The floor test's level."""
+        return self.part(FLOOR_PART)
+
+    def part(self, name: str) -> float:
+        return part_alpha(self.family, name, self.anchored)
+
+    @property
+    def text(self) -> str:
+        parts = ", ".join(f"{name} {self.part(name):.2g}" for name in part_weights(self.anchored))
+        return f"{self.family.text}; its parts: {parts}"
 
 
 def _normal_sf(z: np.ndarray) -> np.ndarray:

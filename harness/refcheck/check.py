@@ -16,7 +16,8 @@ edited, is unsealed or exceeds the run's ceilings judges nothing: its checks FAI
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.config.arms import Arm, load_arm
@@ -24,6 +25,7 @@ from harness.config.thresholds import CalibrationGates, DegenerationGates, Gates
 from harness.judge.degeneration import clean_flips, too_many_tie_flips
 from harness.judge.drift_floor import judge_floor_pairing
 from harness.judge.error_budget import Family, RunBudget, unit_of
+from harness.judge.fp32_anchor import ANCHORED_CHECK, stored_level
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
 from harness.refcheck.floor_store import (
@@ -34,6 +36,7 @@ from harness.refcheck.floor_store import (
     load_confirmation,
     load_floor,
 )
+from harness.refcheck.run_anchor import run_anchor
 from harness.refcheck.standing import standing_calibration
 from harness.refcheck.store import reference_dir
 
@@ -168,7 +171,7 @@ def judge_floor(check: str, reference: str, comparisons: list[RequestComparison]
         return FloorVerdict(**where, floor=failure, detectable=None, failure=failure)
     budget = run_budget(limits)
     if limits.calibration is not None:  # the report's Judged-by line states the run's budget
-        where["judged_by"] += f"; {budget.family.text}"
+        where["judged_by"] += f"; {budget.text}"
     judged = judge_floor_pairing(comparisons, floor.comparisons, floor.name, clean_shifts(limits.calibration), budget)
     return FloorVerdict(**where, floor=judged.sentence, detectable=judged.detectable,
                         failure=None if judged.passed else judged.sentence)
@@ -210,7 +213,8 @@ class ReferenceCheck:
               aborted: bool) -> JudgedCheck:
         """The record's fields plus the paired test against the floor and the cap on tie flips; a failure of either
         fails the check and is listed with the divergences."""
-        verdict = judge_floor(fields.check, fields.reference, comparisons, aborted, self.limits)
+        verdict = with_anchor(judge_floor(fields.check, fields.reference, comparisons, aborted, self.limits),
+                              fields, comparisons, aborted, self.limits)
         return JudgedCheck(cap_tie_flips(apply_floor(fields, verdict), self.limits, self.degeneration),
                            verdict.failure)
 
@@ -223,14 +227,31 @@ def reference_check(gates: Gates, arm: Arm, check: str, noise_key: str, repeat: 
     return ReferenceCheck(limits, gates.degeneration)
 
 
+def with_anchor(verdict: FloorVerdict, fields: ReferenceCheckFields, comparisons: list[RequestComparison],
+                aborted: bool, limits: CheckLimits) -> FloorVerdict:
+    """The floor's verdict and, where the check's calibration anchors it to float32 (a generated model's teacher
+    forcing: judge/fp32_anchor.py), the run's anchor beside it; either failing fails the check."""
+    level = stored_level(limits.calibration.spread) if limits.calibration is not None else None
+    if level is None or fields.check != ANCHORED_CHECK or aborted or limits.problem is not None:
+        return verdict
+    anchor = run_anchor(reference_dir(), fields.reference, fields.reference_key, limits.arm, comparisons, level,
+                        run_budget(limits))
+    failures = [f for f in (verdict.failure, None if anchor.passed else anchor.sentence) if f]
+    return replace(verdict, floor=f"{verdict.floor}; {anchor.sentence}",
+                   detectable=f"{verdict.detectable}; {anchor.detectable}" if verdict.detectable else anchor.detectable,
+                   failure="; ".join(failures) or None)
+
+
 def cap_tie_flips(fields: ReferenceCheckFields, limits: CheckLimits,
                   degeneration: DegenerationGates) -> ReferenceCheckFields:
     """A reference check exempts a divergence within its tie gap (compare.is_tie_flip), so a fault that flips only
     at near-ties would pass it: their number is capped as the degeneration detector's is, against the check's own
     calibrated clean count (its spread), else gates.yaml degeneration's measured counts. Above the cap the check
-    fails "too many tie flips", listed with the divergences (once: graph_replay's degeneration lines carry it too)."""
+    fails "too many tie flips", listed with the divergences (once: graph_replay's degeneration lines carry it too).
+    A calibrated check's cap is one part of its share of the run's budget (run_budget); gates.yaml's alpha else."""
     clean = clean_flips(degeneration, limits.calibration.spread if limits.calibration else None)
-    failure = too_many_tie_flips(fields.tie_flips or 0, fields.requests, clean, degeneration.tie_flip_alpha)
+    alpha = run_budget(limits).part("tie-flip cap") if limits.calibration is not None else degeneration.tie_flip_alpha
+    failure = too_many_tie_flips(fields.tie_flips or 0, fields.requests, clean, alpha)
     if failure is None:
         return fields
     diverged = fields.diverged if failure in fields.diverged else [*fields.diverged, failure]
@@ -250,17 +271,27 @@ def clean_shifts(calibration: Calibration | None) -> list[float] | None:
 
 
 def run_budget(limits: CheckLimits) -> RunBudget:
-    """The check's share of its run's 1 % (harness/judge/error_budget.py): see budget_at."""
-    return budget_at(limits.floor_path, limits.calibration)
+    """The check's share of its run's 1 % (harness/judge/error_budget.py): see budget_at; split one part more where
+    its calibration anchors it to float32 (judge/fp32_anchor.py)."""
+    budget = budget_at(limits.floor_path, limits.calibration)
+    anchored = limits.check == ANCHORED_CHECK and limits.calibration is not None and stored_level(
+        limits.calibration.spread) is not None
+    return replace(budget, anchored=anchored)
 
 
 def budget_at(here: Path, calibration: Calibration | None) -> RunBudget:
-    """The family is every check calibrated for the arm whose key directory is `here`, over all its keys' directories
-    (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a run of the arm can judge by a calibration; the
-    rounding unit is the calibration's own."""
+    """The family is every check calibrated for the arm whose key directory is `here` (family_at); the rounding unit
+    is the calibration's own."""
+    return RunBudget(family_at(here), unit_of(calibration.spread if calibration else None))
+
+
+def family_at(here: Path, also: Iterable[str] = ()) -> Family:
+    """Every check calibrated for the arm whose key directory is `here`, over all its keys' directories
+    (<arm>-<16 hex>: each prompt set's noise key), i.e. every check a run of the arm can judge by a calibration, and
+    `also` (the checks a calibration is deriving now)."""
     arm = here.name[:-17]
     names = {f.name.removesuffix(".calibration.json") for d in here.parent.glob(f"{arm}-*")
              if re.fullmatch(re.escape(arm) + "-[0-9a-f]{16}", d.name) for f in d.glob("*.calibration.json")}
-    family = (Family(len(names), f"the checks calibrated for {arm}") if names else
-              Family(1, f"no check calibrated for {arm}: this check alone"))
-    return RunBudget(family, unit_of(calibration.spread if calibration else None))
+    names |= set(also)
+    return (Family(len(names), f"the checks calibrated for {arm}") if names else
+            Family(1, f"no check calibrated for {arm}: this check alone"))

@@ -20,6 +20,10 @@ PARTS = re.compile(r"; (?=first calibration|trusted by hand: |run on the calibra
                    r"alpha \S+ per check)")
 WARNINGS = ("first calibration", "trusted by hand: ")  # what a PASSED must not hide
 NAMES_SHOWN = 4
+# error_budget.Family.text in judged_by, and the "caught at 80 %: X" of each test in `detectable` (drift_floor's
+# run-level floor test, fp32_anchor's run anchor): the run's budget and the power it leaves
+BUDGET = re.compile(r"alpha (\S+)/(\d+) per check, (\S+) % per run")
+CAUGHT = re.compile(r"(float32 anchor: )?smallest (?:mean shift|rise of the excess) caught at (\d+) %: ([-+\d.e]+)")
 
 
 def judged_kind(judged_by: str | None) -> str:
@@ -85,10 +89,34 @@ def calibration_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
     return out
 
 
+def budget_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
+    """'error budget 1 % per run (m = 5), caught at 80 %: 4.1e-05 (teacher_forcing, float32 anchor) to 0.00035
+    (graph_replay)': the run's family-wise budget as its calibrated checks were judged at, and per check the smallest
+    shift its tests catch at the stated power (the best of its floor test and its anchor), smallest and largest
+    over the checks; [] where no check states its budget."""
+    budgets = {m.groups() for r in checks if (m := BUDGET.search(r.judged_by or ""))}
+    if not budgets:
+        return []
+    per_run = ", ".join(sorted(f"{pct} % per run (m = {m})" for _, m, pct in budgets))
+    caught = []
+    for r in checks:
+        found = [(float(x), f"{r.check}, float32 anchor" if anchor else r.check, power)
+                 for anchor, power, x in CAUGHT.findall(r.detectable or "")]
+        if found:
+            caught.append(min(found))
+    if not caught:
+        return [f"error budget {per_run}"]
+    low, high = min(caught), max(caught)
+    span = f"{low[0]:.2g} ({low[1]})" + (f" to {high[0]:.2g} ({high[1]})" if high != low else "")
+    return [f"error budget {per_run}, smallest shift caught at {low[2]} %: {span}"]
+
+
 def verdict_basis(records: list[Record], candidates: list[str]) -> str:
-    """'calibration trusted by hand: REASON; first calibration; 11 reference checks calibrated; 0 tests skipped'."""
+    """'calibration trusted by hand: REASON; first calibration; 11 reference checks calibrated; error budget 1 % per
+    run (m = 11), smallest shift caught at 80 %: ...; 0 tests skipped'."""
     skipped = skipped_tests(records, candidates)
     shown = ", ".join(skipped[:NAMES_SHOWN]) + (f", +{len(skipped) - NAMES_SHOWN} more"
                                                  if len(skipped) > NAMES_SHOWN else "")
     skips = f"{len(skipped)} test{'s' * (len(skipped) != 1)} skipped" + (f": {shown}" if skipped else "")
-    return "; ".join([*calibration_clause(latest_checks(records, candidates)), skips])
+    checks = latest_checks(records, candidates)
+    return "; ".join([*calibration_clause(checks), *budget_clause(checks), skips])

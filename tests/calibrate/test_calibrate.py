@@ -41,6 +41,9 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
     calibration = load_calibration(store, "teacher_forcing")
     assert calibration.repeats == 3 and calibration.calibration == "cal-x" and calibration.drift_limit > 0.1
     assert calibration.false_positives.startswith("held out: 0/3 repeats fail the others' limits or floor (95 % CI 0-71 %;")
+    # its limits at the run's budget: every check calibrated for the arm, this one included (not the catalogue's)
+    assert "alpha 0.0017: alpha 0.01/1 per check, 1 % per run (m = 1: the checks calibrated for cpu-smoke)" in \
+        calibration.derivation
     floor = load_floor(store, "teacher_forcing")
     assert len(floor.comparisons) == 40 and "the calibration cal-x (mean of 3 clean repeats" in floor.name
     table = (tmp_path / "reports" / "cal-x" / "calibration.md").read_text()

@@ -3,6 +3,7 @@ and the false-positive statement (deterministic, or held-out rates with exact in
 clean max fails against the calibrated floor, a fresh clean repeat passes. The ceilings and the move check
 (configs/gates.yaml `calibration`) are in tests/judge/test_calibration_bounds.py."""
 
+import pytest
 from drift_lines import repeat
 
 from harness.judge.calibration import (
@@ -14,6 +15,7 @@ from harness.judge.calibration import (
     tail_level,
 )
 from harness.judge.drift_floor import judge_against_floor
+from harness.judge.error_budget import Family, part_alpha
 from harness.refcheck.compare import failure_line
 
 
@@ -26,10 +28,16 @@ def test_the_limits_come_from_the_clean_spread_with_their_derivation():
     s = spread(clean)
     assert s.repeats == 3 and s.requests == 40 and s.divergences == 2 and s.flip_gaps == [0.125, 0.5]
     assert abs(s.exact_rate - 118 / 120) < 1e-9
-    limits = derive_limits(s, least_limit=0.01, least_tie_gap=0.0)
-    # 40 requests x 3 repeats: the prediction bound sits above the clean max x 1.25; two flips: no fit, the largest
-    bound = prediction_bound(s.request_drifts)
-    assert bound > s.max_drift * 1.25 and abs(limits.drift_limit - bound) < 1e-12
+    family = Family(5, "the checks calibrated for the arm")
+    limits = derive_limits(s, least_limit=0.01, least_tie_gap=0.0, family=family)
+    # 40 requests x 3 repeats: the prediction bound sits above the clean max x 1.25; two flips: no fit, the largest.
+    # Derived at the drift limit's part of the check's share of the run's 1 % (a sixth of 0.01 / 5), not 1 % per check
+    bound = prediction_bound(s.request_drifts, part_alpha(family, "drift limit"))
+    assert part_alpha(family, "drift limit") == pytest.approx(0.01 / 5 / 6)
+    assert bound > prediction_bound(s.request_drifts, 0.01) > s.max_drift * 1.25
+    assert abs(limits.drift_limit - bound) < 1e-12
+    assert "alpha 0.00033: alpha 0.01/5 per check, 1 % per run (m = 5: the checks calibrated for the arm)" in \
+        limits.derivation
     assert limits.tie_gap == 0.5 and tail_level(s.flip_gaps, 3) is None
     assert "prediction bound" in limits.derivation and "K = 3" in limits.derivation
     assert "no margin: a held-out clean repeat exceeds the others' prediction bound 2 times in 1,000" in \

@@ -27,6 +27,7 @@ from harness.judge.calibration import (
     spread,
 )
 from harness.judge.drift_floor import judge_against_floor
+from harness.judge.error_budget import Family
 from harness.refcheck.compare import failure_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -34,6 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 GPU = load_gates("gpu-mla").calibration
 CPU = load_gates("cpu-smoke").calibration
 WHERE = "configs/gates.yaml, arm gpu-mla"
+MLA = Family(11, "the checks calibrated for gpu-mla")  # a run's family (refcheck/check.py family_at)
+CATALOGUE = Family(16, "every calibratable check")
 
 
 def over(c, limits) -> bool:
@@ -55,15 +58,16 @@ def clean_calibration(seeds, flips_seed: int | None = None) -> list[list]:
 
 def test_the_fault_fails_against_a_clean_calibration_and_passes_against_its_own():
     fault = [faulty(k) for k in (1, 2, 3)]
-    own = derive_limits(spread(fault), 0.01, 0.0)
-    assert abs(own.drift_limit - 0.8857) < 1e-4 and own.tie_gap == 3.0  # the issue's 0.886 (3.75 with the old margin)
+    own = derive_limits(spread(fault), 0.01, 0.0, MLA)
+    # at the per-run budget of gpu-mla's 11 checks; the issue's 0.886 at 1 % per check (3.75 with the old margin)
+    assert abs(own.drift_limit - 1.1546) < 1e-4 and own.tie_gap == 3.0
     later = faulty(4)
     # calibrated on itself, the fault is noise: nothing over its limits, its floor test passes
     assert sum(over(c, own) for c in later) == 0
     assert judge_against_floor(later, mean_floor(fault), "its own calibration").passed
     # a clean calibration of the same pair sees it: the confident flips are over the limits and the floor test fails
     clean = clean_calibration(range(11, 16))
-    limits = derive_limits(spread(clean), 0.01, 0.0)
+    limits = derive_limits(spread(clean), 0.01, 0.0, MLA)
     assert sum(over(c, limits) for c in later) >= 5
     assert not judge_against_floor(later, mean_floor(clean), "the clean calibration").passed
 
@@ -71,7 +75,7 @@ def test_the_fault_fails_against_a_clean_calibration_and_passes_against_its_own(
 def test_the_fault_is_refused_as_a_calibration_by_the_ceilings():
     fault = [faulty(k) for k in (1, 2, 3)]
     s = spread(fault)
-    limits = derive_limits(s, 0.01, 0.0)
+    limits = derive_limits(s, 0.01, 0.0, MLA)
     # A GSM8K-text check (its ceiling 2.0 is above the H200's clean 1.96): the tie gap and the median refuse it
     refused = ceiling_violations("teacher_forcing", limits, s, GPU, WHERE)
     assert [r.split(" ", 2)[1:2] for r in refused] == [["tie"], ["median"]], refused
@@ -80,7 +84,7 @@ def test_the_fault_is_refused_as_a_calibration_by_the_ceilings():
     assert "median position drift 0.321" in refused[1] and "calibration.max_drift_p50" in refused[1]
     # A long-prompt check: the drift limit's own ceiling (0.25) refuses it too
     long = ceiling_violations("long_context", limits, s, GPU, WHERE)
-    assert long[0].startswith("long_context: drift limit 0.886") and "calibration.max_drift_limit in" in long[0]
+    assert long[0].startswith("long_context: drift limit 1.15") and "calibration.max_drift_limit in" in long[0]
     assert len(long) == 3
     # the issue's own numbers (derived with the old margin) are refused alike
     issue = Limits(0.886, 3.75, "issue 45")
@@ -95,7 +99,7 @@ def test_the_fault_is_refused_by_the_move_check_against_a_previous_clean_calibra
     # the clean calibration flipped at 0.25 at most; its drift limit is within 2x of the fault's 0.886 (bf16-like
     # noise drawn anew every run moves that much), so the tie gap is what moved
     assert previous.tie_gap == 0.25 and fault.drift_limit / previous.drift_limit < GPU.max_move_factor
-    assert moves == ['teacher_forcing: tie gap 0.25 -> 3 rose 12x, more than calibration.max_move_factor 2 allows '
+    assert moves == ['teacher_forcing: tie gap 0.25 -> 3 rose 12x, more than calibration.max_move_factor 2.25 allows '
                      'from the previous calibration; store it only with --trust "reason"']
     # from a calibration that never flipped, the move is counted from one logit step: 0.125 -> 3
     unflipped = derive_limits(spread(clean_calibration(range(11, 16))), 0.01, 0.0)
@@ -165,11 +169,12 @@ def test_no_margin_measured_held_out_repeats_exceed_the_others_bound_as_often_as
 
 
 def test_max_move_factor_covers_clean_calibrations_drawn_anew():
-    """gates.yaml's max_move_factor: 40 simulated clean K = 5 calibrations derive drift limits 0.426-0.768, at most
-    1.80x apart; the factor (2.0) sits above that."""
-    limits = [derive_limits(spread([repeat(1000 + s * 5 + k) for k in range(5)]), 0.01, 0.0).drift_limit
+    """gates.yaml's max_move_factor: 40 simulated clean K = 5 calibrations derive drift limits, at the per-run budget of
+    16 calibrated checks (the prediction bound at 0.01 / 16 / 6), 0.586-1.191, at most 2.03x apart (at 1 % per check:
+    0.426-0.768, 1.80x); the factor (2.25) sits above that."""
+    limits = [derive_limits(spread([repeat(1000 + s * 5 + k) for k in range(5)]), 0.01, 0.0, CATALOGUE).drift_limit
               for s in range(40)]
-    assert (round(min(limits), 3), round(max(limits), 3), round(max(limits) / min(limits), 2)) == (0.426, 0.768, 1.8)
+    assert (round(min(limits), 3), round(max(limits), 3), round(max(limits) / min(limits), 2)) == (0.586, 1.191, 2.03)
     assert GPU.max_move_factor > max(limits) / min(limits)
 
 

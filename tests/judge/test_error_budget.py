@@ -10,6 +10,7 @@ from functools import lru_cache
 import pytest
 from scipy import stats
 
+from harness.config.thresholds import DRIFT_CHECKS
 from harness.judge.calibration import clopper_pearson, derive_limits, held_out_shifts, mean_floor, spread
 from harness.judge.drift_floor import judge_floor_pairing
 from harness.judge.error_budget import (
@@ -122,7 +123,7 @@ def test_a_judgement_states_its_budget_and_a_missing_family_is_never_1_percent_p
     assert "alpha 0.01/11 per check, 1 % per run (m = 11: the checks calibrated for gpu-mla)" in given.sentence
     assert "caught at 80 %" in given.detectable and "alpha 0.01/11" in given.detectable
     unstated = judge_floor_pairing(clean, mean_floor(repeats), "cal", held_out_shifts(repeats))
-    assert "alpha 0.01/15 per check" in unstated.sentence and "not given" in unstated.sentence
+    assert f"alpha 0.01/{len(DRIFT_CHECKS)} per check" in unstated.sentence and "not given" in unstated.sentence
 
 
 def test_the_rounding_unit_is_never_zero_and_is_what_the_repeats_did_not_realize():
@@ -149,8 +150,10 @@ def test_a_check_learns_its_family_from_every_calibration_of_its_arm(tmp_path):
             (floors / directory / f"{check}.calibration.json").write_text("{}")
     here = floors / "gpu-mla-0123456789abcdef"
     budget = run_budget(CheckLimits("teacher_forcing", "gpu-mla", 0.1, 0.1, True, here, None))
-    assert budget.family.size == 3 and budget.alpha == pytest.approx(0.01 / 3)
+    assert budget.family.size == 3 and budget.alpha == pytest.approx(0.01 / 3 / 2)  # the floor test: half the share
     assert budget.family.text == "alpha 0.01/3 per check, 1 % per run (m = 3: the checks calibrated for gpu-mla)"
+    assert budget.text.endswith("its parts: floor test 0.0017, drift limit 0.00056, tie gap 0.00056, tie-flip cap "
+                                "0.00056")
     assert budget.unit.value == FLOAT32_LOGPROB_STEP  # no calibration: float32's step
     alone = run_budget(CheckLimits("x", "cpu-smoke", 0.1, 0.1, True, floors / "cpu-smoke-0123456789abcdef", None))
     assert alone.family.size == 1 and "this check alone" in alone.family.source

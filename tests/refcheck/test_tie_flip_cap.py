@@ -1,15 +1,18 @@
 """Every reference check caps the divergences it exempts as tie flips (refcheck/check.py cap_tie_flips): N over the cap fails
-"too many tie flips", N at the cap passes, for a check judged by its calibration (its own clean count) and one judged
-by gates.yaml (degeneration's measured counts); the recorded H200 keys fault is over long_context's cap."""
+"too many tie flips", N at the cap passes, for a check judged by its calibration (its own clean count, at its part of
+the run's budget) and one judged by gates.yaml (degeneration's measured counts); the recorded H200 keys fault was over
+long_context's cap at 1 % per check and is inside it at the per-run budget, failed by its other divergences."""
 
 import json
 from pathlib import Path
+
+import pytest
 
 from harness.config.thresholds import DegenerationGates
 from harness.judge.degeneration import clean_flips, tie_flip_cap
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import BatchComparisons, record_fields
-from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips
+from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips, run_budget
 from harness.refcheck.floor_store import Calibration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -45,14 +48,19 @@ def judged(tmp_path: Path, n: int, flipped: int, spread: dict | None):
 
 
 def test_a_calibrated_check_fails_one_flip_over_its_own_clean_count_and_passes_at_the_cap(tmp_path):
-    spread = h200_spread("long_context")  # 36 clean divergences in 3 x 72: 12 of 72 a repeat -> cap 25
-    cap = tie_flip_cap(72, clean_flips(DEGEN, spread), DEGEN.tie_flip_alpha)
-    assert cap == 25
+    """The cap is judged at the tie-flip cap's part of the check's share of the run's 1 % (error_budget.part_weights:
+    a sixth of 0.01 / m; here no other check is calibrated for the arm, m = 1): 36 clean divergences in 3 x 72, 12 of
+    72 a repeat -> cap 28 (25 at 1 % per check)."""
+    spread = h200_spread("long_context")
+    alpha = run_budget(limits(tmp_path, spread)).part("tie-flip cap")
+    assert alpha == pytest.approx(0.01 / 6)
+    cap = tie_flip_cap(72, clean_flips(DEGEN, spread), alpha)
+    assert cap == 28 and tie_flip_cap(72, clean_flips(DEGEN, spread), 0.01) == 25
     assert judged(tmp_path, 72, cap, spread).passed
     over = judged(tmp_path, 72, cap + 1, spread)
     assert not over.passed
-    assert over.diverged == ["too many tie flips: 26 of 72 outputs diverged first at a tie flip (calibrated clean rate "
-                             "0.167 (12 of 72 a repeat), cap 25: one-sided Fisher exact test, alpha 0.01)"]
+    assert over.diverged == ["too many tie flips: 29 of 72 outputs diverged first at a tie flip (calibrated clean rate "
+                             "0.167 (12 of 72 a repeat), cap 28: one-sided Fisher exact test, alpha 0.0017)"]
 
 
 def test_an_uncalibrated_check_is_capped_by_gates_yamls_measured_counts(tmp_path):
@@ -65,22 +73,14 @@ def test_an_uncalibrated_check_is_capped_by_gates_yamls_measured_counts(tmp_path
                                        "(uncalibrated: gates.yaml's clean rate 0.643 (9 of 14 a repeat)")
 
 
-def test_the_recorded_h200_keys_fault_is_over_long_contexts_cap(tmp_path):
-    """keys_past_L_ignored at 64,000 on the H200: 26 of 72 first divergences at a reference gap <= 0.0004. Before the
-    cap, long_context failed it only on its other 7 divergences; its near-tie flips now fail it on their own."""
+def test_the_recorded_h200_keys_fault_is_inside_the_per_run_cap_and_fails_by_its_other_divergences(tmp_path):
+    """keys_past_L_ignored at 64,000 on the H200: 26 of 72 first divergences at a reference gap <= 0.0004. At 1 % per
+    check the cap (25) failed them on their own; at the per-run budget (cap 28, m = 1; 32 at gpu-mla's 11 checks) they
+    are inside it, and long_context fails the fault by its 12 other lines (divergences, drift over the limit)."""
     rows = (FIXTURES / "h200_drift_2026_12_03" / "keys_64000_long_context.jsonl").read_text().splitlines()
     run = BatchComparisons([RequestComparison.model_validate_json(line) for line in rows])
     fields = record_fields("long_context", "gpu-mla-ref", "key", run, 0.0948, tmp_path / "c.jsonl", [], TIE_GAP)
     assert (fields.tie_flips, fields.requests) == (26, 72)
     capped = cap_tie_flips(fields, limits(tmp_path, h200_spread("long_context")), DEGEN)
-    assert not capped.passed
-    assert capped.diverged[-1].startswith("too many tie flips: 26 of 72 outputs diverged first at a tie flip "
-                                          "(calibrated clean rate 0.167 (12 of 72 a repeat), cap 25")
-    assert capped.diverged[:-1] == fields.diverged
-
-
-def test_the_cap_sentence_is_listed_once_where_the_degeneration_lines_already_carry_it(tmp_path):
-    spread = h200_spread("long_context")
-    first = judged(tmp_path, 72, 30, spread)
-    again = cap_tie_flips(first, limits(tmp_path, spread), DEGEN)
-    assert not again.passed and again.diverged == first.diverged and len(again.diverged) == 1
+    assert capped.diverged == fields.diverged and not capped.passed
+    assert len([d for d in fields.diverged if d.startswith("request ")]) == 12

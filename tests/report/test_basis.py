@@ -30,13 +30,13 @@ def uncalibrated(check: str) -> CheckLimits:
     return CheckLimits(check, CAND, 0.25, 0.0, False, Path("/floors"), None)
 
 
-def record(lim: CheckLimits, passed: bool = True) -> ReferenceCheckRecord:
+def record(lim: CheckLimits, passed: bool = True, detectable: str | None = None) -> ReferenceCheckRecord:
     """The check's record as judge_floor writes it: a calibrated check's line ends with its run's error budget."""
-    budget = f"; {run_budget(lim).family.text}" if lim.calibration is not None else ""
+    budget = f"; {run_budget(lim).text}" if lim.calibration is not None else ""
     return ReferenceCheckRecord(run_id="r", arm=CAND, suite=lim.check, check=lim.check, reference=REF,
                                 reference_key="k", passed=passed, detail="", requests=4, exact_matches=4,
                                 first_divergence_min=None, max_drift=0.0, nonfinite=0, drift_limit=lim.drift_limit,
-                                judged_by=lim.judged_by + budget)
+                                judged_by=lim.judged_by + budget, detectable=detectable)
 
 
 def skipped(test: str, arm: str = CAND) -> OutcomeRecord:
@@ -47,12 +47,12 @@ def skipped(test: str, arm: str = CAND) -> OutcomeRecord:
 def test_a_trusted_first_calibration_says_so_first():
     records = [record(limits(c, trusted=REASON)) for c in ("teacher_forcing", "graph_replay")]
     assert verdict_basis(records, [CAND]) == (f"calibration trusted by hand: {REASON}; first calibration; "
-                                              "2 reference checks calibrated; 0 tests skipped")
+                                              "2 reference checks calibrated; error budget 1 % per run (m = 1); 0 tests skipped")
 
 
 def test_a_confirmed_untrusted_calibration_carries_no_warning():
     records = [record(limits(c, first=False, confirmed=True)) for c in ("teacher_forcing", "graph_replay")]
-    assert verdict_basis(records, [CAND]) == "2 reference checks calibrated; 0 tests skipped"
+    assert verdict_basis(records, [CAND]) == "2 reference checks calibrated; error budget 1 % per run (m = 1); 0 tests skipped"
 
 
 def test_skipped_calibrated_families_are_named_and_the_reference_arms_skips_are_not_counted():
@@ -61,7 +61,8 @@ def test_skipped_calibrated_families_are_named_and_the_reference_arms_skips_are_
                skipped("suites/test_output_coverage.py::test_recycled_blocks"),
                skipped("suites/test_gsm8k.py::test_gsm8k_outputs_vs_reference"),
                skipped("suites/test_spec_decode.py::test_spec_decode[gpu-ref]", arm=REF)]
-    assert verdict_basis(records, [CAND]) == ("1 reference check calibrated; 3 tests skipped: kv_pressure, "
+    assert verdict_basis(records, [CAND]) == ("1 reference check calibrated; error budget 1 % per run (m = 1); 3 tests skipped: "
+                                              "kv_pressure, "
                                               "recycled_blocks, gsm8k_outputs_vs_reference")
 
 
@@ -73,7 +74,7 @@ def test_a_test_skipped_then_run_is_not_counted_and_a_partial_label_says_how_man
                record(uncalibrated("prefix_reuse"))]
     assert verdict_basis(records, [CAND]) == (f"calibration trusted by hand: {REASON} (1 of 3 checks); first "
                                               "calibration (1 of 3 checks); 2 of 3 reference checks calibrated, 1 "
-                                              "by gates.yaml limits; 0 tests skipped")
+                                              "by gates.yaml limits; error budget 1 % per run (m = 1); 0 tests skipped")
 
 
 def test_labels_end_where_the_next_part_begins_and_inherited_ones_name_their_calibration():
@@ -90,7 +91,18 @@ def test_labels_end_where_the_next_part_begins_and_inherited_ones_name_their_cal
     assert verdict_basis([record(lim)], [CAND]) == (
         f"calibration trusted by hand: {REASON}; calibration trusted by hand: seed limits fail bf16 (inherited from "
         "calibration cal-a, not confirmed since); first calibration (inherited from calibration cal-a, not confirmed "
-        "since); 1 reference check calibrated; 0 tests skipped")
+        "since); 1 reference check calibrated; error budget 1 % per run (m = 1); 0 tests skipped")
+
+
+def test_the_basis_states_the_runs_budget_and_the_smallest_shift_its_checks_catch():
+    floor = ("smallest mean shift caught at 80 %: 0.000412 per check at alpha 0.01/2 (1 % per run; its floor test at "
+             "0.0013; the run's mean |delta| above the clean mean, 5 clean repeats)")
+    anchor = "float32 anchor: smallest rise of the excess caught at 80 %: 5.6e-05 (alpha 0.01/2 per check, ...)"
+    records = [record(limits("teacher_forcing", first=False, confirmed=True), detectable=f"{floor}; {anchor}"),
+               record(limits("graph_replay", first=False, confirmed=True), detectable=floor.replace("412", "35"))]
+    assert verdict_basis(records, [CAND]) == (
+        "2 reference checks calibrated; error budget 1 % per run (m = 1), smallest shift caught at 80 %: 5.6e-05 "
+        "(teacher_forcing, float32 anchor) to 0.00035 (graph_replay); 0 tests skipped")
 
 
 def test_no_reference_check_and_unrecorded_limits_are_said():

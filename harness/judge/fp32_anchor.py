@@ -1,0 +1,194 @@
+"""The float32 anchor (pure): each arm's distance to a float32 teacher-forced pass, judged for a first calibration
+(harness/calibrate/anchor.py) and in every run of a calibrated generated model (judge_run_anchor).
+
+The distance is the mean |logprob - float32 logprob| over every teacher-forced position, the candidate and its
+reference scored on the same tokens. A faithful build lands about as far from float32 as an equivalent execution
+does; a wrong computation lands farther.
+
+Every run: the run's excess over the reference's distance may exceed what its calibration's clean repeats measured by
+at most the allowance a legitimate execution differs by, max(ratio x the larger distance, floor) (FP32_BOUND), plus
+the one-sided normal quantile at the check's share of the run's budget of the run's own standard error. Its width
+does not scale with the calibration's run-to-run spread (the floor test's shape factor multiplies it), so it is
+sharp where that spread is wide; it holds its rate while a clean run's move of its distance stays inside the
+allowance plus sampling (docs/gates.md "The float32 anchor in every run").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from harness.records.schema import TeacherForcedComparison
+
+ANCHORED_CHECK = "teacher_forcing"  # every position of the reference's continuations, scored on the candidate
+POWER = 0.8  # the stated power (as error_budget.POWER)
+
+
+@dataclass(frozen=True)
+class Fp32Bound:
+    """The candidate's mean distance to float32 may exceed the reference's by at most max(ratio x the reference's
+    distance, floor) nats."""
+
+    ratio: float
+    floor: float
+    source: str  # where the numbers were measured (docs/gates.md)
+
+    def excess_allowed(self, reference_distance: float) -> float:
+        return max(self.ratio * reference_distance, self.floor)
+
+
+# Measured 2026-12-07 on the CPU (docs/gates.md "Calibration: the anchor of a first calibration"): bf16 executions of
+# the tiny Llama that agree in exact arithmetic (eager vs sdpa attention, the same tokens) land within
+# FP32_RATIO_MEASURED of each other's mean distance to float32; the ratio is that spread doubled. The floor is float32
+# resolution: logprobs are stored to 7 significant digits and float32 kernels in another order move them by ~1e-6.
+FP32_RATIO_MEASURED = 0.06
+FP32_BOUND = Fp32Bound(ratio=2 * FP32_RATIO_MEASURED, floor=2e-5,
+                       source="bf16 controls of the tiny Llama (eager vs sdpa) and float32 rounding: docs/gates.md")
+
+
+@dataclass(frozen=True)
+class Distance:
+    """One run's mean |logprob - float32 logprob| of both arms over the same positions, and the standard error of
+    their difference (requests as the units: the positions of one request round together)."""
+
+    repeat: int  # 1-based
+    positions: int
+    candidate: float
+    reference: float
+    standard_error: float
+
+    @property
+    def excess(self) -> float:
+        return self.candidate - self.reference
+
+
+def request_excess(c: TeacherForcedComparison, reference: Sequence[float],
+                   fp32: Sequence[float]) -> tuple[float, float, int]:
+    """(sum of the candidate's distances, sum of the reference's, finite positions) of one request."""
+    cand = ref = 0.0
+    n = 0
+    for a, b, x in zip(c.candidate_logprobs, reference, fp32, strict=True):
+        if a is None or not all(math.isfinite(v) for v in (a, b, x)):
+            continue  # a non-finite candidate logprob is refused by the check itself
+        cand += abs(a - x)
+        ref += abs(b - x)
+        n += 1
+    return cand, ref, n
+
+
+def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
+                  reference: Mapping[str, Sequence[float]], fp32: Mapping[str, Sequence[float]]) -> Distance | str:
+    """The run's distances to float32, or why they cannot be computed (a request without a float32 score or the
+    reference's logprobs, a comparisons file without the candidate's logprobs)."""
+    sums = []
+    for c in comparisons:
+        if c.request not in fp32 or c.request not in reference:
+            return f"request {c.request} of repeat {repeat} has no float32 score or reference logprobs"
+        if len(c.candidate_logprobs) != c.reference_tokens:
+            return (f"repeat {repeat}'s teacher_forcing comparisons carry no candidate logprobs for request "
+                    f"{c.request} (a run of an older harness)")
+        f, r = fp32[c.request], reference[c.request]
+        if len(f) != c.reference_tokens or len(r) != c.reference_tokens:
+            return (f"request {c.request}: {len(f)} float32 scores and {len(r)} reference logprobs for "
+                    f"{c.reference_tokens} tokens")
+        sums.append(request_excess(c, r, f))
+    return distance_of(repeat, sums)
+
+
+def distance_of(repeat: int, sums: Sequence[tuple[float, float, int]]) -> Distance | str:
+    """The position-weighted mean distances of per-request (candidate sum, reference sum, positions), with the cluster
+    (request) standard error of the mean excess."""
+    n = sum(k for _, _, k in sums)
+    if not n:
+        return f"repeat {repeat} scored no finite position"
+    cand, ref = sum(a for a, _, _ in sums) / n, sum(b for _, b, _ in sums) / n
+    units = [(a - b, k) for a, b, k in sums if k]
+    excess = cand - ref
+    spread = sum((d - excess * k) ** 2 for d, k in units) / n ** 2
+    se = math.sqrt(spread * len(units) / (len(units) - 1)) if len(units) > 1 else math.inf
+    return Distance(repeat, n, cand, ref, se)
+
+
+@dataclass(frozen=True)
+class AnchorLevel:
+    """What a calibration's clean repeats measured: each repeat's excess over the reference's distance and its own
+    distance. Stored in the calibration's spread (`fp32`), so every run of the arm is judged by it."""
+
+    excesses: tuple[float, ...]
+    distances: tuple[float, ...]
+
+    @property
+    def level(self) -> float:
+        """The clean build's excess (never below 0: closer to float32 than the reference is no credit)."""
+        return max(0.0, statistics.fmean(self.excesses))
+
+    @property
+    def distance(self) -> float:
+        return statistics.fmean(self.distances)
+
+    def fields(self) -> dict:
+        return {"excess": [float(f"{e:.7g}") for e in self.excesses],
+                "distance": [float(f"{d:.7g}") for d in self.distances]}
+
+
+def level_of(distances: Sequence[Distance]) -> AnchorLevel:
+    return AnchorLevel(tuple(d.excess for d in distances), tuple(d.candidate for d in distances))
+
+
+def stored_level(spread: Mapping | None) -> AnchorLevel | None:
+    """The level a calibration stored (None: none, e.g. a real model, or a calibration made before it was)."""
+    fp32 = (spread or {}).get("fp32")
+    if not fp32 or not fp32.get("excess"):
+        return None
+    return AnchorLevel(tuple(fp32["excess"]), tuple(fp32["distance"]))
+
+
+def allowance(level: AnchorLevel, reference_distance: float, bound: Fp32Bound = FP32_BOUND) -> float:
+    """How far above the calibrated excess a legitimate build may land: max(ratio x the larger of the reference's and
+    the calibrated build's distance, floor)."""
+    return bound.excess_allowed(max(reference_distance, level.distance))
+
+
+def run_anchor_limit(d: Distance, level: AnchorLevel, alpha: float, bound: Fp32Bound = FP32_BOUND) -> float:
+    """The largest excess a clean run shows with probability >= 1 - alpha (sampling), and a legitimate build too."""
+    return level.level + allowance(level, d.reference, bound) + NormalDist().inv_cdf(1 - alpha) * d.standard_error
+
+
+def caught_shift(d: Distance, level: AnchorLevel, alpha: float, bound: Fp32Bound = FP32_BOUND,
+                 power: float = POWER) -> float:
+    """The smallest rise of the excess over the calibrated one that fails the run with probability `power`."""
+    z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
+    return allowance(level, d.reference, bound) + z * d.standard_error
+
+
+@dataclass(frozen=True)
+class RunAnchor:
+    passed: bool
+    sentence: str
+    detectable: str
+
+
+def judge_run_anchor(distance: Distance | str, level: AnchorLevel, alpha: float, share: str,
+                     bound: Fp32Bound = FP32_BOUND) -> RunAnchor:
+    """The run's excess distance to float32 against its calibration's (see the module's docstring); a run whose
+    distance cannot be computed fails (no data). `share`: the budget's words for alpha. The sentence reads "float32
+    anchor passes" / "FAILS", apart from the floor test's "PASS: " / "FAIL: " it stands beside."""
+    name = "float32 anchor"
+    if isinstance(distance, str):
+        failure = f"FAIL (no data: {name}: {distance})"
+        return RunAnchor(False, failure, "none: no distance to float32")
+    limit = run_anchor_limit(distance, level, alpha, bound)
+    passed = distance.excess <= limit
+    z = NormalDist().inv_cdf(1 - alpha)
+    sentence = (f"{name} {'passes' if passed else 'FAILS'}: the run's mean |logprob - float32| "
+                f"{distance.candidate:.3g} against the reference's {distance.reference:.3g} over "
+                f"{distance.positions} positions: excess {distance.excess:+.3g} {'<=' if passed else '>'} {limit:+.3g} = the calibration's clean excess "
+                f"{level.level:.3g} (mean of {len(level.excesses)}) + max({bound.ratio:g} x "
+                f"{max(distance.reference, level.distance):.3g}, {bound.floor:g}) + {z:.2f} x standard error "
+                f"{distance.standard_error:.2g} ({share})")
+    detectable = (f"float32 anchor: smallest rise of the excess caught at {POWER * 100:g} %: "
+                  f"{caught_shift(distance, level, alpha, bound):.3g} ({share})")
+    return RunAnchor(passed, sentence, detectable)
