@@ -3,10 +3,11 @@ calibration repeats, by the floor test alone at the per-run budget as it stood (
 its part now, and by the float32 anchor at its part; then the smallest logit scale each catches at 80 %, from the
 measured rise per unit scale and the runs' own spread.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/anchor_run_rejudge.py --work /tmp/apower [--checks 5]
+    PYTHONPATH=. .venv/bin/python benchmarks/anchor_run_rejudge.py --work /tmp/apower [--checks 5] [--fixture F]
 
 --checks: the family m the CPU pair judges (its five calibrated checks: long_context, long_context_bursts,
-prefix_reuse, graph_replay, teacher_forcing).
+prefix_reuse, graph_replay, teacher_forcing). --fixture: also write what a unit test re-judges the runs from (cpu-ref's
+logprobs and their float32 scores, each run's teacher-forced candidate logprobs).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--checks", type=int, default=5)
+    ap.add_argument("--fixture", type=Path, default=None)
     args = ap.parse_args(argv)
     reports = args.work / "reports"
     repeats_dirs = sorted(reports.glob("cal-r*"), key=lambda p: int(p.name.removeprefix("cal-r")))
@@ -58,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(inputs, str):
         raise SystemExit(inputs)
     cal_d = [fp32_distance(k, r, *inputs) for k, r in enumerate(repeats, 1)]
+    if args.fixture is not None:
+        write_fixture(args.fixture, reports, inputs)
     level = level_of(cal_d)
     family = Family(args.checks, f"the CPU pair's {args.checks} calibrated checks")
     unit = held_out_budget(spread(repeats), family).unit
@@ -113,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             found = interpolate(faults, col, needed, (c_shift, c_rise)[col - 1])
             print(f"smallest scale caught at 80 % ({what}): {found}")
     return 0
+
+
+def write_fixture(path: Path, reports: Path, inputs: tuple[dict, dict]) -> None:
+    kept = ("cal-r", "clean-", "scale-", "legit-")
+    runs = {d.name: {c.request: c.candidate_logprobs for c in comparisons(d)[0]} for d in sorted(reports.iterdir())
+            if d.name.startswith(kept) and (d / "results.jsonl").is_file()}
+    path.write_text(json.dumps({"reference": inputs[0], "fp32": inputs[1], "runs": runs}, separators=(",", ":")) + "\n")
 
 
 def interpolate(faults: list[tuple[float, float, float]], col: int, needed: float, clean: float) -> str:
