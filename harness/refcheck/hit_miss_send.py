@@ -77,6 +77,7 @@ class NoiseTarget:
     prompts: CheckPrompts
     sampling: Sampling
     noise_key: str
+    digest: str  # the reference outputs' key (a run's records name it: reference_key)
     vllm_version: str
 
 
@@ -93,8 +94,8 @@ def noise_target(reference: str, candidate: str) -> NoiseTarget:
     w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
     prompts, sampling = build_check_prompts(w, token_space(cand, w)), Sampling(w.output_tokens, w.top_logprobs)
     version = installed_vllm_version(ref.launcher.python or server_python())
-    key = make_key(ref, model_identity(ref), prompts, sampling, version).noise_key
-    return NoiseTarget(reference, prompts, sampling, key, version)
+    key = make_key(ref, model_identity(ref), prompts, sampling, version)
+    return NoiseTarget(reference, prompts, sampling, key.noise_key, key.digest, version)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Generation
+from harness.measure.prompts import TokenSpace
 from harness.refcheck.hit_miss import ALLOWED_FACTOR, RESOLUTION, allowed_drift, judge_hit_miss, unmeasured
-from harness.refcheck.hit_miss_send import pairs
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, save_noise
+from harness.refcheck.prompts import CheckPrompt, build_check_prompts
 
 PROBES = [CheckPrompt("aligned384-shared256", [1] * 384, "aligned 384, cached 256", 256),
           CheckPrompt("aligned1024-full", [2] * 1024, "aligned 1024, cached whole", 1024)]
@@ -70,3 +72,18 @@ def test_a_probe_the_reference_was_not_measured_on_cannot_pass():
                                 "the reference build's hit-vs-miss noise has no such probe; measure it again for this "
                                 "prompt set)"]
     assert "not measured for reference 'cpu-ref'" in unmeasured("cpu-ref", "/x", "run it")
+
+
+def test_the_noise_is_stored_per_reference_key_and_read_back(tmp_path):
+    path = noise_path(tmp_path, "cpu-ref", "abc")
+    assert load_noise(path) is None
+    save_noise(path, NOISE, "cpu-ref, prefix caching on")
+    assert path == tmp_path / "hit_miss" / "cpu-ref-abc.json" and load_noise(path) == (NOISE, "cpu-ref, prefix caching on")
+
+
+def test_the_cached_aligned_probes_are_the_ones_compared():
+    w = load_workload("reference_checks_cpu", kind=ReferenceChecksWorkload)
+    prompts = build_check_prompts(w, TokenSpace(1000, frozenset()))
+    assert [p.id for p in cached_probes(prompts)] == [
+        "aligned384-shared256", "aligned384-full", "aligned1024-shared256", "aligned1024-full",
+        "aligned2048-shared256", "aligned2048-full"]
