@@ -284,7 +284,7 @@ def failed_repeats(runs: list[RepeatRun], measured: list[dict[str, CheckRepeat]]
         for check, current in previous.items():
             here = floor_here(checks[check].record.floor_path) if check in checks else None
             if current is not None and check in checks and against_current(
-                    check, checks[check].comparisons, current, load_floor(here, check), here):
+                    check, checks[check].comparisons, current, load_floor(here, check), here, checks[check].record):
                 names.append(check)
         for name in dict.fromkeys(names):
             failed.setdefault(name, []).append(k)

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.calibrate.first_anchor import first_calibration_anchor
@@ -29,6 +29,7 @@ from harness.calibrate.repeats import CheckRepeat
 from harness.config.arms import Arm
 from harness.config.errors import ConfigError
 from harness.judge.drift_floor import judge_floor_pairing
+from harness.judge.fp32_anchor import ANCHORED_CHECK, stored_level
 from harness.records.attempts import current_records
 from harness.records.jsonl import numbered_rows
 from harness.records.manifest import RUN_JSON, ArmBuild, NotAManifest, RunManifest, interruption, read_manifest
@@ -45,6 +46,8 @@ from harness.refcheck.floor_store import (
     load_confirmation,
     save_confirmation,
 )
+from harness.refcheck.run_anchor import run_anchor
+from harness.refcheck.store import reference_dir
 
 # A calibration's name is one directory under reports/: its repeats are reports/<id>-r<k>, its table reports/<id>/.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -205,19 +208,27 @@ def judge_first_calibration(first: FirstCalibration) -> list[str]:
 
 
 def against_current(check: str, comparisons: list, current: Calibration, floor: Floor | None,
-                    floor_path: Path) -> str | None:
+                    floor_path: Path, record: ReferenceCheckRecord | None = None) -> str | None:
     """The repeat's comparisons judged as a later run would be by the current calibration (its limits, its mean floor
-    and the run's error budget at `floor_path`, the key's directory): None when they pass. The same judgement runs
-    inside the repeat; here it also covers repeats made elsewhere (--from-runs) or before the current calibration was
-    stored."""
+    and the run's error budget at `floor_path`, the key's directory; where it anchors the check to float32 and the
+    repeat's `record` names its reference outputs, the run's float32 anchor): None when they pass. The same judgement
+    runs inside the repeat; here it also covers repeats made elsewhere (--from-runs) or before the current calibration
+    was stored."""
     verdict = judge_comparisons(check, comparisons, current.drift_limit, current.tie_gap)
     if verdict.failures:
         return f"{len(verdict.failures)} request(s) over its limits ({verdict.failures[0]})"
+    level = stored_level(current.spread) if check == ANCHORED_CHECK else None
+    budget = replace(budget_at(floor_path, current), anchored=level is not None)
     if floor is not None:
         paired = judge_floor_pairing(comparisons, floor.comparisons, floor.name, current.spread.get("floor_shifts"),
-                                     budget_at(floor_path, current))
+                                     budget)
         if not paired.passed:
             return paired.sentence
+    if level is not None and record is not None:
+        anchor = run_anchor(reference_dir(), record.reference, record.reference_key, record.arm, comparisons, level,
+                            budget)
+        if not anchor.passed:
+            return anchor.sentence
     return None
 
 

@@ -60,3 +60,29 @@ def test_the_planted_0_1_percent_logit_scale_fails_the_anchor_where_the_floor_te
 
 def test_the_calibration_level_is_the_noisy_builds_own_distance_not_the_references():
     assert LEVEL.level == pytest.approx(3.27e-4, rel=0.01) and min(LEVEL.excesses) > 100 * 1.4e-6
+
+
+def test_a_faulty_builds_repeats_made_elsewhere_are_refused_by_the_anchored_calibration(tmp_path, monkeypatch):
+    """calibrate --from-runs re-judges each repeat by the current calibration (calibrate/trust.py against_current):
+    where it anchors teacher_forcing to float32, a repeat of the 0.1 % fault is refused by the anchor, a clean one not."""
+    from harness.calibrate.trust import against_current
+    from harness.records.schema import ReferenceCheckRecord
+    from harness.refcheck.floor_store import Calibration
+    from harness.refcheck.fp32_scores import FP32_FORMAT, tokens_sha
+
+    tokens = {i: list(range(len(lp))) for i, lp in STORED["reference"].items()}
+    (tmp_path / "cpu-ref-k.json").write_text(json.dumps({"outputs": {
+        i: {"prompt_sha": "p", "token_ids": tokens[i], "logprobs": lp, "top": []} for i, lp in STORED["reference"].items()}}))
+    (tmp_path / "cpu-ref-k.fp32.json").write_text(json.dumps({"format": FP32_FORMAT, "key": "k", "requests": {
+        i: {"prompt_sha": "p", "tokens_sha": tokens_sha(tokens[i]), "logprobs": STORED["fp32"][i]} for i in tokens}}))
+    monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path))
+    current = Calibration("teacher_forcing", 0.01, 0.006, 5, 0.0, "derived", "held out: 0/5", "2026-12-07", "cal",
+                          {"fp32": LEVEL.fields(), "floor_shifts": held_out_shifts(REPEATS)})
+    record = ReferenceCheckRecord(run_id="r", arm="cpu-noisy", suite="teacher_forcing", check="teacher_forcing",
+                                  reference="cpu-ref", reference_key="k", passed=True, detail="", requests=38,
+                                  exact_matches=38, first_divergence_min=None, max_drift=0.003, nonfinite=0,
+                                  drift_limit=0.01)
+    where = tmp_path / "floors" / "cpu-noisy-0123456789abcdef"
+    assert against_current("teacher_forcing", run("clean-100"), current, None, where, record) is None
+    why = against_current("teacher_forcing", run("scale-0.001"), current, None, where, record)
+    assert why is not None and why.startswith("float32 anchor FAILS: "), why
