@@ -29,8 +29,9 @@ def session_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def full_pair_run(tmp_path_factory):
-    """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every default suite plus ruler (a named-only
-    suite: riding this run saves its own two server starts in CI) and a fresh reference store. One run for the whole
+    """(run dir, exit code, output) of `qualify --arm cpu-smoke` with every default suite plus ruler and
+    concurrent_prefills (named-only suites: riding this run saves their own server starts in CI) and a fresh reference
+    store. One run for the whole
     session: the first worker to need it runs it under a lock, the other one waits for it and reads its result, so its
     users need not share a worker (the run's first user is scheduled first: tests/e2e/conftest.py GROUP_ORDER)."""
     from harness.config.suites import default_suites
@@ -39,7 +40,7 @@ def full_pair_run(tmp_path_factory):
     run = work / "run"
 
     def qualify() -> dict:
-        suites = ",".join([*default_suites(), "ruler"])
+        suites = ",".join([*default_suites(), "ruler", "concurrent_prefills"])
         proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
                                "--suites", suites],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,

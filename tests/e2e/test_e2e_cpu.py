@@ -141,8 +141,8 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
 
 
 def test_qualify_cpu_pair_end_to_end(full_pair_run):
-    """What `make qualify` runs (every default suite, cpu-smoke against cpu-ref), plus the named-only ruler suite,
-    whose own assertions are test_e2e_ruler.py's."""
+    """What `make qualify` runs (every default suite, cpu-smoke against cpu-ref), plus the named-only ruler and
+    concurrent_prefills suites, whose own assertions are test_e2e_ruler.py's and test_e2e_concurrent_prefills.py's."""
     run, code, out = full_pair_run
     assert code == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out
@@ -159,8 +159,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
     coverage_checks = {"long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
                        "multi_turn"}
     assert set(checks) == {"prefix_reuse", "graph_replay", "teacher_forcing", "long_context", "long_context_bursts",
-                           "long_prefix_outputs", "gsm8k_outputs", *coverage_checks} and all(c["passed"] for c in
-                                                                                       checks.values())
+                           "long_prefix_outputs", "gsm8k_outputs", "concurrent_prefills", *coverage_checks} and all(
+        c["passed"] for c in checks.values())
     # GSM8K's answers token by token: identical on the float32 pair, 48 generated tokens at most
     assert checks["gsm8k_outputs"]["exact_matches"] == checks["gsm8k_outputs"]["requests"] == 16
     # output_coverage (issue 46): 256 generated tokens compared, the burst preempted (the server's own counter), the
@@ -256,7 +256,8 @@ def test_qualify_cpu_pair_end_to_end(full_pair_run):
                                                "test_gsm8k_outputs_vs_reference",
                                                "test_prefix_reuse", "test_graph_replay", "test_graph_replay_vs_eager",
                                                "test_teacher_forcing", "test_long_context", "test_dcp_ops",
-                                               "test_multi_turn", "test_recycled_blocks", "test_kv_pressure"]
+                                               "test_multi_turn", "test_recycled_blocks", "test_kv_pressure",
+                                               "test_concurrent_prefills"]
         + [f"test_output_coverage[{c}]" for c in ("long_generation", "short_prompts", "chunk_boundaries")])
     assert (run / "tables" / "kv_capacity.md").read_text().startswith("| Arm")
     assert (run / "annotation.md").read_text().startswith("## DCP qualification PASSED: cpu-smoke vs cpu-ref")
