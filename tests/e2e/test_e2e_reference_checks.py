@@ -161,18 +161,18 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     hash, the same arm config, so the same calibration key), judged by that calibration without recalibrating. Run b
     (seed 3: a realization the calibration never saw) passes, judged by the calibration and paired with its floor,
     which state the shift it could have seen; it is the first passing run of another build, so the calibration stops
-    saying "first calibration". Run c (seed 4,
-    logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stays under the calibrated limit and inside the clean
-    runs' own drift, and fails the paired tests.
+    saying "first calibration", and its headline carries the trust reason. Runs c and e (seeds 4 and 5,
+    logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stay under the calibrated limit and inside the clean
+    runs' own drift, and fail the paired tests.
 
     Before it, the first calibrations: cpu-smoke's clean build stands by its float32 anchor with no --trust, and the
     jittered build's first calibration is refused by it (repeats 1, 2, its distance and the bound named), then stored
     from the same repeats with --trust.
 
-    `calibrate` on that faulty build is refused: its repeats fail against the current calibration, named check by
-    check and repeat by repeat, exit code 2, nothing stored. `--from-runs` of the same repeats with `--trust REASON`
-    stores it (no server started again), and the next run's headline carries the reason. The seed and the fault reach
-    the server through the environment, not the arm. cpu-ref's outputs come from the module's store (captured by the
+    A calibration of that faulty build from runs c and e (`--from-runs`) is refused: its repeats fail against the
+    current calibration, named check by check and repeat by repeat, exit code 2, nothing stored; with `--trust REASON`
+    it is stored and replaces cal, the reason with it. The seed and the fault reach the server through the
+    environment, not the arm. cpu-ref's outputs come from the module's store (captured by the
     first test; a lone run of this test captures them)."""
     scratch = tmp_path / "scratch"
     lf.make_scratch("logit_jitter", scratch, lf.installed_site(), "cpu_noise")
@@ -263,39 +263,44 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
         assert 1e-5 < shift < 1e-3, b[check]["detectable"]
     judged = {r["Check"]: r["Judged by"] for r in table(tmp_path / "b", "reference_checks")}
     assert all(v.startswith("calibrated ") for v in judged.values()), judged
+    lines = [line for line in out.splitlines() if line.startswith(("- Check ", "- ❌ Check "))]  # the headline
+    assert len(lines) == 2 and all(f"; trusted by hand: {NOISE_TRUST}" in line for line in lines), out[-3000:]
 
-    code, out, records = qualify_run("c", HARNESS_NOISE_SEED="4", HARNESS_NOISE_SCALE=SCALE)
-    assert code == 1, out[-3000:]
-    c = checks(records, "cpu-noisy")
-    for check in ("teacher_forcing", "graph_replay"):
-        assert c[check]["max_drift"] < c[check]["drift_limit"], "the calibrated limit alone would pass this run"
-        # inside the clean runs' own spread (measured: max 0.0030 against 0.0026 clean)
-        assert c[check]["max_drift"] < 1.5 * by_check[check]["spread"]["max_drift"], (c[check], by_check[check])
-        assert not c[check]["passed"] and "FAIL: " in c[check]["floor"], c[check]["floor"]
-        assert any(line.startswith("FAIL: ") for line in c[check]["diverged"])
-        assert "first calibration" not in c[check]["judged_by"], c[check]["judged_by"]  # run b confirmed it
-    verdicts = {r["Check"]: r["Verdict"] for r in table(tmp_path / "c", "reference_checks")}
-    assert verdicts == {"teacher_forcing": "FAIL", "graph_replay": "FAIL"}, verdicts
+    # the faulty build, in two realizations the calibration never saw: the paired tests fail both
+    for name, seed in (("c", "4"), ("e", "5")):
+        code, out, records = qualify_run(name, HARNESS_NOISE_SEED=seed, HARNESS_NOISE_SCALE=SCALE)
+        assert code == 1, out[-3000:]
+        c = checks(records, "cpu-noisy")
+        for check in ("teacher_forcing", "graph_replay"):
+            assert c[check]["max_drift"] < c[check]["drift_limit"], "the calibrated limit alone would pass this run"
+            # inside the clean runs' own spread (measured: max 0.0030 against 0.0026 clean)
+            assert c[check]["max_drift"] < 1.5 * by_check[check]["spread"]["max_drift"], (c[check], by_check[check])
+            assert not c[check]["passed"] and "FAIL: " in c[check]["floor"], c[check]["floor"]
+            assert any(line.startswith("FAIL: ") for line in c[check]["diverged"])
+            assert "first calibration" not in c[check]["judged_by"], c[check]["judged_by"]  # run b confirmed it
+        verdicts = {r["Check"]: r["Verdict"] for r in table(tmp_path / name, "reference_checks")}
+        assert verdicts == {"teacher_forcing": "FAIL", "graph_replay": "FAIL"}, verdicts
 
-    # the chain of trust: the faulty build cannot calibrate itself into passing
+    # the chain of trust: the faulty build cannot calibrate itself into passing. Its runs c and e as the repeats
+    # (`--from-runs`: the same judging as repeats that `calibrate` runs, as the refused first calibration above shows,
+    # without two more server starts)
     stored = {p: p.read_text() for p in refs.glob("floors/cpu-noisy-*/*.calibration.json")}
-    bad = subprocess.run([sys.executable, "-m", "harness", "calibrate", *suites, "--repeats", "2", "--id", "bad",
-                          "--no-vllm-check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
-                         env={**env, "HARNESS_NOISE_SCALE": SCALE})
+    faulty = ("--arm", "cpu-noisy", "--id", "bad", "--from-runs", str(tmp_path / "c"), str(tmp_path / "e"))
+    bad = subprocess.run([sys.executable, "-m", "harness", "calibrate", *faulty], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
     assert bad.returncode == 2, bad.stdout[-3000:] + bad.stderr[-3000:]
     assert ("calibrate cpu-noisy (bad) refused: its repeats failed against the current calibration cal: "
             "graph_replay in repeats 1, 2; teacher_forcing in repeats 1, 2.") in bad.stderr, bad.stderr[-3000:]
     assert {p: p.read_text() for p in refs.glob("floors/cpu-noisy-*/*.calibration.json")} == stored
     assert not (reports / "bad").exists()
     reason = "e2e: the 0.1 % scale fault, trusted on purpose"
-    trusted = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-noisy", "--id", "bad",
-                              "--from-runs", str(reports / "bad-r1"), str(reports / "bad-r2"), "--trust", reason],
+    trusted = subprocess.run([sys.executable, "-m", "harness", "calibrate", *faulty, "--trust", reason],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert trusted.returncode == 0, trusted.stdout[-3000:] + trusted.stderr[-3000:]
     assert json.loads((reports / "bad" / "calibration.json").read_text())["trusted"] == reason
-    code, out, records = qualify_run("d", HARNESS_NOISE_SEED="5", HARNESS_NOISE_SCALE=SCALE)
-    lines = [line for line in out.splitlines() if line.startswith(("- Check ", "- ❌ Check "))]  # the headline
-    assert len(lines) == 2 and all(f"; trusted by hand: {reason}" in line for line in lines), out[-3000:]
+    # in force: it replaced cal under the same key, its reason with it (run b's headline shows where a reason shows)
+    now = {p: p.read_text() for p in refs.glob("floors/cpu-noisy-*/*.calibration.json")}
+    assert now.keys() == stored.keys() and all(reason in text and now[p] != stored[p] for p, text in now.items())
 
 
 def test_identical_arm_passes_against_its_own_stored_outputs(tmp_path, refs):
