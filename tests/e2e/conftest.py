@@ -123,12 +123,20 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 # Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
 # (--no-loadscope-reorder keeps it); a group runs whole on one worker. The full-pair run's first: its other users come
-# after two long groups that need nothing of it (a worker reaching one of them earlier waits for the run).
+# after two long groups that need nothing of it (a worker reaching one of them earlier waits for the run). A group
+# named in neither list (a new module) comes between them: the short TAIL groups last fill the other worker's wait.
 GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "reference_store", "tests/e2e/test_e2e_faults.py",
                "tests/e2e/test_e2e_length_fault.py", "tests/e2e/test_e2e_resume.py",
                "tests/e2e/test_e2e_coverage_faults.py", "tests/e2e/test_e2e_parallel.py",
-               "tests/e2e/test_e2e_spec_decode.py", "tests/e2e/test_e2e_capacity.py", "cpu_ref_server",
-               "tests/e2e/test_e2e_cpu.py", "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_ruler.py"]
+               "tests/e2e/test_e2e_spec_decode.py", "tests/e2e/test_e2e_capacity.py", "cpu_ref_server"]
+TAIL = ["tests/e2e/test_e2e_cpu.py", "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_ruler.py"]
+
+
+def group_rank(group: str) -> int:
+    """The group's place in the session: GROUP_ORDER's, then any other group, then TAIL's."""
+    if group in GROUP_ORDER:
+        return GROUP_ORDER.index(group)
+    return len(GROUP_ORDER) + 1 + TAIL.index(group) if group in TAIL else len(GROUP_ORDER)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -142,8 +150,7 @@ def pytest_collection_modifyitems(config, items):
     # The shared server's users run back to back, so it never idles through other tests' servers; a test that
     # stops it goes last among them. Inside a group, its members run in their listed order (tests/xdist_groups.py).
     def rank(item) -> tuple[int, bool, int]:
-        g = group_of(item.nodeid)
-        return (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER),
-                bool(item.get_closest_marker("stops_shared_server")), member_rank(item.nodeid))
+        return (group_rank(group_of(item.nodeid)), bool(item.get_closest_marker("stops_shared_server")),
+                member_rank(item.nodeid))
 
     items.sort(key=rank)  # stable: a module's own order holds inside its group
