@@ -17,8 +17,8 @@
 #                `--from-runs ... --trust "$TRUST"` (an arm's first calibration on a GPU: its repeats were judged by
 #                gates.yaml's seed limits, which clean bf16 noise exceeds; the reason stays on every line it judges)
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
-#   batch-invariant  the same qualify with VLLM_BATCH_INVARIANT=1 (split-KV count 1, fixed reduction order: a
-#                legitimate build that must pass), run id $ARM-batch-invariant
+#   batch-invariant  the same qualify of $ARM-batch-invariant: $ARM with VLLM_BATCH_INVARIANT=1 (split-KV count 1, fixed
+#                reduction order: a legitimate build that must pass), judged by $ARM's calibration (calibration_from)
 #   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults.py (table gpu) past L tokens, in a
 #                scratch copy of /tmp/site/vllm, as a variant of $ARM judged by $ARM's calibration (calibration_from),
 #                with FAULT_SUITES (default: the length-sensitive calibrated suites); EPS sets HARNESS_FAULT_EPS
@@ -58,8 +58,14 @@ for step in ${STEPS:-calibrate}; do
            fi ;;
     qualify-*) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
                  --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
-    batch-invariant) timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM" \
-                 --run-id "$ARM-$step" --set 'server.env.VLLM_BATCH_INVARIANT="1"' ${QUALIFY_ARGS:-} ;;
+    batch-invariant)  # an arm of its own judged by $ARM's calibration: `--set` would change the calibration key
+             export HARNESS_ARMS_DIR=$KEEP/arms
+             [ -d "$KEEP/arms" ] || cp -r configs/arms "$KEEP/arms"
+             printf '%s\n' "description: \"$ARM with VLLM_BATCH_INVARIANT=1: a legitimate build\"" "extends: $ARM" \
+               "calibration_from: $ARM" "server:" "  env:" "    VLLM_BATCH_INVARIANT: \"1\"" \
+               > "$KEEP/arms/$ARM-batch-invariant.yaml"
+             timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM-batch-invariant" \
+                 --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
     fault:*) IFS=: read -r _ fname flen feps <<< "$step"
              export HARNESS_ARMS_DIR=$KEEP/arms
              [ -d "$KEEP/arms" ] || cp -r configs/arms "$KEEP/arms"

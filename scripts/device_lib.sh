@@ -184,7 +184,7 @@ save_references() {
 # is dropped with a line saying so (the next call starts without it).
 save_state() {
   local runs
-  runs=$(cd "$KEEP/reports" 2>/dev/null && ls -d cal-* 2>/dev/null)
+  runs=$(cd "$KEEP/reports" 2>/dev/null && ls -d cal* 2>/dev/null)  # every calibration and its repeats (any --id cal*)
   for d in $runs; do tail_server_logs "$KEEP/reports/$d" 100000; done
   # shellcheck disable=SC2046
   tar czf "$OUT/state.tgz" -C "$KEEP" references $([ -d "$KEEP/e2e-floor" ] && echo e2e-floor) \
