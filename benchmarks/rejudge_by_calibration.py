@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from harness.calibrate.trust import against_current
+from harness.records.schema import comparison_model
 from harness.refcheck.floor_store import load_calibration, load_floor
 from harness.refcheck.store import reference_dir
 from harness.report.e2e_summary import read_lines
-from harness.records.schema import comparison_model
 
 # The comparisons file of each reference check in a run's arm directory.
 COMPARISONS = {"prefix_reuse": "prefix_reuse_comparisons.jsonl",
@@ -48,7 +48,9 @@ def rejudge(run: Path, arm: str) -> list[tuple[str, str]]:
         where = calibration_dir(arm, check)
         current = load_calibration(where, check)
         failure = against_current(check, comparisons, current, load_floor(where, check), where)
-        out.append((check, "PASS" if failure is None else failure if failure.startswith("FAIL") else f"FAIL: {failure}"))
+        if failure is not None and not failure.startswith("FAIL"):
+            failure = f"FAIL: {failure}"
+        out.append((check, failure or "PASS"))
     return out
 
 
