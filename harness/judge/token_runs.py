@@ -52,10 +52,10 @@ def token_run_failure(request: str, cand: Sequence[int], ref: Sequence[int], min
 
 def with_token_runs(fields: dict, pairs: Sequence[tuple[str, Sequence[int], Sequence[int]]], min_run: int) -> dict:
     """A DegenerationRecord's fields (degeneration.degeneration_fields) with the token-run check of the same outputs,
-    as token ids (request, candidate ids, reference ids): each run found fails the record and is named in `flagged`
-    and the detail."""
+    as token ids (request, candidate ids, reference ids): each run found fails the record and is named in `flagged`,
+    after the lines already there (the tie-flip cap's sentence stays first), and the detail."""
     found = [line for req, c, r in pairs if (line := token_run_failure(req, c, r, min_run))]
     if not found:
         return fields
     detail = f"{len(found)}/{len(pairs)} output(s) hold a run of one token id; {fields['detail']}"
-    return {**fields, "passed": False, "detail": detail, "flagged": [*found, *fields.get("flagged", [])]}
+    return {**fields, "passed": False, "detail": detail, "flagged": [*fields.get("flagged", []), *found]}

@@ -57,6 +57,9 @@ def test_with_token_runs_fails_the_degeneration_record_and_keeps_its_lines():
     assert not judged["passed"] and judged["detail"].startswith("1/1 output(s) hold a run of one token id; ")
     assert judged["flagged"] == ["request a: a run of one token id: token id 0 x 48 from generated position 0 (48 of "
                                  "48 tokens; the reference's longest run of id 0: 0)"]
+    # after the text detector's own lines: a caller reading flagged[0] still reads those first
+    text_flagged = {**clean, "passed": False, "flagged": ["request a: more repetitive than the reference: ..."]}
+    assert with_token_runs(text_flagged, [("a", [0] * 48, ref)], MIN)["flagged"][0] == text_flagged["flagged"][0]
 
 
 def _samples(path: Path, outputs: list[tuple[str, list[int], str]]) -> str:
