@@ -35,7 +35,8 @@ def send_cold(live: LiveServer, probes: list[CheckPrompt], sampling: Sampling, s
     return {p.id: send(live, [p], sampling, cache_salt=f"{salt}-cold-{p.id}")[0] for p in probes}
 
 
-def pairs(probes: list[CheckPrompt], hit: dict[str, Generation], cold: dict[str, Generation]) -> list[RequestComparison]:
+def pairs(probes: list[CheckPrompt], hit: dict[str, Generation],
+          cold: dict[str, Generation]) -> list[RequestComparison]:
     """Each probe's cached output against its cold one (the cold output plays the reference: its gap is read)."""
     return [compare_outputs(p.id, len(p.tokens), hit[p.id], cold[p.id], p.group) for p in probes]
 
