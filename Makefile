@@ -16,6 +16,8 @@ SET         ?=
 SUITES      ?=
 RUN         ?=
 BASELINE    ?=
+BASELINE_BUILD ?=
+KEEP_OUTPUTS ?=
 RESUME      ?=
 PARALLEL    ?=
 PYTEST_ARGS ?=
@@ -76,6 +78,7 @@ device-models: tiny-mla
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify $(ARM_ARGS) $(if $(REF),--reference $(REF)) $(SET_ARGS) \
 		$(if $(SUITES),--suites $(SUITES)) $(if $(RUN),--run-id $(RUN)) $(if $(BASELINE),--baseline $(BASELINE)) \
+		$(if $(KEEP_OUTPUTS),--keep-outputs) $(if $(filter last,$(BASELINE_BUILD)),--baseline-build,$(if $(BASELINE_BUILD),--baseline-build $(BASELINE_BUILD))) \
 		$(if $(RESUME),--resume $(RESUME)) $(if $(PARALLEL),--parallel) $(if $(REFRESH),--refresh-reference) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 # K clean repeats of the arm's output checks -> its calibrated limits and floor (docs/gates.md, Calibration).

@@ -40,7 +40,8 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     return qualify(QualifyRequest(
         arm=args.arm, arms=args.arms, reference=args.reference, run_id=args.run_id, run_dir=args.run_dir,
         suites=args.suites, parallel=args.parallel, resume=args.resume, refresh_reference=args.refresh_reference,
-        baseline=args.baseline, order_seed=args.order_seed, length_seed=args.length_seed, overrides=tuple(args.set),
+        baseline=args.baseline, baseline_build=args.baseline_build, keep_outputs=args.keep_outputs,
+        order_seed=args.order_seed, length_seed=args.length_seed, overrides=tuple(args.set),
         vllm_check=not args.no_vllm_check, strict=args.strict, pytest_args=tuple(args.pytest_args),
         argv=tuple(sys.argv)))
 
@@ -152,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="capture the reference arm's outputs anew instead of reusing reports/references/")
     p.add_argument("--baseline", help="earlier run (directory, run id or results.jsonl): delta columns, and a "
                    "regression beyond configs/gates.yaml `baseline:` fails the run")
+    p.add_argument("--keep-outputs", action="store_true", help="store the candidate's outputs in the run "
+                   "(build_outputs suite): a passed run signs its build off as a later --baseline-build")
+    p.add_argument("--baseline-build", nargs="?", const="last", metavar="RUN",
+                   help="compare the candidate build with the arm's last signed-off build (or run RUN): its stored "
+                   "outputs judged as a reference check, the metric gates diffed as --baseline; outputs kept too")
     p.add_argument("--order-seed", type=seed(0), default=0, metavar="N",
                    help="send the reference checks' prompts in another batch composition and arrival order (0: the "
                    "canonical order); recorded in run.json, so a failure is reproducible")

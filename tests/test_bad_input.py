@@ -66,6 +66,11 @@ def arm(name: str, text: str) -> dict[str, str]:
     return {f"arms/{name}.yaml": text}
 
 
+# A finished run of cand (exit code EXIT) as run.json records it: a baseline build's run, or not.
+SIGNED_OFF = ('{"schema_version": 1, "run_id": "b", "pairs": [{"candidate": "cand", "reference": "ref"}], '
+              '"finished": "2026-12-07T00:00:00+0000", "exit_code": EXIT}')
+
+
 def q(name: str, *extra: str) -> list[str]:
     return ["qualify", "--arm", name, *extra]
 
@@ -381,6 +386,22 @@ CASES = [
     Case("baseline-missing", "cli", q("cand", "--baseline", "{TMP}/nobase"), ["baseline", "no results.jsonl there"]),
     Case("baseline-corrupt", "cli", q("cand", "--baseline", "{TMP}/b/results.jsonl"),
          ["--baseline", "no readable record in", "not JSON"], {"b/results.jsonl": "{{{\n"}),
+    Case("baseline-build-none-signed-off", "cli", q("cand", "--baseline-build"),
+         ["--baseline-build: no signed-off build of cand", "--keep-outputs"]),
+    Case("baseline-build-failed-run", "cli", q("cand", "--baseline-build", "{TMP}/b"),
+         ["/b: run b signs no build of cand off", "its verdict was not PASS (run.json "
+          "exit_code 1)"], {"b/run.json": SIGNED_OFF.replace("EXIT", "1")}),
+    Case("baseline-build-other-arm", "cli", q("cand", "--baseline-build", "{TMP}/b"),
+         ["run b signs no build of cand off: it qualified ref, not arm 'cand'"],
+         {"b/run.json": SIGNED_OFF.replace("EXIT", "0").replace('"cand"', '"ref"')}),
+    Case("baseline-build-no-outputs", "cli", q("cand", "--baseline-build", "{TMP}/b"),
+         ["it stored no outputs of cand (build_outputs.json)"], {"b/run.json": SIGNED_OFF.replace("EXIT", "0")}),
+    Case("baseline-build-other-model", "cli", q("cand", "--baseline-build", "{TMP}/b"),
+         ["b/cand/build_outputs.json: no baseline for arm cand: they are of another model (config_sha"],
+         {"b/run.json": SIGNED_OFF.replace("EXIT", "0"),
+          "b/cand/build_outputs.json": '{"format": 1, "meta": {"arm": "cand", "model": {"weights_sha": "0"}}}'}),
+    Case("baseline-build-with-arms", "cli", ["qualify", "--arms", "cand,ref", "--baseline-build"],
+         ["--baseline-build last with --arms cand,ref", "name one candidate with --arm"]),
     Case("report-baseline-corrupt", "cli", ["report", "--run", "{TMP}/r", "--baseline", "{TMP}/b/results.jsonl"],
          ["--baseline", "no readable record"],
          {"b/results.jsonl": "x\n", "r/run.json": "{}\n"}),

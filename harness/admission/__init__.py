@@ -1,1 +1,1 @@
-"""Checks before a run starts: arms, workloads, machine, vLLM. Imports: config, measure, plan, records, serve."""
+"""Checks before a run: arms, workloads, machine, vLLM. Imports: config, measure, plan, records, refcheck, serve."""

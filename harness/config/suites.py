@@ -197,6 +197,9 @@ SUITES = (
     Suite("teacher_forcing", "reference_checks", per_arm=False, calibrated=True, checks=("teacher_forcing",),
           default_workload="reference_checks_gpu", refcheck="check_set"),
     Suite("dcp_ops", None, per_arm=False),
+    # build vs build: the candidate's own outputs stored, and compared with its last signed-off build's
+    # (`qualify --keep-outputs`, `--baseline-build`; judged with prefix_reuse's calibrated limits)
+    Suite("build_outputs", "reference_checks", per_arm=False, default=False),
 )
 BY_NAME = {s.name: s for s in SUITES}
 

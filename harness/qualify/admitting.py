@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.admission.arms import check_shared_workloads, load_run_arms
+from harness.admission.baseline_build import SUITE as BUILD_OUTPUTS
 from harness.admission.rundir import check_baseline, check_resume, choose_run_dir, resume_run_dir
 from harness.admission.verdicts import admit, check_parallel, strict_run
 from harness.admission.workloads import kv_twins
@@ -14,10 +15,11 @@ from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
 from harness.history.store import check_store_path, history_path
+from harness.qualify.baseline_build import FLAG, resolve_baseline_build
 from harness.qualify.record import admitted_repeat
 from harness.qualify.request import AdmittedRun, QualifyRequest
 from harness.qualify.suites import check_pytest_args
-from harness.records.manifest import RunManifest, load_manifest
+from harness.records.manifest import BaselineBuild, RunManifest, load_manifest
 
 
 def named_candidates(request: QualifyRequest, resumed: RunManifest | None = None) -> tuple[list[str], str | None]:
@@ -70,6 +72,7 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
     if request.baseline:
         check_baseline(request.baseline)  # a wrong or corrupt baseline fails now, not after the suites ran
     arms = load_run_arms(names, reference, list(request.overrides))
+    suites, baseline_build = build_comparison(request, names, arms.loaded, suites)
     check_shared_workloads(arms, suites)
     arms.loaded.update(kv_twins(arms.candidates, suites))  # admitted and launched like eager variants
     if request.parallel:
@@ -80,4 +83,24 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
     admit(arms, suites, request.vllm_check, strict)
     check_pytest_args(list(request.pytest_args))  # before the run directory: a refused option leaves no empty run
     return AdmittedRun(request=request, run_dir=run_dir, arms=arms, suites=tuple(suites), strict=strict,
-                       resumed=resumed)
+                       resumed=resumed, baseline_build=baseline_build)
+
+
+def build_comparison(request: QualifyRequest, names: list[str], loaded: dict,
+                     suites: list[str]) -> tuple[list[str], BaselineBuild | None]:
+    """--keep-outputs / --baseline-build: the build_outputs suite joins the run, and the signed-off build is found and
+    checked (harness/qualify/baseline_build.py); refused with options it cannot stand beside."""
+    if not (request.keep_outputs or request.baseline_build):
+        return suites, None
+    flag = f"{FLAG} {request.baseline_build}" if request.baseline_build else "--keep-outputs"
+    if request.resume:
+        raise ConfigError(f"{flag} with --resume {request.resume}: a resumed run keeps its own suites and baseline "
+                          "build (run.json); resume without it")
+    if request.baseline_build and len(names) != 1:
+        raise ConfigError(f"{flag} with --arms {request.arms}: a build is compared with its own signed-off build one "
+                          "arm at a time; name one candidate with --arm")
+    if request.baseline_build and request.baseline:
+        raise ConfigError(f"{flag} with --baseline {request.baseline}: the signed-off run is the metric gates' "
+                          "baseline too; name one of them")
+    build = resolve_baseline_build(request.baseline_build, loaded[names[0]]) if request.baseline_build else None
+    return (suites if BUILD_OUTPUTS in suites else [*suites, BUILD_OUTPUTS]), build

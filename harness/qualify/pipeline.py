@@ -50,7 +50,7 @@ def qualify(request: QualifyRequest) -> int:
     log_file = announce(run, manifest)
     with interrupts_noted() as late:  # once the suites end, a signal no longer cuts anything short
         outcome = suites_outcome(run, run_suites_interruptibly(run, manifest))
-        code = render_in_fresh_process(run.run_dir, request.baseline, outcome.exit_code)
+        code = render_in_fresh_process(run.run_dir, run.baseline, outcome.exit_code)
     if late and code < 128:  # the report was finished all the same
         code = 128 + late[0]
         print(f"interrupted ({SIGNAL_NAMES[late[0]]}) while the report was written; it was finished", file=sys.stderr)

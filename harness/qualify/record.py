@@ -18,6 +18,7 @@ from harness.plan.redact import redact_argv, redact_arm_dump
 from harness.qualify.request import AdmittedRun
 from harness.records.manifest import (
     ArmBuild,
+    BaselineBuild,
     CalibrationRepeat,
     Resume,
     RunManifest,
@@ -36,6 +37,7 @@ class RunStart:
     length_seed: int | None = None
     calibration: CalibrationRepeat | None = None
     builds: dict[str, ArmBuild] | None = None
+    baseline_build: BaselineBuild | None = None
 
 
 def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: list[str] | None = None,
@@ -55,6 +57,8 @@ def record_run_start(run_dir: Path, arms: list[Arm], argv: list[str], suites: li
         manifest.calibration = start.calibration
     if start.builds is not None:
         manifest.builds = start.builds
+    if start.baseline_build is not None:
+        manifest.baseline_build = start.baseline_build
     models = model_qualities({a.name: a.model.local_dir() for a in arms})
     if models:
         manifest.models = models
@@ -89,7 +93,7 @@ def record_run(run: AdmittedRun) -> RunManifest:
     start = RunStart(request.order_seed,
                      request.length_seed if request.length_seed is not None else fresh_length_seed(),
                      repeat_variant(calibration_repeat(request.calibration_repeat), run),
-                     arm_builds(run.arms.run_arms))
+                     arm_builds(run.arms.run_arms), run.baseline_build)
     return record_run_start(run.run_dir, run.arms.run_arms, list(request.argv), list(run.suites), run.arms.arm_set,
                             run.strict, start)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.admission.arms import RunArms
-from harness.records.manifest import RunManifest
+from harness.records.manifest import BaselineBuild, RunManifest
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class QualifyRequest:
     resume: str | None = None  # the run id or directory continued
     refresh_reference: bool = False
     baseline: str | None = None
+    baseline_build: str | None = None  # --baseline-build [RUN]: "last" or a run (harness/qualify/baseline_build.py)
+    keep_outputs: bool = False  # --keep-outputs: the candidate's outputs stored, so a passed run signs its build off
     order_seed: int = 0
     length_seed: int | None = None  # None: a fresh seed for a new run
     calibration_repeat: str | None = None  # ID:K/N, written by `calibrate`
@@ -42,3 +44,11 @@ class AdmittedRun:
     suites: tuple[str, ...]
     strict: bool
     resumed: RunManifest | None = None  # the resumed run's run.json, as admission read it
+    baseline_build: BaselineBuild | None = None  # --baseline-build: the signed-off run its outputs are compared with
+
+    @property
+    def baseline(self) -> str | None:
+        """The run the metric gates are diffed against: --baseline, else the baseline build's signed-off run."""
+        if self.request.baseline:
+            return self.request.baseline
+        return self.baseline_build.run_dir if self.baseline_build else None

@@ -58,6 +58,16 @@ class ArmBuild(Strict):
     package_hash: str | None = None  # the vllm package's files alone (None: recorded before it was)
 
 
+class BaselineBuild(Strict):
+    """The signed-off run a build-vs-build run is judged against (harness/qualify/baseline_build.py): a passed run of
+    the same arm whose outputs are stored, and the build it ran."""
+    run_id: str
+    run_dir: str
+    arm: str
+    build_hash: str | None = None
+    vllm_version: str | None = None
+
+
 class RunManifest(Strict):
     schema_version: int = SCHEMA_VERSION
     run_id: str | None = None
@@ -96,6 +106,8 @@ class RunManifest(Strict):
     builds: dict[str, ArmBuild] | None = None
     # arm -> its generated tiny model's weights hash, retrieval accuracy and median top-2 gap (runinfo.model_quality)
     models: dict[str, dict[str, Any]] | None = None
+    # `qualify --baseline-build`: the last signed-off build of the candidate, whose stored outputs it is compared with
+    baseline_build: BaselineBuild | None = None
 
     def workloads_of(self, pair: RunPair) -> dict[str, Any] | None:
         """A pair's workloads; the run's where it has none of its own (runs written before pairs recorded theirs)."""

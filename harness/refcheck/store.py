@@ -22,7 +22,7 @@ from harness.config.paths import REPORTS_DIR
 from harness.measure.generation import Generation, Sampling
 from harness.probes.ask import run_probe
 from harness.records.migrations import FormatError, StoredFormat, upgrade
-from harness.refcheck.prompts import CheckPrompts, prompt_sha
+from harness.refcheck.prompts import CheckPrompt, CheckPrompts, prompt_sha
 
 STORE_FORMAT = 1
 # Each file names its format (records.migrations); none is older yet. A stored file is a capture: recapturing
@@ -157,6 +157,23 @@ def save(key: ReferenceKey, arm: str, prompts: CheckPrompts, outputs: dict[str, 
     return path
 
 
+def stored_generations(stored: dict, prompts: list[CheckPrompt]) -> tuple[dict[str, Generation], list[str]]:
+    """A stored file's output for every prompt, and why any prompt has none (missing, other tokens, unreadable)."""
+    problems, outputs = [], {}
+    for p in prompts:
+        entry = stored.get(p.id)
+        if not isinstance(entry, dict):
+            problems.append(f"prompt {p.id} missing")
+        elif entry.get("prompt_sha") != prompt_sha(p.tokens):
+            problems.append(f"prompt {p.id} has other tokens (sha {entry.get('prompt_sha')} vs {prompt_sha(p.tokens)})")
+        else:
+            try:
+                outputs[p.id] = Generation.from_json(entry)
+            except (KeyError, TypeError, ValueError) as exc:
+                problems.append(f"prompt {p.id} output unreadable ({exc!r})")
+    return outputs, problems
+
+
 def load(key: ReferenceKey, arm: str, prompts: CheckPrompts, directory: Path) -> StoredOutputs | None:
     """The stored outputs for this key, None when there are none; ReferenceStoreError when the file is bad."""
     path = key.path(arm, directory)
@@ -177,20 +194,7 @@ def load(key: ReferenceKey, arm: str, prompts: CheckPrompts, directory: Path) ->
     if differ:
         shown = "; ".join(f"{k}: stored {doc['meta'].get(k)!r}, expected {key.meta.get(k)!r}" for k in differ)
         raise ReferenceStoreError(f"reference file {path} does not match its key ({shown}); {fix}")
-    stored = doc.get("outputs", {})
-    problems = []
-    outputs = {}
-    for p in prompts.all():
-        entry = stored.get(p.id)
-        if entry is None:
-            problems.append(f"prompt {p.id} missing")
-        elif entry.get("prompt_sha") != prompt_sha(p.tokens):
-            problems.append(f"prompt {p.id} has other tokens (sha {entry.get('prompt_sha')} vs {prompt_sha(p.tokens)})")
-        else:
-            try:
-                outputs[p.id] = Generation.from_json(entry)
-            except (KeyError, TypeError, ValueError) as exc:
-                problems.append(f"prompt {p.id} output unreadable ({exc!r})")
+    outputs, problems = stored_generations(doc.get("outputs", {}), prompts.all())
     if problems:
         raise ReferenceStoreError(f"reference file {path}: " + "; ".join(problems[:5])
                                   + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "") + f"; {fix}")

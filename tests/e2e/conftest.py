@@ -42,7 +42,7 @@ def full_pair_run(tmp_path_factory):
     def qualify() -> dict:
         suites = ",".join([*default_suites(), "ruler", "concurrent_prefills"])
         proc = subprocess.run([sys.executable, "-m", "harness", "qualify", "--run-dir", str(run), "--arm", "cpu-smoke",
-                               "--suites", suites],
+                               "--suites", suites, "--keep-outputs"],  # the signed-off build of build vs build
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
                               env={**os.environ, "HARNESS_REFERENCE_DIR": str(work / "references")})
         return {"code": proc.returncode, "out": proc.stdout}
