@@ -90,7 +90,7 @@ def test_shipped_kimi_arms_pass_every_model_and_vocabulary_check_from_the_hub_ca
         assert not bad, f"{arm.name}: {bad}"
         assert not [v for v in verdicts if not v.ok and v.rule not in MACHINE_RULES], arm.name
         vocab = [v.detail for v in by_rule["workload_vocabulary"]]
-        assert "workload reference_checks_gpu: 163840 tokens" in vocab, vocab
+        assert "workload reference_checks_kimi: 163840 tokens" in vocab, vocab
 
 
 def test_cached_tokenizer_special_ids_are_kept_out_of_prompts(kimi_cache):
