@@ -126,6 +126,12 @@ def test_killed_in_second_arm_then_resumed_equals_uninterrupted(tmp_path, full_p
     baseline_of_identical_code(run, full, tmp_path)
 
 
+def tpot_samples(run: Path) -> dict[int, list[float]]:
+    """cpu-smoke's per-request TPOT samples by concurrency level (a level whose streams arrived buffered has none)."""
+    return {r["concurrency"]: r["tpot_samples_s"] for r in lines(run / "results.jsonl")
+            if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r.get("tpot_samples_s")}
+
+
 def baseline_of_identical_code(run: Path, full: Path, tmp_path: Path) -> None:
     """Two real runs of identical code (this resumed run and the full pair run, minutes apart on the same machine)
     diffed as a nightly would: no enforced regression. The CPU pair's TPOT flags are shown, never enforced
@@ -144,20 +150,25 @@ def baseline_of_identical_code(run: Path, full: Path, tmp_path: Path) -> None:
     # The planted slowdown is sized from the baseline's own samples, so it is a slowdown whatever either run measured:
     # each sample lands above twice the baseline's slowest (CI saw +10 ms on bursts of 0.033 ms stay below a baseline
     # of ordinary samples, and go unflagged). Every sample above every baseline sample is Mann-Whitney's smallest p.
-    base = {r["concurrency"]: r["tpot_samples_s"] for r in lines(full / "results.jsonl")
-            if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r.get("tpot_samples_s")}
-    planted = []  # a level whose streams arrived buffered in either run has no samples (2 shared cores can)
+    # A level whose streams arrived buffered has no samples (2 shared cores can; CI saw every cpu-smoke level of the
+    # full-pair run buffered): the baseline is the first of the two real runs with samples at a level the slowed run
+    # has them, the resumed run against itself where the full-pair run has none.
+    baseline, source = next(((b, s) for b, s in [(full, run), (run, run), (full, full)]
+                             if tpot_samples(b).keys() & tpot_samples(s).keys()), (full, run))
+    base = tpot_samples(baseline)
+    planted = []
     with (slow / "results.jsonl").open("w") as out:
-        for r in lines(run / "results.jsonl"):
+        for r in lines(source / "results.jsonl"):
             if (r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r.get("tpot_samples_s")
                     and r["concurrency"] in base):
                 floor = 2 * max(base[r["concurrency"]]) + 0.010
                 r["tpot_samples_s"] = [t + floor for t in r["tpot_samples_s"]]
                 planted.append(r["concurrency"])
             out.write(json.dumps(r) + "\n")
-    assert planted, "every cpu-smoke level arrived buffered in one of the two runs: no TPOT samples to slow down"
-    (slow / "run.json").write_text((run / "run.json").read_text())
-    flagged = subprocess.run([*report, str(slow)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert planted, "every cpu-smoke level arrived buffered in both runs: no TPOT samples to slow down"
+    (slow / "run.json").write_text((source / "run.json").read_text())
+    flagged = subprocess.run([*report[:-3], "--baseline", str(baseline), "--run", str(slow)], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=300)
     assert flagged.returncode == 0, flagged.stdout + flagged.stderr
     note = (slow / "annotation.md").read_text()
     shown = note.partition("### Baseline regressions, not enforced")[2].split("###")[0]
