@@ -122,3 +122,24 @@ def test_a_harness_command_launched_in_the_background_exits_130_on_sigint():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "interrupted (SIGINT)" in proc.stderr and "ran on" not in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_relayed_signal_is_not_raised_while_the_first_interrupt_is_still_being_handled(monkeypatch):
+    from harness.qualify import interrupts
+
+    relay = InterruptRelay(every_s=10, tries=1)
+    monkeypatch.setattr(interrupts, "RELAY", relay)
+    monkeypatch.setattr(interrupts, "TERMINATED", [])
+    with pytest.raises(KeyboardInterrupt):  # the user's signal: raised
+        interrupts._raise_interrupt(signal.SIGINT, None)
+    try:
+        raise KeyboardInterrupt("signal 2")
+    except KeyboardInterrupt:  # still unwinding it (a finaliser runs here): the relay's signal is not raised again
+        relay.relaying.set()
+        interrupts._raise_interrupt(signal.SIGINT, None)
+        with pytest.raises(KeyboardInterrupt):  # a user's second Ctrl-C meanwhile still is
+            interrupts._raise_interrupt(signal.SIGINT, None)
+    relay.relaying.set()
+    with pytest.raises(KeyboardInterrupt):  # the first was lost (nothing is being handled): raised again
+        interrupts._raise_interrupt(signal.SIGINT, None)
+    relay.take()

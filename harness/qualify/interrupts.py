@@ -30,6 +30,7 @@ class InterruptRelay:
         self.every_s, self.tries = every_s, tries
         self.taken = threading.Event()
         self.resent = 0
+        self.relaying = threading.Event()  # set while a signal the relay sent has not reached the handler
         self._thread: threading.Thread | None = None
 
     def noted(self, signum: int) -> None:
@@ -47,7 +48,16 @@ class InterruptRelay:
             if self.taken.wait(self.every_s):
                 return
             self.resent += 1
+            self.relaying.set()
             os.kill(os.getpid(), signum)
+
+    def still_propagating(self) -> bool:
+        """Whether the signal now handled is the relay's while the first KeyboardInterrupt is still being handled
+        (unwinding is slow under load: lm-eval's event loop closing): it is not lost, and raising again would land in
+        whatever finaliser that unwinding runs, printed as an unraisable traceback (CI saw it)."""
+        relayed = self.relaying.is_set()
+        self.relaying.clear()
+        return relayed and isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.take()
@@ -71,6 +81,8 @@ def _raise_interrupt(signum, frame):
     # SIGINT (Ctrl-C) and SIGTERM both become KeyboardInterrupt, so pytest tears its fixtures down (servers stop);
     # the signal is remembered for the exit code (130, 143): pytest's own code for an interrupt is 2. The relay
     # raises it again should this KeyboardInterrupt be lost.
+    if RELAY.still_propagating():
+        return
     TERMINATED.append(signum)
     RELAY.noted(signum)
     raise KeyboardInterrupt(f"signal {signum}")
