@@ -41,6 +41,15 @@ class Delta:
     def fails(self) -> bool:
         return self.regression is not None and self.enforced
 
+    @property
+    def no_data(self) -> bool:
+        """One side had nothing to compare: judged neither ok nor regressed, and said so."""
+        return self.test.startswith("no data")
+
+    @property
+    def unjudged(self) -> str:
+        return f"{' '.join(filter(None, (self.arm, self.where)))}: {self.metric}: {self.test}"
+
 
 def rel(cur: float, base: float) -> float:
     return (cur - base) / base if base else 0.0
@@ -119,7 +128,8 @@ def kv_deltas(cur: list[Record], base: list[Record], tol: float) -> list[Delta]:
     for r in of_kind(cur, KvCapacityRecord):
         b = old.get(r.arm)
         if b is None:
-            out.append(Delta("KV tokens", r.arm, "", "n/a", str(r.tokens), "n/a", f"-{tol:.0%} max", None))
+            out.append(Delta("KV tokens", r.arm, "", "n/a", str(r.tokens), "n/a",
+                             "no data: no KV capacity record in baseline", None))
             continue
         change = rel(r.tokens, b)
         flag = (f"{r.arm}: KV capacity {r.tokens} tokens is {change:+.1%} vs baseline {b} (limit -{tol:.0%})"
@@ -155,7 +165,10 @@ def accuracy_deltas(cur: list[Record], base: list[Record], flt: str, alpha: floa
     for r in of_kind(cur, Gsm8kRecord):
         b = old.get(r.arm)
         if b is None or flt not in r.scores or flt not in b.scores:
-            out.append(Delta("exact_match", r.arm, flt, "n/a", "n/a", "n/a", "not compared", None))
+            missing = " and ".join(w for w, rec in (("this run", r), ("baseline", b))
+                                   if rec is None or flt not in rec.scores)
+            out.append(Delta("exact_match", r.arm, flt, "n/a", "n/a", "n/a", f"no data: no {flt} score in {missing}",
+                             None))
             continue
         out.append(accuracy_delta(r.arm, flt, (r.scores[flt].correct, r.n), (b.scores[flt].correct, b.n),
                                   (r.per_question or {}).get(flt), (b.per_question or {}).get(flt), alpha))

@@ -31,8 +31,9 @@ class ReportContent:
     gaps: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     plots: list[tuple[str, bytes | None, str]] = field(default_factory=list)  # title, png, why it is absent
-    # label, deltas, regression sentences (failing the run), flagged sentences shown but not enforced
-    baseline: tuple[str, pd.DataFrame, list[str], list[str]] | None = None
+    # label, deltas, regression sentences (failing the run), flagged sentences shown but not enforced, comparisons
+    # with a side missing
+    baseline: tuple[str, pd.DataFrame, list[str], list[str], list[str]] | None = None
     headline: list[str] = field(default_factory=list)
     trend: TrendView | None = None  # the history's trend page (harness/report/trend.py)
     basis: str = ""  # how the verdict was reached (harness/report/basis.py)
@@ -77,8 +78,8 @@ ENV.filters["breakable"] = breakable
 def render_html(c: ReportContent) -> str:
     baseline = None
     if c.baseline is not None:
-        label, df, regressions, not_enforced = c.baseline
-        baseline = {"label": label, "regressions": regressions, "not_enforced": not_enforced,
+        label, df, regressions, not_enforced, unjudged = c.baseline
+        baseline = {"label": label, "regressions": regressions, "not_enforced": not_enforced, "unjudged": unjudged,
                     "table": table_view("Baseline diff", df)}
     return ENV.get_template("report.html.j2").render(
         c=c, css=(TEMPLATES / "report.css").read_text(), flag_words=FLAG_WORDS, baseline=baseline,

@@ -175,8 +175,9 @@ def render_judged(run: RunData, judged: Judgement) -> Rendered:
     regressions, shown_only = judged.regressions, judged.shown_only
     tables_for_files = tables
     problems = list(run.problems)  # the reader's, then the baseline's and the plots' (the run as read is not changed)
+    unjudged = [d.unjudged for d in judged.deltas if d.no_data] if judged.baseline else []
     if judged.baseline:
-        base = (judged.baseline, deltas_table(judged.deltas), regressions, shown_only)
+        base = (judged.baseline, deltas_table(judged.deltas), regressions, shown_only, unjudged)
         problems += judged.problems
         tables = with_delta_columns(tables, judged.deltas)
         tables_for_files = [*tables, ("Baseline diff", base[1])]
@@ -190,6 +191,8 @@ def render_judged(run: RunData, judged: Judgement) -> Rendered:
         md += "\n### Baseline regressions\n\n" + "\n".join(f"- {r}" for r in regressions) + "\n"
     if shown_only:
         md += "\n### Baseline regressions, not enforced\n\n" + "\n".join(f"- {r}" for r in shown_only) + "\n"
+    if unjudged:  # the current run's own gaps fail its gates; the baseline's are named here, not enforced
+        md += "\n### Baseline comparisons without data\n\n" + "\n".join(f"- {u}" for u in unjudged) + "\n"
     if missing:
         md += "\n### Missing or incomplete\n\n" + "\n".join(f"- {g}" for g in missing) + "\n"
     trend = trend_view(run.manifest.run_id if run.manifest and run.manifest.run_id else run_dir.name,

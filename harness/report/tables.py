@@ -470,7 +470,13 @@ def build_tables(records: list[Record], arm_order: list[str], gates: list[GateRe
             ("Servers", servers_table(records))]
 
 
+NO_DATA_FLAG = "NO DATA"
+
+
 def flag_of(d: Delta) -> str:
+    """A comparison with a side missing is never "ok": it did not compare anything."""
+    if d.no_data:
+        return NO_DATA_FLAG
     return "ok" if d.regression is None else "REGRESSION" if d.enforced else "REGRESSION (not enforced)"
 
 

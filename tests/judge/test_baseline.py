@@ -245,3 +245,32 @@ def test_a_buffered_level_is_no_data_not_a_tpot_delta():
     [after] = tpot_deltas([clean], [buffered], T)
     assert now.regression is None and now.test == "no data: no TPOT samples in this run"
     assert after.regression is None and after.test == "no data: no TPOT samples in baseline"
+
+
+def test_a_comparison_with_a_side_missing_reads_no_data_never_ok(tmp_path):
+    """A baseline without cpu-ref's KV capacity and GSM8K records and with cpu-smoke's c2 level buffered: those rows
+    read NO DATA, and the report names each of them; the complete baseline compares every row."""
+    base, cur = make_run(tmp_path, "base"), make_run(tmp_path, "cur")
+    complete = render_run(cur, str(base)).markdown
+    assert "NO DATA" not in complete and "Baseline comparisons without data" not in complete
+    kept = []
+    for line in (base / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["arm"] == "cpu-ref" and r["kind"] in ("kv_capacity", "gsm8k"):
+            continue
+        if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke" and r["concurrency"] == 2:
+            r["timing_invalid"] = "timing invalid (buffered stream): 4/4 requests' output arrived at once"
+        kept.append(json.dumps(r))
+    (base / "results.jsonl").write_text("\n".join(kept) + "\n")
+    deltas = baseline_deltas(records(cur), records(base), T)
+    assert sorted(d.unjudged for d in deltas if d.no_data) == sorted([
+        "cpu-ref: KV tokens: no data: no KV capacity record in baseline",
+        f"cpu-ref {T.filter}: exact_match: no data: no {T.filter} score in baseline",
+        "cpu-smoke c2: TPOT p50: no data: no TPOT samples in baseline"])
+    rendered = render_run(cur, str(base))
+    section = rendered.markdown.partition("### Baseline comparisons without data")[2].split("###")[0]
+    assert [line for line in section.splitlines() if line.startswith("- ")] == [
+        f"- {d.unjudged}" for d in deltas if d.no_data]
+    assert rendered.markdown.count("| NO DATA |") == 3
+    assert "NO DATA, not compared: cpu-smoke c2: TPOT p50" in rendered.html_path.read_text()
+    assert not rendered.regressions  # the current run's own gaps fail its gates; the baseline's are named, not enforced
