@@ -1,14 +1,8 @@
 """Change points in one metric's nightly series (pure): where its level moved, by how much, and how surely.
 
-Candidates come from ruptures' binary segmentation (l2 cost, each side at least `min_size` runs) on the series in
-units of its own noise; each is then kept only if a Welch t-test between the runs on either side says p < `max_p`,
-the weakest removed first and its neighbours retested (Hunter/Apache Otava's merge step, Fleming et al. 2023).
-The library was picked by measurement (benchmarks/change_point_libraries.py, docs/history.md): on the same planted
-series ruptures+t-test matched E-divisive (signal-processing-algorithms, apache-otava) in false alarms and power,
-and it installs beside numpy 2 (the other two pin numpy<2 and ==2.2.0).
-
-Positive series (times, capacities) are judged on the log scale: a step is a ratio, the same 10 % at any level, and
-run-to-run noise is multiplicative. Series with zeros (drift, tie-flip rate) stay linear.
+ruptures' binary segmentation proposes cuts on the noise-scaled series; Otava's merge step keeps those a Welch t-test
+holds (p < `max_p`). Positive series are judged in logs (a step is a ratio). Why ruptures: docs/history.md
+("Change points").
 """
 
 from __future__ import annotations
@@ -53,8 +47,8 @@ def change_text(before: float, after: float) -> str:
 
 
 def noise_scale(x: np.ndarray) -> float:
-    """Robust run-to-run noise of a series: the median absolute successive difference / (0.6745 sqrt 2), which a
-    level step moves by one difference only; the plain deviation where that is 0 (a mostly constant series)."""
+    """Robust run-to-run noise: the median absolute successive difference / (0.6745 sqrt 2), which a level step
+    barely moves; the plain deviation where that is 0."""
     d = np.diff(x)
     mad = float(np.median(np.abs(d - np.median(d)))) / 0.6745 / math.sqrt(2) if len(d) else 0.0
     return mad if mad > 0 else float(np.std(x))

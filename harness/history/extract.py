@@ -137,19 +137,15 @@ def metrics_of(records: list[Record]) -> list[MetricRow]:
 
 
 def coverage_of(records: list[Record]) -> list[CoverageRow]:
-    """The context lengths each output check compared, at the batch size it sent them in, as each record kind
-    declares it: long_context's cells (one at a time, and in its bursts); output_coverage's every compared output,
-    with its generated tokens (and kv_pressure's preemptions); another reference check's longest compared context;
-    the timed levels' longest context at their concurrency."""
+    """The context lengths each output check compared, with its batch size, as each record kind declares it."""
     out = {CoverageRow(c.arm, c.check, c.length, c.batch, c.generated, c.preemptions)
            for r in records for c in meaning(r).coverage(r)}
     return sorted(out, key=lambda c: (c.arm, c.check, c.length, c.batch))
 
 
 def coverage_lines(rows: list[tuple[str, CoverageRow]]) -> list[str]:
-    """Per arm and check over the stored runs (pure): 'cpu-smoke long_context: 57 distinct lengths, 512..4,024
-    tokens, over 12 runs; batch sizes 1, 2, 3', and where the rows say so (output_coverage, issue 46) the most
-    generated tokens compared and the preemptions the runs proved."""
+    """Per arm and check over the stored runs (pure): distinct lengths, their range, runs and batch sizes; and where
+    the rows say so the most generated tokens compared and the preemptions proved."""
     by_check: dict[tuple[str, str], list] = {}
     for run, c in rows:
         by_check.setdefault((c.arm, c.check), []).append((run, c))

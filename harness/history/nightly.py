@@ -1,21 +1,7 @@
-"""The nightly gate (pure): does tonight's run leave a metric at a worse level than its series' established one, with
-the night's false alarms held to a stated budget?
-
-One test per series, against the **established level**, not the previous segment (a night that returns to the usual
-level after an odd one is no regression): the newest k runs against the up to 14 runs before them (k = 3, 4, 5: one or
-two odd nights are tails, three in a row a level, five carry a small step; k = 2 too in a steady series, e.g. a bit-
-exact build), a one-sided pooled t-test of the means in the worse direction on the scale where the kind's noise is
-closest to normal (Scale: times in logs, a max drift in logs above a float32 floor, rates through the arcsine square
-root). Persistence: every run of the window must be worse than the baseline's mean by at least the metric's minimum
-effect (a TPOT gate's own tolerance; 0 for correctness), else that window does not count. Nights drift together (a
-machine's state, a week of one driver): the t-statistic is widened for the lag-1 autocorrelation pooled over the arm's
-series plus a margin (lag1, autocorrelation_inflation). A series' windows are one test (Bonferroni); the series of a
-night are one family: Holm over them at BUDGET. The measured false-alarm rates and power: docs/history.md ("The test,
-per series" and "Measured").
-
-Only what the run gates can fail the night: correctness series always; a speed or capacity series only where the
-run's own gates enforced a gate on it (a TPOT p50 under `enforce_timing: true`, a catalogue metric gate with
-`enforce`). The rest is trended and noted, never failing.
+"""The nightly gate (pure): does tonight's run leave a metric worse than its series' established level, with the
+night's false alarms held to BUDGET? Per series: the newest runs against the ones before them, a one-sided t-test on
+the kind's Scale, widened for autocorrelation; Holm over the night's gated series. Only what the run's gates enforce
+can fail the night. Design and measured rates: docs/history.md ("The nightly verdict").
 """
 
 from __future__ import annotations
@@ -29,8 +15,7 @@ from scipy import stats
 from harness.history.changepoints import change_text, relative_change
 
 BUDGET = 0.01  # the share of clean nights allowed to fail, over every series the night judges
-WINDOWS = (2, 3, 4, 5)  # recent runs tested: two make a level in a bit-exact series, three elsewhere; five carry a
-#                        small step (windows_for says why)
+WINDOWS = (2, 3, 4, 5)  # recent runs tested; two only in a steady series (windows_for)
 BASELINE_RUNS = 14  # the established level: at most this many runs before the window (two weeks of nights)
 MIN_BASELINE = 4  # fewer and the baseline's spread is a guess (t with df < 3 has no usable tail)
 NEEDED = MIN_BASELINE + WINDOWS[1]  # runs a series needs before the night can judge it (a steady one: one fewer)
@@ -58,7 +43,7 @@ class Shift:
         return change_text(self.before, self.after)
 
 
-DRIFT_FLOOR = 1e-5  # nats: below it a drift is float32 rounding (the clean CPU nights' max drift spans 5.5e-6-6.9e-6)
+DRIFT_FLOOR = 1e-5  # nats: below it a drift is float32 rounding (docs/history.md, "The test, per series")
 
 
 @dataclass(frozen=True)
@@ -88,9 +73,8 @@ LINEAR = Scale("linear")
 
 
 def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float, rho: float = 0.0) -> tuple[float, int] | None:
-    """One window's one-sided p that the newest k points moved in the worse direction (`worse_up`: larger is worse),
-    and the baseline's size; None when the baseline is too short. Persistence: a window with a point not worse than
-    the baseline's mean by `min_effect` gives p = 1."""
+    """One-sided p that the newest k points moved worse, and the baseline's size (None: baseline too short). A window
+    with a point not worse than the baseline's mean by `min_effect` gives p = 1 (persistence)."""
     base = x[:-k][-BASELINE_RUNS:]
     recent = x[-k:]
     if len(base) < MIN_BASELINE:
@@ -109,11 +93,9 @@ def window_p(x: np.ndarray, k: int, worse_up: bool, min_effect: float, rho: floa
 
 
 def lag1(baselines: list[np.ndarray]) -> float:
-    """The lag-1 autocorrelation the test inflates for, pooled over `baselines` (one arm's series of a night share a
-    machine's drift: its thermal state, a week of one driver): the pooled sample estimate, corrected for its
-    small-sample bias (+ (1 + 4 r) / n, Kendall, n the series' mean length), plus RHO_MARGIN standard errors
-    (sqrt((1 - r^2) / N) over all N runs), in [0, RHO_MAX]. 14 runs of one series alone estimate it ~0.3 low at a true
-    0.5 (standard error ~0.25): the margin is what keeps the budget there (docs/history.md)."""
+    """The lag-1 autocorrelation to inflate for, pooled over one arm's `baselines` (they share a machine's drift):
+    Kendall's bias correction plus RHO_MARGIN standard errors, in [0, RHO_MAX]; one series alone reads it low
+    (docs/history.md, "The test, per series")."""
     usable = [b - b.mean() for b in baselines if len(b) >= 3 and float(np.ptp(b)) > 0]
     if not usable:
         return 0.0
@@ -125,9 +107,8 @@ def lag1(baselines: list[np.ndarray]) -> float:
 
 
 def autocorrelation_inflation(rho: float, baseline: int, window: int) -> float:
-    """How much wider the t-statistic's noise is under lag-1 autocorrelation rho (AR(1)) than the independent runs
-    it assumes: the window's mean minus the baseline's over n + k consecutive runs has variance w'Rw (R_ij =
-    rho^|i-j|) against 1/k + 1/n, and the pooled variance is biased low by (n - 1'R1/n) / (n - 1) in each group."""
+    """How much wider the t-statistic's noise is under AR(1) autocorrelation rho than with independent runs: w'Rw
+    against 1/k + 1/n, and the pooled variance's downward bias in each group."""
     if rho <= 0:
         return 1.0
     size = baseline + window
@@ -141,11 +122,8 @@ def autocorrelation_inflation(rho: float, baseline: int, window: int) -> float:
 
 
 def windows_for(x: np.ndarray, min_effect: float) -> tuple[int, ...]:
-    """Two runs make a level only in a steady series: one whose baseline's whole range is inside the smallest move
-    that counts (a bit-exact build, up to float rounding). Elsewhere a level takes three: with heavy-tailed noise
-    (Student t, 3 df) at 10 % per run, windows from two runs failed 2.5 % of clean nights, and letting the baseline's
-    spread choose did not help (a heavy tail's bulk looks steady): 1.3 %; from three, 0.7 %
-    (benchmarks/nightly_gate.py)."""
+    """Two runs make a level only in a steady series (the baseline's whole range inside `min_effect`: a bit-exact
+    build); elsewhere a level takes three, or heavy-tailed noise fails clean nights (docs/history.md)."""
     base = x[:-WINDOWS[0]][-BASELINE_RUNS:]
     return WINDOWS if len(base) >= 2 and float(np.ptp(base)) <= min_effect else WINDOWS[1:]
 
@@ -166,8 +144,8 @@ def shift(values: list[float], worse_up: bool, min_effect: float = 0.0, scale: S
 
 
 def baseline_of(x: np.ndarray) -> np.ndarray:
-    """The runs before the longest window, at most BASELINE_RUNS: what a series' autocorrelation is measured on (a
-    step within the last WINDOWS[-1] runs, what the night looks for, would read as autocorrelation)."""
+    """The runs before the longest window, at most BASELINE_RUNS: where autocorrelation is measured (a recent step
+    would read as autocorrelation)."""
     return x[:-WINDOWS[-1]][-BASELINE_RUNS:]
 
 
@@ -186,18 +164,15 @@ def holm(p_values: list[float], alpha: float = BUDGET) -> list[bool]:
 def smallest_step(noise: float, baseline: int, family_size: int, window: int = WINDOWS[-1],
                   power: float = POWER, tried: int = len(WINDOWS) - 1, min_effect: float = 0.0,
                   rho: float = 0.0) -> float:
-    """The smallest step (on the tested scale) the gate finds with probability `power` once `window` runs sit at
-    the new level, at a per-run noise `noise` with `baseline` runs before them and `family_size` series judged
-    (the t-test's noncentral approximation: critical t plus the power quantile, in standard errors, each widened by
-    the autocorrelation inflation the test applies at the series' `rho`)."""
+    """The smallest step (tested scale) found with probability `power` once `window` runs sit at the new level
+    (noncentral-t approximation, widened for `rho` as the test is)."""
     if baseline < MIN_BASELINE or family_size < 1:
         return math.inf
     alpha = BUDGET / family_size / tried
     df = baseline + window - 2
     t_part = ((stats.t.isf(alpha, df) + stats.t.ppf(power, df)) * noise * math.sqrt(1 / window + 1 / baseline)
               * autocorrelation_inflation(rho, baseline, window))
-    # persistence: every one of the window's runs past the baseline's mean by min_effect, all at once with
-    # probability `power` (each at power ** (1 / window)), the baseline mean's own error included
+    # persistence: every run of the window past the baseline's mean by min_effect, jointly with probability `power`
     each = stats.norm.ppf(power ** (1 / window)) * noise * math.sqrt(1 + 1 / baseline)
     return max(t_part, min_effect + each)
 
@@ -259,9 +234,8 @@ def describe(j: Judged, s: Shift, what: str) -> str:
 
 
 def judge(judged: list[Judged], alpha: float = BUDGET) -> NightlyVerdict:
-    """The night's verdict (pure). The family: every gated series' worse-direction test, plus one joint test per arm
-    with both a speed and a correctness series (a speed-up on the night outputs changed: max of the two p values, a
-    valid test of "both moved")."""
+    """The night's verdict (pure): Holm over every gated series' worse-direction test, plus per arm one joint test
+    of a speed-up on a night its outputs changed."""
     verdict = NightlyVerdict(judged)
     for j in judged:
         if j.missing and j.gated:  # a gated series measured last night and not tonight cannot pass
@@ -282,8 +256,7 @@ def judge(judged: list[Judged], alpha: float = BUDGET) -> NightlyVerdict:
             fast = min(speed, key=lambda j: j.better.p_value)
             moved = min(changed, key=lambda j: min(j.worse.p_value, j.better.p_value))
             move = min((moved.worse, moved.better), key=lambda s: s.p_value)
-            # the smallest of several p values is no p value: Bonferroni over the speed series, and over both
-            # directions of every correctness series; "both moved" is the larger of the two
+            # Bonferroni over the candidates each minimum was taken from; "both moved" is the larger p
             family.append((max(min(1.0, fast.better.p_value * len(speed)),
                                min(1.0, move.p_value * 2 * len(changed))),
                            f"speed-up on the night outputs changed (judge the outputs before the speed): "
@@ -299,8 +272,7 @@ def judge(judged: list[Judged], alpha: float = BUDGET) -> NightlyVerdict:
 
 
 def power_lines(verdict: NightlyVerdict) -> list[str]:
-    """Per gated series: its measured noise and the smallest step the gate finds within WINDOWS[-1] nights at this
-    night's family size (a ratio for positive series, the value's own unit otherwise)."""
+    """Per gated series: its noise and the smallest step found within WINDOWS[-1] nights at this family size."""
     out = []
     for j in verdict.judged:
         if not j.gated or j.worse is None or j.noise is None:

@@ -1,12 +1,7 @@
 """The history store: one SQLite file every run appends to (`$HARNESS_HISTORY`, default reports/history.sqlite).
 
-SQLite, not DuckDB: the store's job is many short appends from processes that may overlap (parallel Buildkite steps,
-a calibration's repeats, a backfill), and SQLite serialises writers on the file lock, each waiting its turn
-(`timeout`); DuckDB admits one read-write process per file and refuses a second one's connection outright. SQLite also
-ships with Python: no dependency, and the file opens in any SQLite shell.
-
-Versioned with `PRAGMA user_version`; `migrate` brings an older file up step by step and refuses a newer one.
-Appending a run replaces its earlier rows (a resumed run appends again), in one transaction.
+SQLite because overlapping appenders wait on its file lock (why not DuckDB: docs/history.md). Versioned with
+`PRAGMA user_version`; appending a run replaces its earlier rows in one transaction.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ MIGRATIONS = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}  # user_version N-1 -> N
 
 
 class HistoryError(HarnessError):
-    """The store cannot be opened or read, or a command names what it does not hold: the message names the file (or
-    run, arm, metric) and what to do. Nothing was created or deleted."""
+    """The store cannot be opened, or a command names what it does not hold; nothing was created or deleted."""
 
     exit_code = 2
 
@@ -75,9 +69,8 @@ def named(path: Path) -> str:
 
 
 def check_store_path(path: Path, create: bool) -> None:
-    """Refuses, before anything is made, a store that cannot be what the command needs. Reading: the file must
-    exist. Writing: a missing file is made, but only in an existing directory (a missing one is a typo, not a new
-    store); the harness's own reports directory is the exception: qualify makes it for the run anyway."""
+    """Refuses, before anything is made, a store the command cannot use: reading needs the file; writing makes one
+    only in an existing directory (a missing one is a typo) or the harness's reports directory."""
     if path.is_file():
         return
     if path.exists():

@@ -1,7 +1,5 @@
-"""Series out of the store and what they say: change points (the trend), HUD-style windows, and each series as the
-nightly gate judges it (harness/history/nightly.py). A series is the runs that belong together: one arm config,
-reference, model and machine class, nightly runs only, in UTC start order. Pure apart from the queries (`series`,
-`nightly_runs`, `nightly`)."""
+"""Series out of the store and what they say: change points, HUD-style windows, and the nightly gate's view. A series
+is one arm config, reference, model and machine class, nightly runs in UTC start order. Pure apart from the queries."""
 
 from __future__ import annotations
 
@@ -150,8 +148,8 @@ def series_key(run: store.RunRow, row: store.ArmRow) -> SeriesKey:
 
 
 def nightly_runs(db: sqlite3.Connection, arm: str) -> list[tuple[store.RunRow, store.ArmRow, SeriesKey]]:
-    """The arm's finished nightly runs in UTC start order, each with its arm row and series key. Interrupted runs are
-    partial and a calibration's repeats are no nights (other order and length seeds): both left out."""
+    """The arm's finished nightly runs in UTC start order with arm row and series key (no interrupted runs, no
+    calibration repeats)."""
     out = []
     for run in sorted(store.runs(db, arm), key=utc_start):
         if run.status != "finished" or run.calibration:
@@ -209,9 +207,8 @@ def violated(s: Series, w: Window) -> bool:
 
 
 def gate_of(metric: str, gates: dict | None) -> tuple[str | None, float]:
-    """Why this metric may fail the night, from the gates the run recorded (run.json; None: not recorded, so only
-    correctness), and the smallest move that counts, on the tested scale: (None, 0) for a metric no enforced gate
-    judges."""
+    """Why this metric may fail the night (from the run's recorded gates) and the smallest move that counts on the
+    tested scale; (None, 0) where no enforced gate judges it."""
     declared = meaning_of(metric)
     if declared.family == "correctness":
         # any lasting move of the outputs counts; a drift's float32 rounding sits under nightly.DRIFT_FLOOR
@@ -291,9 +288,8 @@ def run_gates(manifest: str, arm: str) -> dict | None:
 
 
 def nightly(db: sqlite3.Connection, run_id: str) -> NightlyVerdict:
-    """Run `run_id`'s candidates' every metric, each over its series up to the run, judged as one night. A metric
-    the run did not measure is judged as missing where the series' previous run measured it (a gated one fails:
-    no data), and left alone where it was already gone."""
+    """Every metric of `run_id`'s candidates over its series up to the run, judged as one night; a metric the
+    previous run measured and this one did not is judged missing."""
     key = store.run_key(db, run_id)
     cands = [a.arm for a in store.arms(db, key) if a.role == "candidate"] if key else []
     if not cands:

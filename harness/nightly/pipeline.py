@@ -1,11 +1,8 @@
 """Arms -> a Buildkite pipeline (a plain dict; the CLI dumps it as YAML). Pure: no I/O beyond loading the arms.
 
-One step per arm group -- candidates linked by their references (harness.config.armset), e.g. dcp8 and dspark-dcp8
-that share tp8: the step runs scripts/buildkite/qualify_step.sh, which qualifies the group in one run
-(`qualify --arms dcp8,dspark-dcp8`: the shared reference starts once), annotates the build from the run's
-annotation.md and exits with qualify's code. Steps are placed by GPU count (`agents`), serialised per GPU pool
-(`concurrency_group`), retried when the agent is lost, and their run directory is kept as artifacts whatever the
-outcome.
+One step per arm group (candidates linked by their references, so a shared reference starts once), running
+scripts/buildkite/qualify_step.sh; placed by GPU count, serialised per GPU pool, retried on a lost agent, its run
+directory kept as artifacts (docs/nightly.md).
 """
 
 from __future__ import annotations
@@ -42,10 +39,8 @@ class ArmGroup:
 
 
 def arm_groups(arm_set: ArmSet, arms: dict[str, Arm]) -> list[ArmGroup]:
-    """The run's pairs split into steps: candidates linked through a common reference (or one being the other's
-    reference) run in one step, so a shared reference starts once; unlinked ones get steps of their own, side by side
-    on other agents. Pairs that need different node counts stay apart (a multi-node step holds its allocation for its
-    whole run; a one-node reference is then measured in each step that uses it). `arms`: every arm, loaded."""
+    """The run's pairs split into steps: candidates linked through a reference share one; pairs of different node
+    counts stay apart (a multi-node step holds its allocation for its whole run). `arms`: every arm, loaded."""
     def nodes(pair: Pair) -> int:
         return max(arms[n].parallelism.nnodes for n in (pair.candidate, pair.reference) if n)
 
@@ -82,8 +77,7 @@ def step(group: ArmGroup, nightly: bool, queue: str, cpu_queue: str, parallel: b
     artifacts = [f"reports/{rid}/**/*"]
     if nightly:
         env["HARNESS_BASELINE_FROM"] = "previous-nightly"
-        # The group's history: the previous nightly's copy is fetched, tonight's run appended and the change-point
-        # check run on it, and the file kept as this build's artifact (a persistent shared path instead: --history).
+        # the previous nightly's history is fetched, tonight's run appended and checked, the file kept as an artifact
         env["HARNESS_HISTORY_CHECK"] = "1"
         env["HARNESS_HISTORY"] = history or f"reports/history-{group.key}.sqlite"
         if not history:

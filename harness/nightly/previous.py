@@ -1,9 +1,8 @@
 """The previous nightly build, whose artifacts are tonight's baseline: picked from Buildkite's REST build list.
 
-`python -m harness.nightly.previous [--all] <current build number>` reads the list (JSON) on stdin and prints
-"<build id> <build number>" of the newest finished scheduled build before the current one, or nothing; with --all,
-one such line per nightly before it, newest first, at most CANDIDATES (where to look for the history store: a night
-whose fetch failed uploaded none, issue 47).
+`python -m harness.nightly.previous [--all] <current build number>` reads the list on stdin and prints "<build id>
+<build number>" of the newest finished scheduled build before it; --all: up to CANDIDATES, newest first (a night
+whose fetch failed uploaded no history store).
 """
 
 from __future__ import annotations
