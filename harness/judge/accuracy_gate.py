@@ -1,11 +1,8 @@
 """The catalogue's paired-accuracy gates (harness/config/suites.py AccuracyGate): GSM8K's and RULER's, one function.
 
-Each item the candidate answered against the reference's answer to the same item: exact McNemar on the discordant
-items, failing only where the candidate is worse; where the gate is `by_length`, also per length (a length-dependent
-fault shows at its lengths and is diluted in the pool), each test at alpha / (1 + lengths). Where its limits set
-accuracy floors, the candidate's accuracy is held to them too. The detail states the smallest drop the paired items
-could show; where none could, the gate passes with no signal, or fails where the limits require a signal (a strict
-run). Missing, aborted or partial input on either arm, or (shared data) different samples, is FAIL "no data: ..."."""
+Exact McNemar on the paired items, failing only where the candidate is worse; `by_length` gates also test each length
+(a length-dependent fault is diluted in the pool). The detail states the smallest drop the items could show. Missing
+or partial input, or different samples, is FAIL "no data: ..."."""
 
 from __future__ import annotations
 

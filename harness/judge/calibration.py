@@ -1,38 +1,9 @@
 """A check's clean spread over K calibration repeats, the limits derived from it, and its false-positive rate (pure).
 
-`harness calibrate` runs an arm's checks K times against the stored reference on a build taken as good (each repeat
-another batch composition and arrival order, each after a server start, so CUDA graphs are recaptured). Per check:
-
-- drift limit = a prediction bound for one more clean run: the largest request mean of the max |delta logprob| over
-  the K repeats + the run-to-run deviation that run exceeds with probability ALPHA / n (n requests: a clean run
-  crosses the limit somewhere with probability about ALPHA), from an exponential tail fitted to the top 10 % of the
-  pooled deviations of each request from its own mean (peaks over threshold; run-to-run noise is heavy-tailed, not
-  Gaussian); never below the largest clean value plus the rounding unit nor the seed's 1e-2 (a bit-exact pair
-  measures 0, and no limit can be 0). The same prompts are sent every run, so what a limit must absorb is how much
-  one request's drift moves between runs, not how the drift is spread across requests: on the H200 teacher forcing
-  repeats bit-identically (s = 0; limit = its max 1.57 + the unit), graph_replay's drift moves with the batch
-  composition. The max of K repeats alone
-  is no limit where runs do move: a held-out repeat's max exceeds the other K - 1's one time in K;
-- tie gap = the same estimate over the reference top-2 gaps at which clean repeats diverged (ALPHA / the divergences
-  per run), with ten or more of them; else their largest; never below the configured one (a bound derived from the
-  noise itself, e.g. the CPU jitter's 2 sqrt(3) sigma, stays in force);
-- floor = per request and position the mean |delta| over the repeats: what later runs are paired against
-  (harness/judge/drift_floor.py). The mean, not the median: the per-request test pairs mean |delta| over positions,
-  which a per-position median of a skewed |delta| biases low (a clean repeat then "drifts more": measured, 1 false
-  alarm in 4 clean repeats); against the mean the per-position sign test is, if anything, conservative.
-
-No margin on top (why, measured: docs/gates.md "Derivation, bounded"). The run-level floor test spends its check's
-share of the run's 1 %, and it and the drift limit keep a rounding unit (harness/judge/error_budget.py).
-
-Every derived value is bounded (configs/gates.yaml `calibration`, harness/config/thresholds.py CalibrationGates):
-ceiling_violations names each value above its ceiling (the calibration is refused), limit_moves each limit that
-moved more than max_move_factor from the previous calibration (stored only with --trust).
-
-The false-positive rate is stated, not assumed (false_positives): a check whose K repeats are bit-identical is
-"deterministic over K repeats" (no rate can be measured from identical repeats); any other is judged repeat by repeat,
-as a later run would be, by the limits and floor derived from the other repeats (held out), and states the held-out
-repeats that failed and the held-out requests over the others' fixed limits, each with its exact (Clopper-Pearson)
-95 % interval.
+Per check: a drift limit and tie gap as prediction bounds for one more clean run (an exponential tail over how much
+each request moves between runs), a floor of per-position mean |delta| that later runs are paired against, each
+bounded by ceilings and a move factor; the false-positive rate is measured by holding each repeat out. Derivation
+and measurements: docs/gates.md ("Derivation, bounded", "False positives, stated honestly").
 """
 
 from __future__ import annotations
@@ -50,8 +21,7 @@ from harness.records.schema import RequestComparison
 ALPHA = 0.01  # the seed's level, per check; calibrate derives at the run's budget (derive_limits)
 TAIL_SHARE = 0.1  # the share of the clean values the exponential tail is fitted to
 MIN_TAIL = 10  # fewer values than this: no tail fit, the largest value
-# How often a held-out clean repeat exceeds a limit derived from the other K - 1 (200 seeded simulated K = 5
-# calibrations, 1,000 held-out repeats; tests/judge/test_calibration.py reproduces it): why there is no margin.
+# why no margin on the limits (tests/judge/test_calibration.py reproduces it; docs/gates.md, "Derivation, bounded")
 MARGIN_MEASURED = ("no margin: a held-out clean repeat exceeds the others' prediction bound 2 times in 1,000 "
                    "simulated (their max x 1.25: 49; their max: 200)")
 CONFIDENCE = 0.95  # the false-positive intervals' (exact, Clopper-Pearson)
@@ -104,9 +74,8 @@ def spread(repeats: Sequence[Sequence[RequestComparison]]) -> Spread:
 
 
 def run_to_run_deviations(per_request: dict[str, list[float]]) -> list[float]:
-    """Each value's deviation from its own request's mean over the repeats, scaled to what one more run deviates from
-    that mean (x sqrt((K + 1) / (K - 1)): a deviation from a mean of K values understates one from the true mean);
-    requests measured once give none."""
+    """Each value's deviation from its request's mean, x sqrt((K + 1) / (K - 1)) (a deviation from a mean of K
+    understates one from the true mean); requests measured once give none."""
     out = []
     for values in per_request.values():
         k = len(values)
@@ -117,10 +86,8 @@ def run_to_run_deviations(per_request: dict[str, list[float]]) -> list[float]:
 
 
 def prediction_bound(per_request: dict[str, list[float]], alpha: float = ALPHA) -> float | None:
-    """The level one more clean run's per-request max drift stays under, every request at once with probability
-    ~1 - alpha: the largest request mean plus the run-to-run deviation exceeded with probability alpha / n, from an
-    exponential tail fitted to the top TAIL_SHARE of the pooled deviations (heavy-tailed noise is not Gaussian).
-    None without a request measured twice."""
+    """The level one more clean run's per-request max drift stays under (all requests, probability ~1 - alpha): the
+    largest request mean plus an exponential-tail deviation; None without a request measured twice."""
     deviations = run_to_run_deviations(per_request)
     if not deviations:
         return None
@@ -132,9 +99,8 @@ def prediction_bound(per_request: dict[str, list[float]], alpha: float = ALPHA) 
 
 
 def tail_level(values: Sequence[float], repeats: int, alpha: float = ALPHA) -> float | None:
-    """The level one more run's largest of its len(values) / repeats values exceeds with probability ~alpha: an
-    exponential tail fitted to the top TAIL_SHARE of the values (peaks over threshold: u the threshold, sigma the
-    mean excess, level = u + sigma ln(top / (repeats x alpha))); None with too few values."""
+    """The level one more run's largest value exceeds with probability ~alpha: peaks over threshold on the top
+    TAIL_SHARE, u + sigma ln(top / (repeats x alpha)); None with too few values."""
     ordered = sorted(values, reverse=True)
     top = max(MIN_TAIL // 2, int(len(ordered) * TAIL_SHARE))
     if len(ordered) < MIN_TAIL or top >= len(ordered):
@@ -145,11 +111,8 @@ def tail_level(values: Sequence[float], repeats: int, alpha: float = ALPHA) -> f
 
 
 def derive_limits(s: Spread, least_limit: float, least_tie_gap: float, family: Family | None = None) -> Limits:
-    """The drift limit is never the clean max alone: it is at least the clean max plus the rounding unit
-    (error_budget.rounding_unit: what a build that only rounds otherwise moves a request's max |delta|), so
-    bit-identical repeats do not fail the next legitimate build by a rounding step. Both limits are derived at their
-    part of the check's share of the run's budget (error_budget.part_alpha; `family` None: the catalogue's every
-    check)."""
+    """Both limits at their part of the run's budget; the drift limit at least the clean max plus the rounding unit,
+    so bit-identical repeats do not fail the next legitimate build by a rounding step."""
     family = family if family is not None else unstated_budget().family
     alpha, gap_alpha = part_alpha(family, "drift limit"), part_alpha(family, "tie gap")
     largest_gap = max(s.flip_gaps, default=0.0)
@@ -171,12 +134,8 @@ def derive_limits(s: Spread, least_limit: float, least_tie_gap: float, family: F
 
 def ceiling_violations(check: str, limits: Limits, s: Spread, ceilings: CalibrationGates, where: str,
                        deltas: tuple[float | None, float | None] = (None, None)) -> list[str]:
-    """Each value the calibration derived above its ceiling, one sentence each naming the value, the ceiling and the
-    key that sets it (`where`: e.g. "configs/gates.yaml, arm gpu-mla"); any sentence refuses the calibration (--trust
-    cannot override it: a ceiling is what no clean build of the arm's dtype measures). Beside the limits, what the
-    degeneration detector takes from the calibration: its clean tie-flip rate (as degeneration.clean_flips reads it,
-    one repeat's mean count rounded up) and `deltas`, the largest span-fraction rise and distinct-2 drop of a clean
-    diverged output (None: not measured)."""
+    """One sentence per derived value above its ceiling (limits, the clean tie-flip rate, the degeneration `deltas`),
+    naming the key that sets it; any refuses the calibration, --trust included (no clean build measures that much)."""
     step = ceilings.logit_step
     drift_ceiling, drift_key = ceilings.drift_ceiling(check)
     values = [("drift limit", limits.drift_limit, drift_ceiling, drift_key),
@@ -202,10 +161,8 @@ def ceiling_violations(check: str, limits: Limits, s: Spread, ceilings: Calibrat
 
 def limit_moves(check: str, limits: Limits, previous: Limits | None, max_move_factor: float,
                 logit_step: float) -> list[str]:
-    """Each limit that moved by more than max_move_factor (either way) from the previous calibration's, one sentence
-    each; None: a first calibration, nothing to move from. Tie gaps are compared from one logit_step up (below it a
-    flip is quantisation: 0 -> 0.0156 is no move), drift limits as they are (never below the seed's 1e-2). Such a
-    calibration is stored only by an explicit act of trust (--trust "reason")."""
+    """One sentence per limit that moved more than max_move_factor from the previous calibration (None: a first
+    one); tie gaps compared from one logit_step up (below it a flip is quantisation). Stored only with --trust."""
     if previous is None:
         return []
     pairs = [("drift limit", limits.drift_limit, previous.drift_limit, 0.0),
@@ -222,8 +179,8 @@ def limit_moves(check: str, limits: Limits, previous: Limits | None, max_move_fa
 
 
 def mean_floor(repeats: Sequence[Sequence[RequestComparison]]) -> list[RequestComparison]:
-    """Per request (and group) the mean |delta| at each position over the repeats that scored it; the other fields
-    from the first repeat that has the request. What later runs' drift is paired against."""
+    """Per request the mean |delta| at each position over the repeats (the mean, not the median: docs/gates.md);
+    what later runs' drift is paired against."""
     by_key: dict[str, list[RequestComparison]] = {}
     for r in repeats:
         for c in r:
@@ -241,8 +198,7 @@ def mean_floor(repeats: Sequence[Sequence[RequestComparison]]) -> list[RequestCo
 
 
 def bit_identical(repeats: Sequence[Sequence[RequestComparison]]) -> bool:
-    """Every repeat measured the same requests with the same result, to the last digit (the H200's sequential
-    checks: teacher forcing, long_context, long_prefix_outputs)."""
+    """Every repeat measured the same requests with the same result, to the last digit."""
     keyed = [{pair_key(c): c.model_dump() for c in r} for r in repeats]
     return len(repeats) > 1 and all(k == keyed[0] for k in keyed[1:])
 
@@ -281,9 +237,8 @@ class FalsePositives:
             return f"deterministic over {self.repeats} repeats (bit-identical: no false-positive rate measurable)"
         if self.repeat_interval is None or self.request_interval is None:
             return f"{self.repeats} repeat(s): none to hold out, no false-positive rate measurable"
-        # Only the repeat-level rate gets an interval: a held-out repeat's requests are the same prompts every repeat
-        # and are judged against one shared limit, so they are no independent trials and a binomial interval over
-        # them would be far too narrow (the request count is stated, not given a rate).
+        # only the repeat-level rate gets an interval: the requests are the same prompts under one shared limit,
+        # no independent trials
         return (f"held out: {self.failed_repeats}/{self.repeats} repeats fail the others' limits or floor "
                 f"(95 % CI {percent(self.repeat_interval)}; {self.requests_over} of {self.requests} requests over "
                 "them)")
@@ -293,17 +248,14 @@ class FalsePositives:
         return self.short + ("; " + "; ".join(self.failures) if self.failures else "")
 
 
-# The fixed-limit part of a reference check's verdict for one request under some limits (harness/refcheck/compare.py's
-# failure_line: a divergence beyond the tie gap, a non-finite logprob, drift over the limit), passed in by the caller.
+# the fixed-limit part of one request's verdict (refcheck/compare.py failure_line), passed in by the caller
 OverLimits = Callable[[RequestComparison, Limits], bool]
 
 
 def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit: float, least_tie_gap: float,
                     over_limits: OverLimits, family: Family | None = None) -> FalsePositives:
-    """Bit-identical repeats: "deterministic over K repeats". Otherwise each repeat judged as a later run would be,
-    against the limits and mean floor derived from the others (held out), its floor test at `family`'s share of the
-    run's budget (None: the catalogue's every check): the repeats that fail (fixed limits or the paired floor test)
-    and the requests over the others' fixed limits, each rate with its exact 95 % interval."""
+    """Bit-identical repeats: "deterministic over K repeats". Otherwise each repeat judged, as a later run would be,
+    by the limits and floor of the others (held out), with exact 95 % intervals."""
     if bit_identical(repeats):
         return FalsePositives(len(repeats), True, 0, sum(map(len, repeats)), 0, None, None, [])
     failures, over = [], 0
@@ -330,9 +282,8 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
 
 
 def held_out_shifts(repeats: Sequence[Sequence[RequestComparison]]) -> list[float]:
-    """Each repeat's run-level shift (harness/judge/drift_floor.py mean_shift) against the mean floor of the others:
-    how far one clean run moves from a calibration's floor, what the run-level floor test judges later runs by.
-    Empty with fewer than two repeats."""
+    """Each repeat's run-level shift against the mean floor of the others: what the run-level floor test judges later
+    runs by. Empty with fewer than two repeats."""
     out = []
     for k, mine in enumerate(repeats):
         others = [r for j, r in enumerate(repeats) if j != k]
@@ -343,8 +294,7 @@ def held_out_shifts(repeats: Sequence[Sequence[RequestComparison]]) -> list[floa
 
 
 def held_out_budget(s: Spread, family: Family | None) -> RunBudget:
-    """The budget a held-out repeat is judged at: `family`'s share (None: the catalogue's every check) and the
-    rounding unit of the other repeats' spread, as a later run is judged by what they would store."""
+    """The budget a held-out repeat is judged at, as a later run would be by what the others store."""
     moved = max((abs(d) for d in run_to_run_deviations(s.request_drifts)), default=0.0)
     unit = rounding_unit(s.drift_p50, moved)
     return RunBudget(family if family is not None else unstated_budget().family, unit)

@@ -1,10 +1,8 @@
 """Capacity, pure functions of the records: which ramp levels meet the SLO, goodput, the highest level meeting it,
 the throughput knee, and the gate `capacity_at_slo` (the candidate's highest level >= a factor x the reference's).
 
-A level meets the SLO when it completed, none of its requests failed, its TPOT p99 and TTFT p99 are within the SLO
-(configs/gates.yaml `capacity:`), and its outputs equal the reference's for the same prompts (a ReferenceCheckRecord
-`capacity_outputs_c<N>` per level): a level with invalid outputs has no goodput. The highest level meeting the SLO is
-the last of the unbroken run of such levels from the bottom of the ramp (a level above a broken one does not count).
+A level meets the SLO when it completed without failed requests, within the TPOT/TTFT p99 SLO, with outputs equal to
+the reference's; the highest level is the top of the unbroken run from the ramp's bottom.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Degenerate output (loops, repeated spans), judged against the reference arm's output for the same prompt (pure).
 
-A garbled speculative or DCP arm tends to repeat itself: a short unit looping to the end, or a long span copied
-twice. A tiny or weak model repeats too, so a candidate is never judged alone: it fails only when it is clearly more
-repetitive than its reference on the same request. Works on any sequence of hashable units (token ids, words).
-
-An output whose first divergence from the reference is a tie flip (the reference's own top-2 gap within tie_gap) is
-judged more loosely: after the flip the candidate continues another text, the model's own greedy continuation of a
-prefix the reference could as well have chosen, and a tiny model loops on some of those (H200, gpu-mla, clean build:
-graph_replay r4b8-7 flipped at a bf16 tie and looped, 45 of 64 units against the reference's 25). A tie flip cannot
-hide a fault, though (a fault that flips a near-tie and then loops, or one that diverges mostly at near-ties, as the
-recorded H200 keys fault did):
-- a flipped output still fails when it is more repetitive than the reference by the clean runs' largest such move
-  after a flip (the calibration's, else gates.yaml's measured one) plus the ordinary margin;
-- the share of flipped outputs is capped: a one-sided Fisher exact test of this run's count against the clean count
-  (the calibration's divergences per repeat over one repeat's outputs, else gates.yaml's measured one), at
-  tie_flip_alpha;
-- an output set that flipped entirely judged nothing: never a PASS.
+A tiny model repeats too, so a candidate fails only when clearly more repetitive than its reference on the same
+request. After a tie flip a clean output may loop: such outputs are judged against the clean runs' largest move after
+a flip, their share is capped (Fisher exact test), and an output set that flipped entirely is never a PASS
+(docs/gates.md, "Degeneration a tie flip cannot hide").
 """
 
 from __future__ import annotations
@@ -118,17 +106,14 @@ class CleanFlips:
 
 
 def clean_flips(limits: DegenerationGates, spread: Mapping | None = None) -> CleanFlips:
-    """From a calibration's spread (harness.judge.calibration.Spread's fields plus the repetition deltas of its
-    diverged outputs) where it measured them, else gates.yaml's measured values. Every clean divergence counts as a
-    tie flip: the calibration's tie gap lies at or above the gap of each one it saw."""
+    """From a calibration's spread where it measured them, else gates.yaml's measured values; every clean divergence
+    counts as a tie flip (the calibrated tie gap covers each)."""
     hand = CleanFlips(limits.clean_tie_flips, limits.clean_outputs, limits.clean_span_fraction_delta,
                       limits.clean_distinct_2_delta, False, False)
     if not spread:
         return hand
-    # One repeat's worth: the K repeats run the same prompts, and a near-deterministic build flips the same requests
-    # in each, so they are not K x n independent outputs; pooled as such they overstate how well the clean rate is
-    # known (bit-identical repeats: a clean run over the cap 2.4 % of the time at K = 3, 3.3 % at K = 5, not
-    # alpha). Their mean count, rounded up (a higher clean rate: a looser cap), of one repeat's outputs.
+    # one repeat's worth (mean count, rounded up): the K repeats flip the same requests, no K x n independent
+    # outputs; pooled, the cap is too tight (docs/gates.md, "Degeneration a tie flip cannot hide")
     repeats, outputs = int(spread.get("repeats") or 0), int(spread.get("requests") or 0)
     total = spread.get("tie_flips", spread.get("divergences"))
     flips = None if total is None or repeats <= 0 else -(-int(total) // repeats)
@@ -143,26 +128,23 @@ def clean_flips(limits: DegenerationGates, spread: Mapping | None = None) -> Cle
 
 
 def tie_flip_p(flipped, outputs: int, clean: CleanFlips):
-    """One-sided Fisher exact p: `flipped` of `outputs` or more, were this run's tie-flip rate the clean runs'
-    (given the total flips, this run's count is hypergeometric). `flipped` may be an array of counts."""
+    """One-sided Fisher exact p of `flipped` of `outputs` or more at the clean rate; `flipped` may be an array."""
     from scipy.stats import hypergeom
 
     return hypergeom.sf(np.asarray(flipped) - 1, clean.outputs + outputs, clean.flips + np.asarray(flipped), outputs)
 
 
 def tie_flip_cap(outputs: int, clean: CleanFlips, alpha: float) -> int:
-    """The most tie flips of `outputs` that a clean run shows with probability >= 1 - alpha: the largest count whose
-    one-sided Fisher exact p against the clean count stays above alpha (the p falls as the count rises). Fisher's
-    test is exact and conservative, and it carries the clean rate's own uncertainty (k of n measured)."""
+    """The most tie flips of `outputs` a clean run shows with probability >= 1 - alpha (Fisher exact: it carries the
+    clean rate's own uncertainty)."""
     refuted = np.nonzero(tie_flip_p(np.arange(outputs + 1), outputs, clean) <= alpha)[0]
     return int(refuted[0]) - 1 if refuted.size else outputs  # 0 flips has p 1
 
 
 def clearly_worse(cand: Repetition, ref: Repetition, limits: DegenerationGates,
                   after_flip: CleanFlips | None = None) -> str | None:
-    """Why the candidate is clearly more repetitive than the reference, or None. After a tie flip (`after_flip`: what
-    clean runs measured) the limits are the clean runs' largest move after a flip plus the margins: never below the
-    margins an unflipped output gets, as a flipped output is the noisier one."""
+    """Why the candidate is clearly more repetitive than the reference, or None; after a tie flip the limits widen by
+    the clean runs' largest move after one."""
     span_limit, distinct_limit = limits.span_fraction_margin, limits.distinct_2_margin
     basis, prefix = "margin", ""
     if after_flip is not None:
@@ -208,10 +190,8 @@ def mean_span_fraction(outputs: list[Sequence[Hashable]], max_period: int = 16) 
 def degeneration_fields(pairs: list[tuple[str, Sequence[Hashable], Sequence[Hashable]]], reference: str,
                         limits: DegenerationGates, render=None, tie_flipped: Mapping[str, str] | None = None,
                         calibrated: Mapping | None = None) -> dict:
-    """A DegenerationRecord's fields from (request, candidate units, reference units) per prompt. `tie_flipped`:
-    request -> where it first diverged at a tie flip; those outputs are listed and judged for a collapse only, and
-    their count is capped. `calibrated`: the check's calibration spread (None: gates.yaml's measured values).
-    `flagged` holds every line that fails the verdict: the cap's sentence first, then one per output."""
+    """A DegenerationRecord's fields from (request, candidate units, reference units); `tie_flipped` outputs are
+    judged for a collapse only and their count capped. `flagged`: the cap's sentence first, then one per output."""
     if not pairs:
         return {"reference": reference, "passed": False, "detail": "no data: no output to judge", "requests": 0,
                 "status": "no_data"}
@@ -247,8 +227,7 @@ def cap_basis(outputs: int, clean: CleanFlips, alpha: float) -> tuple[int, str]:
 
 
 def too_many_tie_flips(flipped: int, outputs: int, clean: CleanFlips, alpha: float) -> str | None:
-    """The sentence that fails any check exempting `flipped` of its `outputs` as tie flips (the degeneration detector
-    and every reference check: harness/refcheck/check.cap_tie_flips), None within the cap."""
+    """The sentence that fails a check exempting `flipped` of its `outputs` as tie flips; None within the cap."""
     cap, why = cap_basis(outputs, clean, alpha)
     return (f"too many tie flips: {flipped} of {outputs} outputs diverged first at a tie flip ({why})"
             if flipped > cap else None)

@@ -1,14 +1,8 @@
 """Drift judged against a noise floor for the same arm pair (pure).
 
-A fixed drift limit only sees faults larger than the kernel noise of one request. A subtle DCP fault (one rank's
-LSE off by 0.1: its partial output over-weighted ~10 %) moved the per-request max drift of gpu-dcp2 vs gpu-tp2 by
-+0.012 on average while every value stayed under the limit. Paired over the same prompts, such a shift is plain:
-this module compares the candidate's per-request (or per-position) drift with a known-good distribution for the
-same arm pair and prompt set -- the last good run's stored comparisons, or an in-run repeat such as the arm's eager
-variant -- with a one-sided paired test, and states the smallest shift the run could have detected.
-
-Too few pairs is a FAIL ("not enough data"), never a PASS; a floor judgement with two tests rests on the one that
-has enough pairs, and fails when neither has.
+A fixed drift limit only sees faults larger than one request's kernel noise; paired over the same prompts against a
+known-good run's drift, a small shift is plain (docs/gates.md, "Derivation, bounded"). One-sided paired tests, or a
+run-level test where a calibration measured enough held-out shifts; too few pairs is FAIL, never PASS.
 """
 
 from __future__ import annotations
@@ -125,11 +119,8 @@ def _wilcoxon_pratt_normal(diffs: Sequence[float]) -> float:
 
 def minimum_detectable_shift(paired_sd: float, pairs: int, alpha: float = ALPHA, power: float = POWER,
                              method: str = "wilcoxon", resolution: float = 0.0) -> float | None:
-    """The smallest mean shift in drift the paired test detects with `power` at level `alpha`, for paired
-    differences with standard deviation `paired_sd` (measured between two known-good runs) over `pairs` pairs:
-    (z_{1-alpha} + z_power) * sd / sqrt(n), inflated by 1/sqrt(ARE) for the signed-rank test. A repeat that is
-    bit-identical (sd 0) still cannot see below `resolution` (e.g. one float32 ulp of the logprobs). None when
-    pairs < 2."""
+    """The smallest mean shift the paired test detects: (z_{1-alpha} + z_power) sd / sqrt(n) / sqrt(ARE), never below
+    `resolution` (a bit-identical repeat); None when pairs < 2."""
     if pairs < 2:
         return None
     z = NormalDist().inv_cdf(1 - alpha) + NormalDist().inv_cdf(power)
@@ -150,9 +141,8 @@ def paired_sd(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> t
 
 
 def smallest_detectable_offset(shift: float | None, calibration: Sequence[tuple[float, float]]) -> float | None:
-    """The smallest planted fault size (e.g. LSE offset) whose measured mean drift shift reaches `shift`, from a
-    calibration [(offset, mean drift shift)] measured by the mutation benchmark; linear between calibrated points
-    (in log offset), None when even the largest calibrated offset stays below `shift` or nothing is calibrated."""
+    """The smallest planted fault size whose measured drift shift reaches `shift`, interpolated in log offset over
+    the mutation benchmark's [(offset, shift)]; None beyond the largest or without any."""
     points = sorted((o, s) for o, s in calibration if o > 0)
     if shift is None or not points:
         return None
@@ -217,13 +207,9 @@ def common_means(candidate: Sequence[RequestComparison], floor: Sequence[Request
 
 def judge_against_floor(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison],
                         floor_source: str, alpha: float = ALPHA) -> FloorJudgement:
-    """The candidate's per-position drift against a known-good run's on the same requests (teacher forcing: every
-    scored position; a generation check: the decode positions before the first divergence): a Wilcoxon test on
-    the per-request mean |delta| and a sign test on every paired position, each at alpha/2 (either fails the
-    run). A check with few requests (prefix_reuse has 7) cannot feed the per-request test: that test is then not
-    judged and the verdict rests on the per-position one; with neither enough pairs, the check fails (no data).
-    The detectable shift takes the paired spread of this run against the floor as its noise estimate, on the
-    measure the verdict rests on."""
+    """The candidate's per-position drift against a known-good run's on the same requests: a Wilcoxon test on the
+    per-request mean |delta| and a sign test per position, each at alpha/2; a check with too few requests rests on the
+    per-position test, with neither enough pairs it fails (no data)."""
     half = alpha / 2
     mine, theirs = common_means(candidate, floor)
     positions, floor_positions = per_position(candidate), per_position(floor)
@@ -251,14 +237,9 @@ def _not_judged(verdict: PairedVerdict) -> str:
             "the verdict rests on the other test")
 
 
-# The run-level test. Noise with a component shared by every request of one run (a jitter realization, a graph capture,
-# a batch composition) moves all of a run's requests together, so requests are no independent pairs and the paired
-# tests above, judged against a calibration's mean floor, fail clean runs: measured on the CPU noisy build
-# (docs/evidence/cpu-calibration-k5-2026-12-05.md), 1 of 2 fresh clean runs failed long_context's Wilcoxon test at
-# p = 0.0008 and a held-out calibration repeat failed long_context_bursts'. What a calibration of K >= MIN_RUN_SHIFTS
-# repeats can judge honestly is the run as one unit: its mean shift against the floor, against the K shifts the
-# clean repeats showed when each was held out against the others (a prediction bound at the run's error budget,
-# harness/judge/error_budget.py).
+# The run-level test: noise shared by a run's requests makes them no independent pairs, so the paired tests fail
+# clean runs; with K >= MIN_RUN_SHIFTS repeats the run is judged as one unit, its mean shift against the held-out
+# shifts (docs/gates.md, "Derivation, bounded").
 MIN_RUN_SHIFTS = 3
 
 
@@ -277,11 +258,9 @@ def unstated_budget() -> RunBudget:
 
 
 def run_level_bound(clean_shifts: Sequence[float], budget: RunBudget | None = None) -> tuple[float, float, float]:
-    """(bound, mean, sd) of the clean held-out shifts: one more clean run's shift stays under `bound` with probability
-    >= 1 - budget.alpha for run-level shifts Gaussian, Student t3 or lognormal sigma 1 (error_budget.shape_factor:
-    the most skewed of them sets the multiplier), plus the rounding unit (a legitimate rounding change's move, never
-    zero: bit-identical repeats give sd 0). A held-out shift x_k - mean_{-k} is K / (K - 1) times x_k's deviation from
-    mean_K, so the repeats' own sd is (K - 1) / K x the held-out shifts' sd."""
+    """(bound, mean, sd) of the clean held-out shifts: one more clean run stays under `bound` with probability
+    >= 1 - budget.alpha (error_budget.shape_factor), plus the rounding unit; the repeats' own sd is (K - 1) / K x the
+    held-out shifts' sd."""
     budget = budget if budget is not None else unstated_budget()
     k = len(clean_shifts)
     mean = sum(clean_shifts) / k
@@ -317,10 +296,8 @@ def judge_run_level(candidate: Sequence[RequestComparison], floor: Sequence[Requ
 
 def judge_floor_pairing(candidate: Sequence[RequestComparison], floor: Sequence[RequestComparison], floor_source: str,
                         clean_shifts: Sequence[float] | None = None, budget: RunBudget | None = None) -> FloorJudgement:
-    """The floor test a run gets: the run-level test where a calibration measured MIN_RUN_SHIFTS or more held-out
-    shifts, else the per-request and per-position paired tests (an accepted run, a calibration of K = 2 or one
-    stored before the shifts were). `budget`: the run's family and the calibration's rounding unit; None (a caller
-    that cannot say) judges at the catalogue's every calibratable check, never at 1 % per check."""
+    """The run-level test where a calibration measured MIN_RUN_SHIFTS or more held-out shifts, else the paired tests;
+    `budget` None judges at the catalogue's every calibratable check, never at 1 % per check."""
     budget = budget if budget is not None else unstated_budget()
     if clean_shifts is not None and len(clean_shifts) >= MIN_RUN_SHIFTS:
         return judge_run_level(candidate, floor, floor_source, clean_shifts, budget)

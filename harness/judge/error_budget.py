@@ -1,14 +1,6 @@
-"""One error budget per run (pure): how a calibrated check's run-level floor test spends its share of the run's 1 %,
-how wide its bound must be where K clean repeats cannot show the noise's shape, and the least width a legitimate
-rounding change needs. The derivations and the measured rates: docs/gates.md "One error budget per run".
-
-- **Family**: a run's calibrated checks are one family; each is judged at RUN_BUDGET / m (Bonferroni). The union
-  bound holds under any dependence between the checks (they share the run's noise), needs no joint model of K = 5
-  repeats, and lets each check be judged alone, in its own test (Holm would need every p-value of the run at once).
-- **Shape factor**: the bound's multiplier holds the rate for the most skewed shape the harness is held to (run-level
-  shifts lognormal, sigma 1: Gaussian and Student t3 need less at every K and alpha), not for Gaussian noise alone.
-- **Rounding unit**: what a build that only rounds differently can move a check's drift by, added to every bound and
-  limit, so bit-identical repeats never give a zero-width one.
+"""One error budget per run (pure): a calibrated check's share of the run's 1 % (Bonferroni over the run's checks),
+the bound's shape factor (wide enough for lognormal run-level shifts), and the rounding unit every bound keeps.
+Why and measured rates: docs/gates.md, "One error budget per run".
 """
 
 from __future__ import annotations
@@ -22,8 +14,7 @@ import numpy as np
 
 RUN_BUDGET = 0.01  # a clean run fails some calibrated check this often, at most
 POWER = 0.8  # the stated power: the smallest shift caught this often
-# vLLM's logprobs are float32, a difference of values at the logits' scale ([16, 32) in the tiny models: a float32
-# step of 2^-19 there): a build that rounds otherwise moves a logprob by at least this where it moves it at all.
+# float32's step at the tiny models' logits scale: the least move of a logprob a rounding change makes (docs/gates.md)
 FLOAT32_LOGPROB_STEP = 2.0 ** -19
 SHAPE_SIGMA = 1.0  # the lognormal run-level shift the shape factor is derived for
 SHAPE_DRAWS = 20_000  # seeded K-samples the shape factor averages its exact exceedance over
@@ -62,13 +53,8 @@ class RoundingUnit:
 
 
 def rounding_unit(clean_p50: float | None, repeats_moved: float | None) -> RoundingUnit:
-    """u = max(FLOAT32_LOGPROB_STEP, p50 - moved). The candidate and its reference compute the same math in other
-    reduction orders, so the clean median per-position |delta| (p50) is what another rounding moves a logprob by. By
-    the triangle inequality ||d + e| - |d|| <= |e|, a build moving each logprob by at most e moves a run's mean |delta|
-    and a request's max |delta| by at most e. Where the repeats already realized such moves (the largest per-request
-    move between them, `moved`; below FLOAT32_LOGPROB_STEP none), the clean spread carries it; what they did not
-    realize is added. Bounded by the
-    ceiling on p50 (calibration.max_drift_p50, half a logit step) that a calibration passed."""
+    """u = max(FLOAT32_LOGPROB_STEP, p50 - moved): the clean median |delta| is what another rounding moves a logprob
+    by, less what the repeats already realized (derivation: docs/gates.md, "Rounding unit")."""
     p50 = clean_p50 or 0.0
     moved = repeats_moved if (repeats_moved or 0.0) >= FLOAT32_LOGPROB_STEP else 0.0  # below: the mean's arithmetic
     value = max(FLOAT32_LOGPROB_STEP, p50 - moved)
@@ -86,12 +72,8 @@ def unit_of(spread: Mapping | None) -> RoundingUnit:
     return rounding_unit(spread.get("drift_p50"), spread.get("run_to_run_move_max"))
 
 
-# What a calibrated check spends its share of the run's budget on: each part can fail a clean run, so the parts' levels
-# sum to the share (the union bound over the parts and the checks keeps the run's 1 %). Half goes to the floor test
-# (its shape factor is steep in alpha: the power is the floor test's), the rest equally to the limits derived at
-# calibration (drift limit, tie gap: an exponential tail, logarithmic in alpha) and the tie-flip cap judged in the
-# run. Teacher forcing of a generated model adds the float32 anchor, which takes half of the floor test's half
-# (harness/judge/fp32_anchor.py).
+# The parts of a check's share sum to it (union bound). Half to the floor test (its shape factor is steep in alpha),
+# the rest to the tail-derived limits and the tie-flip cap; the float32 anchor takes half of the floor test's half.
 FLOOR_PART, ANCHOR_PART = "floor test", "float32 anchor"
 LIMIT_PARTS = ("drift limit", "tie gap", "tie-flip cap")
 
@@ -138,9 +120,8 @@ def _normal_sf(z: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def shape_factor(k: int, alpha: float) -> float:
-    """c with P(x_new > mean_K + c s_K sqrt(1 + 1/K)) = alpha for lognormal (sigma SHAPE_SIGMA) run-level shifts: for
-    each of SHAPE_DRAWS seeded K-samples the exact exceedance of the next draw, averaged (Rao-Blackwell: no tail
-    counting), c by bisection. Exact Student t where the shifts are Gaussian is below it at every K and alpha."""
+    """c with P(x_new > mean_K + c s_K sqrt(1 + 1/K)) = alpha for lognormal run-level shifts: the exact exceedance
+    averaged over SHAPE_DRAWS seeded K-samples (Rao-Blackwell), c by bisection."""
     rng = np.random.default_rng(SHAPE_SEED)
     x = rng.lognormal(0.0, SHAPE_SIGMA, (SHAPE_DRAWS, k))
     mean, scale = x.mean(axis=1), x.std(axis=1, ddof=1) * math.sqrt(1 + 1 / k)

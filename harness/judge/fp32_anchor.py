@@ -1,16 +1,7 @@
-"""The float32 anchor (pure): each arm's distance to a float32 teacher-forced pass, judged for a first calibration
-(harness/calibrate/anchor.py) and in every run of a calibrated generated model (judge_run_anchor).
-
-The distance is the mean |logprob - float32 logprob| over every teacher-forced position, the candidate and its
-reference scored on the same tokens. A faithful build lands about as far from float32 as an equivalent execution
-does; a wrong computation lands farther.
-
-Every run: the run's excess over the reference's distance may exceed what its calibration's clean repeats measured by
-at most the allowance a legitimate execution differs by, max(ratio x the larger distance, floor) (FP32_BOUND), plus
-the one-sided normal quantile at the check's share of the run's budget of the run's own standard error. Its width
-does not scale with the calibration's run-to-run spread (the floor test's shape factor multiplies it), so it is
-sharp where that spread is wide; it holds its rate while a clean run's move of its distance stays inside the
-allowance plus sampling (docs/gates.md "The float32 anchor in every run").
+"""The float32 anchor (pure): each arm's mean |logprob - float32 logprob| over the teacher-forced positions, judged
+for a first calibration and in every run of a calibrated generated model. A faithful build lands about as far from
+float32 as an equivalent execution; a wrong one farther. The run's excess may pass the calibrated one by the
+FP32_BOUND allowance plus sampling (docs/gates.md, "The float32 anchor in every run").
 """
 
 from __future__ import annotations
@@ -40,10 +31,8 @@ class Fp32Bound:
         return max(self.ratio * reference_distance, self.floor)
 
 
-# Measured 2026-12-07 on the CPU (docs/gates.md "Calibration: the anchor of a first calibration"): bf16 executions of
-# the tiny Llama that agree in exact arithmetic (eager vs sdpa attention, the same tokens) land within
-# FP32_RATIO_MEASURED of each other's mean distance to float32; the ratio is that spread doubled. The floor is float32
-# resolution: logprobs are stored to 7 significant digits and float32 kernels in another order move them by ~1e-6.
+# why: twice the measured spread of equivalent bf16 executions; the floor is float32 resolution (docs/gates.md,
+# "The anchor of a first calibration")
 FP32_RATIO_MEASURED = 0.06
 FP32_BOUND = Fp32Bound(ratio=2 * FP32_RATIO_MEASURED, floor=2e-5,
                        source="bf16 controls of the tiny Llama (eager vs sdpa) and float32 rounding: docs/gates.md")
@@ -173,9 +162,8 @@ class RunAnchor:
 
 def judge_run_anchor(distance: Distance | str, level: AnchorLevel, alpha: float, share: str,
                      bound: Fp32Bound = FP32_BOUND) -> RunAnchor:
-    """The run's excess distance to float32 against its calibration's (see the module's docstring); a run whose
-    distance cannot be computed fails (no data). `share`: the budget's words for alpha. The sentence reads "float32
-    anchor passes" / "FAILS", apart from the floor test's "PASS: " / "FAIL: " it stands beside."""
+    """The run's excess distance to float32 against its calibration's; no distance fails (no data). `share`: the
+    budget's words for alpha."""
     name = "float32 anchor"
     if isinstance(distance, str):
         failure = f"FAIL (no data: {name}: {distance})"

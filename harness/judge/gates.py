@@ -86,12 +86,9 @@ TIMING_NOT_ENFORCED = "not enforced for this arm: gates.yaml enforce_timing fals
 
 def tpot_gate(records: list[Record], cand: str, ref: str, limits: LongPrefixGates,
               levels: Iterable[int] = ()) -> GateResult:
-    """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every concurrency both arms were to run: the
-    workload's `levels`, and any level either arm recorded (a level neither recorded is missing, not skipped). Only
-    with valid outputs: when the timed requests' outputs differ from the reference's, or could not be compared, the
-    gate FAILS "outputs invalid: ..." with no ratio, enforced even where timing is not (judge/validity.py). A level
-    whose streams arrived buffered has no TPOT: the gate FAILS "no data: ... timing invalid (buffered stream)",
-    enforced only where timing is (a delivery artefact of the server's host, not missing input)."""
+    """Candidate TPOT p50 <= reference TPOT p50 x (1 + tolerance) at every planned or recorded level, with valid
+    outputs only (else FAIL "outputs invalid", enforced always); a buffered level FAILs "no data", enforced only where
+    timing is."""
     mine = {r.concurrency: r for r in latest(records, LongPrefixRecord, cand)}
     theirs = {r.concurrency: r for r in latest(records, LongPrefixRecord, ref)}
     wanted = set(levels) | set(mine) | set(theirs)

@@ -1,11 +1,6 @@
-"""GSM8K's answers compared token by token (pure): each question's candidate answer against the reference's, both
-re-encoded with the model's tokenizer (lm-eval keeps the text, not the generated ids). Accuracy on a weak model has
-no signal (the tiny Llama answers 0 of 16 on both arms); the answers themselves still say whether the candidate
-computed what the reference did, up to the workload's max_gen_toks generated tokens (48 on CPU). lm-eval keeps no
-logprobs, so a divergence here cannot be told from a tie flip: the judgement is a count, `gsm8k.max_diverged_answers`
-per arm, set from a build taken as good (the CPU pair is bit-exact in float32: 0). An arm without one FAILs "not
-measured for this arm" where its reference checks require a calibration (`reference_checks.require_floor`: every GPU
-arm), as an uncalibrated reference check does; elsewhere it is not judged, and the test says so instead of passing."""
+"""GSM8K's answers compared token by token (pure), re-encoded with the model's tokenizer: on a weak model accuracy has
+no signal, the answers still do. lm-eval keeps no logprobs, so a divergence cannot be told from a tie flip: the
+judgement is a count, `gsm8k.max_diverged_answers` per arm, set on a good build (docs/suites.md)."""
 
 from __future__ import annotations
 
@@ -67,11 +62,8 @@ def without_limit(arm: str, detail: str, required: bool) -> tuple[bool, str]:
 
 
 def diverged_answers_limit(counts: list[int], questions: int, alpha: float = 0.01) -> tuple[int, str]:
-    """max_diverged_answers from K clean runs of a good build of the pair (each: how many of `questions` answers
-    differed), with the sentence that goes beside it in gates.yaml: the largest of the clean counts, the one-run
-    1 - alpha binomial quantile at the pooled rate's 95 % upper bound (Clopper-Pearson: bit-identical runs still
-    leave a bound), and the 1 - alpha Student-t prediction bound of the counts (the run-to-run spread of the rate
-    itself). Held-out exceedance and power over seeded simulations: tests/judge/test_gsm8k_outputs.py."""
+    """max_diverged_answers from K clean runs' diverged counts, and its gates.yaml sentence: the largest of the clean
+    count, a binomial quantile at the rate's upper bound, and a Student-t prediction bound."""
     from scipy.stats import beta, binom, t
 
     if len(counts) < 2 or questions < 1 or any(not 0 <= c <= questions for c in counts):

@@ -1,15 +1,9 @@
 """What vLLM's n-gram drafter must have drafted and had accepted on a given greedy output: its proposer replayed,
 step by step, over the prompt and the output tokens (pure).
 
-Under greedy sampling the n-gram drafter is a function of the tokens alone: each step it looks up the context's
-suffix (prompt_lookup_min..max tokens) earlier in the context and proposes up to k tokens that followed it; the target
-keeps the leading proposed tokens that equal its own greedy tokens and adds one of its own. So the /metrics counters
-of an n-gram arm are fixed by its outputs, whatever the scheduling or the machine: a replay says what they must be,
-and a counter off the replay is a drafter or verifier fault, not noise.
-
-One thing the outputs cannot tell: the last draft of a request may reach past max_tokens, where vLLM verifies tokens
-that are then cut off and never streamed. Those tokens count as accepted or not, unknown: the replay gives the
-accepted count as a range (at most k per request wide), the draft count exactly.
+Under greedy sampling the n-gram drafter is a function of the tokens alone, so an n-gram arm's /metrics counters are
+fixed by its outputs: a counter off the replay is a fault, not noise. A last draft past max_tokens is verified but
+never streamed, so accepted tokens are a range (at most k per request wide).
 """
 
 from __future__ import annotations

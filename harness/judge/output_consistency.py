@@ -1,11 +1,8 @@
 """MLPerf-style consistency of one output (pure): what the server reported agrees with what it streamed.
 
-MLPerf's loadgen refuses a run whose responses disagree with themselves: the token count the server reports must be
-the tokens it sent, the first token it timed must be the output's first token, and an output ends at most once. A
-server that drops or repeats a streamed token, or a first chunk timed with no token in it, times and compares
-something other than what it generated. Applied where every timed and compared output is recorded
-(harness/measure/loadgen.py, spec_decode_metrics.py, generation.py); a sentence fails that request, so its check or
-gate reads FAIL with the reason, never PASS. docs/suites.md says more.
+The reported token count must be the tokens sent, the timed first token the output's first, and an output ends at
+most once; otherwise the run times something other than what it generated. A sentence fails that request
+(docs/suites.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Speculative-decoding gates as pure functions of the records (suites/test_spec_decode.py records them; `harness
 report` recomputes them). A gate whose input is missing, aborted or failed is FAIL with "no data: ...".
 
-  spec_decode_acceptance_length  n-gram: the drafts and accepted tokens equal vLLM's proposer replayed over the
-                                 arm's own outputs (harness/judge/ngram_replay.py; they are a function of the tokens,
-                                 so any difference is a fault, never noise); a draft model: mean 1 + accepted / drafts
-                                 >= min_acceptance_length
+  spec_decode_acceptance_length  n-gram: counters equal the proposer replayed (ngram_replay.py); a draft model:
+                                 mean 1 + accepted / drafts >= min_acceptance_length
   spec_decode_position_curve     per-position acceptance non-increasing within binomial noise
   spec_decode_collapse           no position accepted >= collapse_rate unless the reference's outputs are trivially
                                  predictable (the seed's garbled GLM + DCP4 + MTP run: acceptance ~100%)
@@ -47,10 +45,8 @@ def suite_skipped(records: list[Record]) -> bool:
 
 def outputs_fields(texts: list[str], replayed: Speculative | None, max_model_len: int,
                    outputs: Sequence[tuple[list[int], list[int]]], failed: int) -> dict:
-    """A SpecDecodeRecord's fields judged from the arm's own outputs: their repetition (mean_span_fraction, of the
-    finished requests' `texts`) and, on an n-gram arm whose counters were measured (`replayed`: its speculative
-    section), vLLM's proposer replayed over the (prompt ids, output ids) of its finished requests: the counters it
-    must have made (harness/judge/ngram_replay.py). `failed`: requests that did not finish (no full replay)."""
+    """A SpecDecodeRecord's fields from the arm's own outputs: their repetition and, on an n-gram arm, the counters
+    vLLM's proposer must have made (ngram_replay). `failed`: requests that did not finish."""
     fields: dict = {"mean_span_fraction": mean_span_fraction([text_units(t) for t in texts])}
     if replayed is None or replayed.method != "ngram":
         return fields

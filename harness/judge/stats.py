@@ -17,10 +17,8 @@ def mcnemar_exact_p(b: int, c: int) -> float:
 
 
 def mcnemar_min_lost(c: int, reference_right: int, alpha: float) -> int | None:
-    """The fewest questions b the candidate must lose (only the reference right) for the exact two-sided McNemar to
-    reject at alpha, given c questions only the candidate got right: the smallest drop, (b - c) / n, that n paired
-    questions can show. None when even losing every question the reference got right (b = reference_right) would
-    not reject: no drop is detectable on this data (0/16 against 0/16 is one)."""
+    """The fewest questions b the candidate must lose for exact McNemar to reject at alpha, given c only it got
+    right; None when no drop is detectable (e.g. 0/16 against 0/16)."""
     for b in range(c + 1, reference_right + 1):
         if mcnemar_exact_p(b, c) < alpha:
             return b
@@ -86,10 +84,8 @@ def smallest_p(n1: int, n2: int) -> float:
 
 def smallest_detectable_slowdown(current: list[float], baseline: list[float], alpha: float,
                                  effect: float) -> float | None:
-    """The smallest relative slowdown of the median that the baseline diff flags, at these n and this run's spread:
-    this run's samples moved to the baseline's median, then slowed by d; the smallest d where the one-sided
-    Mann-Whitney p < alpha, and not below the effect size the flag also needs. None when no slowdown can reach
-    p < alpha with so few requests."""
+    """The smallest relative median slowdown d the baseline diff flags (this run's samples moved to the baseline's
+    median, slowed by d, Mann-Whitney p < alpha); None when so few requests cannot reach alpha."""
     from scipy.stats import mannwhitneyu
 
     mid = float(np.median(current))

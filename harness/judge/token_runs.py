@@ -1,10 +1,8 @@
 """A run of one token id in an output (pure): the `!!!!` case, where a speculative arm's output fills with a placeholder
 (token 0) while its acceptance looks healthy (vLLM PR #54893).
 
-Judged on token ids, never on text: a placeholder that is a special token (the tiny Llama's id 0 is `<unk>`) decodes to
-nothing, so the text-based detector (harness/judge/degeneration.py) sees a shorter, not a more repetitive, output. As
-that detector, it judges the candidate beside the reference's output for the same prompt: a model that legitimately
-repeats one token does so on the reference too. Its failures join the same DegenerationRecord.
+Judged on token ids: a special-token placeholder decodes to nothing, which the text detector (degeneration.py) sees as
+shorter, not repetitive. Judged beside the reference's output for the same prompt.
 """
 
 from __future__ import annotations
@@ -51,9 +49,8 @@ def token_run_failure(request: str, cand: Sequence[int], ref: Sequence[int], min
 
 
 def with_token_runs(fields: dict, pairs: Sequence[tuple[str, Sequence[int], Sequence[int]]], min_run: int) -> dict:
-    """A DegenerationRecord's fields (degeneration.degeneration_fields) with the token-run check of the same outputs,
-    as token ids (request, candidate ids, reference ids): each run found fails the record and is named in `flagged`,
-    after the lines already there (the tie-flip cap's sentence stays first), and the detail."""
+    """A DegenerationRecord's fields with the token-run check of the same outputs added: each run found fails the
+    record and is named in `flagged` after the lines already there."""
     found = [line for req, c, r in pairs if (line := token_run_failure(req, c, r, min_run))]
     if not found:
         return fields

@@ -1,15 +1,8 @@
 """Whether a run's performance figures count, and how far its outputs were checked (pure, from records).
 
-A speed figure counts only when the requests it timed produced the reference's outputs: the candidate's long_prefix
-test compares them (ReferenceCheckRecord check "long_prefix_outputs", harness/refcheck/timed_outputs.py). Invalid
-outputs, or outputs whose validity could not be established, make the performance gates and the headline read
-"FAIL (outputs invalid: ...)" -- a DCP build that corrupts tokens past some length can look faster there. So does a
-long_context grid failing at a length the run timed: the timed prompts' own outputs may not show a fault that the
-needle cells do (ordinary text barely depends on keys 100k tokens back), and a build that breaks contexts of that
-length earns no speed-up at that length.
-
-Coverage: the longest context any output check of the candidate against its reference reached (checked_to_tokens)
-against the longest context the run timed (LongPrefixRecord.timed_to_tokens).
+A speed figure counts only when the timed requests produced the reference's outputs (a build that corrupts tokens
+can look faster), and no long_context cell fails at a length the run timed. Coverage: the longest context checked
+against the longest timed.
 """
 
 from __future__ import annotations
