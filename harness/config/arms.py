@@ -446,9 +446,8 @@ def defining_file(arm: Arm, key: str) -> str:
 
 def check_references(arm: Arm, arms_dir: Path = ARMS_DIR, cli_reference: str | None = None,
                      overrides: list[str] | tuple[str, ...] = ()) -> list[Arm]:
-    """The arms this arm names (reference, eager_variant), loaded with the run's `--set ARM:PATH=VALUE` for them
-    (a scoped override may be what makes one valid) and validated; a ConfigError names the referring file and
-    field. `plan` and `qualify` both call this before anything starts."""
+    """The arms this arm names (reference, eager_variant), loaded with their scoped `--set` overrides and validated;
+    a ConfigError names the referring file and field."""
     out = []
     named = [("reference", arm.reference, None), ("eager_variant", arm.eager_variant, None)]
     if cli_reference is not None:

@@ -97,10 +97,8 @@ def expand_arm_set(names: list[str], references: Mapping[str, str | None], cli_r
 
 def workload_conflicts(arm_set: ArmSet, choices: Mapping[str, Mapping[str, str]],
                        where: Mapping[str, str]) -> list[str]:
-    """A reference is measured once, with one workload per suite, so every candidate compared with it must choose the
-    same workloads as the others (`choices[candidate][key]`, e.g. long_prefix -> long_prefix_cpu; only the keys that
-    matter for that candidate), and as the reference itself where it is a candidate too. One message per disagreeing
-    candidate, naming both arms, the field and the files (`where[arm]`)."""
+    """A reference is measured once, with one workload per suite, so its candidates must choose the same workloads;
+    one message per disagreeing candidate naming both arms, the field and the files."""
     out = []
     for ref in dict.fromkeys(p.reference for p in arm_set.pairs if p.reference):
         group = [ref] if ref in arm_set.candidates else []

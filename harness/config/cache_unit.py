@@ -1,11 +1,7 @@
 """The prefix cache's unit and the hits it can give (pure): one function every hit proof rounds with.
 
-vLLM hashes a request's tokens for the prefix cache in blocks of the scheduler's block size, and under decode (and
-prefill) context parallelism that is the per-rank block_size x dcp x pcp: each rank holds block_size tokens of a
-block, and the hash is taken over the full sequence at that granularity (vllm/v1/core/sched/scheduler.py: "The
-scheduler's block_size must be multiplied by dcp_world_size"; kv_cache_coordinator's effective block size multiplies
-by dcp x pcp). The interleave (cp_kv_cache_interleave_size) divides block_size and only deals a block's tokens out
-among the ranks: it adds no factor. vllm:cache_config_info reports the per-rank block_size. docs/suites.md says more.
+Under context parallelism the scheduler hashes in blocks of the per-rank block_size x dcp x pcp; the interleave adds
+no factor. vLLM's source for each: docs/suites.md ("The prefix cache's unit in every hit proof").
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Where a hub model's files sit in the local Hugging Face cache, read the way huggingface_hub lays it out:
-<cache>/models--<org>--<name>/refs/<revision> holds a commit, <cache>/.../snapshots/<commit>/ the files. The cache is
-$HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub -- of the
-server's environment, since the server is what loads the model. No network and no huggingface_hub import: a path
-lookup, so admission reads a cached model's config.json and tokenizer files as it reads a local model's."""
+"""Where a hub model's files sit in the local Hugging Face cache (huggingface_hub's layout, the cache directory of the
+server's environment): a path lookup, no network, so admission reads a cached model as it reads a local one."""
 
 from __future__ import annotations
 

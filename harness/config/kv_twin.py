@@ -1,10 +1,6 @@
 """The KV pool output_coverage's kv_pressure and recycled_blocks families need, and the KV-capped twin that gives it
-(pure). A burst must overflow the pool (kv_pressure: preemption) and a fill must turn it over (recycled_blocks) within
-a sign-off; a GPU arm's pool of millions of tokens allows neither. So an arm whose own KV cache is not capped to serve
-them (server.kv_cache_blocks) runs them on its twin: the same arm, `--num-gpu-blocks-override N` with N computed here
-from the workload, and its block size pinned (the cap counts blocks), as vLLM's own preemption tests cap a server
-(tests/basic_correctness/test_preemption.py: block_size with num_gpu_blocks_override). An arm whose own cap serves
-(the CPU pair's cpu-smoke: 200 blocks, the value this computation gives) runs them itself. docs/suites.md says more."""
+(pure): a GPU arm's pool is too large to overflow or turn over, so an arm not capped to serve them runs them on a
+twin with `--num-gpu-blocks-override N` computed here and its block size pinned (docs/suites.md)."""
 
 from __future__ import annotations
 
@@ -69,11 +65,8 @@ def blocks_at(tokens: int, block_tokens: int) -> int:
 
 
 def needed_blocks(w: OutputCoverageWorkload, max_model_len: int, block_tokens: int) -> int:
-    """N for the twin. With kv_pressure: every request of the burst holds its prompt and first generated token at
-    once (requests x ceil((prompt + 1) / block)), plus vLLM's null block and one spare; so all of them decode from the
-    same step and the first block boundary any of them crosses preempts one that has generated tokens. Without it
-    (recycled_blocks alone): the smallest pool vLLM accepts, one request of max_model_len plus the null block and a
-    spare."""
+    """N for the twin: with kv_pressure, the whole burst's prompts plus one token each, the null block and a spare
+    (the first block boundary then preempts); else one request of max_model_len plus those two."""
     if p := w.pressure:
         return p.requests * blocks_at(p.prompt_tokens + 1, block_tokens) + 2
     return blocks_at(max_model_len, block_tokens) + 2
@@ -113,9 +106,8 @@ def own_sizing(arm: Arm, w: OutputCoverageWorkload) -> KvSizing | None:
 
 
 def needs_twin(arm: Arm, w: OutputCoverageWorkload) -> bool:
-    """The workload plans kv_pressure or recycled_blocks cells and the arm's own KV does not serve them: uncapped, or
-    capped where its pool cannot (a cap whose block size is unknown is taken as it is: the run's counters prove it
-    or the family reads no data)."""
+    """The workload plans kv_pressure or recycled_blocks cells and the arm's own KV cap cannot serve them (a cap of
+    unknown block size is taken as it is: the run's counters prove it)."""
     if w.pressure is None and w.recycled is None:
         return False
     if arm.server.kv_cache_blocks is None:

