@@ -49,10 +49,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def append_line(path: Path, line: str, sync: bool = False) -> None:
-    """One JSON line appended as it is made; `sync` also forces it to disk (a crash then loses nothing written).
-
-    Parallel workers append to one results file: the line goes out in one write() under an flock on the file itself,
-    so two records never interleave, whatever their size."""
+    """One JSON line appended in one write() under an flock (parallel workers never interleave); `sync` forces it to
+    disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = (line + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -1,10 +1,6 @@
-"""run.json as one typed, versioned model: what a qualification records at its start and end, and the one loader
-that reads every shape ever written (through `migrate`) and refuses a version it does not know.
-
-The JSON keys are the ones run.json always had (the Buildkite step, docs and scripts read them); `schema_version` and
-`run_id` were added. Arms, workloads, gates and device stay plain JSON values: each has its own model that moves on
-(an arm's YAML schema, gates.yaml), and a run recorded under an older one must still load; judges validate `gates`
-as thresholds.Gates where they use it.
+"""run.json as one typed, versioned model, and the one loader that reads every shape ever written and refuses a
+version it does not know. Its keys are the ones run.json always had (scripts read them). Arms, workloads, gates and device stay plain JSON: their own models move on, and a run
+recorded under an older one must still load.
 """
 
 from __future__ import annotations
@@ -43,9 +39,7 @@ class CalibrationRepeat(Strict):
     id: str  # the calibration's name: its repeats' run directories are <id>-r<k>
     repeat: int
     of: int
-    # The execution this repeat measured (harness/config/variants.py: as_configured, graph_mode, batch_invariant,
-    # chunk_size): its server ran the arm under it, the arm's calibration key unchanged. None: a repeat recorded before
-    # variants (the arm as configured).
+    # the execution this repeat measured (config/variants.py); None: recorded before variants (as configured)
     variant: str | None = None
 
 
@@ -97,9 +91,7 @@ class RunManifest(Strict):
     # The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py): each run draws its
     # own unless `--length-seed` names one; this number reproduces the lengths.
     length_seed: int | None = None
-    # Set on the runs `harness calibrate` makes (never from qualify's command line): which repeat of how many, under
-    # which calibration; their checks are judged by the current calibration of the key (an arm's first: gates.yaml),
-    # and they stay out of the history's series.
+    # set by `harness calibrate` alone: which repeat of how many; such runs stay out of the history's series
     calibration: CalibrationRepeat | None = None
     # arm -> the vLLM build its server imports, measured at the start: which build ran, and whether it is the one
     # a calibration measured.
@@ -140,9 +132,8 @@ class NotAManifest(ManifestProblem):
 
 
 def unversioned_to_1(raw: dict, run_id: str) -> dict:
-    """Unversioned run.json files come in two shapes: the oldest (no `pairs`: one candidate, the first arm against
-    the second, gates not recorded) and the richer ones (`pairs`). Both get the pairs the report judged them by and
-    the run id (the run directory's name)."""
+    """Unversioned run.json, with or without `pairs` (the oldest: the first arm against the second), gets its pairs
+    and run id."""
     out = {"run_id": run_id, **raw}
     if isinstance(raw.get("pairs"), list):
         out["pairs"] = [p for p in raw["pairs"] if isinstance(p, dict) and p.get("candidate")]

@@ -1,8 +1,5 @@
-"""What each record kind means, declared once: the metrics the history keeps of it (`Metric`: name, unit, which way
-is better, family, the gate that enforces it), the verdicts it counts as pass or fail, the context lengths and batch
-sizes it covered, why it did not finish, and the report table that renders it. The tables, completeness, the baseline
-diff, the history extract and its trends read these (`MEANINGS`, keyed by the record's `kind`) instead of branching on
-record classes or reading a metric's meaning back from its name. Pure: functions of a record's fields."""
+"""What each record kind means, declared once (`MEANINGS`, by `kind`): its history metrics, verdicts, coverage, why it
+did not finish and the report table that renders it; readers use these instead of branching on record classes."""
 
 from __future__ import annotations
 
@@ -38,10 +35,8 @@ R = TypeVar("R", bound=RecordBase)
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric of the history. `name` is a template over the record's fields ("long_prefix.c{concurrency}.
-    tpot_p50_ms"); `gate` names the gate that enforces it (None: trended, never judged by a gate); `scale` is how the
-    nightly gate measures a move (auto: a log scale where every value is positive); `key`: a panel of the report's
-    trend page."""
+    """One history metric: `name` a template over the record's fields, `gate` the gate enforcing it (None: trended
+    only), `scale` the nightly gate's (auto: log where positive), `key` a trend-page panel."""
 
     name: str
     unit: str | None  # None: the record says (MetricRecord.unit)

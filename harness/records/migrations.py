@@ -1,8 +1,5 @@
-"""One migration rule for every file the harness stores (asv's `api_version` with its `update_to_N` steps): a stored
-document names its version in one field; a reader brings an older one up to the current version one step at a time,
-and refuses a newer one (or one no step leads from) with the file's name and what to do. run.json, results.jsonl's
-records, the reference store and the calibrations each declare a StoredFormat here; the history store's SQLite schema
-steps the same way in SQL (harness/history/store.py, PRAGMA user_version)."""
+"""One migration rule for every stored file (asv's `api_version`): a document names its version; a reader steps an
+older one up one version at a time and refuses a newer one, naming the file and what to do."""
 
 from __future__ import annotations
 

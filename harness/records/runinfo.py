@@ -43,9 +43,8 @@ def git_commit() -> str | None:
     return (head + ("+modified" if dirty else "")) or None
 
 
-# What measures and judges a run: a change here can move a check's numbers or verdicts, so a calibration combines only
-# repeats of one hash of these (harness/calibrate/trust.py). Documentation, tests, benchmarks, scripts, the report,
-# the history and the model generator (its model has its own pinned hash) stay out: a docs commit voids no repeat.
+# What measures and judges a run: a calibration combines only repeats of one hash of these; docs, tests, the report
+# and the like stay out, so a docs commit voids no repeat.
 MEASURING = ("harness/admission", "harness/calibrate", "harness/config", "harness/faults", "harness/judge",
              "harness/measure", "harness/opcheck", "harness/plan", "harness/probes", "harness/pytest_plugin",
              "harness/qualify", "harness/records", "harness/refcheck", "harness/serve", "suites", "configs")
@@ -145,9 +144,7 @@ def concurrency_levels(workloads: dict | None) -> list[int]:
 def finish_run_info(run_dir: Path, exit_code: int, baseline: str | None = None,
                     pytest_exit_code: int | None = None,
                     read: RunManifest | ManifestProblem | None = None) -> RunManifest:
-    """Add the end time, exit code (and pytest's, where a baseline regression changed it) and device to run.json.
-    `read`: run.json as the caller read it already (the manifest, or the problem that kept it from one); None: read
-    here."""
+    """Add the end time, exit code(s) and device to run.json; `read`: the manifest (or its problem) if already read."""
     end = dict(finished=now(), exit_code=exit_code, device=device_info(),
                pytest_exit_code=exit_code if pytest_exit_code is None else pytest_exit_code)
     if baseline:

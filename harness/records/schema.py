@@ -134,21 +134,17 @@ class LongPrefixRecord(RecordBase):
     # Successful requests whose tokens reached the client in bursts (loadgen.RequestSample.bursty): their TPOT timed
     # scheduling, not decode. None in records written before it existed.
     bursty_requests: int | None = None
-    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered). One is enough to
-    # void the level's TTFT, TPOT and ITL (absent, `timing_invalid` says why): the other requests of such a level came
-    # partly buffered too (docs/evidence/cpu-history-2026-12-04, c1 of nights 05 and 06: 3 of 4 requests buffered, the
-    # 4th at TPOT 2.4 and 1.7 ms, every TTFT ~220-300 ms, where clean nights read 4-6 ms and ~100 ms). None in records
-    # written before it existed: their per-request TPOTs say it (below).
+    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered); one voids the
+    # level's TTFT, TPOT and ITL, as its other requests came partly buffered too (docs/evidence/cpu-history-2026-12-04.md).
+    # None in records written before it existed: their per-request TPOTs say it (below).
     buffered_requests: int | None = None
     timing_invalid: str | None = None  # "timing invalid (buffered stream): ...", else None
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
 
     @model_validator(mode="after")
     def _buffered_from_samples(self) -> LongPrefixRecord:
-        """A record written before `buffered_requests` kept every request's raw TPOT: one under BUFFERED_TPOT_S is a
-        buffered stream, so the report, the gate and the history read such a level as the current code writes it.
-        Per token, as those records can only be read (they keep no chunk times), where the samples' rule is per
-        chunk: an old record of a speculative arm with many tokens per ~1 ms step can read buffered here."""
+        """An older record (no `buffered_requests`) read as the current code writes it: a raw TPOT under
+        BUFFERED_TPOT_S is a buffered stream (per token, as such records keep no chunk times)."""
         if self.buffered_requests is None and self.tpot_samples_s is not None:
             self.buffered_requests = sum(1 for t in self.tpot_samples_s if t < BUFFERED_TPOT_S)
             if self.buffered_requests and self.timing_invalid is None:
@@ -314,9 +310,8 @@ class RequestComparison(BaseModel):
 
 
 class TeacherForcedComparison(RequestComparison):
-    """Teacher forcing (suites/test_teacher_forcing.py): the reference's tokens scored on the candidate. The
-    RequestComparison fields cover every scored position (max_drift over all of them; exact: the reference token is the
-    candidate's argmax everywhere; first_divergence: the first position where it is not), plus per-position deltas."""
+    """Teacher forcing: the reference's tokens scored on the candidate; the RequestComparison fields cover every
+    scored position."""
 
     mean_drift: float | None = None
     decode_path_positions: int = 0  # scored positions whose chunk ran the DCP decode path (<= 512 query tokens)
@@ -339,9 +334,8 @@ class CoveredRequest(BaseModel):
 
 
 class ReferenceCheckFields(BaseModel):
-    """A reference check's verdict and numbers: built by refcheck (batches.record_fields, timed_outputs.checked_fields),
-    completed by the paired test against the floor (refcheck/check.py ReferenceCheck.judge), recorded as a
-    ReferenceCheckRecord. A typed value from one stage to the next: a verdict is its `passed` field, never a string."""
+    """A reference check's verdict and numbers, built by refcheck and completed by the floor test (refcheck/check.py);
+    a typed value from one stage to the next."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -388,9 +382,8 @@ class ReferenceCheckRecord(ReferenceCheckFields, RecordBase):
 
 
 class LongContextCell(BaseModel):
-    """One (length, depth, mode) of the long_context grid: the candidate's output for the cell's copy prompt against
-    the reference's cold output (mode cold, warm, partial), or the reference's tokens teacher-forced on the candidate
-    (mode forced)."""
+    """One (length, depth, mode) of the long_context grid: the candidate's output against the reference's cold one,
+    or (mode forced) the reference's tokens teacher-forced on the candidate."""
 
     length: int  # prompt tokens
     depth: float  # where the needle span starts, as a fraction of the context before the cue
@@ -493,9 +486,8 @@ class DcpOpsRecord(RecordBase):
 
 
 class SpecDecodeRecord(RecordBase):
-    """One per arm of the spec_decode suite: the fixed greedy prompts sent one at a time; on a speculative arm the
-    /metrics counter deltas over them. The reference arm (no drafter) has no counters: its record carries the timing
-    and the repetition of its outputs that the candidate's gates compare with."""
+    """One per arm of the spec_decode suite: timing and output repetition, and on a speculative arm the /metrics
+    counter deltas over the fixed greedy prompts."""
 
     kind: Literal["spec_decode"] = "spec_decode"
     workload: str
