@@ -1,6 +1,6 @@
 """run.json as one typed, versioned model, and the one loader that reads every shape ever written and refuses a
-version it does not know. Its keys are the ones run.json always had (scripts read them). Arms, workloads, gates and device stay plain JSON: their own models move on, and a run
-recorded under an older one must still load.
+version it does not know. Its keys are the ones run.json always had (scripts read them). Arms, workloads, gates and
+device stay plain JSON: their own models move on, and a run recorded under an older one must still load.
 """
 
 from __future__ import annotations
