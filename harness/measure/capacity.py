@@ -104,9 +104,8 @@ def level_fields(w: CapacityWorkload, c: int, batch: LevelSamples, metrics: Leve
         "output_tokens_per_s": tokens / duration if ok else None,
         "requests_per_s": len(ok) / duration if ok else None, "gpus": gpus,
         "ttft": Summary.of([s.ttft_s for s in ok if s.ttft_s is not None]),
-        # the SLO is judged on every request's TPOT as the bench computes it, buffered or not: a level's requests
-        # buffered by two shared cores would otherwise leave no TPOT to judge (the clean CPU pair's c1 reference);
-        # how many were buffered is counted and shown beside it, so a TPOT made of deliveries is never silent
+        # the SLO takes every request's raw TPOT, buffered or not (else a starved CPU level has none); the buffered
+        # count is shown beside it
         "tpot": Summary.of([raw_tpot_s(s) for s in ok if raw_tpot_s(s) is not None]),
         "ttft_samples_s": [s.ttft_s if s.ok else None for s in ordered],
         "tpot_samples_s": [raw_tpot_s(s) if s.ok else None for s in ordered],
@@ -136,8 +135,7 @@ async def ramp(live: LiveServer, w: CapacityWorkload, prompts: list[list[int]], 
     levels: list[RampLevel] = []
     past = None
     try:
-        # One untimed request first: a server's first request pays one-off costs (CI saw a compiled cpu-smoke's take
-        # 3.0 s against 0.15 s for the next), which would sink c1's throughput and so fake a gain at c2 (the knee).
+        # one untimed request first: a first request's one-off costs would fake a knee at c2 (docs/suites.md)
         await run_level(to, level_prompts(w, prompts, 1)[:1], w.output_tokens, 1, 0, out_dir / "capacity_warmup.jsonl",
                         extra={"cache_salt": "harness-capacity-warmup"})
         for c in w.concurrency:

@@ -92,8 +92,7 @@ async def generate_batch(base_url: str, model: str, prompts: list[list[int]], sa
                  for p in prompts]
         try:
             while True:
-                # The first failure is raised as soon as it is seen, whichever request it was: reading results in
-                # order would hit a request still in flight first (CI: InvalidStateError after an engine death).
+                # the first failure as soon as seen: reading in order hits a request still in flight (docs/suites.md)
                 failed = next((t for t in tasks if t.done() and t.exception() is not None), None)
                 if failed is not None:
                     raise failed.exception()

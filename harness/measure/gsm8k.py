@@ -114,11 +114,8 @@ def select_task(out_dir: Path) -> TaskSource:
 
 def make_model(base_url: str, model: str, num_concurrent: int, max_retries: int, timeout_s: float,
                max_gen_toks: int, alive: Callable[[], None]):
-    """lm-eval's local-completions model, made to count request errors instead of aborting the run.
-
-    lm-eval retries a failed request itself (max_retries attempts, exponential wait). This model only decides when
-    retrying stops: after the last attempt, or at once when the server is dead; the request is then counted and
-    answered with REQUEST_ERROR (scored wrong, never dropped)."""
+    """lm-eval's local-completions model, counting request errors instead of aborting: retrying stops after the
+    last attempt or at once on a dead server, and the request is answered REQUEST_ERROR (scored wrong)."""
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     class HarnessCompletions(LocalCompletionsAPI):

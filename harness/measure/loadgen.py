@@ -1,17 +1,8 @@
 """Async streaming load client: one request = one RequestSample with monotonic-ns chunk timestamps.
 
-TPOT follows `vllm bench serve`: (last token chunk - first token chunk) / (output_tokens - 1), with output tokens
-from the server's usage block (one chunk may carry several tokens under speculative decoding). Like the bench, the
-end is the last chunk that carries tokens, not the end of the stream (the usage chunk and [DONE] come after it);
-E2E latency is the whole stream. A prompt is token ids (TTFT then excludes tokenization) or text (it includes it).
-A stream that reached the client all at once (`RequestSample.buffered`) timed the delivery, not the decode: it has
-no TPOT and no ITL.
-Each sample keeps its output token ids with their logprobs and top-2 (streamed as `token_id:<n>` with the chunks
-that time them): a speed figure counts only when the same requests' outputs match the reference's, and the
-comparison needs the ids plus the reference's own top-2 gap where two arms diverge. Both arms ask for the same, so
-the per-step logprob cost is on both sides of the TPOT comparison. Failed requests are kept with their error
-text. A watcher polls the server while requests run; when it dies, in-flight requests are cancelled and the level
-ends as aborted.
+TPOT follows `vllm bench serve` (token chunks, usage-block token counts); a buffered stream has no TPOT or ITL. Each
+sample keeps its output ids with logprobs and top-2, so a speed figure counts only on outputs that match the
+reference's (both arms pay the same logprob cost). A watcher aborts the level when the server dies.
 """
 
 from __future__ import annotations
@@ -78,14 +69,9 @@ class RequestSample:
 
     @property
     def buffered(self) -> bool:
-        """Its output of 2+ tokens reached the client at once, not as it was decoded: the mean gap between its token
-        chunks, (last chunk - first chunk) / (chunks - 1), is under BURST_GAP_NS, faster than any decode step; 2+
-        tokens in a single chunk is the extreme (an API server that falls behind merges a request's pending outputs).
-        Per chunk, not per token: vLLM sends the first token after the prefill step, then a chunk per decode step,
-        and under speculative decoding a step carries several tokens (an n-gram arm at high acceptance: ~1 ms steps
-        of 10+ tokens, under 0.1 ms per token), so only the chunks' spacing tells delivery from decode. Seen on the
-        CPU pair (2 shared cores): the first of 32 chunks only at the end, the other 31 about 16 us apart (raw TPOT
-        0.018 ms) where a decode step takes ~4 ms; its TTFT is then the E2E."""
+        """Its 2+ output tokens reached the client at once: the mean gap between token chunks is under BURST_GAP_NS,
+        or one chunk carried them all. Per chunk, not per token, as a speculative step carries several tokens
+        (docs/suites.md, "Measurement details, measured")."""
         offs = self.chunk_offsets_ns
         if not self.ok or not offs or not self.output_tokens or self.output_tokens < 2:
             return False
@@ -98,9 +84,7 @@ class RequestSample:
 
     @property
     def bursty(self) -> bool:
-        """Its tokens reached the client in bursts: at least half of the gaps between token chunks are under
-        BURST_GAP_NS, faster than any decode step. The stream then timed the API server's or this client's
-        scheduling (seen on 2 shared CPU cores), and its TPOT is not the model's."""
+        """At least half its chunk gaps are under BURST_GAP_NS: the stream timed scheduling, not the model's decode."""
         gaps = [b - a for a, b in zip(self.chunk_offsets_ns, self.chunk_offsets_ns[1:], strict=False)]
         return bool(gaps) and 2 * sum(g < BURST_GAP_NS for g in gaps) >= len(gaps)
 

@@ -18,10 +18,8 @@ SAMPLE_NAME = re.compile(r"[^{\s]+")
 
 
 def samples_of(text: str, names: Iterable[str]) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """(labels, value) of every sample of each named metric, in one pass. Only those metrics' sample lines reach
-    prometheus_client's parser (pure Python): parsing all of a vLLM /metrics text once per metric was most of a
-    capacity sampler's cost, and it runs beside the timed client. A sample's name is as exported
-    ('vllm:prefix_cache_hits_total', 'vllm:e2e_request_latency_seconds_bucket')."""
+    """(labels, value) of every sample of each named metric, in one pass; only their lines reach the (slow)
+    parser, as the sampler runs beside the timed client. Names as exported ('vllm:prefix_cache_hits_total')."""
     wanted = set(names)
     lines = [line for line in text.splitlines()
              if (name := SAMPLE_NAME.match(line)) and not line.startswith("#") and name.group() in wanted]

@@ -101,10 +101,8 @@ def build_prompts(workload: LongPrefixWorkload, space: TokenSpace) -> Prompts:
 
 
 def metric_prompts(workload: MetricWorkload, space: TokenSpace) -> tuple[list[list[int]], list[list[int]]]:
-    """A catalogue timing suite's prompts (harness/config/suites.py MetricGate): (warm-up, measured), seeded random
-    tokens, `warmup_requests` then `requests_per_length` at each length in order; the warm-up covers every length
-    (a first prefill of a new shape may pay one-off costs), and no prompt repeats (no prefix-cache hit). Pure: the
-    same for every arm and run of the workload and vocabulary."""
+    """A timing suite's (warm-up, measured) prompts, seeded: the warm-up covers every length (a new shape's first
+    prefill pays one-off costs), and no prompt repeats (no prefix-cache hit)."""
     allowed, rng = space.allowed(), random.Random(workload.seed)
     warmup = [rng.choices(allowed, k=n) for n in workload.lengths for _ in range(workload.warmup_requests)]
     return warmup, [rng.choices(allowed, k=n) for n in workload.lengths for _ in range(workload.requests_per_length)]

@@ -1,13 +1,8 @@
 """RULER's synthetic long-context tasks through lm-eval itself, against an arm's server.
 
-The samples are generated once per run by lm-eval's own task code (its custom_dataset functions, sized with the
-candidate's tokenizer, seeded as simple_evaluate seeds them), `limit` per task and length, kept in
-<run-dir>/ruler_data/<workload>-<tokenizer>/<task>.jsonl and evaluated on every arm through task YAMLs that include
-lm-eval's packaged ones and read those files instead: both arms of a pair get the same prompts whatever process or
-order runs them, and the data's hash says so.
-
-Scoring is counted from lm-eval's per-sample log: a sample is correct when every expected answer string appears in
-the response (its string_match_all score is 1.0); the score is the mean string_match_all, lm-eval's own metric.
+The samples are generated once per run by lm-eval's own task code and kept under <run-dir>/ruler_data/, so both arms
+get the same prompts (the data's hash says so). A sample is correct when every expected answer appears
+(string_match_all 1.0), counted from lm-eval's per-sample log.
 """
 
 from __future__ import annotations
@@ -109,8 +104,8 @@ SAMPLERS = (("niah_utils", "generate_samples"), ("vt_utils", "sys_vartrack_w_noi
 
 
 def capped(sampler, limit: int):
-    """The sampler asked for at most `limit` samples. It makes them one after another from the seeded RNG, so they
-    are the first `limit` it would make; at 4k tokens 500 samples per task cost ~6 s of CPU, at 128k minutes."""
+    """The sampler asked for at most `limit` samples: the first `limit` it would make from its seeded RNG (cost:
+    docs/suites.md, "Measurement details, measured")."""
     def sample(*args, **kwargs):
         return sampler(*args, **{**kwargs, "num_samples": min(kwargs.get("num_samples", 500), limit)})
     return sample
@@ -132,10 +127,8 @@ def fresh_samplers(limit: int):
 
 
 def generate(w: RulerWorkload, tokenizer: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
-    """lm-eval's own task code generates each task at every length, seeded as simple_evaluate seeds it, each task
-    on its own (its samples do not depend on which other tasks the workload runs). Returns the samples and the seed
-    each task took: lm-eval's ruler_vt raises IndexError when two variable names of its in-context example collide
-    (vt_utils.generate_chains), a fault of the draw, so that task is drawn again from the next seed."""
+    """Each task generated on its own at every length, seeded as simple_evaluate seeds it; (samples, seed per task).
+    ruler_vt's IndexError on colliding variable names is a fault of the draw: redrawn from the next seed."""
     import numpy as np
     from lm_eval.tasks import TaskManager
 

@@ -1,12 +1,8 @@
 """The text-prompt basis: the harness's token-id prompts sent as text, as real clients send them, so TTFT includes the
 server's tokenization of the prompt.
 
-The text is the server's own detokenization of the token ids (`/detokenize`, before any timed request, so the same
-ids give the same text on every arm with the same tokenizer). The server re-tokenizes that text on every request;
-token ids drawn at random over a byte-level BPE vocabulary do not survive the round trip (they re-tokenize to other,
-usually more, tokens), so a text-basis sample's prompt_tokens is what the server counted (its usage block).
-`round_trip` measures how far the two differ; `canonical` gives ids that do survive it, for comparisons that must
-send identical prompts as ids and as text.
+The text is the server's own `/detokenize` of the ids, before any timed request. Random ids do not survive the
+re-tokenization, so a text sample's prompt_tokens is the server's count; `canonical` gives ids that do survive it.
 """
 
 from __future__ import annotations
