@@ -1,9 +1,6 @@
 """How a run's verdict was reached, in one clause for its first line (pure): what judged the candidates' reference
-checks -- calibrations (first ones, trusted by hand) or gates.yaml's seed limits -- and which of their tests were
-skipped. A PASSED over checks trusted by hand, or over skipped families, must say so where it is read first.
-Read from each reference check's record: `judged_by` is harness/refcheck/check.py CheckLimits.judged_by, the
-calibration's line followed by its labels ("; first calibration", "; trusted by hand: REASON", inherited ones naming
-their calibration) and the run's error budget."""
+checks (read from each record's `judged_by`) and which tests were skipped; a PASSED over checks trusted by hand, or
+over skipped families, must say so where it is read first."""
 
 from __future__ import annotations
 
@@ -90,10 +87,8 @@ def calibration_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
 
 
 def budget_clause(checks: list[ReferenceCheckRecord]) -> list[str]:
-    """'error budget 1 % per run (m = 5), caught at 80 %: 4.1e-05 (teacher_forcing, float32 anchor) to 0.00035
-    (graph_replay)': the run's family-wise budget as its calibrated checks were judged at, and per check the smallest
-    shift its tests catch at the stated power (the best of its floor test and its anchor), smallest and largest
-    over the checks; [] where no check states its budget."""
+    """The run's family-wise budget and the range over checks of the smallest shift each catches at the stated power
+    ('error budget 1 % per run (m = 5), caught at 80 %: X (check) to Y (check)'); [] where none states it."""
     budgets = {m.groups() for r in checks if (m := BUDGET.search(r.judged_by or ""))}
     if not budgets:
         return []

@@ -5,10 +5,8 @@ arm pair and prompt set, and the smallest shift the run could have detected.
     python -m harness.report.e2e_summary --run reports/e2e-control --arm gpu-dcp2 --floor /tmp/keep/e2e-floor \
         --label control --out $OUT/e2e-control.json [--qualify-exit 0] [--calibration lse.json]
 
-The floor directory holds the comparisons files of the first run labelled `control*` (stored when it is empty);
-a later `control*` run is a repeat: its paired differences against the floor give the noise (paired sd) from which
-every later run's minimum detectable shift is computed (noise.json). I/O only; the judgement is
-harness/judge/drift_floor.py.
+The first `control*` run's comparisons become the floor; a later `control*` run gives the noise (noise.json) every
+later run's detectable shift is computed from. I/O only; the judgement is harness/judge/drift_floor.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The report's headline (pure): one line per measure, candidate against reference, the way the seed PR's prose
-sums up its tables: TPOT p50 change per concurrency, KV capacity ratio, accuracy difference with its p-value, and
-the verdict of every check and gate; a run of several candidates goes pair by pair, after one verdict line per
-candidate. A measure the run lacks says so instead of being left out. A TPOT change is quoted only when the timed
-requests' outputs matched the reference's; otherwise it reads FAIL (outputs invalid: ...). Each pair states how far
-its outputs were checked against how far it was timed (coverage). The long_context grid's line counts every cell it
-judged (sequential, sweep, burst) and reads the verdict of the long_context_outputs gate, so the two cannot disagree."""
+"""The report's headline (pure): one line per measure, candidate against reference, pair by pair: TPOT change,
+KV capacity, accuracy, coverage and every check and gate. A missing measure says so; a TPOT change is quoted only on
+valid outputs; the long_context line reads the same gate verdict as the table, so the two cannot disagree."""
 
 from __future__ import annotations
 
@@ -25,9 +21,8 @@ from harness.records.schema import (
 
 
 def tpot_lines(records: list[Record], cand: str, ref: str, gates: list[GateResult] = ()) -> list[str]:
-    """TPOT p50 per level; where the pair's TPOT gate does not enforce timing (the CPU pair: client-side TPOT on
-    shared cores measures scheduling bursts), every figure says so beside it, so a pasted -99 % is not read as a
-    speed-up."""
+    """TPOT p50 per level; where the pair's gate does not enforce timing each figure says so, so a pasted -99 % is not
+    read as a speed-up."""
     mine = {r.concurrency: None if r.timing_invalid else r.tpot.p50 for r in latest(records, LongPrefixRecord, cand)}
     theirs = {r.concurrency: None if r.timing_invalid else r.tpot.p50 for r in latest(records, LongPrefixRecord, ref)}
     why = {(a, r.concurrency): f" ({r.timing_invalid})" for a in (cand, ref)

@@ -113,9 +113,8 @@ def not_a_qualification(repeat: CalibrationRepeat | None) -> list[str]:
 
 def annotation(pairs: list[tuple[str, str | None]], exit_code: int | None, tables: str, regressions: list[str] = (),
                report_path: Path | None = None, repeat: CalibrationRepeat | None = None, basis: str = "") -> str:
-    """Markdown for `buildkite-agent annotate --style success|error`: the verdict line naming every candidate (a
-    calibration repeat's says it is none) and how it was judged (`basis`: basis.py), then the tables (headed by the
-    headline, failures first, which in a run of several candidates opens with each one's verdict)."""
+    """Markdown for `buildkite-agent annotate`: the verdict line naming every candidate and how it was judged
+    (`basis`), then the tables headed by the headline, failures first."""
     shown = "not recorded" if exit_code is None else exit_code
     verdict = f"DCP qualification {run_verdict(exit_code)}"
     judged = f" — judged: {basis}" if basis else ""

@@ -166,10 +166,8 @@ def outputs_cell(records: list[Record], arm: str, references: dict[str, str | No
 
 def performance_table(records: list[Record], arm_order: list[str],
                       references: dict[str, str | None] | None = None) -> pd.DataFrame:
-    """The seed's columns (Arm, Conc, TPOT p50/p90/p99 -- with how many requests arrived in bursts, where any did --,
-    HBM use mean/peak) + TTFT and its prompt basis, ITL and E2E p50, the scheduler's running/waiting peaks, NVML
-    memory, failures, and whether the arm's timed outputs count (`references`: each candidate's reference). A level
-    whose streams arrived buffered shows why in place of its TPOT, TTFT and ITL."""
+    """The seed's columns (TPOT percentiles, HBM use) plus TTFT, ITL, E2E, scheduler peaks, NVML memory, failures and
+    whether the timed outputs count; a buffered level shows why in place of its timings."""
     refs = references or {}
     perf = of_kind(records, LongPrefixRecord)
     rank = {a: i for i, a in enumerate(arm_order)}
