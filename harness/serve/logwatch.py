@@ -1,10 +1,7 @@
 """Watch a growing server log for a fatal line, reading each byte once.
 
-The crash watch polls every 0.5 s while a suite runs; a long GPU run's log reaches hundreds of MB, so rereading it
-whole each poll costs more as the run goes on. `FatalWatch` remembers where it stopped, reads only what was appended,
-and carries a line that a read cut in two over to the next read. A file that is now shorter than where the watch
-stopped, or another file under the same name (truncated, or rotated away), is read again from its start; a rewrite to
-a size past the old end is not noticed (as `tail -f`). The lines are judged by serverlog.find_fatal, as before.
+A long run's log is too large to reread each poll: `FatalWatch` reads only what was appended, carrying a cut line
+over; a shorter or replaced file is read from its start (a rewrite past the old end is missed, as by `tail -f`).
 """
 
 from __future__ import annotations

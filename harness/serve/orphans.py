@@ -1,8 +1,6 @@
-"""Allocations whose harness is gone. An allocation the harness obtains (salloc --no-shell) carries its owner in the
-job's comment: host, pid, that process's start time and the run id. A harness killed with SIGKILL cannot cancel it,
-and SLURM keeps it until its time limit; the next launch on the cluster cancels every allocation of this user whose
-owner ran on this host and no longer exists (the pid is gone, or now names a younger process), as stale GPU leases
-are freed. An owner on another host is never judged: its pids are not visible here."""
+"""Allocations whose harness is gone: each obtained allocation names its owner (host, pid, start, run id) in the job's
+comment, and the next launch cancels those whose owner on this host no longer exists (a SIGKILLed harness cannot).
+An owner on another host is never judged."""
 
 from __future__ import annotations
 

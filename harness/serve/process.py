@@ -52,9 +52,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def with_pdeathsig(argv: list[str]) -> list[str]:
-    """The argv run under util-linux's `setpriv --pdeathsig TERM`, which sets PR_SET_PDEATHSIG and execs it: the
-    server gets SIGTERM if the harness dies without cleaning up (e.g. SIGKILL). Where setpriv is missing (not
-    Linux), the argv as is: atexit and the CLI's signal handlers still stop every server."""
+    """The argv under `setpriv --pdeathsig TERM`: the server gets SIGTERM if the harness dies uncleanly (SIGKILL);
+    without setpriv, as is (atexit and the signal handlers still stop it)."""
     helper = shutil.which("setpriv")
     return [helper, "--pdeathsig", "TERM", "--", *argv] if helper else list(argv)
 
@@ -115,10 +114,8 @@ class Server:
         LIVE.add(self)
 
     def _claim_log(self) -> None:
-        """One server at a time per log file: log_text() is this launch's part only while nothing else appends to it
-        (two servers of one arm in one run directory read each other's KV figure and fatal lines). An flock on the
-        open log, which the server inherits as its stdout, so it is held until the server's last process exits; a
-        previous launch's stragglers get the shutdown timeout to go, a live server means the launch fails."""
+        """One server at a time per log file (else two read each other's KV figure and fatal lines): an flock the
+        server inherits with its stdout, held until its last process exits; a live holder fails the launch."""
         deadline = time.monotonic() + self.shutdown_timeout_s
         while True:
             try:

