@@ -28,8 +28,20 @@ def run(argv: list[str], timeout: float = QUERY_TIMEOUT_S, stream: str = "stdout
     except subprocess.TimeoutExpired:
         raise LaunchError(f"`{shown}` gave no answer in {timeout:.0f} s (is slurmctld up?)") from None
     if out.returncode != 0:
-        raise LaunchError(f"`{shown}` failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
+        said = out.stderr.strip() or "; ".join(x for x in out.stdout.splitlines() if x.strip() and x[0] != "*")
+        raise LaunchError(f"`{shown}` failed (exit {out.returncode}): {said[-500:]}")  # ping: its verdict on stdout
     return getattr(out, stream)
+
+
+def ask(argv: list[str]) -> str:
+    """A question to slurmctld, after `scontrol ping`: ping answers at once, where any other question to a controller
+    that is down waits SLURM's message timeout (~10 s) before it fails."""
+    if shutil.which("scontrol") is not None:
+        try:
+            run(["scontrol", "ping"])
+        except LaunchError as exc:
+            raise LaunchError(f"`{shlex.join(argv)}` not asked: slurmctld does not answer ({exc})") from None
+    return run(argv)
 
 
 def current_allocation() -> str | None:
@@ -39,7 +51,7 @@ def current_allocation() -> str | None:
 
 def allocation_nodes(job_id: str) -> list[str]:
     """The allocation's node names in SLURM's order (node 0 first)."""
-    nodelist = run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    nodelist = ask(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
     if not nodelist:
         raise LaunchError(f"SLURM allocation {job_id} has no nodes (not running: `squeue -j {job_id}`)")
     return run(["scontrol", "show", "hostnames", nodelist]).split()
@@ -49,7 +61,7 @@ def cluster_nodes() -> dict[str, dict[str, str]]:
     """Every node of the cluster -> its scontrol fields (NodeAddr: where its slurmd, and so its servers, are
     reached; NodeHostName: the host it runs on)."""
     out = {}
-    for line in run(["scontrol", "-o", "show", "node"]).splitlines():
+    for line in ask(["scontrol", "-o", "show", "node"]).splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
         if "NodeName" in fields:
             out[fields["NodeName"]] = fields
@@ -58,7 +70,7 @@ def cluster_nodes() -> dict[str, dict[str, str]]:
 
 def node_states() -> dict[str, NodeState]:
     """Every node of the cluster with its state and the reason SLURM gives for it."""
-    return parse_sinfo(run(["sinfo", "-N", "-h", "-o", "%N|%P|%T|%E"]))
+    return parse_sinfo(ask(["sinfo", "-N", "-h", "-o", "%N|%P|%T|%E"]))
 
 
 def job_name(arm: Arm) -> str:
@@ -107,14 +119,14 @@ def granted(text: str) -> str:
 
 def my_jobs() -> list[tuple[str, str, str]]:
     """This user's jobs that are not finished: (job id, name, comment); SLURM shows a job without one as (null)."""
-    out = run(["squeue", "-h", "--me", "-o", "%i|%j|%k"])
+    out = ask(["squeue", "-h", "--me", "-o", "%i|%j|%k"])
     return [(f[0], f[1], f[2]) for f in (line.split("|", 2) for line in out.splitlines()) if len(f) == 3]
 
 
 def step_ids(job_id: str, name: str) -> list[str]:
     """The running steps (job.step) of an allocation that carry a step name."""
     try:
-        lines = run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"]).splitlines()
+        lines = ask(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"]).splitlines()
     except LaunchError:
         return []  # the allocation is gone, and its steps with it
     return [line.split()[0] for line in lines if len(line.split()) == 2 and line.split()[1] == name]

@@ -56,3 +56,37 @@ def test_admission_asks_slurm_for_the_nodes_once_per_process_failure_included(mo
         else:
             raise AssertionError("a failed question must fail every time it is read")
     assert len(asked) == 1
+
+
+def fake_scontrol(bin_dir, calls, ping_rc: int) -> None:
+    """An `scontrol` on PATH that logs its argv: `ping` answers at once (UP, or DOWN with SLURM's banner and exit 1);
+    any other question sleeps 30 s, as a question to a controller that is down waits SLURM's message timeout."""
+    bin_dir.mkdir()
+    verdict = "UP" if ping_rc == 0 else "DOWN\n*****\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n*****"
+    script = bin_dir / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nif [ "$1" = ping ]; then\n'
+                      f'  printf "Slurmctld(primary) at h is {verdict}\\n"; exit {ping_rc}\nfi\n'
+                      f'[ {ping_rc} = 0 ] || sleep 30\necho "NodeName=node1 NodeAddr=127.0.0.1 NodeHostName=h"\n')
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize("ping_rc", [0, 1])
+def test_a_controller_that_is_down_is_named_at_once_not_after_slurms_message_timeout(tmp_path, monkeypatch, ping_rc):
+    import time
+
+    from harness.serve import slurm
+
+    calls = tmp_path / "calls.log"
+    fake_scontrol(tmp_path / "bin", calls, ping_rc)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    t0 = time.monotonic()
+    if ping_rc == 0:
+        assert slurm.cluster_nodes()["node1"]["NodeAddr"] == "127.0.0.1"
+        assert calls.read_text().splitlines() == ["ping", "-o show node"]
+    else:
+        with pytest.raises(LaunchError) as exc:
+            slurm.cluster_nodes()
+        assert str(exc.value) == ("`scontrol -o show node` not asked: slurmctld does not answer (`scontrol ping` "
+                                  "failed (exit 1): Slurmctld(primary) at h is DOWN)")
+        assert calls.read_text().splitlines() == ["ping"]  # the slow question never asked
+    assert time.monotonic() - t0 < 10
