@@ -18,7 +18,7 @@ VariantName = Literal["as_configured", "graph_mode", "batch_invariant", "chunk_s
 VARIANTS: tuple[str, ...] = get_args(VariantName)
 BASE = "as_configured"
 
-# backends whose vLLM 0.32 class answers supports_batch_invariance() True; vLLM refuses the mode elsewhere (docs/arms.md)
+# backends whose vLLM 0.32 class answers supports_batch_invariance(); vLLM refuses the mode elsewhere (docs/arms.md)
 BATCH_INVARIANT_BACKENDS = frozenset({"FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION", "FLASH_ATTN_MLA", "TRITON_MLA"})
 # vLLM's default max_num_seqs where the arm sets none; a chunk budget below it is refused (docs/arms.md)
 DEFAULT_MAX_NUM_SEQS = {"cpu": 128, "gpu": 1024}

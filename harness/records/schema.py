@@ -51,8 +51,7 @@ class RecordBase(BaseModel):
     arm: str
     suite: str
     time: float = Field(default_factory=time.time)
-    # --resume: which attempt of the run wrote it (0 first) and the test it belongs to (node id; None for a server
-    # launch); a later attempt of a test supersedes the earlier one's records (harness.records.attempts).
+    # --resume: the attempt that wrote it and its test's node id; a later attempt supersedes (records/attempts.py)
     attempt: int = 0
     test: str | None = None
 
@@ -87,8 +86,7 @@ class KvCapacityRecord(RecordBase):
 
 
 BUFFERED_STREAM = "timing invalid (buffered stream)"  # a level whose streams reached the client at once
-# loadgen.BURST_GAP_NS, read per token for records written before `buffered_requests` (their per-request TPOTs are all
-# they keep): a raw TPOT under it was a buffered stream. Samples are judged per chunk (RequestSample.buffered).
+# loadgen.BURST_GAP_NS per token: how records written before `buffered_requests` are read
 BUFFERED_TPOT_S = 100e-6
 
 
@@ -102,12 +100,10 @@ class LongPrefixRecord(RecordBase):
     kind: Literal["long_prefix"] = "long_prefix"
     workload: str
     prompts_sha: str  # same value on both arms: the same prompts were sent
-    # Which TTFT this is: token_ids excludes the server's tokenization of the prompt, text includes it (the prompt's
-    # ids sent as the server's own text for them). Records written before the field were all token_ids.
+    # token_ids: TTFT excludes the server's tokenization; text: includes it (older records: all token_ids)
     prompt_basis: Literal["token_ids", "text"] = "token_ids"
     prompt_tokens_mean: float | None = None  # prompt tokens as the server counted them (usage), successful requests
-    # The longest context a successful request was timed at: its prompt + output tokens (usage block). What the
-    # headline's "timed at M" quotes. None in records written before it existed.
+    # the longest prompt + output tokens a successful request was timed at: the headline's "timed at M" (None: older)
     timed_to_tokens: int | None = None
     concurrency: int
     status: Literal["complete", "aborted"]
@@ -128,15 +124,12 @@ class LongPrefixRecord(RecordBase):
     metrics_scrape_errors: int = 0  # /metrics scrapes that failed during the workload (the usage figures miss them)
     nvml_error: str | None = None  # why there is no NVML memory (no GPU/driver), where there is none
     samples_path: str  # raw per-request samples (JSONL)
-    # TPOT of every successful request in request order (the baseline diff's rank test needs nothing else). None in
-    # records written before it existed (the report then reads samples_path).
+    # every successful request's TPOT in order, for the baseline diff's rank test (None: older, read samples_path)
     tpot_samples_s: list[float] | None = None
-    # Successful requests whose tokens reached the client in bursts (loadgen.RequestSample.bursty): their TPOT timed
-    # scheduling, not decode. None in records written before it existed.
+    # successful requests whose tokens came in bursts (RequestSample.bursty): TPOT timed scheduling (None: older)
     bursty_requests: int | None = None
-    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered); one voids the
-    # level's TTFT, TPOT and ITL, as its other requests came partly buffered too (docs/evidence/cpu-history-2026-12-04.md).
-    # None in records written before it existed: their per-request TPOTs say it (below).
+    # successful requests whose output came at once (RequestSample.buffered); one voids the level's TTFT, TPOT and
+    # ITL, its other requests being partly buffered too (docs/evidence/cpu-history-2026-12-04.md); None: older records
     buffered_requests: int | None = None
     timing_invalid: str | None = None  # "timing invalid (buffered stream): ...", else None
     telemetry_path: str | None = None  # the level's /metrics + NVML time series (JSONL), for the KV-usage timeline
@@ -174,8 +167,7 @@ class CapacityRecord(RecordBase):
     tpot: Summary
     ttft_samples_s: list[float | None] = []  # per request in request order (None: failed), for goodput under any SLO
     tpot_samples_s: list[float | None] = []
-    # Successful requests whose output reached the client at once (loadgen.RequestSample.buffered): no TPOT, so they
-    # are missing from `tpot` and cannot count as goodput. None in records written before it existed.
+    # successful requests whose output came at once (RequestSample.buffered): no TPOT, no goodput (None: older)
     buffered_requests: int | None = None
     kv_usage: Usage | None = None
     waiting_share: float | None = None  # share of the level's /metrics points with a request waiting
@@ -200,8 +192,7 @@ class ColdStartRecord(RecordBase):
     factor_limit: float
     flagged: bool
     error: str | None = None
-    # Why either TPOT is missing (a buffered first request, a c1 level whose timing is void): the check reads FAIL
-    # "no data: <this>" where timing is enforced, never a pass. None where both are there, and in older records.
+    # why either TPOT is missing: the check reads FAIL "no data: <this>" where timing is enforced, never a pass
     no_data: str | None = None
 
 
@@ -229,8 +220,7 @@ class Gsm8kRecord(RecordBase):
     wall_s: float
     num_concurrent: int
     samples_path: str | None
-    # filter -> doc id -> correct, from the per-sample log: the paired gate needs nothing else. None in records
-    # written before it existed (the report then reads the samples file).
+    # filter -> doc id -> correct, the paired gate's input (None: older records, read the samples file)
     per_question: dict[str, dict[int, bool]] | None = None
 
 
@@ -300,8 +290,7 @@ class RequestComparison(BaseModel):
     finite: bool  # every candidate logprob finite
     max_drift: float | None  # max |delta logprob| of the chosen tokens up to the first divergence
     group: str = ""  # what the check varies: the round / batch size, cached vs uncached extend
-    # The reference's own top-1 minus top-2 logprob where the outputs diverge: ~0 means the reference itself could
-    # hardly tell the two tokens apart (a rounding-level flip); a wide gap means the candidate computed something else.
+    # the reference's top-1 minus top-2 logprob at the divergence: ~0 is a rounding-level flip, wide a real difference
     reference_gap_at_divergence: float | None = None
     # |candidate - reference| logprob of each chosen token before the first divergence (every scored position for
     # teacher forcing; None where non-finite): what the paired test against a known-good floor pairs by position.
@@ -357,11 +346,9 @@ class ReferenceCheckFields(BaseModel):
     status: Literal["complete", "aborted"] = "complete"
     reason: str | None = None
     comparisons_path: str | None = None  # per-request RequestComparison lines (JSONL)
-    # The longest context (prompt + generated tokens) whose outputs this check compared: what the headline's
-    # "outputs checked to N tokens" quotes. None in records written before it existed.
+    # the longest prompt + generated tokens compared: the headline's "outputs checked to N tokens" (None: older)
     checked_to_tokens: int | None = None
-    # The most generated tokens of one output this check compared (up to and including a first divergence): the
-    # headline's "and M generated tokens". None in records written before it existed.
+    # the most generated tokens of one compared output: the headline's "and M generated tokens" (None: older)
     checked_generated_tokens: int | None = None
     # vllm:num_preemptions delta over the check's burst (output_coverage kv_pressure): its outputs were recomputed
     preemptions_proven: float | None = None
