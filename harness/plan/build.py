@@ -44,9 +44,10 @@ class Build:
 
 
 def package_files(root: Path) -> list[Path]:
-    """Every file of the package (links followed to their files; __pycache__ left out: it is written on import)."""
+    """Every file of the package (links followed to their files, directory links too: a scratch copy links the
+    directories it leaves unpatched; __pycache__ left out: it is written on import)."""
     out = []
-    for d, dirs, files in os.walk(root):
+    for d, dirs, files in os.walk(root, followlinks=True):
         dirs[:] = sorted(x for x in dirs if x != "__pycache__")
         out += [Path(d) / f for f in sorted(files)]
     return out

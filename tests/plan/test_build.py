@@ -85,3 +85,19 @@ def test_the_stack_versions_are_read_in_the_servers_interpreter(tmp_path, monkey
         except m.PackageNotFoundError:
             pass
     assert found.build_hash == build.build_hash(build.package_hash(tmp_path / "clean" / "vllm"), stack)
+
+
+def test_a_scratch_copy_that_links_a_whole_directory_hashes_its_files(tmp_path, monkeypatch):
+    """A scratch copy links the directories it leaves unpatched (harness/faults/length_faults/scratch.py): their files
+    are the package's too, so the copy hashes as the package it mirrors, and a change under a linked directory moves
+    its hash."""
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    pkg = fake_vllm(tmp_path / "clean")
+    mirror = tmp_path / "scratch" / "vllm"
+    mirror.mkdir(parents=True)
+    (mirror / "__init__.py").symlink_to(pkg / "__init__.py")
+    (mirror / "attention").symlink_to(pkg / "attention")
+    assert build.package_hash(mirror) == build.package_hash(pkg)
+    before = build.package_hash(mirror)
+    (pkg / "attention" / "ops.py").write_text("def attend():\n    return 'changed'\n")
+    assert build.package_hash(mirror) != before
