@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+from byhand import runpytest_by_hand
+
 from harness.config.arms import load_arm
 from harness.pytest_plugin import parallel
 from harness.pytest_plugin.parallel import leased, mark_worker_done, wait_until
@@ -171,7 +173,7 @@ def served_arm(request):  # the arm's name instead of its server: these tests ar
 
 def where_tests_ran(pytester, tmp_path, monkeypatch, suite: str, *args: str) -> list[list[str]]:
     """Run `suite` (as suites/test_a.py, each test appending a line to $WHERE) under real xdist with the harness's
-    plugin; the lines, split."""
+    plugin, by hand (tests/byhand.py: the server environment's answers from the user's cache); the lines, split."""
     from harness.config.paths import REPO_ROOT
 
     pytester.makeconftest(NAME_ONLY_CONFTEST)
@@ -179,8 +181,8 @@ def where_tests_ran(pytester, tmp_path, monkeypatch, suite: str, *args: str) -> 
     where = tmp_path / "where.txt"
     monkeypatch.setenv("WHERE", str(where))
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # this checkout's harness, wherever the environment points
-    result = pytester.runpytest_subprocess("suites", "--parallel-arms", *args, "--run-dir", str(tmp_path / "run"),
-                                           "-p", "no:cacheprovider")
+    result = runpytest_by_hand(pytester, "suites", "--parallel-arms", *args, "--run-dir", str(tmp_path / "run"),
+                               "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()
     return [line.split() for line in where.read_text().splitlines()]
 
