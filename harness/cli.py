@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from harness.admission.request import QualifyRequest
 from harness.calibrate.command import store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import ConfigError, HarnessError
@@ -26,7 +27,6 @@ from harness.qualify.interrupts import exit_with, sigint_interrupts
 from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
 from harness.qualify.render import find_run_dir, report
-from harness.qualify.request import QualifyRequest
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.admission.arms import load_run_arms
+from harness.admission.record import record_run_start
 from harness.config.arms import Arm
 from harness.config.armset import ArmSet
-from harness.qualify.record import record_run_start
 from harness.records.started_run import StartedRun
 
 

@@ -99,8 +99,8 @@ def test_resume_alone_takes_the_runs_own_candidates_from_run_json(tmp_path):
     reference, or several each against its own)."""
     import json
 
-    from harness.qualify.admitting import named_candidates, resumed_manifest
-    from harness.qualify.request import QualifyRequest
+    from harness.admission.admitting import named_candidates, resumed_manifest
+    from harness.admission.request import QualifyRequest
 
     def names(info: dict, **given):
         run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"

@@ -1,5 +1,6 @@
 """The data flow is one-way: each stage imports only the stages its __init__.py's `Imports:` line names (nothing
-imports the pytest plugin or the CLI), and no module imports itself back through others, deferred imports included.
+imports the pytest plugin or the CLI, the plugin nothing of qualify: qualify runs pytest), the house is at most
+FLOORS stages high, and no module imports itself back through others, deferred imports included.
 A stage that runs another as a subprocess (`"-m", "harness.X"` in an argv) depends on it as on an import; the bare
 `"-m", "harness"` is the CLI. Read from the source, so a new upward import or cycle fails here, not in review."""
 
@@ -9,10 +10,23 @@ import re
 from harness.config.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "harness"
-STAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
 IMPORT = re.compile(r"^\s*(?:from|import) harness\.(\w+)|^\s*from harness import (\w+)", re.M)
 RUNS = re.compile(r"""["']-m["'],\s*["']harness(?:\.(\w+))?[\w.]*["']""")
-TOP_LEVEL = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+NAMED_PLUGIN = re.compile(r"""["']harness\.(\w+)""")  # the root conftest.py's pytest_plugins
+# Stages on the longest import chain, the CLI and the root conftest.py (it loads the plugin) counted as floors too.
+FLOORS = 8
+
+
+def stages_under(root) -> list[str]:
+    return sorted(p.name for p in (root / "harness").iterdir() if (p / "__init__.py").is_file())
+
+
+def top_level_under(root) -> list[str]:
+    return sorted(p.stem for p in (root / "harness").glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+
+STAGES = stages_under(REPO_ROOT)
+TOP_LEVEL = top_level_under(REPO_ROOT)
 # Commands printed for a user to run, not run by the harness: they name the CLI without depending on it.
 PRINTED_COMMANDS = {"harness/serve/slurm_allocation.py": 1}
 
@@ -36,13 +50,13 @@ def test_each_stage_says_in_one_line_what_it_does_and_may_import():
         assert declared_imports(stage) <= set(STAGES), (stage, declared_imports(stage) - set(STAGES))
 
 
-def dependencies(path) -> list[str]:
+def dependencies(path, root=REPO_ROOT) -> list[str]:
     """The top-level harness names (stage packages or modules like cli) a file imports or runs with `-m`; `from
     harness import __version__` is the package root, no stage."""
     text = path.read_text()
     imported = [a or b for a, b in IMPORT.findall(text)]
     ran = [m or "cli" for m in RUNS.findall(text)]  # `-m harness` runs harness/__main__.py: the CLI
-    return [d for d in imported + ran if d in set(STAGES) | set(TOP_LEVEL)]
+    return [d for d in imported + ran if d in set(stages_under(root)) | set(top_level_under(root))]
 
 
 def test_every_stage_imports_only_what_its_init_allows():
@@ -56,6 +70,56 @@ def test_every_stage_imports_only_what_its_init_allows():
 def test_no_stage_imports_the_plugin_or_the_cli():
     for stage in set(STAGES) - {"pytest_plugin"}:
         assert "pytest_plugin" not in declared_imports(stage) and "cli" not in declared_imports(stage), stage
+
+
+def plugin_uses_of_qualify(root) -> list[str]:
+    """The plugin's files that import or run harness.qualify: qualify runs pytest, so the plugin calling back into it
+    is a loop at run time (a by-hand pytest is admitted and recorded by harness.admission, as qualify is)."""
+    return [str(path.relative_to(root)) for path in sorted((root / "harness" / "pytest_plugin").rglob("*.py"))
+            if "qualify" in dependencies(path, root)]
+
+
+def test_the_plugin_imports_nothing_of_qualify():
+    assert "qualify" not in declared_imports("pytest_plugin")
+    assert plugin_uses_of_qualify(REPO_ROOT) == []
+
+
+def floors(root) -> list[str]:
+    """The longest chain of dependencies, top first: stages, cli.py and the root conftest.py (which names the plugin),
+    each counted as one floor."""
+    graph = {s: set() for s in stages_under(root)}
+    for stage in graph:
+        for path in (root / "harness" / stage).rglob("*.py"):
+            graph[stage] |= set(dependencies(path, root)) - {stage, "cli"}  # cli: printed commands alone (above)
+    graph["cli"] = set(dependencies(root / "harness" / "cli.py", root)) - {"cli"}
+    graph["conftest.py"] = set(NAMED_PLUGIN.findall((root / "conftest.py").read_text())) & set(graph)
+    chains: dict[str, list[str]] = {}
+
+    def chain(node: str) -> list[str]:
+        if node not in chains:
+            below = [chain(d) for d in sorted(graph[node]) if d in graph]
+            chains[node] = [node, *max(below, key=len, default=[])]
+        return chains[node]
+
+    return max((chain(n) for n in sorted(graph)), key=len)
+
+
+def test_the_house_is_at_most_floors_high():
+    assert len(floors(REPO_ROOT)) <= FLOORS, " -> ".join(floors(REPO_ROOT))
+
+
+def test_a_planted_plugin_import_of_qualify_fails(tmp_path):
+    """The real tree with the import the plugin had (admit_run from qualify): a ninth floor, and named."""
+    for path in [*PACKAGE.rglob("*.py"), REPO_ROOT / "conftest.py"]:
+        copy = tmp_path / path.relative_to(REPO_ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text())
+    assert len(floors(tmp_path)) <= FLOORS and plugin_uses_of_qualify(tmp_path) == []
+    planted = tmp_path / "harness" / "pytest_plugin" / "started_run.py"
+    planted.write_text(planted.read_text() + "from harness.qualify.pipeline import qualify\n")
+    assert plugin_uses_of_qualify(tmp_path) == ["harness/pytest_plugin/started_run.py"]
+    assert floors(tmp_path)[:3] == ["conftest.py", "pytest_plugin", "qualify"]
+    assert len(floors(tmp_path)) == FLOORS + 1
 
 
 def test_only_the_entry_point_imports_or_runs_the_cli():

@@ -1,1 +1,1 @@
-"""Checks before a run: arms, workloads, machine, vLLM. Imports: config, measure, plan, records, refcheck, serve."""
+"""A run admitted before it starts, and recorded. Imports: config, history, measure, plan, records, refcheck, serve."""

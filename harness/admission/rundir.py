@@ -83,3 +83,15 @@ def check_baseline(arg: str) -> Path:
         raise ConfigError(f"--baseline {arg}: no readable record in {path} ({why}); pass an earlier run's "
                           "directory or its results.jsonl")
     return path
+
+
+def locate_run_dir(arg: str, command: str = "report") -> Path:
+    """`<command> --run`: a run directory, or a run id under reports/, that holds a run (results or run.json)."""
+    for path in (Path(arg), REPORTS_DIR / arg):
+        if path.is_dir():
+            break
+    else:
+        raise ConfigError(f"{command} --run {arg!r}: no run directory there (looked in . and {REPORTS_DIR})")
+    if not (path / "results.jsonl").is_file() and not (path / "run.json").is_file():
+        raise ConfigError(f"{command} --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
+    return path

@@ -1,4 +1,4 @@
-"""pytest plugin: options, servers, reference capture, known-good floors, recording. Imports: every stage."""
+"""pytest plugin: options, servers, references. Imports: admission, config, measure, plan, records, refcheck, serve."""
 
 # The root conftest.py names this package; pytest then loads the hook and fixture modules listed here.
 pytest_plugins = ["harness.pytest_plugin.options", "harness.pytest_plugin.started_run",

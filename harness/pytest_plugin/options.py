@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.admission.request import QualifyRequest
 from harness.config.suites import BY_NAME
-from harness.qualify.request import QualifyRequest
 
 DEFAULT_ARM = "cpu-smoke"
 

@@ -1,6 +1,7 @@
 """The run a session runs (a StartedRun value, harness/records/started_run.py), got once per process: handed over by
 qualify as a plugin object; in an xdist worker, sent by its controller through xdist's workerinput; in pytest run by
-hand on suite files, admitted and recorded here with qualify's own steps (admit_run, record_run, started_run). No
+hand on suite files, admitted and recorded here with the steps qualify takes (harness/admission: admit_run,
+record_run, started_run). No
 process re-reads run.json or an arm's YAML for it, and there is no other source: a session that runs no suite files
 has no run."""
 
@@ -10,12 +11,11 @@ import pickle
 
 import pytest
 
+from harness.admission.admitting import admit_run
+from harness.admission.record import record_run, started_run
 from harness.config.errors import HarnessError
 from harness.pytest_plugin.options import names_suites, request_from
 from harness.pytest_plugin.session import SESSION_KEY
-from harness.qualify.admitting import admit_run
-from harness.qualify.record import record_run
-from harness.qualify.suites import started_run
 from harness.records.started_run import StartedRun
 
 # xdist's workerinput key: the controller's run, pickled (workers are this machine's processes of the same checkout)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.admission.request import QualifyRequest
 from harness.calibrate.command import not_a_variant, store_calibration
 from harness.calibrate.repeats import variants_line
 from harness.calibrate.trust import check_id, check_trust
@@ -28,7 +29,6 @@ from harness.config.paths import REPORTS_DIR
 from harness.config.suites import calibrated_suites
 from harness.config.thresholds import load_gates
 from harness.config.variants import describe, plan_variant
-from harness.qualify.request import QualifyRequest
 from harness.records.manifest import interruption, load_manifest
 
 # A repeat's request and the environment its process adds -> its exit code.
@@ -99,7 +99,7 @@ def calibrate(asked: CalibrateRequest, run_repeat: RunRepeat, candidate: Arm | N
 def repeat_request(asked: CalibrateRequest, suites: list[str], run_dir: Path, ident: str, k: int,
                    repeats: int) -> QualifyRequest:
     """Repeat k of `repeats` as qualify's request: order seed k, one length seed for every repeat (the reference's
-    sweep outputs are captured once, not per repeat), the marker ID:K/N (qualify.record.admitted_repeat)."""
+    sweep outputs are captured once, not per repeat), the marker ID:K/N (admission.record.admitted_repeat)."""
     return QualifyRequest(arm=asked.arm, reference=asked.reference, run_dir=str(run_dir), suites=",".join(suites),
                           order_seed=k, length_seed=1, calibration_repeat=f"{ident}:{k}/{repeats}",
                           overrides=asked.overrides, vllm_check=asked.vllm_check, strict=asked.strict,

@@ -1,7 +1,8 @@
 """`qualify`: one run as a chain of named steps, each taking the previous one's value and returning its own:
 
     QualifyRequest -> admit_run -> AdmittedRun -> record_run -> RunManifest (run.json, for the report and resume)
-    -> started_run -> StartedRun (handed to pytest as a value) -> run_suites (interrupts raised) -> SuiteOutcome ->
+    -> started_run -> StartedRun (these three harness/admission's: a by-hand pytest takes them too; handed to pytest
+    as a value) -> run_suites (interrupts raised) -> SuiteOutcome ->
     judge, record the end in run.json (once) and render: the run's verdict (a fresh interpreter:
     harness/qualify/render.py).
 
@@ -16,14 +17,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.admission.admitting import admit_run
+from harness.admission.record import record_run, started_run
+from harness.admission.request import AdmittedRun, QualifyRequest
 from harness.console import progress
 from harness.qualify import interrupts
-from harness.qualify.admitting import admit_run
 from harness.qualify.interrupts import SIGNAL_NAMES, interrupts_noted, interrupts_raised
-from harness.qualify.record import record_run
 from harness.qualify.render import render_in_fresh_process
-from harness.qualify.request import AdmittedRun, QualifyRequest
-from harness.qualify.suites import run_suites, started_run
+from harness.qualify.suites import run_suites
 from harness.records.attempts import resumed_exit_code
 from harness.records.manifest import RunManifest
 from harness.records.results import read_results

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.admission.rundir import locate_run_dir
 from harness.config.errors import ConfigError
-from harness.config.paths import REPO_ROOT, REPORTS_DIR
+from harness.config.paths import REPO_ROOT
 from harness.qualify.interrupts import SIGNAL_NAMES, interrupts_noted
 from harness.records.manifest import ManifestProblem, NotAManifest, RunManifest, read_manifest
 from harness.records.results import read_results
@@ -25,18 +26,6 @@ if TYPE_CHECKING:
     from harness.report.judging import Judgement
     from harness.report.render import Rendered
     from harness.report.rundata import RunData
-
-
-def locate_run_dir(arg: str, command: str = "report") -> Path:
-    """`<command> --run`: a run directory, or a run id under reports/, that holds a run (results or run.json)."""
-    for path in (Path(arg), REPORTS_DIR / arg):
-        if path.is_dir():
-            break
-    else:
-        raise ConfigError(f"{command} --run {arg!r}: no run directory there (looked in . and {REPORTS_DIR})")
-    if not (path / "results.jsonl").is_file() and not (path / "run.json").is_file():
-        raise ConfigError(f"{command} --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
-    return path
 
 
 def refuse_unreadable(arg: str, results: Path, records: list, problems: list[str] | tuple[str, ...],

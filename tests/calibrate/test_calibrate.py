@@ -19,8 +19,8 @@ from harness.refcheck.floor_store import load_calibration, load_floor
 
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
+    from harness.admission.request import QualifyRequest
     from harness.qualify.calibrating import calibrate
-    from harness.qualify.request import QualifyRequest
     from harness.refcheck.check import ReferenceCheck, check_limits
 
     ran = []
@@ -253,8 +253,8 @@ def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_ga
 def test_a_repeat_is_its_request_run_as_qualify_in_a_fresh_interpreter(capfd, tmp_path, monkeypatch):
     """The CLI's runner hands the QualifyRequest over as a value (no command line) to a spawned interpreter, which
     answers as `python -m harness qualify` would: here a refusal, exit code 2, one message."""
+    from harness.admission.request import QualifyRequest
     from harness.cli import qualify_in_fresh_process
-    from harness.qualify.request import QualifyRequest
 
     monkeypatch.setenv("HARNESS_REPORTS_DIR", str(tmp_path))
     code = qualify_in_fresh_process(QualifyRequest(arm="nope", vllm_check=False), {"HARNESS_CALIBRATION_REPEAT": "1"})

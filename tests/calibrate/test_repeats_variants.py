@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from harness.admission.arms import load_run_arms
+from harness.admission.record import calibration_repeat, repeat_variant
+from harness.admission.request import AdmittedRun, QualifyRequest
 from harness.calibrate.repeats import repeat_variants, variants_line
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.paths import ARMS_DIR
 from harness.config.variants import VARIANTS, apply_variant, describe, offered, plan_variant, refusal
-from harness.qualify.record import calibration_repeat, repeat_variant
-from harness.qualify.request import AdmittedRun, QualifyRequest
 from harness.records.manifest import CalibrationRepeat, RunManifest, write_manifest
 from harness.records.started_run import StartedRun
 from harness.refcheck.store import arm_config_sha

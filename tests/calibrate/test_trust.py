@@ -403,7 +403,7 @@ def test_calibration_repeat_typed_on_qualifys_command_line_is_refused(tmp_path, 
 
 
 def test_the_repeat_marker_reads_id_k_of_n(monkeypatch):
-    from harness.qualify.record import calibration_repeat
+    from harness.admission.record import calibration_repeat
 
     assert calibration_repeat("cal-x:2/5") == CalibrationRepeat(id="cal-x", repeat=2, of=5)
     with pytest.raises(ConfigError, match="calibration repeat 'cal-x:6/5': expected ID:K/N"):

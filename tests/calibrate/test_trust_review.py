@@ -135,11 +135,11 @@ def test_a_repeat_marker_set_by_hand_is_refused(tmp_path, capsys, monkeypatch, a
     """A repeat is judged without require_floor where its key has no calibration: a marker in a QualifyRequest made
     otherwise than by calibrate would pass an uncalibrated run. Only in the directory calibrate gives repeat K, and
     with N at least the arm's min_repeats. (The command line cannot carry one: test_trust.py.)"""
+    import harness.admission.record as record
     import harness.admission.rundir as rundir
-    import harness.qualify.record as record
+    from harness.admission.request import QualifyRequest
     from harness.cli import answered
     from harness.qualify.pipeline import qualify
-    from harness.qualify.request import QualifyRequest
 
     reports = tmp_path / "reports"
     monkeypatch.setattr(record, "REPORTS_DIR", reports)
@@ -152,7 +152,7 @@ def test_a_repeat_marker_set_by_hand_is_refused(tmp_path, capsys, monkeypatch, a
 
 
 def test_the_marker_calibrate_sets_is_honoured_in_its_repeats_directory(tmp_path, monkeypatch):
-    import harness.qualify.record as record
+    import harness.admission.record as record
 
     monkeypatch.setattr(record, "REPORTS_DIR", tmp_path / "reports")
     assert record.admitted_repeat("x:2/5", tmp_path / "reports" / "x-r2", ["gpu-mla"]) == CalibrationRepeat(

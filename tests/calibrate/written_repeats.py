@@ -73,7 +73,7 @@ def write_repeat(run_dir: Path, floor: Path, comparisons: list[TeacherForcedComp
 
 def marker(request) -> CalibrationRepeat:
     """The repeat marker calibrate put in the repeat's QualifyRequest, as qualify records it."""
-    from harness.qualify.record import calibration_repeat
+    from harness.admission.record import calibration_repeat
 
     return calibration_repeat(request.calibration_repeat)
 

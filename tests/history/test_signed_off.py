@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from harness.admission import baseline_build as bb
 from harness.admission.baseline_build import pin_problems
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
@@ -15,7 +16,6 @@ from harness.history.command import append_run
 from harness.history.signed_off import passed_runs_of
 from harness.history.store import connect
 from harness.measure.generation import Sampling
-from harness.qualify import baseline_build as bb
 from harness.refcheck import build_outputs as bo
 from harness.refcheck.store import model_identity
 

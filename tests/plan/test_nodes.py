@@ -73,7 +73,7 @@ def test_prefix_caching_off_is_explicit():
 
 
 def test_run_info_never_holds_secrets(tmp_path):
-    from harness.qualify.record import record_run_start
+    from harness.admission.record import record_run_start
 
     a = arm(server={"env": {"VLLM_API_KEY": "s3cret", "OMP_NUM_THREADS": "2"}, "args": ["--api-key=s3cret"]})
     record_run_start(tmp_path, [a], ["python", "-m", "harness", "--set", "server.env.HF_TOKEN=s3cret"])

@@ -13,12 +13,12 @@ import shutil
 import pytest
 from byhand import runpytest_by_hand
 
+from harness.admission.record import note_resume, record_run_start
 from harness.config import arms as config_arms
 from harness.config import workloads as config_workloads
 from harness.config.armset import ArmSet, Pair
 from harness.config.paths import ARMS_DIR, REPO_ROOT, WORKLOADS_DIR
 from harness.pytest_plugin.session import HarnessSession
-from harness.qualify.record import note_resume, record_run_start
 from harness.records import runinfo
 from harness.records.manifest import read_manifest
 from harness.records.started_run import StartedRun

@@ -158,9 +158,9 @@ def test_the_twins_tests_run_last_in_the_candidates_turn():
 def test_qualify_admits_the_twin_with_the_run_and_refuses_one_that_cannot_serve_with_one_message(tmp_path):
     """qualify's own admission (no server started): an uncapped CPU candidate's twin joins the run's arms (so the
     session can launch it); a candidate whose twin could not hold max_model_len is refused naming arm and field."""
+    from harness.admission.admitting import admit_run
+    from harness.admission.request import QualifyRequest
     from harness.config.errors import PreflightError
-    from harness.qualify.admitting import admit_run
-    from harness.qualify.request import QualifyRequest
 
     def admit(*overrides):
         return admit_run(QualifyRequest(arm="cpu-smoke", suites="output_coverage", vllm_check=False,

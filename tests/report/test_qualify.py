@@ -11,11 +11,12 @@ import pytest
 from reportrun import SUITES, make_run
 
 from harness import cli
+from harness.admission import admitting
 from harness.admission.arms import RunArms
+from harness.admission.record import record_run_start
 from harness.config.arms import load_arm
 from harness.config.armset import ArmSet, Pair
-from harness.qualify import admitting, pipeline
-from harness.qualify.record import record_run_start
+from harness.qualify import pipeline
 
 
 def run_arms(name: str, sets, arms_dir) -> RunArms:
@@ -252,7 +253,7 @@ def test_harness_report_without_an_exit_code_leaves_run_json_alone(fake_qualify,
 def test_a_baseline_gone_by_the_end_still_leaves_the_runs_end_recorded(fake_qualify, monkeypatch, capsys):
     """Admission found the baseline; it is unreadable when the run is judged: exit 2 naming it, and run.json has the
     end with pytest's code (no verdict could be made)."""
-    from harness.qualify import admitting
+    from harness.admission import admitting
 
     _, base = fake_qualify(1.0)
     admitted = admitting.check_baseline

@@ -122,10 +122,10 @@ def test_each_pair_is_held_to_its_own_long_prefix_levels():
 def test_run_json_records_each_pairs_own_workloads(tmp_path):
     import json
 
+    from harness.admission.record import record_run_start
     from harness.config.arms import load_arm
     from harness.config.armset import ArmSet, Pair
     from harness.config.workloads import workload_for
-    from harness.qualify.record import record_run_start
 
     arms = [load_arm(n) for n in ("cpu-smoke", "cpu-spec", "cpu-ref")]
     record_run_start(tmp_path, arms, ["qualify"], ["long_prefix"],

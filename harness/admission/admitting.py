@@ -7,7 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.admission.arms import check_shared_workloads, load_run_arms
+from harness.admission.baseline_build import FLAG, resolve_baseline_build
 from harness.admission.baseline_build import SUITE as BUILD_OUTPUTS
+from harness.admission.pytest_args import check_pytest_args
+from harness.admission.record import admitted_repeat
+from harness.admission.request import AdmittedRun, QualifyRequest
 from harness.admission.rundir import check_baseline, check_resume, choose_run_dir, resume_run_dir
 from harness.admission.verdicts import admit, check_parallel, strict_run
 from harness.admission.workloads import kv_twins
@@ -15,10 +19,6 @@ from harness.config.armset import parse_arm_names
 from harness.config.errors import ConfigError
 from harness.config.suites import parse_suites
 from harness.history.store import check_store_path, history_path
-from harness.qualify.baseline_build import FLAG, resolve_baseline_build
-from harness.qualify.record import admitted_repeat
-from harness.qualify.request import AdmittedRun, QualifyRequest
-from harness.qualify.suites import check_pytest_args
 from harness.records.manifest import BaselineBuild, RunManifest, load_manifest
 
 
@@ -89,7 +89,7 @@ def admit_run(request: QualifyRequest) -> AdmittedRun:
 def build_comparison(request: QualifyRequest, names: list[str], loaded: dict,
                      suites: list[str]) -> tuple[list[str], BaselineBuild | None]:
     """--keep-outputs / --baseline-build: the build_outputs suite joins the run, and the signed-off build is found and
-    checked (harness/qualify/baseline_build.py); refused with options it cannot stand beside."""
+    checked (harness/admission/baseline_build.py); refused with options it cannot stand beside."""
     if not (request.keep_outputs or request.baseline_build):
         return suites, None
     flag = f"{FLAG} {request.baseline_build}" if request.baseline_build else "--keep-outputs"

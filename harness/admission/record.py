@@ -1,4 +1,5 @@
-"""The record-the-run step: run.json at a run's start, or one more `resumed` entry in a resumed run's."""
+"""The record-the-run step: run.json at a run's start, or one more `resumed` entry in a resumed run's; and the
+StartedRun the suites run, built from the admitted run and that run.json."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.admission.request import AdmittedRun
 from harness.config.arms import Arm
 from harness.config.armset import ArmSet, Pair
 from harness.config.errors import ConfigError
@@ -15,7 +17,6 @@ from harness.config.thresholds import for_run, load_gates
 from harness.config.variants import plan_variant
 from harness.plan.build import arm_build
 from harness.plan.redact import redact_argv, redact_arm_dump
-from harness.qualify.request import AdmittedRun
 from harness.records.manifest import (
     ArmBuild,
     BaselineBuild,
@@ -26,6 +27,7 @@ from harness.records.manifest import (
     write_manifest,
 )
 from harness.records.runinfo import model_qualities, now, start_manifest, workload_dumps
+from harness.records.started_run import StartedRun
 
 
 @dataclass(frozen=True)
@@ -144,3 +146,11 @@ def admitted_repeat(text: str | None, run_dir: Path, candidates: list[str]) -> C
         raise ConfigError(f"calibration repeat {text}: refused ({why}): only `python -m harness calibrate` makes one; "
                           "nothing was run or written")
     return marker
+
+
+def started_run(run: AdmittedRun, manifest: RunManifest) -> StartedRun:
+    """The value the suites run: the admitted arms and pairs, run.json as record_run wrote it, and this attempt's
+    flags (the one place a qualify run and a by-hand pytest run both build it)."""
+    request = run.request
+    return StartedRun(run.run_dir, manifest, dict(run.arms.loaded), run.arms.arm_set, parallel=request.parallel,
+                      resume=request.resume is not None, refresh_reference=request.refresh_reference)

@@ -23,7 +23,7 @@ class QualifyRequest:
     resume: str | None = None  # the run id or directory continued
     refresh_reference: bool = False
     baseline: str | None = None
-    baseline_build: str | None = None  # --baseline-build [RUN]: "last" or a run (harness/qualify/baseline_build.py)
+    baseline_build: str | None = None  # --baseline-build [RUN]: "last" or a run (harness/admission/baseline_build.py)
     keep_outputs: bool = False  # --keep-outputs: the candidate's outputs stored, so a passed run signs its build off
     order_seed: int = 0
     length_seed: int | None = None  # None: a fresh seed for a new run
