@@ -38,7 +38,7 @@ ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(
 ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
-.PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device tiny-mla device-models
+.PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device tiny-mla tiny-mla-mtp device-models
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
@@ -66,14 +66,24 @@ $(TINY_MODEL)/.ready: $(SERVER_VENV)/.ready $(wildcard harness/tinymodel/*.py) |
 	touch $@
 
 # The GPU arms' tiny MLA model, made on CPU (deterministic) and checked against its pin (configs/models/tiny-mla.yaml);
-# `make device-models` puts it in .device-refs/, which every device call carries (docs/gpu-runs.md, One model).
+# `make device-models` puts it in .device-refs/, which device calls carry (docs/gpu-runs.md, One model).
 GPU_MODEL   := models/tiny-mla
 tiny-mla: $(GPU_MODEL)/config.json
 $(GPU_MODEL)/config.json: | $(SERVER_VENV)/.ready
 	$(HARNESS) make-tiny-model --arch deepseek_v3 --device cpu --out $(GPU_MODEL)
 	$(SERVER_VENV)/bin/python -m harness.tinymodel.pin check $(GPU_MODEL) --name tiny-mla
-device-models: tiny-mla
-	rm -rf .device-refs/tiny-mla && mkdir -p .device-refs && cp -r $(GPU_MODEL) .device-refs/tiny-mla
+# The MTP arms' model (gpu-mtp-ref.yaml): the tiny DeepseekV3 with a trained MTP layer, pinned in
+# configs/models/tiny-mla-mtp.yaml. The gpu-draft arms' draft is $(TINY_MODEL), pinned in
+# configs/models/tiny-llama.yaml.
+MTP_MODEL   := models/tiny-mla-mtp
+tiny-mla-mtp: $(MTP_MODEL)/config.json
+$(MTP_MODEL)/config.json: | $(SERVER_VENV)/.ready
+	$(HARNESS) make-tiny-model --arch deepseek_v3_mtp --device cpu --out $(MTP_MODEL)
+	$(SERVER_VENV)/bin/python -m harness.tinymodel.pin check $(MTP_MODEL) --name tiny-mla-mtp
+# Every pinned model (configs/models/*.yaml) into .device-refs/, each checked against its pin; a carried copy that
+# passes is kept. tiny-mla is not made here: its pinned bits came from torch 2.11 (the device's CPU; see its pin).
+device-models: $(TINY_MODEL)/.ready $(MTP_MODEL)/config.json | $(VENV)/.ready
+	bash scripts/device_state.sh models
 
 qualify: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) qualify $(ARM_ARGS) $(if $(REF),--reference $(REF)) $(SET_ARGS) \

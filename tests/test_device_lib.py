@@ -78,26 +78,50 @@ def test_the_library_sets_up_keeps_and_packs_on_a_cpu_machine(tmp_path):
     assert not (tmp_path / "hsite").exists()  # no wheel carried: nothing installed
 
 
-def carried_model(tmp_path):
-    """A stand-in tiny-mla carried in .device-refs/, with a pin of its files in tmp_path/pins."""
+def carried_model(tmp_path, name: str = "tiny-mla", arch: str = "deepseek_v3"):
+    """A stand-in model carried in .device-refs/, with a pin of its files in tmp_path/pins."""
     from harness.tinymodel.pin import PINNED_FILES, write_pin
 
-    d = tmp_path / ".device-refs" / "tiny-mla"
+    d = tmp_path / ".device-refs" / name
     d.mkdir(parents=True)
-    for i, name in enumerate(PINNED_FILES):
-        (d / name).write_bytes(bytes([i + 1]) * 100)
-    (d / "tiny_model.json").write_text('{"weights_sha256": "' + "cd" * 32 + '"}')
-    write_pin(d, "tiny-mla", tmp_path / "pins")
+    for i, f in enumerate(PINNED_FILES):
+        (d / f).write_bytes(bytes([i + 1]) * 100)
+    (d / "tiny_model.json").write_text('{"arch": "' + arch + '", "weights_sha256": "' + "cd" * 32 + '"}')
+    write_pin(d, name, tmp_path / "pins")
     return d
 
 
-def run_keep_model(tmp_path, keep: str) -> subprocess.CompletedProcess:
+def run_keep_model(tmp_path, keep: str, name: str = "tiny-mla", verify: str = "0") -> subprocess.CompletedProcess:
     script = (f"set -uo pipefail\nsource {LIB}\ndevice_start\ndevice_keep \"$PWD/{keep}\"\n"
-              "keep_model tiny-mla; echo \"exit $?\"; readlink models/tiny-mla || true\n")
+              f"keep_model {name}; echo \"exit $?\"; readlink models/{name} || true\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(tmp_path / "out"), "HSITE": str(tmp_path / "h"),
-           "PY": sys.executable, "MODEL_PIN_DIR": str(tmp_path / "pins"), "VERIFY_MODEL": "0",
+           "PY": sys.executable, "MODEL_PIN_DIR": str(tmp_path / "pins"), "VERIFY_MODEL": verify,
            "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+
+
+def test_keep_model_measures_only_the_retrieval_model_on_the_gpu(tmp_path):
+    # the draft (llama: a circuit for CPU lengths) and the MTP model (no circuit) are checked against their pins only;
+    # the MLA model is measured, which these stand-in bytes cannot pass
+    for name, arch in (("tiny-llama", "llama"), ("tiny-mla-mtp", "deepseek_v3_mtp")):
+        carried_model(tmp_path, name, arch)
+        assert "exit 0" in run_keep_model(tmp_path, "keep", name, verify="1").stdout
+        assert not (tmp_path / "keep" / f"{name}.verified").exists()
+    carried_model(tmp_path, "tiny-mla", "deepseek_v3")
+    assert "exit 3" in run_keep_model(tmp_path, "keep", "tiny-mla", verify="1").stdout
+
+
+def test_arm_models_names_what_the_arms_and_their_references_serve(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PY": sys.executable, "PYTHONPATH": str(REPO_ROOT)}
+
+    def run(arms: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"source {LIB}; arm_models {arms}"], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, check=False)
+
+    assert run("gpu-mtp gpu-draft-async").stdout.split() == ["tiny-mla-mtp", "tiny-mla", "tiny-llama"]
+    assert run("gpu-mla gpu-mla-eager").stdout.split() == ["tiny-mla"]
+    bad = run("gpu-mtp no-such-arm")
+    assert bad.returncode == 2 and bad.stdout == "" and "unknown arm 'no-such-arm'" in bad.stderr
 
 
 def test_keep_model_links_the_pinned_carried_model_and_refuses_another(tmp_path):
