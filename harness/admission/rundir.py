@@ -95,3 +95,18 @@ def locate_run_dir(arg: str, command: str = "report") -> Path:
     if not (path / "results.jsonl").is_file() and not (path / "run.json").is_file():
         raise ConfigError(f"{command} --run {arg!r}: {path} holds no run (no results.jsonl, no run.json)")
     return path
+
+
+def refuse_unreadable(arg: str, results: Path, records: list, problems: list[str] | tuple[str, ...],
+                      command: str = "report") -> None:
+    """A results file none of whose lines could be read is no run to report on: refused, naming the first problem."""
+    if results.is_file() and not records and problems:
+        raise ConfigError(f"{command} --run {arg!r}: {results} has no readable record; first problem: {problems[0]}")
+
+
+def find_run_dir(arg: str, command: str = "report") -> Path:
+    """locate_run_dir, and a results file with no readable record refused (for commands that read the run later)."""
+    path = locate_run_dir(arg, command)
+    if (path / "results.jsonl").is_file():
+        refuse_unreadable(arg, path / "results.jsonl", *read_results(path / "results.jsonl"), command)
+    return path

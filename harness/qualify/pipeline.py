@@ -4,7 +4,7 @@
     -> started_run -> StartedRun (these three harness/admission's: a by-hand pytest takes them too; handed to pytest
     as a value) -> run_suites (interrupts raised) -> SuiteOutcome ->
     judge, record the end in run.json (once) and render: the run's verdict (a fresh interpreter:
-    harness/qualify/render.py).
+    harness/qualify/finish.py, then harness/qualify/render.py).
 
 Interrupts: during the suites SIGINT/SIGTERM stop them (servers torn down, exit 128 + signal); after them a signal is
 only noted and the run is finished and rendered all the same (harness/qualify/interrupts.py)."""

@@ -165,7 +165,7 @@ def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fa
     import os
     import signal
 
-    from harness.qualify import render
+    from harness.qualify import finish as render
 
     real = render.finish_run_info
 
@@ -225,7 +225,7 @@ def test_run_json_end_is_written_once_with_the_verdict_before_anything_is_render
 
 
 def test_a_judge_step_that_fails_still_records_the_end_with_pytests_code(fake_qualify, monkeypatch, capsys):
-    from harness.qualify import render
+    from harness.qualify import finish as render
 
     def broken(*args):
         raise RuntimeError("planted: the judge step broke")
