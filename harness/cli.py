@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness.admission.request import QualifyRequest
+from harness.admission.rundir import find_run_dir
 from harness.calibrate.command import store_calibration
 from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import ConfigError, HarnessError
@@ -26,7 +27,7 @@ from harness.qualify.calibrating import CalibrateRequest, calibrate
 from harness.qualify.interrupts import exit_with, sigint_interrupts
 from harness.qualify.pipeline import qualify
 from harness.qualify.plan import plan_arms
-from harness.qualify.render import find_run_dir, report
+from harness.qualify.render import report
 from harness.refcheck.accept_floor import accept_floor
 from harness.serve.process import stop_all
 
