@@ -255,3 +255,22 @@ print(json.dumps({"near": near, "far": far[3:], "untouched": untouched,
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"near": [3, 4, 3, 4, 3, 4], "far": [3] * 6, "untouched": True, "histories": True}, got
     assert "near_tie_then_loop: tie=0.1 period=2" in proc.stderr
+
+
+def test_a_scratch_links_unpatched_directories_whole_and_never_writes_through_a_link(site, tmp_path):
+    """make_scratch links each directory it leaves unpatched as one link; the directories on the way to a planted file
+    are real, each with a real __pycache__ (the patched module's bytecode lands in the copy); replant into a directory
+    that was linked whole makes its way real first. The installed files stay untouched throughout."""
+    out = tmp_path / "scratch"
+    lf.make_scratch("logit_jitter", out, site, "cpu_noise")
+    (rel,) = {e.path for e in lf.table("cpu_noise")["logit_jitter"].edits}
+    assert (out / "vllm" / "entrypoints").is_symlink()  # unpatched: one link for the whole directory
+    for parent in (out / rel).relative_to(out).parents[:-1]:
+        assert (out / parent).is_dir() and not (out / parent).is_symlink(), parent
+    assert not ((out / rel).parent / "__pycache__").is_symlink()
+    other = lf.table("cpu")["keys_past_L_ignored"].edits[0].path  # under vllm/v1: linked whole until now
+    assert any((out / p).is_symlink() for p in Path(other).parents[:-1])
+    installed = _sha(site / other)
+    lf.replant("keys_past_L_ignored", out, site, "cpu")
+    assert not (out / other).is_symlink() and "[length-fault]" in (out / other).read_text()
+    assert _sha(site / other) == installed and (out / rel).read_text() == (site / rel).read_text()

@@ -28,13 +28,30 @@ def installed_site(python: str | None = None) -> Path:
     return Path(out.stdout.strip()).parent
 
 
-def _link_tree(src: Path, dst: Path) -> None:
-    """dst mirrors src: real directories, every file a symlink to the original."""
-    for root, _dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
-        for f in files:
-            (dst / rel / f).symlink_to(Path(root) / f)
+def _link_tree(src: Path, dst: Path, planted: set[Path] = frozenset()) -> None:
+    """dst mirrors src through links: a directory on the way to a `planted` file (paths relative to src) is real, its
+    entries mirrored likewise, and so is its __pycache__ (a patched module's bytecode lands there, never in the
+    installed package); every other entry is one link to its original (~100 links, not one per file: those took
+    30-40 s on a busy disk)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    ways = {p.parts[0] for p in planted if len(p.parts) > 1} | {"__pycache__"}
+    for entry in sorted(src.iterdir()):
+        if entry.name in ways and entry.is_dir() and not entry.is_symlink():
+            _link_tree(entry, dst / entry.name, {Path(*p.parts[1:]) for p in planted if p.parts[0] == entry.name})
+        else:
+            (dst / entry.name).symlink_to(entry)
+
+
+def _real_parents(out: Path, rel: str) -> None:
+    """Every directory on the way to out/rel real (a linked one remade as make_scratch makes them), so that what is
+    written there never goes through a link into the installed package."""
+    here = out
+    for part in Path(rel).parent.parts:
+        here = here / part
+        if here.is_symlink():
+            target = Path(os.readlink(here))
+            here.unlink()
+            _link_tree(target, here)
 
 
 def make_scratch(name: str | Sequence[str], out: Path, site: Path, which: str = "cpu") -> dict:
@@ -50,7 +67,8 @@ def make_scratch(name: str | Sequence[str], out: Path, site: Path, which: str = 
     out.mkdir(parents=True)
     for entry in sorted(site.iterdir()):
         if entry.name == "vllm":
-            _link_tree(entry, out / "vllm")
+            _link_tree(entry, out / "vllm", {Path(e.path).relative_to("vllm") for e in fault.edits
+                                             if Path(e.path).parts[0] == "vllm"})
         elif entry.name.lower().startswith("vllm"):
             (out / entry.name).symlink_to(entry)
     for rel in {e.path for e in fault.edits}:
@@ -67,13 +85,14 @@ def make_scratch(name: str | Sequence[str], out: Path, site: Path, which: str = 
 def replant(name: str | Sequence[str], out: Path, site: Path, which: str = "cpu") -> dict:
     """A scratch copy made by make_scratch with its planted files replaced in place: the files planted before copied
     from `site` again, then `name` planted (another build at the same path, so an arm's PYTHONPATH and calibration key
-    stay). Seconds where rebuilding the 6,600 links took 30-40 s on a busy disk (the chain-of-trust e2e's new build)."""
+    stay); a planted file in a directory make_scratch linked whole gets real directories on its way first."""
     fault = combined([name] if isinstance(name, str) else list(name), table(which))
     state = out / mut.STATE / "state.json"
     before = json.loads(state.read_text())["files"] if state.is_file() else {}
     for rel in {*before, *(e.path for e in fault.edits)}:
         if not (site / rel).is_file():
             raise MutationError(f"{rel} is not in the installed vllm at {site}")
+        _real_parents(out, rel)
         (out / rel).unlink(missing_ok=True)
         shutil.copy2(site / rel, out / rel)
     shutil.rmtree(out / mut.STATE, ignore_errors=True)
