@@ -31,8 +31,8 @@ def installed_site(python: str | None = None) -> Path:
 def _link_tree(src: Path, dst: Path, planted: set[Path] = frozenset()) -> None:
     """dst mirrors src through links: a directory on the way to a `planted` file (paths relative to src) is real, its
     entries mirrored likewise, and so is its __pycache__ (a patched module's bytecode lands there, never in the
-    installed package); every other entry is one link to its original (~100 links, not one per file: those took
-    30-40 s on a busy disk)."""
+    installed package); every other entry is one link to its original (not one link per file: a busy disk took tens
+    of seconds to write those)."""
     dst.mkdir(parents=True, exist_ok=True)
     ways = {p.parts[0] for p in planted if len(p.parts) > 1} | {"__pycache__"}
     for entry in sorted(src.iterdir()):
