@@ -12,28 +12,26 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from harness.admission.request import QualifyRequest
-from harness.admission.rundir import find_run_dir
-from harness.calibrate.command import store_calibration
-from harness.config.arms import known_arms, load_arm, overrides_for
 from harness.config.errors import ConfigError, HarnessError
 from harness.config.numbers import seed, whole_number
 from harness.config.paths import REPO_ROOT, gsm8k_dir, server_python
 from harness.history.command import add_parser as add_history_parser
-from harness.nightly.emit import pipeline_yaml
-from harness.qualify.calibrating import CalibrateRequest, calibrate
 from harness.qualify.interrupts import exit_with, sigint_interrupts
-from harness.qualify.pipeline import qualify
-from harness.qualify.plan import plan_arms
-from harness.qualify.render import report
-from harness.refcheck.accept_floor import accept_floor
-from harness.serve.process import stop_all
+
+if TYPE_CHECKING:
+    from harness.admission.request import QualifyRequest
+
+# Each command imports the package that does it when it runs: `history`, `report`, `arms` and `pipeline` start
+# without qualify's and calibrate's imports.
 
 
 def cmd_qualify(args: argparse.Namespace) -> int:
     """The Namespace ends here: qualify's steps take and return frozen values (harness/qualify/pipeline.py)."""
+    from harness.admission.request import QualifyRequest
+    from harness.qualify.pipeline import qualify
+
     if args.calibration_repeat is not None:
         raise ConfigError(f"qualify --calibration-repeat {args.calibration_repeat}: refused: a calibration repeat is "
                           "made only by `python -m harness calibrate --arm ARM` (it judges its repeats against the "
@@ -48,14 +46,21 @@ def cmd_qualify(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.qualify.plan import plan_arms
+
     return plan_arms(args.arm, args.arms, args.set, args.strict, not args.no_vllm_check)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness.qualify.render import report
+
     return report(args.run, args.baseline, args.exit_code, args.screenshot)
 
 
 def cmd_accept_floor(args: argparse.Namespace) -> int:
+    from harness.admission.rundir import find_run_dir
+    from harness.refcheck.accept_floor import accept_floor
+
     accept_floor(find_run_dir(args.run, "accept-floor"), args.run, args.arm)
     return 0
 
@@ -63,6 +68,11 @@ def cmd_accept_floor(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """K repeats, each a QualifyRequest run as a `qualify` in a fresh interpreter (servers started anew), then the
     calibration."""
+    from harness.admission.rundir import find_run_dir
+    from harness.calibrate.command import store_calibration
+    from harness.config.arms import load_arm, overrides_for
+    from harness.qualify.calibrating import CalibrateRequest, calibrate
+
     # a wrong arm: one message, no repeat run
     candidate = load_arm(args.arm, overrides_for(args.arm, args.set, candidate=True))
     if args.from_runs:
@@ -87,6 +97,8 @@ def qualify_in_fresh_process(request: QualifyRequest, env: dict[str, str]) -> in
 
 def qualify_here(request: QualifyRequest, env: dict[str, str]) -> NoReturn:
     """The spawned interpreter's whole life, as `python -m harness qualify` would live it."""
+    from harness.qualify.pipeline import qualify
+
     sigint_interrupts()
     os.environ.update(env)
     exit_with(answered(lambda: qualify(request)))
@@ -94,6 +106,8 @@ def qualify_here(request: QualifyRequest, env: dict[str, str]) -> NoReturn:
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
     """A Buildkite pipeline (YAML on stdout, or --out) with one step per arm group; every arm validated first."""
+    from harness.nightly.emit import pipeline_yaml
+
     text = pipeline_yaml(args.arms, args.nightly, args.queue, args.cpu_queue, args.parallel, args.history,
                          args.history_reset)
     if args.out:
@@ -104,6 +118,8 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def cmd_arms(args: argparse.Namespace) -> int:
+    from harness.config.arms import known_arms
+
     for name in known_arms():
         print(name)
     return 0
@@ -255,6 +271,8 @@ def answered(command: Callable[[], int]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        from harness.serve.process import stop_all
+
         stop_all()
         print("interrupted (SIGINT): servers stopped", file=sys.stderr)
         return 128 + signal.SIGINT
