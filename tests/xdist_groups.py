@@ -24,7 +24,7 @@ from xdist.scheduler.loadscope import LoadScopeScheduling
 SHARED = {
     # the stopping tests after the others (tests/e2e/conftest.py), among them this order: the kill first
     "cpu_ref_server": ("tests/e2e/test_e2e_engine_death.py", "tests/e2e/test_e2e_gsm8k.py",
-                       "tests/e2e/test_e2e_teacher_forcing.py", "tests/e2e/test_e2e_aligned_fault.py",
+                       "tests/e2e/test_e2e_teacher_forcing.py", "tests/e2e/test_e2e_request_faults.py",
                        "tests/e2e/test_e2e_cpu.py::test_capture_computes_from_scratch_even_with_prefix_caching_on",
                        "tests/e2e/test_e2e_cpu.py::test_the_shared_server_serves_stable_greedy_logprobs_of_a_peaked_model"),
     "reference_store": ("tests/e2e/test_e2e_reference_checks.py", "tests/e2e/test_e2e_degeneration.py"),

