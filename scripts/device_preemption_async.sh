@@ -14,9 +14,10 @@
 # calibrated" whatever their outputs: read the comparisons in $OUT/pressure-<arm>.json). Per arm, $OUT gets
 # pressure-<arm>.json (the kv_pressure record: preemptions_proven, detail with the scheduling line, diverged) and the
 # run (pack_run). Not yet run on a device. Models: those the arms serve (arm_models), pinned, kept under $KEEP; carry
-# each not kept yet (`bash scripts/device_state.sh size PATH...` says the total, 64 MiB with the tree):
-#   ARMS=gpu-mla-async                   .gpu-payload/p0 .device-refs/tiny-mla .device-refs/state.tgz
-#   ARMS="gpu-mla-async gpu-draft-async" .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama .device-refs/state.tgz
+# each not kept yet (`bash scripts/device_state.sh size PATH...` sums a list, 64 MiB with the tree), the wheel and
+# state.tgz with an install call (scripts/device_spec_decode.sh says which):
+#   ARMS=gpu-mla-async                     .gpu-payload/p0 .device-refs/tiny-mla
+#   ARMS="gpu-mla-async gpu-draft-async"   .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama
 set -uo pipefail
 ARMS=${ARMS:-gpu-mla-async}
 FAULT=${FAULT:-}

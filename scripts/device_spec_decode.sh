@@ -16,12 +16,13 @@
 # Models: the pinned models the arms and their references serve (arm_models), generated on CPU (`make device-models`),
 # carried as .device-refs/NAME and kept under $KEEP, so a later call on the warm machine needs none carried:
 # tiny-mla-mtp (DeepseekV3 + a trained MTP layer) for the gpu-mtp arms; tiny-mla (target) and tiny-llama (draft) for
-# the gpu-draft arms. The three do not fit one call (64 MiB with the tree), so a session splits ARMS by model; carry
-# (`bash scripts/device_state.sh size PATH...` says the total):
-#   ARMS="gpu-mtp gpu-mtp-eager"     .gpu-payload/p0 .device-refs/tiny-mla-mtp .device-refs/state.tgz
-#   ARMS="gpu-draft gpu-draft-eager" .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama .device-refs/state.tgz
-# The harness wheel (.gpu-payload/harness, 13 MiB) fits neither: carry it with an install call (p4's), which installs
-# it for the machine's later calls; name .device-refs' files one by one (carrying .device-refs whole replaces them).
+# the gpu-draft arms. The three (43 + 27 + 20 MiB) do not fit one call (64 MiB with the 14 MiB tree), so a session
+# splits ARMS by model; carry (`bash scripts/device_state.sh size PATH...` sums a list; 2026-12-07: 57 and 62 MiB):
+#   ARMS="gpu-mtp gpu-mtp-eager"       .gpu-payload/p0 .device-refs/tiny-mla-mtp
+#   ARMS="gpu-draft gpu-draft-eager"   .gpu-payload/p0 .device-refs/tiny-mla .device-refs/tiny-llama
+# The harness wheel and the kept state fit neither: carry .gpu-payload/harness, .device-refs/state.tgz and
+# .device-refs/cache.tgz with the p4 install call (61 MiB), which installs the wheel and restores the state for the
+# machine's later calls. Name .device-refs' files one by one: carrying .device-refs whole replaces what is there.
 # Per arm, $OUT gets:
 #   plan-<arm>.txt       `harness plan`: argv with --speculative-config, the method check against vLLM 0.25.0
 #   spec-<arm>.md        the Spec decode table (acceptance length, per-position curve, speed-up) + Gates + Checks

@@ -1,19 +1,22 @@
-"""One model everywhere (issue 56 item 1): the GPU arms' tiny MLA model is pinned in configs/models/ by the sha256 of
-its files; the device's check (harness.tinymodel.pin check, run by device_lib.sh keep_model) passes the carried files
+"""One model everywhere (issue 56 item 1): every local model a GPU arm serves (tiny-mla; tiny-mla-mtp and the draft
+tiny-llama of the speculative arms) is pinned in configs/models/ by the sha256 of its files, a draft with its target's
+tokenizer; the device's check (harness.tinymodel.pin check, run by device_lib.sh keep_model) passes the carried files
 and refuses any other model (a GPU-generated one, a changed byte, a missing file) with one line and exit 3; the
 device's bf16 verify refuses a model whose retrieval or top-2 gap falls short."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
 
+from harness.config.arms import ARMS_DIR, load_arm
 from harness.config.paths import REPO_ROOT
-from harness.tinymodel.pin import PINNED_FILES, check, pin_problems, write_pin
+from harness.tinymodel.pin import PIN_DIR, PINNED_FILES, check, pin_problems, write_pin
 from harness.tinymodel.verify import ordinary_ids, verdict
 
 
@@ -59,11 +62,52 @@ def test_the_check_runs_as_the_device_runs_it(model, tmp_path):
     assert bad.returncode == 3 and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_the_repository_pins_the_tiny_mla_it_carries():
-    pin = yaml.safe_load((REPO_ROOT / "configs" / "models" / "tiny-mla.yaml").read_text())
+@pytest.mark.parametrize("name, arch", [("tiny-mla", "deepseek_v3"), ("tiny-mla-mtp", "deepseek_v3_mtp"),
+                                        ("tiny-llama", "llama")])
+def test_the_repository_pins_each_model_it_carries(name, arch):
+    pin = yaml.safe_load((PIN_DIR / f"{name}.yaml").read_text())
+    assert pin["name"] == name and pin["inputs"]["arch"] == arch and f"--arch {arch} " in pin["generate"]
     assert set(pin["files"]) == set(PINNED_FILES) and all(len(v) == 64 for v in pin["files"].values())
-    assert pin["inputs"]["trained_on"] == "cpu" and pin["quality"]["retrieval_min"] >= 0.9
-    assert pin["quality"]["median_top_gap"] >= 0.2
+    assert pin["inputs"]["trained_on"] == "cpu" and pin["quality"]["median_top_gap"] >= 0.2
+    if arch != "deepseek_v3_mtp":  # the MTP model has no retrieval circuit
+        assert pin["quality"]["retrieval_min"] >= 0.9
+
+
+def arm_pin_problems(names, pin_dir) -> list[str]:
+    """What would stop a device call at keep_model or vLLM's draft_model at start: a local model a GPU arm serves
+    without a pin, a draft whose pinned tokenizer.json is not its target's."""
+    out = []
+    for name in names:
+        arm = load_arm(name, geometry=False)
+        draft = arm.speculative.model if arm.speculative else None
+        pins = {}
+        for path in (arm.model.path, draft):
+            if arm.device != "gpu" or not (path or "").startswith("models/"):
+                continue
+            pin = pin_dir / f"{path.removeprefix('models/')}.yaml"
+            if pin.is_file():
+                pins[path] = yaml.safe_load(pin.read_text())["files"]
+            else:
+                out.append(f"{name}: {path} has no pin {pin.name}")
+        if draft in pins and arm.model.path in pins \
+                and pins[draft]["tokenizer.json"] != pins[arm.model.path]["tokenizer.json"]:
+            out.append(f"{name}: draft {draft}'s tokenizer.json is not {arm.model.path}'s")
+    return out
+
+
+def test_every_gpu_arm_serves_pinned_models_and_each_draft_its_targets_tokenizer(tmp_path):
+    names = sorted(p.stem for p in ARMS_DIR.glob("*.yaml"))
+    assert arm_pin_problems(names, PIN_DIR) == []
+    pins = tmp_path / "pins"
+    shutil.copytree(PIN_DIR, pins)
+    llama = yaml.safe_load((pins / "tiny-llama.yaml").read_text())
+    llama["files"]["tokenizer.json"] = "0" * 64  # a draft trained with another tokenizer
+    (pins / "tiny-llama.yaml").write_text(yaml.safe_dump(llama))
+    assert arm_pin_problems(["gpu-draft", "gpu-mla"], pins) == [
+        "gpu-draft: draft models/tiny-llama's tokenizer.json is not models/tiny-mla's"]
+    (pins / "tiny-mla-mtp.yaml").unlink()
+    assert arm_pin_problems(["gpu-mtp", "cpu-smoke"], pins) == [
+        "gpu-mtp: models/tiny-mla-mtp has no pin tiny-mla-mtp.yaml"]
 
 
 def test_verify_refuses_short_retrieval_or_a_flat_distribution():
