@@ -87,3 +87,21 @@ def test_the_harness_hash_ignores_docs_and_moves_with_a_judging_file(tmp_path):
     assert harness_hash(tmp_path) == before
     (tmp_path / "harness/judge/limits.py").write_text("LIMIT = 2\n")
     assert harness_hash(tmp_path) != before
+
+
+def test_the_harness_hash_ignores_comments_and_docstrings_of_measuring_files_not_their_code(tmp_path):
+    judging, gates = tmp_path / "harness/judge/limits.py", tmp_path / "configs/gates.yaml"
+    judging.parent.mkdir(parents=True)
+    gates.parent.mkdir(parents=True)
+    judging.write_text('"""Limits."""\n\ndef limit():\n    """The limit, in nats."""\n    return 1  # why: measured\n')
+    gates.write_text("a: 1  # the seed limit\n")
+    before = harness_hash(tmp_path)
+    judging.write_text('"""Limits, reworded."""\n\n\ndef limit():\n    """Nats."""\n    return 1\n')
+    gates.write_text("# gates\na: 1\n")
+    assert harness_hash(tmp_path) == before
+    for planted in (judging.read_text().replace("return 1", "return 2"), 'def limit():\n    return 1\n\nX = "a"\n'):
+        judging.write_text(planted)
+        assert harness_hash(tmp_path) != before, planted
+    judging.write_text('"""Limits."""\n\ndef limit():\n    """The limit, in nats."""\n    return 1\n')
+    gates.write_text("a: 2\n")
+    assert harness_hash(tmp_path) != before
