@@ -112,8 +112,9 @@ def kv_verdicts(candidate: Arm, w: OutputCoverageWorkload) -> list[Verdict]:
     if twin is None:
         own = own_sizing(candidate, w)
         return [Verdict("coverage_kv_cap", True, f"{where}: {KV_FAMILIES} on the arm itself, server.kv_cache_blocks "
-                        + (derivation(own, w, candidate.model.max_model_len) if own else
-                           f"{candidate.server.kv_cache_blocks} (block size unknown: its counters prove the pressure)"))]
+                        + (derivation(own, w, candidate.model.max_model_len) if own
+                           else f"{candidate.server.kv_cache_blocks} "
+                                "(block size unknown: its counters prove the pressure)"))]
     s = twin_sizing(candidate, w)
     problems = pool_problems(s, w, candidate.model.max_model_len)
     if problems:

@@ -346,7 +346,8 @@ class OutputCoverageWorkload(PromptSetWorkload):
     pressure: PressureSpec | None = None
     recycled: RecycledSpec | None = None
     # The KV block size (tokens per rank) the twin's cap is counted in where the arm pins no --block-size in
-    # server.args: the backend's default the workload assumes, pinned on the twin (stated, like chunk_boundaries.budget).
+    # server.args: the backend's default the workload assumes, pinned on the twin (stated, like
+    # chunk_boundaries.budget).
     block_size: Int | None = Field(None, ge=1)
     vocab_size: Int | None = Field(None, ge=16)
     exclude_token_ids: list[TokenId] = []

@@ -32,7 +32,7 @@ def append_run(run_dir: Path, path: Path | None = None) -> RunRows:
 
 
 def append_rows(rows: RunRows, path: Path | None = None) -> RunRows:
-    """Appends a run read already (qualify's end reads its run once, harness/qualify/render.py)."""
+    """Appends a run read already (qualify's end reads its run once, harness/qualify/finish.py)."""
     store.append(rows, path)
     return rows
 

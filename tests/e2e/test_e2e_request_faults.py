@@ -35,7 +35,14 @@ from faulted_run import qualify_faulted, reference_check
 from harness.faults.prefill_faults import ENV_SHORT
 from harness.records.schema import RequestComparison
 from harness.refcheck.hit_miss import judge_hit_miss
-from harness.refcheck.hit_miss_send import NoiseTarget, cached_probes, measure_noise, noise_path, noise_target, save_noise
+from harness.refcheck.hit_miss_send import (
+    NoiseTarget,
+    cached_probes,
+    measure_noise,
+    noise_path,
+    noise_target,
+    save_noise,
+)
 
 pytestmark = pytest.mark.e2e
 ARM = "cpu-smoke-request-faults"

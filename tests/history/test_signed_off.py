@@ -1,4 +1,4 @@
-"""The last signed-off build (harness/qualify/baseline_build.py over harness/history/signed_off.py): the newest
+"""The last signed-off build (harness/admission/baseline_build.py over harness/history/signed_off.py): the newest
 finished, passed qualify run of the arm as a candidate whose directory holds its stored outputs; a failed run, a
 calibration repeat, another arm's run or one without outputs never is; none at all is one message (exit 2)."""
 

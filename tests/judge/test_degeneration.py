@@ -170,7 +170,7 @@ def test_the_recorded_h200_case_passes_under_the_calibration_that_measured_it():
 
 
 def near_tie_then_loop(i: int) -> list[int]:
-    """What the planted fault does (harness/faults/length_faults.py near_tie_then_loop): the runner-up taken at a
+    """What the planted fault does (harness/faults/length_faults/ near_tie_then_loop): the runner-up taken at a
     near-tie, then the last two tokens over and over."""
     return [7, 8] * 10
 

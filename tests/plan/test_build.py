@@ -22,7 +22,7 @@ def fake_vllm(root, marker: str = "clean"):
 
 def arm_on(scratch):
     """cpu-smoke on this interpreter, importing the vllm found first on its PYTHONPATH (the planted-fault arms'
-    way: harness/faults/length_faults.py arm_yaml)."""
+    way: harness/faults/length_faults/ arm_yaml)."""
     arm = load_arm("cpu-smoke")
     return arm.model_copy(update={
         "launcher": arm.launcher.model_copy(update={"python": sys.executable}),
