@@ -19,6 +19,9 @@
 #   qualify-N    python -m harness qualify --arm $ARM (default suites), run id $ARM-qualify-N
 #   batch-invariant  the same qualify of $ARM-batch-invariant: $ARM with VLLM_BATCH_INVARIANT=1 (split-KV count 1, fixed
 #                reduction order: a legitimate build that must pass), judged by $ARM's calibration (calibration_from)
+#   calibrate-fault:NAME:L[:EPS]  the same faulty build calibrated as an arm of its own (no calibration_from: a
+#                first calibration, judged by its independent float32 anchor), FAULT_CALIBRATE_ARGS (default
+#                --suites teacher_forcing); it must be refused (exit 2); cut by the deadline, it continues next call
 #   fault:NAME:L[:EPS]  a planted length fault of harness/faults/length_faults (table gpu) past L tokens, in a
 #                scratch copy of /tmp/site/vllm, as a variant of $ARM judged by $ARM's calibration (calibration_from),
 #                with FAULT_SUITES (default: the length-sensitive calibrated suites); EPS sets HARNESS_FAULT_EPS
@@ -43,7 +46,7 @@ echo "setup: $(( $(date +%s) - t0 )) s"
 for step in ${STEPS:-calibrate}; do
   if [ -f "$KEEP/.step-done-$cal_id-$step" ]; then echo "$step: ended in an earlier call ($(cat "$KEEP/.step-done-$cal_id-$step"))"; continue; fi
   left=$(( deadline - $(date +%s) ))
-  need=$([ "$step" = calibrate ] && echo 60 || echo "${STEP_MIN_S:-150}")
+  need=$(case $step in calibrate|calibrate-fault:*) echo 60 ;; *) echo "${STEP_MIN_S:-150}" ;; esac)
   if [ "$left" -lt "$need" ]; then echo "$step skipped: $left s left" | tee -a "$OUT/steps.txt"; continue; fi
   s0=$(date +%s)
   case $step in
@@ -66,17 +69,25 @@ for step in ${STEPS:-calibrate}; do
                > "$KEEP/arms/$ARM-batch-invariant.yaml"
              timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify --arm "$ARM-batch-invariant" \
                  --run-id "$ARM-$step" ${QUALIFY_ARGS:-} ;;
-    fault:*) IFS=: read -r _ fname flen feps <<< "$step"
+    fault:*|calibrate-fault:*) IFS=: read -r kind fname flen feps <<< "$step"
              export HARNESS_ARMS_DIR=$KEEP/arms
              [ -d "$KEEP/arms" ] || cp -r configs/arms "$KEEP/arms"
-             python3 -m harness.faults.length_faults scratch "$fname" --table gpu --site /tmp/site \
-               --out "$KEEP/lf/$fname" > "$OUT/scratch-$fname.json" 2>&1 || { cat "$OUT/scratch-$fname.json"; false; }
+             [ -d "$KEEP/lf/$fname" ] || python3 -m harness.faults.length_faults scratch "$fname" --table gpu \
+               --site /tmp/site --out "$KEEP/lf/$fname" > "$OUT/scratch-$fname.json" 2>&1 \
+               || { cat "$OUT/scratch-$fname.json"; false; }
              variant=$(python3 -m harness.faults.length_faults arm "$fname" --l "$flen" --scratch "$KEEP/lf/$fname" \
                --arms-dir "$KEEP/arms" --base "$ARM" --reference "$(python3 -c "from harness.config.arms import load_arm
 print(load_arm('$ARM').reference)")" --pythonpath-tail /tmp/site)
-             HARNESS_FAULT_EPS=${feps:-0.05} timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify \
-               --arm "$variant" --run-id "fault-$fname-$flen${feps:+-$feps}" \
-               --suites "${FAULT_SUITES:-graph_replay,long_context,long_prefix,prefix_reuse,teacher_forcing}" ;;
+             if [ "$kind" = fault ]; then
+               HARNESS_FAULT_EPS=${feps:-0.05} timeout --signal=TERM --kill-after=20 "$left" python3 -m harness qualify \
+                 --arm "$variant" --run-id "fault-$fname-$flen${feps:+-$feps}" \
+                 --suites "${FAULT_SUITES:-graph_replay,long_context,long_prefix,prefix_reuse,teacher_forcing}"
+             else  # the faulty build's own first calibration: no calibration_from, so its float32 anchor judges it
+               sed '/^calibration_from:/d' "$KEEP/arms/$variant.yaml" > "$KEEP/arms/$variant-first.yaml"
+               HARNESS_FAULT_EPS=${feps:-0.05} timeout --signal=TERM --kill-after=20 "$left" python3 -m harness \
+                 calibrate --arm "$variant-first" --id "cal-$fname-$flen${feps:+-$feps}" \
+                 ${FAULT_CALIBRATE_ARGS:---suites teacher_forcing}
+             fi ;;
     *) echo "unknown step $step"; false ;;
   esac
   rc=$?; [ "$step" = calibrate ] && cal_rc=$rc
