@@ -165,15 +165,15 @@ def test_qualify_noting_a_ctrl_c_after_the_suites_still_renders_and_exits_130(fa
     import os
     import signal
 
-    from harness.qualify import finish as render
+    from harness.qualify import finish
 
-    real = render.finish_run_info
+    real = finish.finish_run_info
 
     def interrupted_finish(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, as the run is being finished
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(render, "finish_run_info", interrupted_finish)
+    monkeypatch.setattr(finish, "finish_run_info", interrupted_finish)
     code, run = fake_qualify(1.0)
     assert code == 130 and (run / "report.html").is_file() and (run / "annotation.md").is_file()
     assert "interrupted (SIGINT) while the report was written; it was finished" in capsys.readouterr().err
@@ -225,12 +225,12 @@ def test_run_json_end_is_written_once_with_the_verdict_before_anything_is_render
 
 
 def test_a_judge_step_that_fails_still_records_the_end_with_pytests_code(fake_qualify, monkeypatch, capsys):
-    from harness.qualify import finish as render
+    from harness.qualify import finish
 
     def broken(*args):
         raise RuntimeError("planted: the judge step broke")
 
-    monkeypatch.setattr(render, "judge", broken)
+    monkeypatch.setattr(finish, "judge", broken)
     with pytest.raises(RuntimeError, match="planted"):
         fake_qualify(1.0, pytest_code=1)
     (run,) = fake_qualify.calls
