@@ -5,9 +5,10 @@ outputs' noise key, no vLLM version: harness/refcheck/floor_store.py), with the 
 
 One pass, in one direction: read_repeats (each repeat read once) -> derive -> decide (ceilings and the chain of trust,
 harness/calibrate/trust.py: each repeat judged by the calibration current for its key, an arm's first calibration by
-judge_first_calibration; a calibration whose repeats failed, or one that replaces a calibration that cannot judge, is
-refused naming the checks and the repeats, or the file, unless --trust gives the reason, which then stays with it)
--> write. Nothing is written until every check of the calibration stands.
+judge_first_calibration, on the arm's own results: another candidate of the same run is left out, said so; a
+calibration whose repeats failed, or one that replaces a calibration that cannot judge, is refused naming the checks
+and the repeats, or the file, unless --trust gives the reason, which then stays with it) -> write. Nothing is written
+until every check of the calibration stands.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness.calibrate.trust import (
     failures,
     inherited_labels,
     judge_first_calibration,
+    left_out,
     one_build,
     read_run,
     unusable,
@@ -207,6 +209,8 @@ def decide(repeats: Repeats, derived: list[CheckCalibration], ident: str, trust:
     repeats that failed against the current calibration (judge_first_calibration for an arm's first), a limit that
     moved too far or a current calibration that cannot judge refuse it unless --trust gives the reason."""
     arm, first = repeats.arm, repeats.first
+    for line in filter(None, (left_out(r, arm) for r in repeats.runs)):
+        print(line)
     first_refusals = (judge_first_calibration(FirstCalibration(repeats.candidate, repeats.runs, repeats.measured,
                                                                first)) if first else [])
     failed = failed_repeats(repeats.runs, repeats.measured, repeats.previous, arm, frozenset(first))

@@ -5,6 +5,7 @@ A calibration decides what a fault is, so it is never made of what it should cat
 - a repeat that was interrupted (no end time, exit >= 128), refused (exit 2) or incomplete is refused, --trust or not;
 - a repeat whose checks failed -- judged by the calibration that is current for the key, or by gates.yaml where the
   arm has none -- refuses the calibration, naming the checks and the repeats, unless `--trust "reason"` is given;
+  only the calibrated arm's results count: another candidate of the same run (`qualify --arms`) is left out, said so;
 - the repeats are K distinct finished runs of one build (one build hash, one harness: run.json harness_hash);
 - the repeats are not copies (results.jsonl's content, renamed or not) nor repeats of the calibration in force; the
   calibration records their content hashes;
@@ -157,19 +158,54 @@ def unusable(run: RepeatRun, arm: str) -> str | None:
 
 
 def failures(run: RepeatRun, arm: str, judged_apart: frozenset[str] = frozenset()) -> list[str]:
-    """What failed in this run, as the run judged it: its failed checks, else gates, else tests, else its exit code.
-    The checks in `judged_apart` (an arm's first calibration's: judge_first_calibration re-judges them) are left out,
-    and their failures still explain the run's failed tests and exit code."""
+    """What failed for `arm` in this run, as the run judged it: its failed checks, else its gates, else the failed
+    tests that are not another candidate's (`others`: a run of several candidates), else the run's exit code unless
+    other candidates' failed tests explain it (unexplained_exit). The checks in `judged_apart` (an arm's first
+    calibration's: judge_first_calibration re-judges them) are left out, and their failures still explain the run's
+    failed tests and exit code."""
     failed = [r.check for r in run.records if isinstance(r, ReferenceCheckRecord) and r.arm == arm and not r.passed]
     checks = [c for c in failed if c not in judged_apart]
     gates = [f"gate {r.gate}" for r in run.records if isinstance(r, GateRecord) and r.arm == arm and not r.passed]
     if failed or gates:
         return list(dict.fromkeys([*checks, *gates]))
-    tests = [f"test {r.test}" for r in run.records if isinstance(r, OutcomeRecord) and r.outcome in ("failed", "error")]
+    tests = [f"test {r.test}" for r in failed_tests(run) if r.arm not in others(run, arm)]
     if tests:
         return tests
-    code = run.manifest.exit_code
-    return [f"exit code {code}"] if code not in (0, None) else []
+    return unexplained_exit(run, arm)
+
+
+def others(run: RepeatRun, arm: str) -> list[str]:
+    """The run's candidates other than `arm` (`qualify --arms A,B`): their checks, gates and tests are not `arm`'s."""
+    return [p.candidate for p in run.manifest.pairs if p.candidate != arm]
+
+
+def failed_tests(run: RepeatRun) -> list[OutcomeRecord]:
+    return [r for r in run.records if isinstance(r, OutcomeRecord) and r.outcome in ("failed", "error")]
+
+
+def unexplained_exit(run: RepeatRun, arm: str) -> list[str]:
+    """The run's exit code as a failure, unless it is pytest's 1 (tests failed), the verdict added nothing to it, and
+    every failed test is another candidate's: then nothing of `arm`'s failed. A code with no test behind it (a
+    session error, a gate or baseline that turned the verdict) stays a failure."""
+    m = run.manifest
+    if m.exit_code in (0, None):
+        return []
+    tests = failed_tests(run)
+    if m.exit_code == m.pytest_exit_code == 1 and tests and all(r.arm in others(run, arm) for r in tests):
+        return []
+    return [f"exit code {m.exit_code}"]
+
+
+def left_out(run: RepeatRun, arm: str) -> str | None:
+    """The sentence calibrate prints for a repeat that ran other candidates beside `arm`: whose results it leaves
+    out of `arm`'s calibration, and what failed there; None for a run of `arm` alone."""
+    names = others(run, arm)
+    if not names:
+        return None
+    failed = [r.test for r in failed_tests(run) if r.arm in names]
+    return (f"calibrate {arm}: {run.run_dir.name} also ran {', '.join(names)}: only {arm}'s checks, gates and tests "
+            f"judge its calibration; the other candidates' results are left out"
+            + (f" (failed there: {', '.join(failed)})" if failed else ""))
 
 
 @dataclass(frozen=True)
