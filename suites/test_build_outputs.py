@@ -8,9 +8,10 @@ import json
 from harness.config.errors import ConfigError
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck import build_outputs as bo
-from harness.refcheck.batches import BatchComparisons, capture, record_fields
+from harness.refcheck.batches import capture
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
+from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.store import make_key
 
 

@@ -6,9 +6,10 @@ import pytest
 
 from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches, degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to, tie_flipped
+from harness.refcheck.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
 from harness.refcheck.order import reorder_rounds
 
 

@@ -15,8 +15,8 @@ import pytest
 from harness.config.kv_twin import pinned_block_size
 from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import record_fields
 from harness.refcheck.compare import checked_to
+from harness.refcheck.comparisons import record_fields
 from harness.refcheck.coverage_cells import CHUNK, LONG_GENERATION, MULTI_TURN, PRESSURE, RECYCLED, SHORT, random_tokens
 from harness.refcheck.coverage_send import (
     CoverageServer,

@@ -8,9 +8,9 @@ import asyncio
 from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
+from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
 

@@ -226,7 +226,7 @@ class LongContextWorkload(PromptSetWorkload):
     exclude_token_ids: list[TokenId] = []
     needle_token_ids: list[TokenId] | None = None  # else the model dir's tiny_model.json needle_tokens, else any
     # After the sequential grid, its cells again in bursts (each length's depths at once, then mixed-length bursts of
-    # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/bursts.py)
+    # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/burst_plan.py)
     bursts: bool = True
     burst_max: Int = Field(16, ge=2)
     # the sweep: evenly spaced lengths plus seeded ones in every gap of the grid, so a band fault between grid cells

@@ -20,9 +20,9 @@ from harness.config.workloads import ConcurrentPrefillsWorkload
 from harness.measure.generation import Generation, Sampling
 from harness.measure.prompts import TokenSpace
 from harness.records.started_run import StartedRun
+from harness.refcheck.batches import abort_reason
 from harness.refcheck.coverage_cells import CoverageCell
 from harness.refcheck.coverage_send import HITS, CoverageServer, FamilyOutcome, delta
-from harness.refcheck.long_context_grid import abort_reason
 from harness.refcheck.prompt_sets import PromptSet, candidate_workload
 from harness.refcheck.prompts import CheckPrompt
 

@@ -17,8 +17,9 @@ from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import CoveredRequest
-from harness.refcheck.batches import BatchComparisons, send
+from harness.refcheck.batches import abort_reason, send
 from harness.refcheck.compare import compare_outputs, compared_to
+from harness.refcheck.comparisons import BatchComparisons
 from harness.refcheck.coverage_cells import (
     CoverageCell,
     CoveragePrompts,
@@ -27,7 +28,6 @@ from harness.refcheck.coverage_cells import (
     turn_id,
     turn_prompt,
 )
-from harness.refcheck.long_context_grid import abort_reason
 from harness.refcheck.prompts import CheckPrompt
 
 HITS = "vllm:prefix_cache_hits_total"

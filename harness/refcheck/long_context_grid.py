@@ -15,20 +15,21 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.config.errors import HarnessError, LaunchError
+from harness.config.errors import HarnessError
 from harness.measure.generation import Generation, Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison, TeacherForcedComparison
-from harness.refcheck.batches import BatchComparisons, send
-from harness.refcheck.bursts import Burst, VsAlone, batch_invariance, judge_burst
+from harness.refcheck.batches import abort_reason, send
+from harness.refcheck.burst_plan import Burst
+from harness.refcheck.bursts import VsAlone, batch_invariance, judge_burst
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs
+from harness.refcheck.comparisons import BatchComparisons
 from harness.refcheck.long_context import ContextCell
 from harness.refcheck.long_context_cells import CellLimits, CellOutput, judge_forced, judge_generation, retrieval_drop
 from harness.refcheck.long_context_plan import CellRequest, GridPlan
 from harness.refcheck.prompts import CheckPrompt
 from harness.refcheck.teacher_forcing import compare_forced
-from harness.serve.serverlog import tail
 
 HITS = "vllm:prefix_cache_hits_total"
 BURSTS = "long_context_bursts"  # the bursts' check (harness/config/suites.py: long_context's checks)
@@ -82,13 +83,6 @@ class GridClient:
         """The chunk budget teacher forcing's positions are reported by under DCP (teacher_forcing.compare_forced)."""
         arm = self.live.arm
         return arm.server.max_num_batched_tokens if arm.parallelism.dcp > 1 else None
-
-
-def abort_reason(where: str, exc: HarnessError, live) -> str:
-    """Why the grid stopped: a dead server's message carries its log tail already; a failed request gets it added."""
-    if isinstance(exc, LaunchError):
-        return f"{where}: {exc}"
-    return f"{where}: {exc}\nserver log tail:\n{tail(live.server.log_text(), 15)}"
 
 
 @dataclass

@@ -3,7 +3,7 @@ sent. One executor (long_context_grid.run_grid) walks it.
 
 The order: the sequential grid one request at a time, shortest first (a server death at length L keeps every shorter
 cell), each cell in the workload's modes and then the reference's tokens teacher-forced; then the sweep (one depth,
-cold, at lengths between the grid's); then the bursts (bursts.burst_plan: cells in flight at once). The cells one at a
+cold, at lengths between the grid's); then the bursts (burst_plan.py: cells in flight at once). The cells one at a
 time and the sweep are the long_context check; the bursts are long_context_bursts.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from harness.config.cache_unit import expected_hit
 from harness.config.workloads import LongContextWorkload
-from harness.refcheck.bursts import Burst, burst_plan
+from harness.refcheck.burst_plan import Burst, burst_plan
 from harness.refcheck.long_context import ContextCell, partial_warmup, shared_tokens
 
 

@@ -14,9 +14,9 @@ from harness.judge.token_runs import with_token_runs
 from harness.measure.spec_decode_metrics import SpecSample, read_samples
 from harness.records.meaning import of_kind
 from harness.records.schema import Record, ReferenceCheckFields, SpecDecodeRecord
-from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs, tie_flipped
+from harness.refcheck.comparisons import BatchComparisons, record_fields
 
 
 def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -> BatchComparisons:

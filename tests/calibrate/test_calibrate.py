@@ -141,8 +141,8 @@ def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an
 def test_diverged_outputs_are_kept_with_both_sides_and_read_back_as_the_degeneration_measures(tmp_path):
     from harness.calibrate.repeats import repetition_deltas
     from harness.measure.generation import Generation
-    from harness.refcheck.batches import BatchComparisons, write_diverged_outputs
     from harness.refcheck.compare import compare_outputs
+    from harness.refcheck.comparisons import BatchComparisons, write_diverged_outputs
 
     ref = {"a": Generation([1, 2, 3, 4, 5, 6], [-0.1] * 6, [{1: -0.1, 9: -0.2}] * 6),
            "b": Generation([7, 8, 9], [-0.1] * 3, [{7: -0.1, 2: -3.0}] * 3)}

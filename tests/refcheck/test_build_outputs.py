@@ -12,9 +12,9 @@ from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.measure.generation import Generation, Sampling
 from harness.refcheck import build_outputs as bo
-from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check import CheckLimits, ReferenceCheck
 from harness.refcheck.compare import judge_comparisons
+from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.floor_store import Calibration
 from harness.refcheck.prompts import CheckPrompt
 

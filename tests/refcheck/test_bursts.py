@@ -5,7 +5,8 @@ does not."""
 from __future__ import annotations
 
 from harness.measure.generation import Generation
-from harness.refcheck.bursts import VsAlone, batch_invariance, burst_plan, judge_burst, mixed_sizes, round_robin
+from harness.refcheck.burst_plan import burst_plan, mixed_sizes, round_robin
+from harness.refcheck.bursts import VsAlone, batch_invariance, judge_burst
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.long_context import ContextCell
 from harness.refcheck.long_context_cells import CellOutput

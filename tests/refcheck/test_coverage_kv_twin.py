@@ -24,7 +24,7 @@ from harness.config.kv_twin import (
     twin_name,
 )
 from harness.pytest_plugin.grouping import phase
-from harness.refcheck.batches import record_fields
+from harness.refcheck.comparisons import record_fields
 from harness.refcheck.coverage_cells import CoverageCell
 from harness.refcheck.coverage_send import kv_pressure
 from harness.serve.launch import plan_for

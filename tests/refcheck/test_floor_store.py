@@ -161,8 +161,8 @@ def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: boo
 
 
 def test_the_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
-    from harness.refcheck.batches import BatchComparisons
     from harness.refcheck.check import ReferenceCheck
+    from harness.refcheck.comparisons import BatchComparisons
 
     def judged(fields, run: BatchComparisons, limits):
         return ReferenceCheck(limits).judge(fields, run.comparisons, bool(run.aborted)).fields

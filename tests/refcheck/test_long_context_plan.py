@@ -14,7 +14,7 @@ from harness.config.errors import ConfigError, WorkloadError
 from harness.config.workloads import LongContextWorkload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.bursts import Burst
+from harness.refcheck.burst_plan import Burst
 from harness.refcheck.long_context import (
     ContextCell,
     build_long_context_prompts,

@@ -11,8 +11,8 @@ import pytest
 from harness.config.thresholds import DegenerationGates
 from harness.judge.degeneration import clean_flips, tie_flip_cap
 from harness.records.schema import RequestComparison
-from harness.refcheck.batches import BatchComparisons, record_fields
 from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips, run_budget
+from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.floor_store import Calibration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
