@@ -34,7 +34,7 @@ from harness.faults import kill_matrix as km
 from harness.faults import length_faults as lf
 from harness.measure.generation import Sampling, generate_batch
 from harness.measure.prompts import model_files, token_space
-from harness.refcheck.long_context import build_long_context_prompts, read_needle_tokens
+from harness.refcheck.prompts.long_context import build_long_context_prompts, read_needle_tokens
 from harness.serve.launch import launch
 
 SUITES = "long_context,long_prefix,prefix_reuse,graph_replay,teacher_forcing"

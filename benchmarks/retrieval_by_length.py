@@ -5,7 +5,7 @@ and whether the arms' greedy outputs are identical.
     .venv/bin/python benchmarks/retrieval_by_length.py                       # cpu-ref, then cpu-smoke
     .venv/bin/python benchmarks/retrieval_by_length.py --arms cpu-ref --workload long_context_cpu --json out.json
 
-The prompts are exactly the long_context suite's (harness/refcheck/long_context.py): needles from the model dir's
+The prompts are exactly the long_context suite's (refcheck/prompts/long_context.py): needles from the model dir's
 tiny_model.json, filler from the arm's token space. Accuracy is the fraction of the span after the cue reproduced in
 place (harness/tinymodel/copytask.copy_accuracy).
 """
@@ -25,7 +25,7 @@ from harness.config.arms import load_arm  # noqa: E402
 from harness.config.workloads import LongContextWorkload, load_workload  # noqa: E402
 from harness.measure.generation import Sampling, generate_batch  # noqa: E402
 from harness.measure.prompts import token_space  # noqa: E402
-from harness.refcheck.long_context import build_long_context_prompts, read_needle_tokens  # noqa: E402
+from harness.refcheck.prompts.long_context import build_long_context_prompts, read_needle_tokens  # noqa: E402
 from harness.serve.launch import launch  # noqa: E402
 from harness.tinymodel.copytask import copy_accuracy  # noqa: E402
 

@@ -10,7 +10,7 @@ from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to, tie_flipped
 from harness.refcheck.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
-from harness.refcheck.order import reorder_rounds
+from harness.refcheck.prompts.order import reorder_rounds
 
 
 def check_against(stored, candidate, harness_session, under_test, record, check: str):

@@ -24,8 +24,8 @@ from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheck
 from harness.refcheck.comparisons import record_fields
 from harness.refcheck.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
 from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
-from harness.refcheck.long_context_plan import plan_grid
 from harness.refcheck.long_context_set import LONG_CONTEXT, LONG_CONTEXT_SWEEP
+from harness.refcheck.prompts.long_context_plan import plan_grid
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:

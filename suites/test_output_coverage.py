@@ -1,4 +1,4 @@
-"""Outputs checked wherever the work goes (workload output_coverage, harness/refcheck/coverage_cells.py): deep into a
+"""Outputs checked wherever the work goes (workload output_coverage, refcheck/prompts/coverage_cells.py): deep into a
 generation, at a few tokens, either side of every chunked-prefill boundary, over the turns of a session, on blocks
 recycled from other requests, and under KV pressure with preemption. Each family is a reference check of its own,
 judged by its own limits and floor (its calibration's, or gates.yaml's): every output against the reference arm's
@@ -17,7 +17,6 @@ from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.compare import checked_to
 from harness.refcheck.comparisons import record_fields
-from harness.refcheck.coverage_cells import CHUNK, LONG_GENERATION, MULTI_TURN, PRESSURE, RECYCLED, SHORT, random_tokens
 from harness.refcheck.coverage_send import (
     CoverageServer,
     FamilyOutcome,
@@ -27,6 +26,15 @@ from harness.refcheck.coverage_send import (
     recycled_blocks,
 )
 from harness.refcheck.coverage_set import COVERAGE
+from harness.refcheck.prompts.coverage_cells import (
+    CHUNK,
+    LONG_GENERATION,
+    MULTI_TURN,
+    PRESSURE,
+    RECYCLED,
+    SHORT,
+    random_tokens,
+)
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:

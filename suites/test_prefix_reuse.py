@@ -8,15 +8,15 @@ from harness.config.cache_unit import cache_unit
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.aligned_probes import misaligned
 from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
 from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
 from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, send_cold
-from harness.refcheck.order import reorder
-from harness.refcheck.prompts import expected_hit_tokens
+from harness.refcheck.prompts.aligned_probes import misaligned
+from harness.refcheck.prompts.check_prompts import expected_hit_tokens
+from harness.refcheck.prompts.order import reorder
 from harness.refcheck.store import reference_dir
 
 HITS = "vllm:prefix_cache_hits_total"

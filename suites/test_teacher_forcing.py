@@ -11,7 +11,7 @@ from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.order import reorder
+from harness.refcheck.prompts.order import reorder
 from harness.refcheck.teacher_forcing import compare_forced
 
 

@@ -1,6 +1,7 @@
 """Workloads: one strict typed model per YAML file in configs/workloads/, and each family's default.
 
-The prompts a workload describes are built in harness.measure.prompts (long prefix) and harness.refcheck.prompts."""
+The prompts a workload describes are built in harness.measure.prompts (long prefix) and harness.refcheck.prompts
+(the reference checks' prompt sets)."""
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ class PrefixReuseSpec(StrictModel):
     uncached_probes: Int = Field(2, ge=0)  # fresh prompts sent in the same batch as the cached extends
     probe_suffix_tokens: TokenRange = (16, 256)  # [min, max] new tokens after the shared part
     # Block-aligned probes (issue 57 item 3): prompts of exactly these lengths, cold, sharing each shared_tokens
-    # below them and wholly cached (harness/refcheck/aligned_probes.py); whole prefix-cache units of every arm served
+    # below them and wholly cached (refcheck/prompts/aligned_probes.py); whole prefix-cache units of every arm served
     aligned_lengths: list[Positive] = []
 
 
@@ -203,7 +204,7 @@ class SpecDecodeWorkload(StrictModel):
 
 
 class LongContextWorkload(PromptSetWorkload):
-    """The long_context suite's grid (harness/refcheck/long_context.py): per prompt length and needle depth one copy
+    """The long_context suite's grid (refcheck/prompts/long_context.py): per prompt length and needle depth one copy
     prompt -- filler, a span of distinct needle tokens at the depth, the span's first `cue_tokens` at the end -- sent
     cold, warm (whole-prompt prefix hit) and as a long partial hit; the continuation must be the rest of the span."""
 
@@ -226,11 +227,11 @@ class LongContextWorkload(PromptSetWorkload):
     exclude_token_ids: list[TokenId] = []
     needle_token_ids: list[TokenId] | None = None  # else the model dir's tiny_model.json needle_tokens, else any
     # After the sequential grid, its cells again in bursts (each length's depths at once, then mixed-length bursts of
-    # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; harness/refcheck/burst_plan.py)
+    # 2, 4, ... up to the arm's max_num_seqs, or burst_max where the arm sets none; refcheck/prompts/burst_plan.py)
     bursts: bool = True
     burst_max: Int = Field(16, ge=2)
     # the sweep: evenly spaced lengths plus seeded ones in every gap of the grid, so a band fault between grid cells
-    # is met over the nights (refcheck/long_context.py sweep_lengths); 0 and 0: no sweep
+    # is met over the nights (refcheck/prompts/long_context.py sweep_lengths); 0 and 0: no sweep
     sweep_lengths: Int = Field(16, ge=0)
     jitter_per_gap: Int = Field(1, ge=0)
     sweep_depth: Annotated[float, Field(ge=0, le=1)] = 0.5

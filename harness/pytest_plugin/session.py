@@ -74,7 +74,7 @@ class HarnessSession:
 
     @property
     def order_seed(self) -> int:
-        """The reference checks' batch composition and arrival order (harness/refcheck/order.py); 0: canonical."""
+        """The reference checks' batch composition and arrival order (refcheck/prompts/order.py); 0: canonical."""
         return self.run.order_seed
 
     @property

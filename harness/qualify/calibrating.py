@@ -5,7 +5,7 @@ start anew, CUDA graphs are captured again), then the calibration derived from t
 
 Each repeat runs in reports/<id>-r<k>; running the same command again keeps the repeats that ran to their end and runs
 the rest. The checks send their prompts under the repeat's order seed (another batch composition and arrival order,
-harness/refcheck/order.py), the server runs the arm under the repeat's variant (harness/config/variants.py: CUDA
+harness/refcheck/prompts/order.py), the server runs the arm under the repeat's variant (harness/config/variants.py: CUDA
 graphs vs eager, batch-invariant kernels, another chunked-prefill budget; recorded in run.json), and
 `HARNESS_CALIBRATION_REPEAT=k` is in the repeat's (so its servers') environment for builds whose noise is seeded per
 run (the CPU jitter of harness/faults/length_faults). The repeat marker travels in the request, never on a command

@@ -85,10 +85,10 @@ class RunManifest(Strict):
     device: dict[str, Any] | None = None
     pytest_exit_code: int | None = None
     baseline: str | None = None
-    # The order the reference checks send their prompts in (harness/refcheck/order.py): 0 or None the canonical
+    # The order the reference checks send their prompts in (harness/refcheck/prompts/order.py): 0 or None the canonical
     # order; another seed another batch composition and arrival order, reproducible from this number.
     order_seed: int | None = None
-    # The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py): each run draws its
+    # The seed of the long_context sweep's jittered lengths (refcheck/prompts/long_context.py): each run draws its
     # own unless `--length-seed` names one; this number reproduces the lengths.
     length_seed: int | None = None
     # set by `harness calibrate` alone: which repeat of how many; such runs stay out of the history's series

@@ -429,7 +429,7 @@ class LongContextRecord(RecordBase):
     status: Literal["complete", "aborted"] = "complete"
     reason: str | None = None
     comparisons_path: str | None = None  # RequestComparison / TeacherForcedComparison lines (JSONL)
-    bursts_planned: int = 0  # burst cells the grid planned (harness/refcheck/burst_plan.py); 0 in records before bursts
+    bursts_planned: int = 0  # burst cells the grid planned (refcheck/prompts/burst_plan.py); 0 in records before bursts
     # the sweep (mode sweep, one depth, cold): its lengths beside the grid's, the run's length seed that drew the
     # jittered ones, and the cells planned (0 in records before the sweep)
     sweep_lengths: list[int] = []

@@ -64,12 +64,12 @@ class StartedRun:
 
     @property
     def order_seed(self) -> int:
-        """The reference checks' batch composition and arrival order (harness/refcheck/order.py); 0: canonical."""
+        """The reference checks' batch composition and arrival order (refcheck/prompts/order.py); 0: canonical."""
         return self.manifest.order_seed or 0
 
     @property
     def length_seed(self) -> int:
-        """The seed of the long_context sweep's jittered lengths (harness/refcheck/long_context.py sweep_lengths);
+        """The seed of the long_context sweep's jittered lengths (refcheck/prompts/long_context.py sweep_lengths);
         0 where run.json has none (runs before the sweep)."""
         return self.manifest.length_seed or 0
 

@@ -22,7 +22,7 @@ from harness.records.schema import RequestComparison
 from harness.refcheck import store
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs
-from harness.refcheck.prompts import CheckPrompt, prompt_sha
+from harness.refcheck.prompts.check_prompts import CheckPrompt, prompt_sha
 
 FORMAT = 1
 FILE = "build_outputs.json"

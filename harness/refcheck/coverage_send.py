@@ -20,7 +20,8 @@ from harness.records.schema import CoveredRequest
 from harness.refcheck.batches import abort_reason, send
 from harness.refcheck.compare import compare_outputs, compared_to
 from harness.refcheck.comparisons import BatchComparisons
-from harness.refcheck.coverage_cells import (
+from harness.refcheck.prompts.check_prompts import CheckPrompt
+from harness.refcheck.prompts.coverage_cells import (
     CoverageCell,
     CoveragePrompts,
     fill_plan,
@@ -28,7 +29,6 @@ from harness.refcheck.coverage_cells import (
     turn_id,
     turn_prompt,
 )
-from harness.refcheck.prompts import CheckPrompt
 
 HITS = "vllm:prefix_cache_hits_total"
 PREEMPTIONS = "vllm:num_preemptions_total"

@@ -20,7 +20,7 @@ from harness.config.errors import ConfigError
 from harness.measure.prompts import token_space
 from harness.records.manifest import RunManifest
 from harness.records.started import recorded_workload
-from harness.refcheck.prompts import CheckPrompt, build_check_prompts, prompt_sha
+from harness.refcheck.prompts.check_prompts import CheckPrompt, build_check_prompts, prompt_sha
 
 FP32_FORMAT = 1
 SCORE_TIMEOUT_S = 1800

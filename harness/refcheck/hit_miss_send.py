@@ -21,7 +21,7 @@ from harness.measure.generation import Generation, Sampling
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import send
 from harness.refcheck.compare import compare_outputs
-from harness.refcheck.prompts import CheckPrompt, CheckPrompts
+from harness.refcheck.prompts.check_prompts import CheckPrompt, CheckPrompts
 from harness.serve.launch import LiveServer
 
 
@@ -88,7 +88,7 @@ def noise_target(reference: str, candidate: str) -> NoiseTarget:
     from harness.config.paths import server_python
     from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
     from harness.measure.prompts import token_space
-    from harness.refcheck.prompts import build_check_prompts
+    from harness.refcheck.prompts.check_prompts import build_check_prompts
     from harness.refcheck.store import installed_vllm_version, make_key, model_identity
 
     ref, cand = load_arm(reference), load_arm(candidate)

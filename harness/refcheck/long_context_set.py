@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from harness.measure.generation import Sampling
 from harness.records.started_run import StartedRun
-from harness.refcheck.long_context import (
+from harness.refcheck.prompt_sets import PromptSet, candidate_workload
+from harness.refcheck.prompts.long_context import (
     LongContextPrompts,
     build_long_context_prompts,
     build_sweep_prompts,
     read_needle_tokens,
 )
-from harness.refcheck.prompt_sets import PromptSet, candidate_workload
 
 LONG_CONTEXT, LONG_CONTEXT_SWEEP = "long_context", "long_context_sweep"
 

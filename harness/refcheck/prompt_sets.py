@@ -21,7 +21,7 @@ from harness.measure.generation import Generation, Sampling
 from harness.measure.prompts import TokenSpace, token_space
 from harness.records.started_run import StartedRun
 from harness.refcheck.batches import capture
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.serve.launch import LiveServer
 
 

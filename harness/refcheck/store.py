@@ -22,7 +22,7 @@ from harness.config.paths import REPORTS_DIR
 from harness.measure.generation import Generation, Sampling
 from harness.probes.ask import run_probe
 from harness.records.migrations import FormatError, StoredFormat, upgrade
-from harness.refcheck.prompts import CheckPrompt, CheckPrompts, prompt_sha
+from harness.refcheck.prompts.check_prompts import CheckPrompt, CheckPrompts, prompt_sha
 
 STORE_FORMAT = 1
 # Each file names its format (records.migrations); none is older yet. A stored file is a capture: recapturing

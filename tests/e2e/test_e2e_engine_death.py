@@ -22,7 +22,7 @@ from harness.measure.generation import Sampling
 from harness.measure.long_prefix import level_fields, level_records, measure
 from harness.measure.prompts import build_prompts, token_space
 from harness.refcheck.batches import capture, compare_batches
-from harness.refcheck.prompts import build_check_prompts
+from harness.refcheck.prompts.check_prompts import build_check_prompts
 
 pytestmark = pytest.mark.e2e
 

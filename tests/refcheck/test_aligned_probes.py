@@ -1,4 +1,4 @@
-"""Block-aligned prefix_reuse probes (harness/refcheck/aligned_probes.py, issue 57 item 3): lengths at whole units at
+"""Block-aligned prefix_reuse probes (harness/refcheck/prompts/aligned_probes.py, issue 57 item 3): lengths at whole units at
 several multiples, each cold, with a partial hit ending on a unit boundary and wholly cached; the probes share exactly
 their planned prefix; the expected hits are whole units (the wholly cached one unit short); a length off the unit is
 named; the other prompts of the set stay byte-identical when the aligned ones are added."""
@@ -10,8 +10,8 @@ import os
 from harness.config.cache_unit import cache_unit, expected_hit
 from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload, load_workload
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.aligned_probes import AlignedProbe, aligned_plan, misaligned
-from harness.refcheck.prompts import build_check_prompts
+from harness.refcheck.prompts.aligned_probes import AlignedProbe, aligned_plan, misaligned
+from harness.refcheck.prompts.check_prompts import build_check_prompts
 
 SPACE = TokenSpace(1000, frozenset({0, 1, 2}))
 

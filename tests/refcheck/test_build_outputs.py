@@ -16,7 +16,7 @@ from harness.refcheck.check import CheckLimits, ReferenceCheck
 from harness.refcheck.compare import judge_comparisons
 from harness.refcheck.comparisons import BatchComparisons, record_fields
 from harness.refcheck.floor_store import Calibration
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.prompts.check_prompts import CheckPrompt
 
 PROMPTS = [CheckPrompt("warm", list(range(3000)), "warm"), CheckPrompt("r1 #0", [5, 6, 7], "round 1 (batch 1)")]
 

@@ -5,11 +5,11 @@ does not."""
 from __future__ import annotations
 
 from harness.measure.generation import Generation
-from harness.refcheck.burst_plan import burst_plan, mixed_sizes, round_robin
 from harness.refcheck.bursts import VsAlone, batch_invariance, judge_burst
 from harness.refcheck.compare import compare_outputs
-from harness.refcheck.long_context import ContextCell
 from harness.refcheck.long_context_cells import CellOutput
+from harness.refcheck.prompts.burst_plan import burst_plan, mixed_sizes, round_robin
+from harness.refcheck.prompts.long_context import ContextCell
 from tests.cell_limits import cell_limits
 
 

@@ -16,10 +16,10 @@ from harness.config.errors import ConfigError
 from harness.config.paths import ARMS_DIR
 from harness.config.workloads import LongContextWorkload, ReferenceChecksWorkload, load_workload, workload_for
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.aligned_probes import misaligned
-from harness.refcheck.long_context import build_long_context_prompts, build_sweep_prompts, shared_tokens
-from harness.refcheck.long_context_plan import GridPlan, plan_grid
-from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens
+from harness.refcheck.prompts.aligned_probes import misaligned
+from harness.refcheck.prompts.check_prompts import build_check_prompts, expected_hit_tokens
+from harness.refcheck.prompts.long_context import build_long_context_prompts, build_sweep_prompts, shared_tokens
+from harness.refcheck.prompts.long_context_plan import GridPlan, plan_grid
 
 DCP_ARMS = ("gpu-dcp2", "dcp8", "tp16-dcp16")
 # Per-rank block sizes the GPU arms run with: FLASH_ATTN_MLA's 16 (configs/workloads/output_coverage_gpu.yaml, read

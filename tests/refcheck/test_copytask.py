@@ -6,7 +6,7 @@ import pytest
 
 from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.prompts import build_check_prompts
+from harness.refcheck.prompts.check_prompts import build_check_prompts
 from harness.tinymodel.copytask import copy_accuracy, copy_prompt, copy_sequence
 
 ALLOWED = list(range(4, 2048))

@@ -9,7 +9,7 @@ from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.workloads import ChunkBoundarySpec, OutputCoverageWorkload, chunk_budget, load_workload
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.coverage_cells import (
+from harness.refcheck.prompts.coverage_cells import (
     CHUNK,
     LONG_GENERATION,
     MULTI_TURN,

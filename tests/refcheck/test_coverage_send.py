@@ -9,7 +9,6 @@ from harness.config.arms import load_arm
 from harness.config.scheduling import proof as scheduling_proof
 from harness.config.workloads import ChunkBudget, RecycledSpec
 from harness.measure.generation import Generation
-from harness.refcheck.coverage_cells import CoverageCell, CoveragePrompts, turn_id
 from harness.refcheck.coverage_send import (
     CoverageServer,
     Pool,
@@ -19,6 +18,7 @@ from harness.refcheck.coverage_send import (
     multi_turn,
     recycled_blocks,
 )
+from harness.refcheck.prompts.coverage_cells import CoverageCell, CoveragePrompts, turn_id
 
 
 def gen(tokens: list[int]) -> Generation:

@@ -13,15 +13,6 @@ from harness.config.workloads import LongContextWorkload, load_workload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
 from harness.refcheck.compare import compare_outputs
-from harness.refcheck.long_context import (
-    build_long_context_prompts,
-    build_sweep_prompts,
-    partial_warmup,
-    read_needle_tokens,
-    shared_tokens,
-    span_start,
-    sweep_lengths,
-)
 from harness.refcheck.long_context_cells import (
     CellOutput,
     checked_to_tokens,
@@ -29,6 +20,15 @@ from harness.refcheck.long_context_cells import (
     grid_summary,
     judge_forced,
     judge_generation,
+)
+from harness.refcheck.prompts.long_context import (
+    build_long_context_prompts,
+    build_sweep_prompts,
+    partial_warmup,
+    read_needle_tokens,
+    shared_tokens,
+    span_start,
+    sweep_lengths,
 )
 from harness.refcheck.teacher_forcing import compare_forced
 from tests.cell_limits import cell_limits

@@ -14,9 +14,9 @@ from harness.records.schema import LongContextCell, ReferenceCheckRecord, Reques
 from harness.refcheck.bursts import judge_burst
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.long_context import ContextCell
 from harness.refcheck.long_context_cells import CellOutput
 from harness.refcheck.long_context_grid import BURSTS, GridCheck, GridOutcome, bursts_missing, bursts_sink
+from harness.refcheck.prompts.long_context import ContextCell
 from tests.cell_limits import cell_limits
 
 ARM = "cpu-smoke"

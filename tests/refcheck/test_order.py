@@ -1,8 +1,8 @@
 """Another batch composition and arrival order per seed: the same prompts and round sizes, reproducible, seed 0 the
 canonical order."""
 
-from harness.refcheck.order import reorder, reorder_rounds
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.prompts.check_prompts import CheckPrompt
+from harness.refcheck.prompts.order import reorder, reorder_rounds
 
 
 def rounds() -> list[list[CheckPrompt]]:

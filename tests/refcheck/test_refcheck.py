@@ -18,7 +18,7 @@ from harness.measure.prompts import TokenSpace
 from harness.refcheck import store as store
 from harness.refcheck.compare import compare_outputs, is_tie_flip, judge_comparisons, summary_fields
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.prompts import build_check_prompts, expected_hit_tokens, interleave
+from harness.refcheck.prompts.check_prompts import build_check_prompts, expected_hit_tokens, interleave
 
 
 def gen(ids, lps=None):

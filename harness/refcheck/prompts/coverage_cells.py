@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from harness.config.arms import Arm
 from harness.config.workloads import ChunkBoundarySpec, ChunkBudget, OutputCoverageWorkload, chunk_budget
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.prompts.check_prompts import CheckPrompt
 
 LONG_GENERATION, SHORT, CHUNK, PRESSURE, RECYCLED, MULTI_TURN = (
     "long_generation", "short_prompts", "chunk_boundaries", "kv_pressure", "recycled_blocks", "multi_turn")

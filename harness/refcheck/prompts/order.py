@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from harness.refcheck.prompts import CheckPrompt
+from harness.refcheck.prompts.check_prompts import CheckPrompt
 
 
 def reorder_rounds(rounds: list[list[CheckPrompt]], seed: int) -> list[list[CheckPrompt]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from harness.config.cache_unit import expected_hit
 from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.aligned_probes import aligned_plan, aligned_tokens
+from harness.refcheck.prompts.aligned_probes import aligned_plan, aligned_tokens
 from harness.tinymodel.copytask import copy_prompt
 
 
@@ -81,7 +81,7 @@ def build_check_prompts(w: ReferenceChecksWorkload, space: TokenSpace) -> CheckP
 
 
 def aligned_probes(pr: PrefixReuseSpec, prefix: list[int], allowed: list[int], seed: int) -> list[CheckPrompt]:
-    """The block-aligned probes (harness/refcheck/aligned_probes.py), after the others in the same batch."""
+    """The block-aligned probes (harness/refcheck/prompts/aligned_probes.py), after the others in the same batch."""
     plan = aligned_plan(pr.aligned_lengths, pr.shared_tokens, len(prefix))
     return [CheckPrompt(p.id, tokens, p.group, p.shared)
             for p, tokens in zip(plan, aligned_tokens(plan, prefix, allowed, seed), strict=True)]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from harness.config.cache_unit import expected_hit
 from harness.config.workloads import LongContextWorkload
-from harness.refcheck.burst_plan import Burst, burst_plan
-from harness.refcheck.long_context import ContextCell, partial_warmup, shared_tokens
+from harness.refcheck.prompts.burst_plan import Burst, burst_plan
+from harness.refcheck.prompts.long_context import ContextCell, partial_warmup, shared_tokens
 
 
 @dataclass(frozen=True)

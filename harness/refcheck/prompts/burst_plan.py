@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.refcheck.long_context import ContextCell
+from harness.refcheck.prompts.long_context import ContextCell
 
 
 @dataclass(frozen=True)
