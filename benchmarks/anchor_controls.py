@@ -23,8 +23,8 @@ from harness.measure.prompts import token_space
 from harness.records.manifest import read_manifest
 from harness.records.schema import TeacherForcedComparison
 from harness.records.started import recorded_workload
-from harness.refcheck.fp32_scores import job, read_outputs
 from harness.refcheck.prompts.check_prompts import build_check_prompts
+from harness.refcheck.store.fp32_scores import job, read_outputs
 
 VARIANTS = (("float32", "sdpa"), ("bfloat16", "eager"), ("bfloat16", "sdpa"))
 

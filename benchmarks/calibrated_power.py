@@ -34,7 +34,7 @@ from harness.config.thresholds import load_gates
 from harness.faults import length_faults
 from harness.records.schema import comparison_model
 from harness.refcheck.compare import failure_line
-from harness.refcheck.floor_store import record_power
+from harness.refcheck.store.floor_store import record_power
 from harness.report.e2e_summary import read_lines
 
 ARM = "cpu-noisy"

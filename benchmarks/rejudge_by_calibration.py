@@ -18,8 +18,8 @@ from pathlib import Path
 
 from harness.calibrate.trust import against_current
 from harness.records.schema import comparison_model
-from harness.refcheck.floor_store import load_calibration, load_floor
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.floor_store import load_calibration, load_floor
+from harness.refcheck.store.reference_store import reference_dir
 from harness.report.e2e_summary import read_lines
 
 # The comparisons file of each reference check in a run's arm directory.

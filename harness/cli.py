@@ -59,7 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_accept_floor(args: argparse.Namespace) -> int:
     from harness.admission.rundir import find_run_dir
-    from harness.refcheck.accept_floor import accept_floor
+    from harness.refcheck.store.accept_floor import accept_floor
 
     accept_floor(find_run_dir(args.run, "accept-floor"), args.run, args.arm)
     return 0

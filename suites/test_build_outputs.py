@@ -12,7 +12,7 @@ from harness.refcheck.batches import capture
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.compare import checked_to
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.store import make_key
+from harness.refcheck.store.reference_store import make_key
 
 
 def reference_noise_key(harness_session, under_test, prompts, sampling) -> str:

@@ -17,7 +17,7 @@ from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path
 from harness.refcheck.prompts.aligned_probes import misaligned
 from harness.refcheck.prompts.check_prompts import expected_hit_tokens
 from harness.refcheck.prompts.order import reorder
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.reference_store import reference_dir
 
 HITS = "vllm:prefix_cache_hits_total"
 

@@ -116,7 +116,7 @@ def repeats(builds: tuple[str, ...] = ("build-a",) * 5, copy: bool = False,
 
 def edited_calibration() -> str:
     """A calibration of teacher_forcing as calibrate seals it, then its limit raised to 200 by hand."""
-    from harness.refcheck.floor_store import Calibration, sealed_document
+    from harness.refcheck.store.floor_store import Calibration, sealed_document
 
     spread = {"repeats": 5, "requests": 1, "exact_rate": 1.0, "max_drift": 0.0, "drift_p50": 0.0, "drift_p99": 0.0,
               "flip_gaps": [], "divergences": 0, "nonfinite": 0}

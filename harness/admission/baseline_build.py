@@ -19,7 +19,7 @@ from harness.history.signed_off import passed_runs_of
 from harness.history.store import connect, history_path, named
 from harness.records.manifest import BaselineBuild, ManifestProblem, RunManifest, read_manifest
 from harness.refcheck import build_outputs as bo
-from harness.refcheck.store import model_identity
+from harness.refcheck.store.reference_store import model_identity
 
 SUITE = bo.CHECK  # the suite that stores and compares the outputs
 LAST = "last"

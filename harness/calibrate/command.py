@@ -1,7 +1,7 @@
 """`harness calibrate --arm A`'s calibration: from K repeats of the arm's output checks against its stored reference on
 a build taken as good (run by harness/qualify/calibrating.py, or given with --from-runs), derive and store each check's
 limits and floor (harness/judge/calibration.py) under the key later runs look for (candidate config and the reference
-outputs' noise key, no vLLM version: harness/refcheck/floor_store.py), with the build it measured.
+outputs' noise key, no vLLM version: harness/refcheck/store/floor_store.py), with the build it measured.
 
 One pass, in one direction: read_repeats (each repeat read once) -> derive -> decide (ceilings and the chain of trust,
 harness/calibrate/trust.py: each repeat judged by the calibration current for its key, an arm's first calibration by
@@ -55,17 +55,17 @@ from harness.judge.error_budget import Family
 from harness.judge.fp32_anchor import ANCHORED_CHECK, AnchorLevel
 from harness.records.manifest import ArmBuild
 from harness.records.schema import RequestComparison, ServerRecord
-from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.check import family_at
 from harness.refcheck.compare import failure_line
-from harness.refcheck.floor_store import (
+from harness.refcheck.standing import standing_calibration
+from harness.refcheck.store.accept_floor import floor_here
+from harness.refcheck.store.floor_store import (
     Calibration,
     CalibrationUnreadable,
     load_floor,
     save_calibration,
 )
-from harness.refcheck.standing import standing_calibration
-from harness.refcheck.store import arm_config_sha, model_identity
+from harness.refcheck.store.reference_store import arm_config_sha, model_identity
 
 
 def not_a_variant(arm: str, candidate: Arm) -> Arm:

@@ -14,9 +14,15 @@ from harness.config.errors import ConfigError
 from harness.config.paths import server_python
 from harness.judge.fp32_anchor import ANCHORED_CHECK, AnchorLevel, Distance, fp32_distance, level_of
 from harness.records.manifest import RunManifest
-from harness.refcheck.fp32_scores import fp32_scores, generated_model, read_outputs, reference_file, run_check_prompts
-from harness.refcheck.self_noise import load_self_noise
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.fp32_scores import (
+    fp32_scores,
+    generated_model,
+    read_outputs,
+    reference_file,
+    run_check_prompts,
+)
+from harness.refcheck.store.reference_store import reference_dir
+from harness.refcheck.store.self_noise import load_self_noise
 
 
 def first_calibration_anchor(candidate: Arm, run_dir: Path, manifest: RunManifest,
@@ -87,7 +93,7 @@ def spread_anchors(measured: list[dict[str, CheckRepeat]], build: str | None) ->
     ref = next(iter(measured[0].values())).record if measured and measured[0] else None
     where = f" for {ref.reference}'s outputs {ref.reference_key}" if ref else ""
     return [_unmeasured("the reference's own equivalence noise", f"none stored{where} from another build than the one "
-                        "under test: measure it with `python -m harness.refcheck.self_noise RUN` on a run of the "
+                        "under test: measure it with `python -m harness.refcheck.store.self_noise RUN` on a run of the "
                         "reference's build under perturbations")]
 
 

@@ -36,10 +36,11 @@ from harness.records.jsonl import numbered_rows
 from harness.records.manifest import RUN_JSON, ArmBuild, NotAManifest, RunManifest, interruption, read_manifest
 from harness.records.results import read_results
 from harness.records.schema import SCHEMA_VERSION, GateRecord, OutcomeRecord, Record, ReferenceCheckRecord
-from harness.refcheck.accept_floor import floor_here
 from harness.refcheck.check import budget_at
 from harness.refcheck.compare import judge_comparisons
-from harness.refcheck.floor_store import (
+from harness.refcheck.run_anchor import run_anchor
+from harness.refcheck.store.accept_floor import floor_here
+from harness.refcheck.store.floor_store import (
     Calibration,
     CalibrationUnreadable,
     Floor,
@@ -47,8 +48,7 @@ from harness.refcheck.floor_store import (
     load_confirmation,
     save_confirmation,
 )
-from harness.refcheck.run_anchor import run_anchor
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.reference_store import reference_dir
 
 # A calibration's name is one directory under reports/: its repeats are reports/<id>-r<k>, its table reports/<id>/.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

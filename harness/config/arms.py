@@ -27,7 +27,8 @@ from harness.config.suites import metric_families, prompt_set_families
 from harness.config.variants import VariantName, list_errors
 
 # Fields of a resolved arm that do not change what its server computes (names, paths, waits, placement): left out of
-# the reference store's key (harness/refcheck/store.py) and of a history series' identity (harness/history/trends.py).
+# the reference store's key (harness/refcheck/store/reference_store.py) and of a history series' identity
+# (harness/history/trends.py).
 # calibration_variants: which equivalent executions calibrate the arm, not what a run of it computes.
 VOLATILE_ARM_FIELDS = {"name", "description", "extends", "reference", "timeouts", "workloads", "source_files",
                        "launcher", "gpus", "eager_variant", "calibration_variants"}

@@ -18,7 +18,7 @@ from harness.pytest_plugin.session import SESSION_KEY, HarnessSession, UnderTest
 from harness.pytest_plugin.started_run import session_run
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.prompt_sets import PromptSet, prompt_sets
-from harness.refcheck.store import StoredOutputs
+from harness.refcheck.store.reference_store import StoredOutputs
 from harness.serve.launch import LiveServer
 
 

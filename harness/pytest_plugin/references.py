@@ -11,10 +11,10 @@ from harness.measure.generation import Sampling
 from harness.pytest_plugin.parallel import markers_dir
 from harness.pytest_plugin.servers import ArmServers
 from harness.records.started_run import StartedRun
-from harness.refcheck import store
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.prompt_sets import Prompts, prompt_set, prompt_sets
-from harness.refcheck.store import (
+from harness.refcheck.store import reference_store as store
+from harness.refcheck.store.reference_store import (
     StoredOutputs,
     installed_vllm_version,
     make_key,

@@ -22,7 +22,7 @@ from harness.records.started_run import StartedRun
 from harness.refcheck.check import ReferenceCheck, reference_check
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.prompt_sets import prompt_set
-from harness.refcheck.store import arm_config_sha, noise_digest
+from harness.refcheck.store.reference_store import arm_config_sha, noise_digest
 
 
 class HarnessSession:

@@ -19,10 +19,10 @@ from harness.config.arms import VOLATILE_ARM_FIELDS, Arm
 from harness.config.errors import ConfigError
 from harness.measure.generation import Generation, Sampling
 from harness.records.schema import RequestComparison
-from harness.refcheck import store
 from harness.refcheck.check import ReferenceCheck
 from harness.refcheck.compare import compare_outputs
 from harness.refcheck.prompts.check_prompts import CheckPrompt, prompt_sha
+from harness.refcheck.store import reference_store as store
 
 FORMAT = 1
 FILE = "build_outputs.json"

@@ -28,7 +28,9 @@ from harness.judge.error_budget import Family, RunBudget, unit_of
 from harness.judge.fp32_anchor import ANCHORED_CHECK, stored_level
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
-from harness.refcheck.floor_store import (
+from harness.refcheck.run_anchor import run_anchor
+from harness.refcheck.standing import standing_calibration
+from harness.refcheck.store.floor_store import (
     Calibration,
     CalibrationUnreadable,
     floor_dir,
@@ -36,9 +38,7 @@ from harness.refcheck.floor_store import (
     load_confirmation,
     load_floor,
 )
-from harness.refcheck.run_anchor import run_anchor
-from harness.refcheck.standing import standing_calibration
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.reference_store import reference_dir
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ own hit-vs-miss noise measured and stored.
 
     python -m harness.refcheck.hit_miss_send --reference cpu-ref --candidate cpu-smoke [--run-dir DIR]
 
-launches the reference arm with prefix caching on (an equivalent perturbation: refcheck/self_noise.py EQUIVALENT),
+launches the reference arm with prefix caching on (an equivalent perturbation: refcheck/store/self_noise.py EQUIVALENT),
 sends the warm prompt and each cached probe of the candidate's prompt set under one cache salt, then each probe cold
 under its own, and stores the pairs under the reference outputs' noise key (`<store>/hit_miss/<reference>-<key>.json`),
 which prefix_reuse reads (harness/refcheck/hit_miss.py judges).
@@ -83,13 +83,14 @@ class NoiseTarget:
 
 
 def noise_target(reference: str, candidate: str) -> NoiseTarget:
-    """As a run of `candidate` against `reference` keys its reference outputs (refcheck/store.py make_key)."""
+    """As a run of `candidate` against `reference` keys its reference outputs (refcheck/store/reference_store.py
+    make_key)."""
     from harness.config.arms import load_arm
     from harness.config.paths import server_python
     from harness.config.workloads import ReferenceChecksWorkload, load_workload, workload_for
     from harness.measure.prompts import token_space
     from harness.refcheck.prompts.check_prompts import build_check_prompts
-    from harness.refcheck.store import installed_vllm_version, make_key, model_identity
+    from harness.refcheck.store.reference_store import installed_vllm_version, make_key, model_identity
 
     ref, cand = load_arm(reference), load_arm(candidate)
     w = load_workload(workload_for(cand, "reference_checks"), kind=ReferenceChecksWorkload)
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.config.arms import load_arm
     from harness.config.errors import HarnessError
     from harness.config.paths import REPORTS_DIR
-    from harness.refcheck.store import reference_dir
+    from harness.refcheck.store.reference_store import reference_dir
     from harness.serve.launch import launch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

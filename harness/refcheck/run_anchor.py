@@ -11,7 +11,7 @@ from harness.config.errors import ConfigError
 from harness.judge.error_budget import ANCHOR_PART, RunBudget
 from harness.judge.fp32_anchor import AnchorLevel, RunAnchor, fp32_distance, judge_run_anchor
 from harness.records.schema import RequestComparison
-from harness.refcheck.fp32_scores import FP32_FORMAT, read_outputs, reference_file, scores_file, tokens_sha
+from harness.refcheck.store.fp32_scores import FP32_FORMAT, read_outputs, reference_file, scores_file, tokens_sha
 
 Scores = tuple[dict[str, list[float]], dict[str, list[float]]]
 

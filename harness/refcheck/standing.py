@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.config.thresholds import CalibrationGates
 from harness.judge.calibration import Limits, Spread, ceiling_violations
-from harness.refcheck.floor_store import Calibration, CalibrationUnreadable, load_calibration
+from harness.refcheck.store.floor_store import Calibration, CalibrationUnreadable, load_calibration
 
 
 def stored_spread(calibration: Calibration) -> Spread:

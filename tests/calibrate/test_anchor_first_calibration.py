@@ -14,8 +14,8 @@ from written_repeats import write_repeat
 
 from harness.calibrate import first_anchor
 from harness.records.schema import TeacherForcedComparison
-from harness.refcheck.fp32_scores import FP32_FORMAT, tokens_sha
 from harness.refcheck.prompts.check_prompts import CheckPrompt, prompt_sha
+from harness.refcheck.store.fp32_scores import FP32_FORMAT, tokens_sha
 
 PROMPTS = [CheckPrompt(f"p{i}", [10 + i, 20 + i, 30 + i], "g") for i in range(20)]
 TOKENS = [5, 6, 7, 8, 9, 11, 12, 13]

@@ -1,4 +1,4 @@
-"""The reference's own equivalence noise (harness/refcheck/self_noise.py): only a variant that keeps the reference's
+"""The reference's own equivalence noise (harness/refcheck/store/self_noise.py): only a variant that keeps the reference's
 arithmetic is stored as its self-noise, under the reference outputs' key with the build it ran, and a first
 calibration of that same build cannot lean on it (harness/calibrate/first_anchor.py)."""
 
@@ -12,7 +12,7 @@ from harness.calibrate.repeats import read_repeat
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.records.schema import RequestComparison
-from harness.refcheck.self_noise import load_self_noise, main, not_equivalent, store_run
+from harness.refcheck.store.self_noise import load_self_noise, main, not_equivalent, store_run
 
 
 def comparisons(delta: float, n: int = 8) -> list[RequestComparison]:

@@ -15,7 +15,7 @@ from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
 from harness.records.manifest import CalibrationRepeat
-from harness.refcheck.floor_store import load_calibration, load_floor
+from harness.refcheck.store.floor_store import load_calibration, load_floor
 
 
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
@@ -205,7 +205,7 @@ def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_va
 def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges(store, tmp_path):
     from harness.calibrate.command import store_calibration
     from harness.refcheck.check import check_limits
-    from harness.refcheck.floor_store import record_power
+    from harness.refcheck.store.floor_store import record_power
 
     with pytest.raises(FileNotFoundError, match="no calibration of teacher_forcing"):
         record_power(store, "teacher_forcing", "logit scale 0.001")

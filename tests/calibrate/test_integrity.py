@@ -17,7 +17,7 @@ from written_repeats import ARM, BF16_CEILINGS, NOISE, write_repeat
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.config.thresholds import CalibrationGates, ReferenceCheckGates
-from harness.refcheck.floor_store import load_calibration, seal_of
+from harness.refcheck.store.floor_store import load_calibration, seal_of
 
 
 def calibrated(tmp_path: Path, store: Path, ident: str = "cal", seeds=(1, 2)) -> list[Path]:

@@ -20,7 +20,7 @@ from harness.config.paths import ARMS_DIR
 from harness.config.variants import VARIANTS, apply_variant, describe, offered, plan_variant, refusal
 from harness.records.manifest import CalibrationRepeat, RunManifest, write_manifest
 from harness.records.started_run import StartedRun
-from harness.refcheck.store import arm_config_sha
+from harness.refcheck.store.reference_store import arm_config_sha
 
 
 def arm(name: str, *overrides: str):

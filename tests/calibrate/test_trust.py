@@ -19,7 +19,7 @@ from harness.config.errors import ConfigError
 from harness.config.thresholds import ReferenceCheckGates
 from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.floor_store import (
+from harness.refcheck.store.floor_store import (
     floor_dir,
     floor_key,
     load_calibration,
@@ -63,7 +63,7 @@ def test_a_calibration_judges_a_new_build_whose_reference_was_recaptured(store, 
     """Outputs recaptured on vLLM 0.33 have another store key but the same noise key: the calibration measured on
     0.32 judges the new build's run, and names it as another build (no "own build")."""
     from harness.refcheck.check import check_limits
-    from harness.refcheck.store import ReferenceKey
+    from harness.refcheck.store.reference_store import ReferenceKey
 
     meta = {"model": {"weights_sha": "w"}, "prompt_set_sha": "p", "sampling": {}, "arm_config_sha": "r"}
     old, new = ReferenceKey({**meta, "vllm_version": "0.32.0"}), ReferenceKey({**meta, "vllm_version": "0.33.0"})

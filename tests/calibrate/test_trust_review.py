@@ -12,7 +12,7 @@ from written_repeats import ARM, asked, write_repeat
 from harness.config.errors import ConfigError
 from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.floor_store import load_calibration, load_confirmation
+from harness.refcheck.store.floor_store import load_calibration, load_confirmation
 
 
 def test_a_copied_run_is_the_same_run_not_a_second_repeat(store, tmp_path):

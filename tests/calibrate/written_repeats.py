@@ -12,7 +12,7 @@ import yaml
 from harness.config.arms import load_arm
 from harness.records.manifest import ArmBuild, CalibrationRepeat, RunManifest, RunPair, write_manifest
 from harness.records.schema import ReferenceCheckRecord, ServerRecord, TeacherForcedComparison
-from harness.refcheck.floor_store import floor_dir, floor_key
+from harness.refcheck.store.floor_store import floor_dir, floor_key
 
 ARM = "cpu-smoke"
 NOISE = "noisekey"  # the reference outputs' noise key (refcheck.store.ReferenceKey.noise_key)

@@ -17,7 +17,7 @@ from harness.history.signed_off import passed_runs_of
 from harness.history.store import connect
 from harness.measure.generation import Sampling
 from harness.refcheck import build_outputs as bo
-from harness.refcheck.store import model_identity
+from harness.refcheck.store.reference_store import model_identity
 
 
 @pytest.fixture(scope="module")

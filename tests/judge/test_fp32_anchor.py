@@ -23,7 +23,7 @@ from harness.judge.fp32_anchor import (
     level_of,
     stored_level,
 )
-from harness.refcheck.fp32_scores import FP32_FORMAT, tokens_sha
+from harness.refcheck.store.fp32_scores import FP32_FORMAT, tokens_sha
 from tests.anchor_lines import RUN_SHAPES, case, distances
 
 SEEDS = 100
@@ -131,7 +131,7 @@ def judged(tmp_path, monkeypatch, c, scored=True):
     """teacher_forcing of cpu-noisy judged by ReferenceCheck.judge with a calibration that stored the anchor's level."""
     from harness.records.schema import ReferenceCheckFields
     from harness.refcheck.check import CheckLimits, ReferenceCheck
-    from harness.refcheck.floor_store import Calibration
+    from harness.refcheck.store.floor_store import Calibration
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(store(tmp_path / "refs", c, scored=scored)))
     d = distances(c)

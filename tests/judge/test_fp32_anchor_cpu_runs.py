@@ -67,8 +67,8 @@ def test_a_faulty_builds_repeats_made_elsewhere_are_refused_by_the_anchored_cali
     where it anchors teacher_forcing to float32, a repeat of the 0.1 % fault is refused by the anchor, a clean one not."""
     from harness.calibrate.trust import against_current
     from harness.records.schema import ReferenceCheckRecord
-    from harness.refcheck.floor_store import Calibration
-    from harness.refcheck.fp32_scores import FP32_FORMAT, tokens_sha
+    from harness.refcheck.store.floor_store import Calibration
+    from harness.refcheck.store.fp32_scores import FP32_FORMAT, tokens_sha
 
     tokens = {i: list(range(len(lp))) for i, lp in STORED["reference"].items()}
     (tmp_path / "cpu-ref-k.json").write_text(json.dumps({"outputs": {

@@ -16,7 +16,7 @@ from harness.plan.build import STACK
 from harness.plan.resources import vllm_distributions
 from harness.plan.server_env import run_json_probe
 from harness.probes.ask import run_probe
-from harness.refcheck.store import installed_vllm_version
+from harness.refcheck.store.reference_store import installed_vllm_version
 
 SERVER_PY = REPO_ROOT / ".venv-server" / "bin" / "python"
 pytestmark = pytest.mark.skipif(not SERVER_PY.is_file(), reason="no .venv-server (make setup)")

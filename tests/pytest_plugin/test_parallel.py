@@ -239,7 +239,7 @@ def test_under_refresh_a_waiting_worker_takes_only_this_runs_capture_not_the_old
 
     from harness.pytest_plugin import references
     from harness.pytest_plugin.session import HarnessSession
-    from harness.refcheck.store import StoredOutputs
+    from harness.refcheck.store.reference_store import StoredOutputs
 
     old = StoredOutputs("cpu-ref", "key", tmp_path / "old.json", {}, reused=True)
     monkeypatch.setattr(references.store, "load", lambda *a: old)

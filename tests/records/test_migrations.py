@@ -11,8 +11,8 @@ import pytest
 from harness.records.manifest import RUN_JSON, ManifestError, migrate
 from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.records.results import RESULT_RECORD, parse_record
-from harness.refcheck.floor_store import CALIBRATION_FILE, CalibrationUnreadable, load_calibration
-from harness.refcheck.store import REFERENCE_FILE
+from harness.refcheck.store.floor_store import CALIBRATION_FILE, CalibrationUnreadable, load_calibration
+from harness.refcheck.store.reference_store import REFERENCE_FILE
 
 STEPPED = StoredFormat("thing", "api_version", 3, {
     0: lambda doc, **_: {**doc, "seen": [*doc.get("seen", []), 0]},
@@ -58,7 +58,7 @@ def test_every_stored_file_kind_declares_its_format():
 
 def test_a_calibration_from_before_formats_reads_and_a_newer_one_is_refused(tmp_path):
     fields = {"check": "long_context", "repeats": 3, "calibrated": "2026-12-01", "drift_limit": 0.1, "tie_gap": 0.01}
-    from harness.refcheck.floor_store import OPTIONAL_FIELDS, Calibration
+    from harness.refcheck.store.floor_store import OPTIONAL_FIELDS, Calibration
 
     known = {k: v for k, v in fields.items() if k in Calibration.__dataclass_fields__}
     missing = {k: 0 for k in Calibration.__dataclass_fields__ if k not in known and k not in OPTIONAL_FIELDS}

@@ -15,8 +15,8 @@ from harness.refcheck import build_outputs as bo
 from harness.refcheck.check import CheckLimits, ReferenceCheck
 from harness.refcheck.compare import judge_comparisons
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.floor_store import Calibration
 from harness.refcheck.prompts.check_prompts import CheckPrompt
+from harness.refcheck.store.floor_store import Calibration
 
 PROMPTS = [CheckPrompt("warm", list(range(3000)), "warm"), CheckPrompt("r1 #0", [5, 6, 7], "round 1 (batch 1)")]
 

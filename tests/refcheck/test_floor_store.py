@@ -13,7 +13,7 @@ from harness.config.arms import load_arm
 from harness.judge.drift_floor import judge_against_floor
 from harness.records.manifest import RunManifest, write_manifest
 from harness.records.schema import ReferenceCheckRecord, TeacherForcedComparison
-from harness.refcheck.floor_store import floor_dir, floor_key, load_floor, save_floor
+from harness.refcheck.store.floor_store import floor_dir, floor_key, load_floor, save_floor
 
 
 def comparisons(shift: float = 0.0, seed: int = 0, n: int = 40, positions: int = 32) -> list[TeacherForcedComparison]:
@@ -29,7 +29,7 @@ def comparisons(shift: float = 0.0, seed: int = 0, n: int = 40, positions: int =
 
 
 def test_the_key_changes_with_the_candidate_config_and_the_reference_noise_key_not_the_vllm_version():
-    from harness.refcheck.store import ReferenceKey
+    from harness.refcheck.store.reference_store import ReferenceKey
 
     arm = load_arm("cpu-smoke")
     meta = {"model": {"weights_sha": "w"}, "prompt_set_sha": "p", "sampling": {"max_tokens": 8}, "arm_config_sha": "r"}

@@ -11,8 +11,8 @@ import pytest
 
 from harness.config.errors import ConfigError
 from harness.config.paths import REPO_ROOT, server_python
-from harness.refcheck import fp32_scores as fs
 from harness.refcheck.prompts.check_prompts import CheckPrompt, prompt_sha
+from harness.refcheck.store import fp32_scores as fs
 
 MODEL = REPO_ROOT / "models" / "tiny-llama"
 

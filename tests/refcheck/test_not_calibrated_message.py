@@ -9,8 +9,8 @@ import pytest
 from harness.config.errors import ConfigError
 from harness.records.manifest import RunManifest
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.accept_floor import accept_floor
 from harness.refcheck.check import CheckLimits, judge_floor
+from harness.refcheck.store.accept_floor import accept_floor
 
 
 def verdict(tmp_path, require_floor: bool):

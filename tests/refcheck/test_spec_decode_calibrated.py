@@ -12,8 +12,8 @@ from harness.config.thresholds import Gates
 from harness.measure.spec_decode_metrics import SpecSample
 from harness.records.schema import ReferenceCheckFields, SpecDecodeRecord, Summary
 from harness.refcheck.check import CheckLimits, ReferenceCheck
-from harness.refcheck.floor_store import save_floor
 from harness.refcheck.spec_decode_equality import compare_arms
+from harness.refcheck.store.floor_store import save_floor
 
 
 def samples(run_dir: Path, arm: str, lp: float) -> SpecDecodeRecord:

@@ -13,7 +13,7 @@ from harness.judge.degeneration import clean_flips, tie_flip_cap
 from harness.records.schema import RequestComparison
 from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips, run_budget
 from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.floor_store import Calibration
+from harness.refcheck.store.floor_store import Calibration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEGEN = DegenerationGates()

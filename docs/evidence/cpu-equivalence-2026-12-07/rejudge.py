@@ -18,8 +18,8 @@ from harness.judge.drift_floor import mean_shift, run_level_bound
 from harness.judge.error_budget import Family, RunBudget, unit_of
 from harness.records.jsonl import read_jsonl
 from harness.records.schema import comparison_model
-from harness.refcheck.accept_floor import floor_here
-from harness.refcheck.floor_store import load_floor
+from harness.refcheck.store.accept_floor import floor_here
+from harness.refcheck.store.floor_store import load_floor
 
 RUNS = ("clean-200", "clean-202", "legit-split-k-202", "fault-scale-0.001", "fault-keys-past-2048")
 

@@ -10,8 +10,8 @@ from harness.records.meaning import of_kind
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.floor_store import save_floor
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.floor_store import save_floor
+from harness.refcheck.store.reference_store import reference_dir
 
 
 def accept_floor(run_dir: Path, run: str, arm: str | None) -> None:

@@ -119,7 +119,7 @@ class ReferenceKey:
     @property
     def noise_key(self) -> str:
         """The key without the reference's vLLM version: what a calibration of a candidate against these outputs is
-        keyed by (harness/refcheck/floor_store.py), so outputs recaptured on a new build find the last calibration."""
+        keyed by (refcheck/store/floor_store.py), so outputs recaptured on a new build find the last calibration."""
         return noise_digest({k: v for k, v in self.meta.items() if k != "vllm_version"})
 
     def path(self, arm: str, directory: Path) -> Path:

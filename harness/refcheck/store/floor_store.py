@@ -33,7 +33,7 @@ from harness.config.arms import Arm
 from harness.records.jsonl import read_jsonl
 from harness.records.migrations import FormatError, StoredFormat, upgrade
 from harness.records.schema import RequestComparison, comparison_model
-from harness.refcheck.store import arm_config_sha
+from harness.refcheck.store.reference_store import arm_config_sha
 
 
 def floor_key(candidate: Arm, noise_key: str) -> str:

@@ -1,6 +1,6 @@
 """The reference arm's own equivalence noise: the reference against its own stored outputs, kept in the store.
 
-    python -m harness.refcheck.self_noise RUN_DIR [--arm CANDIDATE]
+    python -m harness.refcheck.store.self_noise RUN_DIR [--arm CANDIDATE]
 
 RUN_DIR is a finished qualify run whose candidate is the reference arm itself under perturbations that agree in exact
 arithmetic (an arm that `extends:` the reference, has it as `reference:`, and differs from it only in EQUIVALENT
@@ -31,7 +31,7 @@ from harness.records.manifest import ManifestProblem, read_manifest
 from harness.records.paths import resolve_path
 from harness.records.results import read_results
 from harness.records.schema import ReferenceCheckRecord, RequestComparison, comparison_model
-from harness.refcheck.store import reference_dir
+from harness.refcheck.store.reference_store import reference_dir
 
 # Fields a self variant may change: each leaves the computation exact in real arithmetic, only its rounding moves.
 EQUIVALENT = ("server.enforce_eager", "server.enable_prefix_caching", "server.max_num_batched_tokens",
