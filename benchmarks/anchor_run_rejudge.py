@@ -28,7 +28,7 @@ from harness.judge.drift_floor import judge_floor_pairing, mean_shift, run_level
 from harness.judge.error_budget import ANCHOR_PART, POWER, Family, RunBudget  # noqa: E402
 from harness.judge.fp32_anchor import caught_shift, fp32_distance, judge_run_anchor, level_of  # noqa: E402
 from harness.records.schema import comparison_model  # noqa: E402
-from harness.refcheck.run_anchor import anchor_inputs  # noqa: E402
+from harness.refcheck.judging.run_anchor import anchor_inputs  # noqa: E402
 from harness.report.e2e_summary import read_lines  # noqa: E402
 
 CHECK = "teacher_forcing"

@@ -33,7 +33,7 @@ from harness.config.paths import REPO_ROOT as REPO
 from harness.config.thresholds import load_gates
 from harness.faults import length_faults
 from harness.records.schema import comparison_model
-from harness.refcheck.compare import failure_line
+from harness.refcheck.judging.compare import failure_line
 from harness.refcheck.store.floor_store import record_power
 from harness.report.e2e_summary import read_lines
 

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from harness.judge.drift_floor import judge_against_floor
-from harness.refcheck.compare import RequestComparison
+from harness.refcheck.judging.compare import RequestComparison
 from harness.report.e2e_summary import CHECK_FILES, load_comparisons, read_lines
 
 # Checks whose comparisons files e2e_summary does not read (RequestComparison lines, one file per reference).

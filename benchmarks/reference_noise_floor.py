@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.records.schema import RequestComparison  # noqa: E402
-from harness.refcheck.compare import judge_comparisons  # noqa: E402
+from harness.refcheck.judging.compare import judge_comparisons  # noqa: E402
 
 
 def load(path: Path) -> list[RequestComparison]:

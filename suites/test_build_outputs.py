@@ -1,17 +1,17 @@
 """Build vs build (`qualify --keep-outputs`, `--baseline-build`): the candidate's own outputs of the reference checks'
 prompts, captured as a reference's are, stored in the run (a passed run's are a baseline later); with a baseline
 build, each compared with that signed-off build's stored output for the same prompt, judged as a reference check with
-the pair's calibrated limits (harness/refcheck/build_outputs.py)."""
+the pair's calibrated limits (harness/refcheck/judging/build_outputs.py)."""
 
 import json
 
 from harness.config.errors import ConfigError
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck import build_outputs as bo
 from harness.refcheck.batches import capture
 from harness.refcheck.check_set import CHECKS
-from harness.refcheck.compare import checked_to
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging import build_outputs as bo
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.store.reference_store import make_key
 
 

@@ -20,8 +20,8 @@ from harness.measure.prompts import token_space
 from harness.plan.preflight import check_workload_fits
 from harness.records.jsonl import read_jsonl
 from harness.records.schema import CapacityRecord, GateRecord, ReferenceCheckRecord
-from harness.refcheck.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
-from harness.refcheck.timed_outputs import generation_of, request_id
+from harness.refcheck.judging.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
+from harness.refcheck.judging.timed_outputs import generation_of, request_id
 
 
 def test_capacity(served_arm, harness_session, under_test, record):

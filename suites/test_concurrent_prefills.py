@@ -6,10 +6,10 @@ calibration's, or gates.yaml's). Partial hits the server's counter cannot prove 
 from __future__ import annotations
 
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.compare import checked_to
-from harness.refcheck.comparisons import record_fields
 from harness.refcheck.concurrent_prefills import PREFILLS, send_bursts
 from harness.refcheck.coverage_send import CoverageServer
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.comparisons import record_fields
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:

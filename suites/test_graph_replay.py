@@ -8,8 +8,8 @@ from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
-from harness.refcheck.compare import checked_to, tie_flipped
-from harness.refcheck.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.judging.compare import checked_to, tie_flipped
+from harness.refcheck.judging.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
 from harness.refcheck.prompts.order import reorder_rounds
 
 

@@ -15,7 +15,7 @@ from harness.measure.gsm8k import evaluate, gsm8k_fields, responses_by_doc, sele
 from harness.measure.lm_eval_arm import arm_model, evaluation_failure
 from harness.records.jsonl import read_jsonl
 from harness.records.schema import DegenerationRecord, GateRecord, Gsm8kRecord, ReferenceCheckRecord
-from harness.refcheck.compare import summary_fields
+from harness.refcheck.judging.compare import summary_fields
 
 SUITE = BY_NAME["gsm8k"]
 

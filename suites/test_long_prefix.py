@@ -23,9 +23,9 @@ from harness.records.schema import (
     LongPrefixRecord,
     ReferenceCheckRecord,
 )
-from harness.refcheck.compare import tie_flipped
+from harness.refcheck.judging.compare import tie_flipped
+from harness.refcheck.judging.timed_outputs import CHECK, checked_fields
 from harness.refcheck.timed_check import compare_timed_outputs
-from harness.refcheck.timed_outputs import CHECK, checked_fields
 from harness.serve.serverlog import tail
 
 

@@ -15,8 +15,6 @@ import pytest
 from harness.config.kv_twin import pinned_block_size
 from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.compare import checked_to
-from harness.refcheck.comparisons import record_fields
 from harness.refcheck.coverage_send import (
     CoverageServer,
     FamilyOutcome,
@@ -26,6 +24,8 @@ from harness.refcheck.coverage_send import (
     recycled_blocks,
 )
 from harness.refcheck.coverage_set import COVERAGE
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.comparisons import record_fields
 from harness.refcheck.prompts.coverage_cells import (
     CHUNK,
     LONG_GENERATION,

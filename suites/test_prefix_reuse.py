@@ -10,10 +10,10 @@ from harness.measure.metrics import cache_config, counter_total, fetch_metrics, 
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
-from harness.refcheck.compare import checked_to
-from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
 from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, send_cold
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
 from harness.refcheck.prompts.aligned_probes import misaligned
 from harness.refcheck.prompts.check_prompts import expected_hit_tokens
 from harness.refcheck.prompts.order import reorder
@@ -70,7 +70,7 @@ def test_prefix_reuse(reference_outputs, candidate, harness_session, under_test,
 
 def hit_vs_miss(candidate, prompts, sampling, compared, reference_outputs, check, sink) -> HitMissVerdict:
     """The aligned cached probes sent cold to the candidate, each pair judged against the reference build's stored
-    hit-vs-miss noise (harness/refcheck/hit_miss.py); the pairs kept beside the comparisons."""
+    hit-vs-miss noise (harness/refcheck/judging/hit_miss.py); the pairs kept beside the comparisons."""
     probes = [p for p in cached_probes(prompts) if p.id in compared.generations]
     if not probes:
         return HitMissVerdict("", [])

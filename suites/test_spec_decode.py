@@ -4,7 +4,7 @@ one at a time, on the candidate and on its reference (the same server without a 
 acceptance; TPOT and tokens/s on both arms (the speed-up); every output compared with the reference's; the
 degeneration detector on both arms' text; the gates of harness/judge/spec_decode_gates.py, computed from
 results.jsonl. Measured by harness/measure/spec_decode.py; the outputs compared by
-harness/refcheck/spec_decode_equality.py."""
+harness/refcheck/judging/spec_decode_equality.py."""
 
 import pytest
 
@@ -14,7 +14,7 @@ from harness.judge.spec_decode_gates import EQUALITY_CHECK, outputs_fields
 from harness.measure.spec_decode import measure_arm
 from harness.records.meaning import of_kind
 from harness.records.schema import DegenerationRecord, GateRecord, ReferenceCheckRecord, SpecDecodeRecord
-from harness.refcheck.spec_decode_equality import compare_arms
+from harness.refcheck.judging.spec_decode_equality import compare_arms
 from harness.serve.serverlog import tail
 
 

@@ -1,7 +1,7 @@
 """Teacher forcing: every check prompt + the reference's own output, scored on the candidate with prompt_logprobs;
 each reference token's logprob under the candidate against the reference's, at every position (one early divergence
 does not end the comparison). Requests go one at a time, so the chunking -- and with it which positions compared the DCP
-decode path (harness/refcheck/teacher_forcing.py) -- is the same on every compared."""
+decode path (harness/refcheck/judging/teacher_forcing.py) -- is the same on every compared."""
 
 import asyncio
 
@@ -9,10 +9,10 @@ from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.check_set import CHECKS
-from harness.refcheck.compare import checked_to
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.teacher_forcing import compare_forced
 from harness.refcheck.prompts.order import reorder
-from harness.refcheck.teacher_forcing import compare_forced
 
 
 def test_teacher_forcing(reference_outputs, candidate, harness_session, under_test, record):

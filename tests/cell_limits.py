@@ -3,8 +3,8 @@ no floor required) plus a retrieval margin."""
 
 from pathlib import Path
 
-from harness.refcheck.check import CheckLimits, ReferenceCheck
-from harness.refcheck.long_context_cells import CellLimits
+from harness.refcheck.judging.check import CheckLimits, ReferenceCheck
+from harness.refcheck.judging.long_context_cells import CellLimits
 
 
 def cell_limits(drift_limit: float, tie_gap: float, margin: float, check: str = "long_context") -> CellLimits:

@@ -1,4 +1,4 @@
-"""A passing ReferenceCheckFields for the tests that add a floor's verdict to a check (refcheck/check.py)."""
+"""A passing ReferenceCheckFields for the tests that add a floor's verdict to a check (refcheck/judging/check.py)."""
 
 from harness.records.schema import ReferenceCheckFields
 

@@ -5,7 +5,7 @@ Signed off: a finished qualify run whose verdict was PASS (run.json exit_code 0,
 as a candidate, and whose run stored that arm's outputs (it ran with --keep-outputs or --baseline-build:
 <run>/<arm>/build_outputs.json). "Last": the newest such run in the history store. A run that is none of that, or of
 another arm, model or arm configuration, is refused (exit 2) with one sentence naming the run and the field; so is a
-missing build pin, or stored outputs of another model or configuration (harness/refcheck/build_outputs.py)."""
+missing build pin, or stored outputs of another model or configuration (harness/refcheck/judging/build_outputs.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from harness.config.errors import ConfigError
 from harness.history.signed_off import passed_runs_of
 from harness.history.store import connect, history_path, named
 from harness.records.manifest import BaselineBuild, ManifestProblem, RunManifest, read_manifest
-from harness.refcheck import build_outputs as bo
+from harness.refcheck.judging import build_outputs as bo
 from harness.refcheck.store.reference_store import model_identity
 
 SUITE = bo.CHECK  # the suite that stores and compares the outputs

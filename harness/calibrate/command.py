@@ -55,9 +55,9 @@ from harness.judge.error_budget import Family
 from harness.judge.fp32_anchor import ANCHORED_CHECK, AnchorLevel
 from harness.records.manifest import ArmBuild
 from harness.records.schema import RequestComparison, ServerRecord
-from harness.refcheck.check import family_at
-from harness.refcheck.compare import failure_line
-from harness.refcheck.standing import standing_calibration
+from harness.refcheck.judging.check import family_at
+from harness.refcheck.judging.compare import failure_line
+from harness.refcheck.judging.standing import standing_calibration
 from harness.refcheck.store.accept_floor import floor_here
 from harness.refcheck.store.floor_store import (
     Calibration,
@@ -353,7 +353,7 @@ def current_calibration(floor_path: str, check: str, ceilings: CalibrationGates,
                         where: str) -> tuple[Calibration | None, str | None]:
     """The calibration stored for this key now, the one a new calibration would replace, or (None, None) for the
     first; (None, the file and why) where one is stored that cannot judge (unreadable, edited, unsealed, above a
-    ceiling: refcheck/standing.py): the chain of trust is broken there, so replacing it takes --trust."""
+    ceiling: refcheck/judging/standing.py): the chain of trust is broken there, so replacing it takes --trust."""
     try:
         return standing_calibration(floor_here(floor_path), check, ceilings, where), None
     except CalibrationUnreadable as exc:

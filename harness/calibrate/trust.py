@@ -36,9 +36,9 @@ from harness.records.jsonl import numbered_rows
 from harness.records.manifest import RUN_JSON, ArmBuild, NotAManifest, RunManifest, interruption, read_manifest
 from harness.records.results import read_results
 from harness.records.schema import SCHEMA_VERSION, GateRecord, OutcomeRecord, Record, ReferenceCheckRecord
-from harness.refcheck.check import budget_at
-from harness.refcheck.compare import judge_comparisons
-from harness.refcheck.run_anchor import run_anchor
+from harness.refcheck.judging.check import budget_at
+from harness.refcheck.judging.compare import judge_comparisons
+from harness.refcheck.judging.run_anchor import run_anchor
 from harness.refcheck.store.accept_floor import floor_here
 from harness.refcheck.store.floor_store import (
     Calibration,

@@ -168,7 +168,7 @@ class Arm(Strict):
     reference: str | None = None  # the arm this one is compared with; None for a reference
     eager_variant: str | None = None  # this arm under --enforce-eager (an `extends:` arm): graph_replay compares too
     # A planted-fault variant of a calibrated build: its output checks are judged by that arm's calibration (limits
-    # and floor), as the build without the fault would be, not by one of its own (harness/refcheck/check.py).
+    # and floor), as the build without the fault would be, not by one of its own (harness/refcheck/judging/check.py).
     calibration_from: str | None = None
     # The calibration variants its repeats cycle through (harness/config/variants.py); None: all its platform runs.
     calibration_variants: list[VariantName] | None = None

@@ -248,7 +248,7 @@ class FalsePositives:
         return self.short + ("; " + "; ".join(self.failures) if self.failures else "")
 
 
-# the fixed-limit part of one request's verdict (refcheck/compare.py failure_line), passed in by the caller
+# the fixed-limit part of one request's verdict (refcheck/judging/compare.py failure_line), passed in by the caller
 OverLimits = Callable[[RequestComparison, Limits], bool]
 
 
@@ -266,7 +266,7 @@ def false_positives(repeats: Sequence[Sequence[RequestComparison]], least_limit:
         limits = derive_limits(spread(others), least_limit, least_tie_gap, family)
         bad = [c.request for c in mine if over_limits(c, limits)]
         over += len(bad)
-        # judged as a later run is (harness/refcheck/check.py): run-level where the others can measure it
+        # judged as a later run is (harness/refcheck/judging/check.py): run-level where the others can measure it
         budget = held_out_budget(spread(others), family)
         floor = judge_floor_pairing(mine, mean_floor(others), f"the other {len(others)} repeat(s)",
                                     held_out_shifts(others) if len(others) >= MIN_RUN_SHIFTS else None, budget)

@@ -1,6 +1,6 @@
 """The long_context gate (pure): the candidate's grid record, judged complete or not, naming the first failing length.
 
-The suite judges every cell as it runs (harness/refcheck/long_context_cells.py) and records the grid; this gate
+The suite judges every cell as it runs (harness/refcheck/judging/long_context_cells.py) and records the grid; this gate
 reads that record back, so the report recomputes the verdict from results.jsonl alone. A missing record, an aborted
 grid or a grid with cells missing is FAIL (no data: ...), never a PASS.
 """

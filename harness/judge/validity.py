@@ -13,7 +13,7 @@ from harness.judge.gsm8k_outputs import CHECK as GSM8K_OUTPUTS
 from harness.records.meaning import of_kind
 from harness.records.schema import LongContextRecord, LongPrefixRecord, Record, ReferenceCheckRecord
 
-OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.timed_outputs.CHECK (judge may not import refcheck)
+OUTPUTS_CHECK = "long_prefix_outputs"  # harness.refcheck.judging.timed_outputs.CHECK (judge may not import refcheck)
 
 
 def first(text: str | None, limit: int = 300) -> str:

@@ -139,7 +139,7 @@ def parse_scores(choice: dict, prompt_len: int, reference_tokens: Sequence[int])
 
 async def score_forced(base_url: str, model: str, prompt: list[int], reference_tokens: list[int],
                        timeout_s: float) -> Generation:
-    """Teacher forcing: the candidate's logprob of each reference token (harness/refcheck/teacher_forcing.py)."""
+    """Teacher forcing: the candidate's logprob of each reference token (refcheck/judging/teacher_forcing.py)."""
     async with httpx.AsyncClient() as client:
         try:
             resp = await client.post(f"{base_url}/v1/completions", json=scoring_body(model, prompt, reference_tokens),

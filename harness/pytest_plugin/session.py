@@ -19,8 +19,8 @@ from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.records.started_run import StartedRun
-from harness.refcheck.check import ReferenceCheck, reference_check
 from harness.refcheck.check_set import CHECKS
+from harness.refcheck.judging.check import ReferenceCheck, reference_check
 from harness.refcheck.prompt_sets import prompt_set
 from harness.refcheck.store.reference_store import arm_config_sha, noise_digest
 

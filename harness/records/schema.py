@@ -323,8 +323,8 @@ class CoveredRequest(BaseModel):
 
 
 class ReferenceCheckFields(BaseModel):
-    """A reference check's verdict and numbers, built by refcheck and completed by the floor test (refcheck/check.py);
-    a typed value from one stage to the next."""
+    """A reference check's verdict and numbers, built by refcheck and completed by the floor test
+    (refcheck/judging/check.py); a typed value from one stage to the next."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -384,7 +384,7 @@ class LongContextCell(BaseModel):
     retrieval_reference: float | None = None  # the reference's, on the same prompt
     cached_tokens: float | None = None  # vllm:prefix_cache_hits delta over this request (warm, partial)
     context_tokens: int = 0  # prompt + tokens compared: how far this cell checked outputs
-    # burst: the cell sent cold inside a burst of `batch` requests in flight at once (harness/refcheck/bursts.py),
+    # burst: the cell sent cold inside a burst of `batch` requests in flight at once (refcheck/judging/bursts.py),
     # compared with the reference's sequential output and with the candidate's own output of the cell sent alone
     batch: int = 1
     burst: str | None = None  # which burst: "L4000 depths" or "mixed 8"

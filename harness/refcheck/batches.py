@@ -12,8 +12,8 @@ from pathlib import Path
 
 from harness.config.errors import HarnessError, LaunchError
 from harness.measure.generation import Generation, Sampling, generate_batch
-from harness.refcheck.compare import compare_outputs
-from harness.refcheck.comparisons import BatchComparisons
+from harness.refcheck.judging.compare import compare_outputs
+from harness.refcheck.judging.comparisons import BatchComparisons
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.serve.launch import LiveServer
 from harness.serve.serverlog import tail

@@ -18,8 +18,8 @@ from harness.measure.generation import Generation, Sampling
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import CoveredRequest
 from harness.refcheck.batches import abort_reason, send
-from harness.refcheck.compare import compare_outputs, compared_to
-from harness.refcheck.comparisons import BatchComparisons
+from harness.refcheck.judging.compare import compare_outputs, compared_to
+from harness.refcheck.judging.comparisons import BatchComparisons
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.refcheck.prompts.coverage_cells import (
     CoverageCell,

@@ -6,7 +6,7 @@ own hit-vs-miss noise measured and stored.
 launches the reference arm with prefix caching on (an equivalent perturbation: refcheck/store/self_noise.py EQUIVALENT),
 sends the warm prompt and each cached probe of the candidate's prompt set under one cache salt, then each probe cold
 under its own, and stores the pairs under the reference outputs' noise key (`<store>/hit_miss/<reference>-<key>.json`),
-which prefix_reuse reads (harness/refcheck/hit_miss.py judges).
+which prefix_reuse reads (harness/refcheck/judging/hit_miss.py judges).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.measure.generation import Generation, Sampling
 from harness.records.schema import RequestComparison
 from harness.refcheck.batches import send
-from harness.refcheck.compare import compare_outputs
+from harness.refcheck.judging.compare import compare_outputs
 from harness.refcheck.prompts.check_prompts import CheckPrompt, CheckPrompts
 from harness.serve.launch import LiveServer
 

@@ -20,16 +20,22 @@ from harness.measure.generation import Generation, Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison, TeacherForcedComparison
 from harness.refcheck.batches import abort_reason, send
-from harness.refcheck.bursts import VsAlone, batch_invariance, judge_burst
-from harness.refcheck.check import ReferenceCheck
-from harness.refcheck.compare import compare_outputs
-from harness.refcheck.comparisons import BatchComparisons
-from harness.refcheck.long_context_cells import CellLimits, CellOutput, judge_forced, judge_generation, retrieval_drop
+from harness.refcheck.judging.bursts import VsAlone, batch_invariance, judge_burst
+from harness.refcheck.judging.check import ReferenceCheck
+from harness.refcheck.judging.compare import compare_outputs
+from harness.refcheck.judging.comparisons import BatchComparisons
+from harness.refcheck.judging.long_context_cells import (
+    CellLimits,
+    CellOutput,
+    judge_forced,
+    judge_generation,
+    retrieval_drop,
+)
+from harness.refcheck.judging.teacher_forcing import compare_forced
 from harness.refcheck.prompts.burst_plan import Burst
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.refcheck.prompts.long_context import ContextCell
 from harness.refcheck.prompts.long_context_plan import CellRequest, GridPlan
-from harness.refcheck.teacher_forcing import compare_forced
 
 HITS = "vllm:prefix_cache_hits_total"
 BURSTS = "long_context_bursts"  # the bursts' check (harness/config/suites.py: long_context's checks)

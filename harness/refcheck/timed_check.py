@@ -1,6 +1,6 @@
 """The long-prefix outputs check against a live candidate (I/O): read both arms' samples files, compare every
 request's output with the reference's, teacher-force a sample of the reference's outputs on the candidate, and
-return the fields of the records (harness/refcheck/timed_outputs.py does the judging).
+return the fields of the records (harness/refcheck/judging/timed_outputs.py does the judging).
 
 It runs inside the candidate's own long_prefix test, after its levels, while its server is up: the reference's
 samples exist by then (a serial run measures every reference before its candidates; a parallel one waits for the
@@ -20,8 +20,8 @@ from harness.measure.prompts import Prompts
 from harness.measure.textbasis import to_ids, to_text
 from harness.records.jsonl import read_jsonl
 from harness.records.paths import resolve_path
-from harness.refcheck.teacher_forcing import compare_forced
-from harness.refcheck.timed_outputs import (
+from harness.refcheck.judging.teacher_forcing import compare_forced
+from harness.refcheck.judging.timed_outputs import (
     TimedComparisons,
     by_request,
     compare_pairs,

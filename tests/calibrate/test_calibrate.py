@@ -21,7 +21,7 @@ from harness.refcheck.store.floor_store import load_calibration, load_floor
 def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(store, tmp_path, capsys):
     from harness.admission.request import QualifyRequest
     from harness.qualify.calibrating import calibrate
-    from harness.refcheck.check import ReferenceCheck, check_limits
+    from harness.refcheck.judging.check import ReferenceCheck, check_limits
 
     ran = []
 
@@ -66,7 +66,7 @@ def test_calibrate_runs_k_repeats_and_later_runs_are_judged_by_what_it_stored(st
 def test_a_first_calibrations_repeat_is_judged_by_gates_yaml_without_require_floor(store):
     """With no calibration for the key (the arm's first), a repeat has nothing but gates.yaml to be judged by: its
     limits, require_floor not applied (the repeats are what the first floor is made of)."""
-    from harness.refcheck.check import ReferenceCheck, check_limits
+    from harness.refcheck.judging.check import ReferenceCheck, check_limits
 
     limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE,
                           CalibrationRepeat(id="cal-x", repeat=2, of=3))
@@ -141,8 +141,8 @@ def test_running_the_same_calibration_again_keeps_finished_repeats_and_redoes_an
 def test_diverged_outputs_are_kept_with_both_sides_and_read_back_as_the_degeneration_measures(tmp_path):
     from harness.calibrate.repeats import repetition_deltas
     from harness.measure.generation import Generation
-    from harness.refcheck.compare import compare_outputs
-    from harness.refcheck.comparisons import BatchComparisons, write_diverged_outputs
+    from harness.refcheck.judging.compare import compare_outputs
+    from harness.refcheck.judging.comparisons import BatchComparisons, write_diverged_outputs
 
     ref = {"a": Generation([1, 2, 3, 4, 5, 6], [-0.1] * 6, [{1: -0.1, 9: -0.2}] * 6),
            "b": Generation([7, 8, 9], [-0.1] * 3, [{7: -0.1, 2: -3.0}] * 3)}
@@ -180,7 +180,7 @@ def test_a_run_directory_that_is_no_repeat_of_this_calibration_is_never_deleted(
 
 def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_varies(store, tmp_path):
     from harness.calibrate.command import store_calibration
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
 
     dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
     for k, d in enumerate(dirs, 1):
@@ -204,7 +204,7 @@ def test_a_planted_fault_variant_is_judged_by_the_calibration_of_the_build_it_va
 
 def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges(store, tmp_path):
     from harness.calibrate.command import store_calibration
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
     from harness.refcheck.store.floor_store import record_power
 
     with pytest.raises(FileNotFoundError, match="no calibration of teacher_forcing"):
@@ -227,7 +227,7 @@ def test_the_power_measured_under_a_calibration_is_named_in_the_line_that_judges
 ])
 def test_an_unreadable_calibration_fails_the_check_instead_of_falling_back_to_gates_yaml(store, tmp_path, damage, why):
     from harness.calibrate.command import store_calibration
-    from harness.refcheck.check import ReferenceCheck, check_limits
+    from harness.refcheck.judging.check import ReferenceCheck, check_limits
 
     dirs = [tmp_path / "reports" / f"cal-r{k}" for k in (1, 2)]
     for k, d in enumerate(dirs, 1):

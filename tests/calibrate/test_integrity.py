@@ -30,7 +30,7 @@ def calibrated(tmp_path: Path, store: Path, ident: str = "cal", seeds=(1, 2)) ->
 
 def judged(store: Path):
     """The check as a run would judge it now: its limits and a clean run's verdict."""
-    from harness.refcheck.check import ReferenceCheck, check_limits
+    from harness.refcheck.judging.check import ReferenceCheck, check_limits
 
     limits = check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE)
     return limits, ReferenceCheck(limits).judge(check_fields("teacher_forcing"), repeat(7), False).fields
@@ -87,7 +87,7 @@ def test_an_edited_or_over_ceiling_calibration_fails_every_check_it_would_judge(
 
 def test_ceilings_are_those_of_the_runs_gates(store, tmp_path):
     """The same sealed calibration judged under tighter ceilings (the run's recorded gates) is above them."""
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
 
     calibrated(tmp_path, store)
     cal = load_calibration(store, "teacher_forcing")

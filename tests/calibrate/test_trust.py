@@ -39,7 +39,7 @@ def repeats(tmp_path: Path, store: Path, ident: str, seeds=(1, 2), **kw) -> list
 
 
 def limits(build: str | None = None, repeat_of: CalibrationRepeat | None = None):
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
 
     return check_limits(ReferenceCheckGates(require_floor=True), load_arm(ARM), "teacher_forcing", NOISE, repeat_of,
                         build)
@@ -62,7 +62,7 @@ def nothing_written(tmp_path: Path, store: Path, ident: str, before: str | None)
 def test_a_calibration_judges_a_new_build_whose_reference_was_recaptured(store, tmp_path):
     """Outputs recaptured on vLLM 0.33 have another store key but the same noise key: the calibration measured on
     0.32 judges the new build's run, and names it as another build (no "own build")."""
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
     from harness.refcheck.store.reference_store import ReferenceKey
 
     meta = {"model": {"weights_sha": "w"}, "prompt_set_sha": "p", "sampling": {}, "arm_config_sha": "r"}
@@ -158,7 +158,7 @@ def test_a_repeat_is_judged_by_the_current_calibration_not_by_gates_yaml(store, 
     and its line says both."""
     from check_fields import check_fields
 
-    from harness.refcheck.check import ReferenceCheck
+    from harness.refcheck.judging.check import ReferenceCheck
 
     assert calibrate_from(repeats(tmp_path, store, "cal-a"), "cal-a") == 0
     lim = limits(repeat_of=CalibrationRepeat(id="cal-b", repeat=1, of=2))

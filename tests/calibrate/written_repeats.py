@@ -32,7 +32,7 @@ def store(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     import harness.calibrate.command as command
     import harness.qualify.calibrating as calibrating
-    import harness.refcheck.check as check
+    import harness.refcheck.judging.check as check
     from harness.config import thresholds
 
     gates = yaml.safe_load(thresholds.GATES_FILE.read_text())

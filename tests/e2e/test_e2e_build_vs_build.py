@@ -25,7 +25,7 @@ import pytest
 
 from harness.config.paths import ARMS_DIR, REPO_ROOT
 from harness.faults import length_faults as lf
-from harness.refcheck import build_outputs as bo
+from harness.refcheck.judging import build_outputs as bo
 
 pytestmark = pytest.mark.e2e
 ARM = "cpu-smoke"

@@ -29,7 +29,7 @@ from harness.measure.generation import Sampling, generate_batch
 from harness.measure.prompts import token_space
 from harness.plan.vllm_args import check_with_vllm
 from harness.refcheck.batches import capture, compare_batches
-from harness.refcheck.compare import top_gap
+from harness.refcheck.judging.compare import top_gap
 from harness.refcheck.prompts.check_prompts import build_check_prompts
 from harness.report.tables import first_line
 from harness.serve.launch import launch, plan_for

@@ -131,7 +131,7 @@ def fault_run(passing, tmp_path: Path, overrides: list[str]) -> tuple[dict, list
     from harness.judge.spec_decode_gates import outputs_fields
     from harness.measure.spec_decode import measure_arm
     from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
-    from harness.refcheck.spec_decode_equality import compare_arms
+    from harness.refcheck.judging.spec_decode_equality import compare_arms
 
     ref = SpecDecodeRecord.model_validate(spec(passing[3], "cpu-ref"))
     arm = load_arm("cpu-spec", overrides)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from harness.measure.generation import Sampling, generate_batch, score_forced
-from harness.refcheck.teacher_forcing import compare_forced
+from harness.refcheck.judging.teacher_forcing import compare_forced
 
 pytestmark = pytest.mark.e2e
 

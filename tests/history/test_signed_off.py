@@ -16,7 +16,7 @@ from harness.history.command import append_run
 from harness.history.signed_off import passed_runs_of
 from harness.history.store import connect
 from harness.measure.generation import Sampling
-from harness.refcheck import build_outputs as bo
+from harness.refcheck.judging import build_outputs as bo
 from harness.refcheck.store.reference_store import model_identity
 
 

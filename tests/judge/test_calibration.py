@@ -16,7 +16,7 @@ from harness.judge.calibration import (
 )
 from harness.judge.drift_floor import judge_against_floor
 from harness.judge.error_budget import Family, part_alpha
-from harness.refcheck.compare import failure_line
+from harness.refcheck.judging.compare import failure_line
 
 
 def would_fail(c, limits) -> bool:

@@ -28,14 +28,14 @@ from harness.judge.calibration import (
 )
 from harness.judge.drift_floor import judge_against_floor
 from harness.judge.error_budget import Family
-from harness.refcheck.compare import failure_line
+from harness.refcheck.judging.compare import failure_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
 GPU = load_gates("gpu-mla").calibration
 CPU = load_gates("cpu-smoke").calibration
 WHERE = "configs/gates.yaml, arm gpu-mla"
-MLA = Family(11, "the checks calibrated for gpu-mla")  # a run's family (refcheck/check.py family_at)
+MLA = Family(11, "the checks calibrated for gpu-mla")  # a run's family (refcheck/judging/check.py family_at)
 CATALOGUE = Family(16, "every calibratable check")
 
 

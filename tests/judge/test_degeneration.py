@@ -17,7 +17,7 @@ from harness.judge.degeneration import (
     tie_flip_p,
 )
 from harness.records.schema import RequestComparison
-from harness.refcheck.compare import tie_flipped
+from harness.refcheck.judging.compare import tie_flipped
 
 LIMITS = DegenerationGates()
 HEALTHY = ("Natalia sold 48 clips in April and half as many in May so she sold 48 / 2 = 24 clips in May and "

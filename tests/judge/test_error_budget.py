@@ -136,9 +136,9 @@ def test_the_rounding_unit_is_never_zero_and_is_what_the_repeats_did_not_realize
 
 
 def test_a_check_learns_its_family_from_every_calibration_of_its_arm(tmp_path):
-    """refcheck/check.py run_budget: m = the distinct checks calibrated under any of the arm's keys (each prompt set's
+    """refcheck/judging/check.py run_budget: m = the distinct checks calibrated under any of the arm's keys (each prompt set's
     noise key has its own directory); another arm whose name starts alike is not counted; none: this check alone."""
-    from harness.refcheck.check import CheckLimits, run_budget
+    from harness.refcheck.judging.check import CheckLimits, run_budget
 
     floors = tmp_path / "floors"
     for directory, checks in {"gpu-mla-0123456789abcdef": ("teacher_forcing", "graph_replay"),

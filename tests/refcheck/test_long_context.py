@@ -12,8 +12,8 @@ from harness.config.errors import ConfigError
 from harness.config.workloads import LongContextWorkload, load_workload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.compare import compare_outputs
-from harness.refcheck.long_context_cells import (
+from harness.refcheck.judging.compare import compare_outputs
+from harness.refcheck.judging.long_context_cells import (
     CellOutput,
     checked_to_tokens,
     first_failing_length,
@@ -21,6 +21,7 @@ from harness.refcheck.long_context_cells import (
     judge_forced,
     judge_generation,
 )
+from harness.refcheck.judging.teacher_forcing import compare_forced
 from harness.refcheck.prompts.long_context import (
     build_long_context_prompts,
     build_sweep_prompts,
@@ -30,7 +31,6 @@ from harness.refcheck.prompts.long_context import (
     span_start,
     sweep_lengths,
 )
-from harness.refcheck.teacher_forcing import compare_forced
 from tests.cell_limits import cell_limits
 
 SPACE = TokenSpace(512, frozenset({0, 1, 2}))

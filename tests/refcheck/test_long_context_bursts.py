@@ -11,10 +11,10 @@ from pathlib import Path
 from harness.calibrate.repeats import read_repeat
 from harness.measure.generation import Generation
 from harness.records.schema import LongContextCell, ReferenceCheckRecord, RequestComparison, ServerRecord
-from harness.refcheck.bursts import judge_burst
-from harness.refcheck.compare import compare_outputs
-from harness.refcheck.comparisons import BatchComparisons, record_fields
-from harness.refcheck.long_context_cells import CellOutput
+from harness.refcheck.judging.bursts import judge_burst
+from harness.refcheck.judging.compare import compare_outputs
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.long_context_cells import CellOutput
 from harness.refcheck.long_context_grid import BURSTS, GridCheck, GridOutcome, bursts_missing, bursts_sink
 from harness.refcheck.prompts.long_context import ContextCell
 from tests.cell_limits import cell_limits

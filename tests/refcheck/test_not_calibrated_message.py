@@ -9,7 +9,7 @@ import pytest
 from harness.config.errors import ConfigError
 from harness.records.manifest import RunManifest
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.check import CheckLimits, judge_floor
+from harness.refcheck.judging.check import CheckLimits, judge_floor
 from harness.refcheck.store.accept_floor import accept_floor
 
 

@@ -15,8 +15,8 @@ from harness.config.workloads import PrefixReuseSpec, ReferenceChecksWorkload
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.generation import Generation, Sampling, parse_choice, token_id
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.compare import compare_outputs, is_tie_flip, judge_comparisons, summary_fields
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.compare import compare_outputs, is_tie_flip, judge_comparisons, summary_fields
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.prompts.check_prompts import build_check_prompts, expected_hit_tokens, interleave
 from harness.refcheck.store import reference_store as store
 

@@ -1,7 +1,7 @@
 """spec_decode's output check is calibrated like long_prefix_outputs (issue 45 item 9): a GPU spec arm (require_floor)
 without a calibration FAILs "not calibrated" even with identical outputs, and with a calibration its outputs are
 paired with the floor; without limits (gates.yaml alone, the CPU e2e's direct call) it is judged as before. The
-check's compare_arms (refcheck/spec_decode_equality.py) on two arms' samples files."""
+check's compare_arms (refcheck/judging/spec_decode_equality.py) on two arms' samples files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from harness.config.suites import BY_NAME, calibrated_suites
 from harness.config.thresholds import Gates
 from harness.measure.spec_decode_metrics import SpecSample
 from harness.records.schema import ReferenceCheckFields, SpecDecodeRecord, Summary
-from harness.refcheck.check import CheckLimits, ReferenceCheck
-from harness.refcheck.spec_decode_equality import compare_arms
+from harness.refcheck.judging.check import CheckLimits, ReferenceCheck
+from harness.refcheck.judging.spec_decode_equality import compare_arms
 from harness.refcheck.store.floor_store import save_floor
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness.judge.drift_floor import per_position, per_request
 from harness.measure.generation import Generation, parse_scores, scoring_body
-from harness.refcheck.teacher_forcing import chunk_sizes, compare_forced, decode_path_positions
+from harness.refcheck.judging.teacher_forcing import chunk_sizes, compare_forced, decode_path_positions
 
 
 def test_body_sends_prompt_plus_reference_tokens_as_ids_with_prompt_logprobs():

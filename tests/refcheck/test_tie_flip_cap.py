@@ -1,4 +1,4 @@
-"""Every reference check caps the divergences it exempts as tie flips (refcheck/check.py cap_tie_flips): N over the cap fails
+"""Every reference check caps the divergences it exempts as tie flips (refcheck/judging/check.py cap_tie_flips): N over the cap fails
 "too many tie flips", N at the cap passes, for a check judged by its calibration (its own clean count, at its part of
 the run's budget) and one judged by gates.yaml (degeneration's measured counts); the recorded H200 keys fault was over
 long_context's cap at 1 % per check and is inside it at the per-run budget, failed by its other divergences."""
@@ -11,8 +11,8 @@ import pytest
 from harness.config.thresholds import DegenerationGates
 from harness.judge.degeneration import clean_flips, tie_flip_cap
 from harness.records.schema import RequestComparison
-from harness.refcheck.check import CheckLimits, ReferenceCheck, cap_tie_flips, run_budget
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.check import CheckLimits, ReferenceCheck, cap_tie_flips, run_budget
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.store.floor_store import Calibration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

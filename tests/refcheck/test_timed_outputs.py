@@ -10,9 +10,9 @@ import math
 from harness.measure.generation import Generation
 from harness.measure.loadgen import RequestSample, completion_body, keep_tokens
 from harness.records.schema import LongPrefixRecord, Summary
-from harness.refcheck.compare import checked_to
-from harness.refcheck.teacher_forcing import compare_forced
-from harness.refcheck.timed_outputs import (
+from harness.refcheck.judging.compare import checked_to
+from harness.refcheck.judging.teacher_forcing import compare_forced
+from harness.refcheck.judging.timed_outputs import (
     TimedComparisons,
     by_request,
     checked_fields,

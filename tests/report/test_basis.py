@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.records.schema import OutcomeRecord, ReferenceCheckRecord
-from harness.refcheck.check import CheckLimits, run_budget
+from harness.refcheck.judging.check import CheckLimits, run_budget
 from harness.refcheck.store.floor_store import Calibration
 from harness.report.basis import verdict_basis, warning_labels
 from harness.report.render import annotation, render_run

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.records.schema import LongContextCell, RequestComparison, TeacherForcedComparison
-from harness.refcheck.check import ReferenceCheck
-from harness.refcheck.compare import failure_line, is_tie_flip
+from harness.refcheck.judging.check import ReferenceCheck
+from harness.refcheck.judging.compare import failure_line, is_tie_flip
 from harness.refcheck.prompts.long_context import ContextCell
 from harness.tinymodel.copytask import copy_accuracy
 

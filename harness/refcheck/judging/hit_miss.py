@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.records.schema import RequestComparison
-from harness.refcheck.compare import is_tie_flip
+from harness.refcheck.judging.compare import is_tie_flip
 
 ALLOWED_FACTOR = 4.0  # headroom over one measurement of the reference's hit-vs-miss drift
 RESOLUTION = 2.0**-20  # a float32 logprob's step near |logprob| < 8: drift below it is rounding of the readout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.measure.generation import Generation
 from harness.records.schema import ReferenceCheckFields, RequestComparison
-from harness.refcheck.compare import judge_comparisons, summary_fields
+from harness.refcheck.judging.compare import judge_comparisons, summary_fields
 
 
 @dataclass

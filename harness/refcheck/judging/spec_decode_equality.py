@@ -1,6 +1,6 @@
 """The spec_decode suite's output equality: each candidate output against the reference arm's output for the same
 prompt, through the existing comparison (exact tokens, drift before the first divergence, tie flips), judged as any
-reference check (refcheck/check.py), and the degeneration detectors on the same pairs (text and token ids)."""
+reference check (refcheck/judging/check.py), and the degeneration detectors on the same pairs (text and token ids)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from harness.judge.token_runs import with_token_runs
 from harness.measure.spec_decode_metrics import SpecSample, read_samples
 from harness.records.meaning import of_kind
 from harness.records.schema import Record, ReferenceCheckFields, SpecDecodeRecord
-from harness.refcheck.check import ReferenceCheck
-from harness.refcheck.compare import compare_outputs, tie_flipped
-from harness.refcheck.comparisons import BatchComparisons, record_fields
+from harness.refcheck.judging.check import ReferenceCheck
+from harness.refcheck.judging.compare import compare_outputs, tie_flipped
+from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 
 
 def compare_samples(cand: list[SpecSample], ref: list[SpecSample], sink: Path) -> BatchComparisons:

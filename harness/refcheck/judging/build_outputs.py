@@ -1,7 +1,7 @@
 """A build's own outputs, stored in its run (<run>/<arm>/build_outputs.json), and a later build's compared with them:
 build vs build (`qualify --baseline-build`, docs/gates.md). The candidate's outputs of the reference checks' prompt
 set are captured as a reference's are (one prompt at a time, its own cache salt), so two builds of one arm are
-compared under the same conditions; the baseline build plays the reference's role (refcheck/compare.py).
+compared under the same conditions; the baseline build plays the reference's role (refcheck/judging/compare.py).
 
 The file says what its outputs depend on besides the build: the model's hashes, the prompts, the sampling and the
 arm's configuration without its build pin (launcher.python is volatile already; server.env PYTHONPATH picks a scratch
@@ -19,8 +19,8 @@ from harness.config.arms import VOLATILE_ARM_FIELDS, Arm
 from harness.config.errors import ConfigError
 from harness.measure.generation import Generation, Sampling
 from harness.records.schema import RequestComparison
-from harness.refcheck.check import ReferenceCheck
-from harness.refcheck.compare import compare_outputs
+from harness.refcheck.judging.check import ReferenceCheck
+from harness.refcheck.judging.compare import compare_outputs
 from harness.refcheck.prompts.check_prompts import CheckPrompt, prompt_sha
 from harness.refcheck.store import reference_store as store
 

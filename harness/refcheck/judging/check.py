@@ -11,7 +11,8 @@ pass against the one it replaces); an arm's first calibration's repeats by gates
 `require_floor`. The line that says what judged a check names an arm's first calibration ("first calibration"), a
 calibration trusted by hand (its reason) and the labels a calibration inherited from an unconfirmed one it replaced,
 until a run confirms it (harness/calibrate/trust.py), and a run on the calibration's own build. A calibration that was
-edited, is unsealed or exceeds the run's ceilings judges nothing: its checks FAIL "no data" (refcheck/standing.py)."""
+edited, is unsealed or exceeds the run's ceilings judges nothing: its checks FAIL "no data"
+(refcheck/judging/standing.py)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from harness.judge.error_budget import Family, RunBudget, unit_of
 from harness.judge.fp32_anchor import ANCHORED_CHECK, stored_level
 from harness.records.manifest import CalibrationRepeat
 from harness.records.schema import ReferenceCheckFields, RequestComparison
-from harness.refcheck.run_anchor import run_anchor
-from harness.refcheck.standing import standing_calibration
+from harness.refcheck.judging.run_anchor import run_anchor
+from harness.refcheck.judging.standing import standing_calibration
 from harness.refcheck.store.floor_store import (
     Calibration,
     CalibrationUnreadable,
@@ -100,7 +101,7 @@ def check_limits(gates: ReferenceCheckGates, arm: Arm, check: str, noise_key: st
     needs `calibrate --trust`), by gates.yaml without `require_floor`. `build`: this run's build hash of the arm
     (harness/plan/build.py), None where unknown. A calibration that was edited, is unsealed or is above a ceiling of
     `ceilings` (the run's gates; None: the keyed arm's gates.yaml) is a problem, as an unreadable one is
-    (refcheck/standing.py)."""
+    (refcheck/judging/standing.py)."""
     keyed = load_arm(arm.calibration_from) if arm.calibration_from else arm
     path = floor_dir(reference_dir(), keyed.name, floor_key(keyed, noise_key))
     ceilings = load_gates(keyed.name).calibration if ceilings is None else ceilings

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison
-from harness.refcheck.compare import is_tie_flip
-from harness.refcheck.long_context_cells import CellLimits, CellOutput, retrieval_drop
+from harness.refcheck.judging.compare import is_tie_flip
+from harness.refcheck.judging.long_context_cells import CellLimits, CellOutput, retrieval_drop
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ only when the requests it timed produced the reference's tokens (issue 22; MLPer
 Both arms stream each request's output token ids with top-2 logprobs into their samples files (measure/loadgen).
 Requests pair by (concurrency level, index) -- the same prompt on both arms, same prompts_sha. Per pair: exact
 prefix length, first divergence, the reference's own top-2 gap there (a near-tie flip is not a fault), drift before
-it (refcheck/compare.py). A sample of the reference's outputs is also teacher-forced on the candidate
-(refcheck/teacher_forcing.py): every position scored on the same text, past any early divergence.
+it (refcheck/judging/compare.py). A sample of the reference's outputs is also teacher-forced on the candidate
+(refcheck/judging/teacher_forcing.py): every position scored on the same text, past any early divergence.
 
 A request that cannot be paired (the reference's failed or is missing, the candidate's failed) leaves the outputs'
 validity unknown: a "no data" line, never a silent drop.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from harness.measure.generation import Generation
 from harness.records.schema import ReferenceCheckFields, RequestComparison
-from harness.refcheck.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
+from harness.refcheck.judging.compare import checked_to, compare_outputs, judge_comparisons, summary_fields
 
 CHECK = "long_prefix_outputs"
 
@@ -103,10 +103,10 @@ class TimedComparisons:
 
 def checked_fields(compared: TimedComparisons, reference: str, drift_limit: float, tie_gap: float,
                    extra_failures: Iterable[str] = (), reference_key: str = "") -> ReferenceCheckFields:
-    """The check's verdict and numbers for the long-prefix outputs: the free
-    generations judged as refcheck/compare.py judges any generation (tie flips by the reference's top-2 gap), the
-    teacher-forced sample the same way, every unpaired request a "no data" failure, and the degeneration detector's
-    lines. Validity unknown (gaps, an aborted scoring) makes the record aborted: the TPOT gate then reads no data."""
+    """The check's verdict and numbers for the long-prefix outputs: the free generations judged as
+    refcheck/judging/compare.py judges any generation (tie flips by the reference's top-2 gap), the teacher-forced
+    sample the same way, every unpaired request a "no data" failure, and the degeneration detector's lines. Validity
+    unknown (gaps, an aborted scoring) makes the record aborted: the TPOT gate then reads no data."""
     generated, forced, gaps, aborted = compared.generated, compared.forced, compared.gaps, compared.aborted
     extra = list(extra_failures)
     gen = judge_comparisons(CHECK, generated, drift_limit, tie_gap)

@@ -24,7 +24,7 @@ import math
 
 from harness.measure.generation import Generation
 from harness.records.schema import TeacherForcedComparison
-from harness.refcheck.compare import stored_deltas, top_gap
+from harness.refcheck.judging.compare import stored_deltas, top_gap
 
 DECODE_QUERY_THRESHOLD = 512  # FLASH_ATTN_MLA reorder_batch_threshold in vLLM 0.25.0
 
