@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from harness.records.schema import ReferenceCheckRecord
 from harness.refcheck.concurrent_prefills import PREFILLS, send_bursts
-from harness.refcheck.coverage_send import CoverageServer
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import record_fields
+from harness.refcheck.send.coverage_send import CoverageServer
 
 
 def skip_reason(session, under_test, served: bool) -> str | None:

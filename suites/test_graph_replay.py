@@ -6,11 +6,11 @@ import pytest
 
 from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging.compare import checked_to, tie_flipped
 from harness.refcheck.judging.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
 from harness.refcheck.prompts.order import reorder_rounds
+from harness.refcheck.send.batches import compare_batches
 
 
 def check_against(stored, candidate, harness_session, under_test, record, check: str):

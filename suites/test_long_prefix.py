@@ -25,7 +25,7 @@ from harness.records.schema import (
 )
 from harness.refcheck.judging.compare import tie_flipped
 from harness.refcheck.judging.timed_outputs import CHECK, checked_fields
-from harness.refcheck.timed_check import compare_timed_outputs
+from harness.refcheck.send.timed_check import compare_timed_outputs
 from harness.serve.serverlog import tail
 
 

@@ -15,14 +15,6 @@ import pytest
 from harness.config.kv_twin import pinned_block_size
 from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.coverage_send import (
-    CoverageServer,
-    FamilyOutcome,
-    alone_then_together,
-    kv_pressure,
-    multi_turn,
-    recycled_blocks,
-)
 from harness.refcheck.coverage_set import COVERAGE
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import record_fields
@@ -34,6 +26,14 @@ from harness.refcheck.prompts.coverage_cells import (
     RECYCLED,
     SHORT,
     random_tokens,
+)
+from harness.refcheck.send.coverage_send import (
+    CoverageServer,
+    FamilyOutcome,
+    alone_then_together,
+    kv_pressure,
+    multi_turn,
+    recycled_blocks,
 )
 
 

@@ -8,15 +8,15 @@ from harness.config.cache_unit import cache_unit
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.batches import compare_batches
 from harness.refcheck.check_set import CHECKS
-from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, send_cold
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.judging.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
 from harness.refcheck.prompts.aligned_probes import misaligned
 from harness.refcheck.prompts.check_prompts import expected_hit_tokens
 from harness.refcheck.prompts.order import reorder
+from harness.refcheck.send.batches import compare_batches
+from harness.refcheck.send.hit_miss_send import cached_probes, load_noise, noise_path, pairs, send_cold
 from harness.refcheck.store.reference_store import reference_dir
 
 HITS = "vllm:prefix_cache_hits_total"
@@ -80,7 +80,7 @@ def hit_vs_miss(candidate, prompts, sampling, compared, reference_outputs, check
     path = noise_path(reference_dir(), reference_outputs.arm, reference_outputs.noise_key)
     stored = load_noise(path)
     if stored is None:
-        said = unmeasured(reference_outputs.arm, path, "python -m harness.refcheck.hit_miss_send --reference "
+        said = unmeasured(reference_outputs.arm, path, "python -m harness.refcheck.send.hit_miss_send --reference "
                           f"{reference_outputs.arm} --candidate {candidate.arm.name}")
         return HitMissVerdict(said, [f"FAIL (no data: {said})"] if check.limits.require_floor else [])
     noise, measured_on = stored

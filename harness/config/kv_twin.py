@@ -34,7 +34,7 @@ def pinned_block_size(arm: Arm) -> int | None:
 @dataclass(frozen=True)
 class KvSizing:
     """A pool of `blocks` blocks, each `block_size` tokens per rank (x the DCP size: the tokens one scheduler block
-    holds, as harness/refcheck/coverage_send.py Pool counts them); vLLM keeps one block back (its null block)."""
+    holds, as harness/refcheck/send/coverage_send.py Pool counts them); vLLM keeps one block back (its null block)."""
 
     blocks: int
     block_size: int

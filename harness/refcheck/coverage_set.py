@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from harness.measure.generation import Generation, Sampling
 from harness.records.started_run import StartedRun
-from harness.refcheck.coverage_send import capture_coverage
 from harness.refcheck.prompt_sets import PromptSet, candidate_workload
 from harness.refcheck.prompts.coverage_cells import CoveragePrompts, build_coverage_prompts
+from harness.refcheck.send.coverage_send import capture_coverage
 
 COVERAGE = "output_coverage"
 

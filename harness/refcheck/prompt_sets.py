@@ -20,8 +20,8 @@ from harness.config.workloads import workload_kind
 from harness.measure.generation import Generation, Sampling
 from harness.measure.prompts import TokenSpace, token_space
 from harness.records.started_run import StartedRun
-from harness.refcheck.batches import capture
 from harness.refcheck.prompts.check_prompts import CheckPrompt
+from harness.refcheck.send.batches import capture
 from harness.serve.launch import LiveServer
 
 

@@ -28,9 +28,9 @@ from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Sampling, generate_batch
 from harness.measure.prompts import token_space
 from harness.plan.vllm_args import check_with_vllm
-from harness.refcheck.batches import capture, compare_batches
 from harness.refcheck.judging.compare import top_gap
 from harness.refcheck.prompts.check_prompts import build_check_prompts
+from harness.refcheck.send.batches import capture, compare_batches
 from harness.report.tables import first_line
 from harness.serve.launch import launch, plan_for
 from harness.serve.serverlog import parse_kv_capacity

@@ -21,8 +21,8 @@ from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Sampling
 from harness.measure.long_prefix import level_fields, level_records, measure
 from harness.measure.prompts import build_prompts, token_space
-from harness.refcheck.batches import capture, compare_batches
 from harness.refcheck.prompts.check_prompts import build_check_prompts
+from harness.refcheck.send.batches import capture, compare_batches
 
 pytestmark = pytest.mark.e2e
 

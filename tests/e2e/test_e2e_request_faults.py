@@ -34,7 +34,8 @@ from faulted_run import qualify_faulted, reference_check
 
 from harness.faults.prefill_faults import ENV_SHORT
 from harness.records.schema import RequestComparison
-from harness.refcheck.hit_miss_send import (
+from harness.refcheck.judging.hit_miss import judge_hit_miss
+from harness.refcheck.send.hit_miss_send import (
     NoiseTarget,
     cached_probes,
     measure_noise,
@@ -42,7 +43,6 @@ from harness.refcheck.hit_miss_send import (
     noise_target,
     save_noise,
 )
-from harness.refcheck.judging.hit_miss import judge_hit_miss
 
 pytestmark = pytest.mark.e2e
 ARM = "cpu-smoke-request-faults"

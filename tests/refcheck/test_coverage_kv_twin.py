@@ -24,9 +24,9 @@ from harness.config.kv_twin import (
     twin_name,
 )
 from harness.pytest_plugin.grouping import phase
-from harness.refcheck.coverage_send import kv_pressure
 from harness.refcheck.judging.comparisons import record_fields
 from harness.refcheck.prompts.coverage_cells import CoverageCell
+from harness.refcheck.send.coverage_send import kv_pressure
 from harness.serve.launch import plan_for
 from tests.refcheck.test_coverage_send import Scripted, reference_for
 

@@ -1,4 +1,4 @@
-"""The output_coverage families' proofs (harness/refcheck/coverage_send.py) on a scripted server: the counters a real
+"""The output_coverage families' proofs (harness/refcheck/send/coverage_send.py) on a scripted server: the counters a real
 vLLM exports decide whether a family did what it covers. Pressure without a preemption, a fill that evicted nothing
 and a session whose turns were not reused read "no data" / failures, never PASS; the real path runs end to end in
 tests/e2e/test_e2e_coverage_faults.py and the full-pair run."""
@@ -9,7 +9,8 @@ from harness.config.arms import load_arm
 from harness.config.scheduling import proof as scheduling_proof
 from harness.config.workloads import ChunkBudget, RecycledSpec
 from harness.measure.generation import Generation
-from harness.refcheck.coverage_send import (
+from harness.refcheck.prompts.coverage_cells import CoverageCell, CoveragePrompts, turn_id
+from harness.refcheck.send.coverage_send import (
     CoverageServer,
     Pool,
     alone_then_together,
@@ -18,7 +19,6 @@ from harness.refcheck.coverage_send import (
     multi_turn,
     recycled_blocks,
 )
-from harness.refcheck.prompts.coverage_cells import CoverageCell, CoveragePrompts, turn_id
 
 
 def gen(tokens: list[int]) -> Generation:
@@ -143,7 +143,7 @@ def test_a_session_whose_turns_were_not_reused_fails_and_each_turn_is_compared(t
         server.counts["vllm:prefix_cache_hits_total"] += hits
         return [reference[batch[0].id]]
 
-    monkeypatch.setattr("harness.refcheck.coverage_send.send", fake_send)
+    monkeypatch.setattr("harness.refcheck.send.coverage_send.send", fake_send)
     server, hits = Scripted(tmp_path, {}), 0
     fam = multi_turn(server, prompts, reference)
     assert [n for n, _ in sent] == [300, 604, 908] and len({s for _, s in sent}) == 1  # one salt, growing prompt

@@ -10,9 +10,9 @@ import pytest
 from harness.config.workloads import ReferenceChecksWorkload, load_workload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.hit_miss_send import cached_probes, load_noise, noise_path, pairs, save_noise
 from harness.refcheck.judging.hit_miss import ALLOWED_FACTOR, RESOLUTION, allowed_drift, judge_hit_miss, unmeasured
 from harness.refcheck.prompts.check_prompts import CheckPrompt, build_check_prompts
+from harness.refcheck.send.hit_miss_send import cached_probes, load_noise, noise_path, pairs, save_noise
 
 PROBES = [CheckPrompt("aligned384-shared256", [1] * 384, "aligned 384, cached 256", 256),
           CheckPrompt("aligned1024-full", [2] * 1024, "aligned 1024, cached whole", 1024)]

@@ -15,8 +15,8 @@ from harness.refcheck.judging.bursts import judge_burst
 from harness.refcheck.judging.compare import compare_outputs
 from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.judging.long_context_cells import CellOutput
-from harness.refcheck.long_context_grid import BURSTS, GridCheck, GridOutcome, bursts_missing, bursts_sink
 from harness.refcheck.prompts.long_context import ContextCell
+from harness.refcheck.send.long_context_grid import BURSTS, GridCheck, GridOutcome, bursts_missing, bursts_sink
 from tests.cell_limits import cell_limits
 
 ARM = "cpu-smoke"

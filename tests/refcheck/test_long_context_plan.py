@@ -14,7 +14,6 @@ from harness.config.errors import ConfigError, WorkloadError
 from harness.config.workloads import LongContextWorkload
 from harness.measure.generation import Generation
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
 from harness.refcheck.prompts.burst_plan import Burst
 from harness.refcheck.prompts.long_context import (
     ContextCell,
@@ -23,6 +22,7 @@ from harness.refcheck.prompts.long_context import (
     partial_warmup,
 )
 from harness.refcheck.prompts.long_context_plan import plan_grid
+from harness.refcheck.send.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
 from tests.cell_limits import cell_limits
 
 SPACE = TokenSpace(512, frozenset({0, 1, 2}))

@@ -161,7 +161,7 @@ def test_both_arms_samples_files_are_read_back_by_the_candidates_test(tmp_path):
     from types import SimpleNamespace
 
     from harness.measure.prompts import Prompts
-    from harness.refcheck.timed_check import compare_timed_outputs
+    from harness.refcheck.send.timed_check import compare_timed_outputs
 
     def level(a: str, c: int, rows: list[dict], recorded: str | None = None) -> LongPrefixRecord:
         path = tmp_path / a / f"long_prefix_c{c}.jsonl"

@@ -88,7 +88,7 @@ def forced_picks(keys: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
 
 @dataclass
 class TimedComparisons:
-    """What the long-prefix outputs check compared (harness/refcheck/timed_check.py TimedOutputsCompared adds where
+    """What the long-prefix outputs check compared (harness/refcheck/send/timed_check.py TimedOutputsCompared adds where
     from)."""
 
     generated: list[RequestComparison]  # per paired request

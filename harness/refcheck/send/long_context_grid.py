@@ -19,7 +19,6 @@ from harness.config.errors import HarnessError
 from harness.measure.generation import Generation, Sampling, score_forced
 from harness.measure.metrics import counter_total, fetch_metrics
 from harness.records.schema import BatchInvarianceRow, LongContextCell, RequestComparison, TeacherForcedComparison
-from harness.refcheck.batches import abort_reason, send
 from harness.refcheck.judging.bursts import VsAlone, batch_invariance, judge_burst
 from harness.refcheck.judging.check import ReferenceCheck
 from harness.refcheck.judging.compare import compare_outputs
@@ -36,6 +35,7 @@ from harness.refcheck.prompts.burst_plan import Burst
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.refcheck.prompts.long_context import ContextCell
 from harness.refcheck.prompts.long_context_plan import CellRequest, GridPlan
+from harness.refcheck.send.batches import abort_reason, send
 
 HITS = "vllm:prefix_cache_hits_total"
 BURSTS = "long_context_bursts"  # the bursts' check (harness/config/suites.py: long_context's checks)

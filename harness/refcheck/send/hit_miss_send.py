@@ -1,7 +1,7 @@
 """Cache hit vs miss on a live server (I/O, issue 57 item 6): the cached probes sent cold, and the reference build's
 own hit-vs-miss noise measured and stored.
 
-    python -m harness.refcheck.hit_miss_send --reference cpu-ref --candidate cpu-smoke [--run-dir DIR]
+    python -m harness.refcheck.send.hit_miss_send --reference cpu-ref --candidate cpu-smoke [--run-dir DIR]
 
 launches the reference arm with prefix caching on (an equivalent perturbation: refcheck/store/self_noise.py EQUIVALENT),
 sends the warm prompt and each cached probe of the candidate's prompt set under one cache salt, then each probe cold
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from harness.measure.generation import Generation, Sampling
 from harness.records.schema import RequestComparison
-from harness.refcheck.batches import send
 from harness.refcheck.judging.compare import compare_outputs
 from harness.refcheck.prompts.check_prompts import CheckPrompt, CheckPrompts
+from harness.refcheck.send.batches import send
 from harness.serve.launch import LiveServer
 
 

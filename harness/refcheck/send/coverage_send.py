@@ -17,7 +17,6 @@ from harness.config.workloads import RecycledSpec
 from harness.measure.generation import Generation, Sampling
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import CoveredRequest
-from harness.refcheck.batches import abort_reason, send
 from harness.refcheck.judging.compare import compare_outputs, compared_to
 from harness.refcheck.judging.comparisons import BatchComparisons
 from harness.refcheck.prompts.check_prompts import CheckPrompt
@@ -29,6 +28,7 @@ from harness.refcheck.prompts.coverage_cells import (
     turn_id,
     turn_prompt,
 )
+from harness.refcheck.send.batches import abort_reason, send
 
 HITS = "vllm:prefix_cache_hits_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
