@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.config.arms import Arm
 from harness.config.errors import ConfigError
+from harness.config.paths import REPO_ROOT
 from harness.measure.prompts import token_space
 from harness.records.manifest import RunManifest
 from harness.records.started import recorded_workload
@@ -99,7 +100,7 @@ def score(python: str, model_dir: Path, requests: dict[str, dict]) -> dict:
         proc = subprocess.run([python, "-m", "harness.tinymodel.teacher_score", "--model", str(model_dir),
                                "--job", str(job_file), "--out", str(out)],
                               capture_output=True, text=True, timeout=SCORE_TIMEOUT_S,
-                              cwd=Path(__file__).resolve().parents[2])
+                              cwd=REPO_ROOT)  # where `python -m harness...` finds the package
         if proc.returncode != 0 or not out.is_file():
             raise ConfigError(f"the float32 scorer failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
         return json.loads(out.read_text())
