@@ -7,10 +7,10 @@ import json
 
 from harness.config.errors import ConfigError
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging import build_outputs as bo
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
+from harness.refcheck.prompt_sets.check_set import CHECKS
 from harness.refcheck.send.batches import capture
 from harness.refcheck.store.reference_store import make_key
 

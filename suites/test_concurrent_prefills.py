@@ -1,4 +1,4 @@
-"""Concurrent mixed-length prefills (workload concurrent_prefills, harness/refcheck/concurrent_prefills.py): prompts
+"""Concurrent mixed-length prefills (workload concurrent_prefills, refcheck/prompt_sets/concurrent_prefills.py): prompts
 from a few tokens to near max_model_len, some partial prefix hits, sent together in each arrival order; every output
 against the reference arm's output of the same prompt sent alone, judged by the check's limits and floor (its
 calibration's, or gates.yaml's). Partial hits the server's counter cannot prove read FAIL (no data), never PASS."""
@@ -6,9 +6,9 @@ calibration's, or gates.yaml's). Partial hits the server's counter cannot prove 
 from __future__ import annotations
 
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.concurrent_prefills import PREFILLS, send_bursts
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import record_fields
+from harness.refcheck.prompt_sets.concurrent_prefills import PREFILLS, send_bursts
 from harness.refcheck.send.coverage_send import CoverageServer
 
 

@@ -6,9 +6,9 @@ import pytest
 
 from harness.judge.degeneration import degeneration_fields
 from harness.records.schema import DegenerationRecord, ReferenceCheckRecord
-from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging.compare import checked_to, tie_flipped
 from harness.refcheck.judging.comparisons import degeneration_pairs, record_fields, write_diverged_outputs
+from harness.refcheck.prompt_sets.check_set import CHECKS
 from harness.refcheck.prompts.order import reorder_rounds
 from harness.refcheck.send.batches import compare_batches
 

@@ -23,7 +23,7 @@ from harness.measure.metrics import cache_config, fetch_metrics, label_int, pref
 from harness.records.schema import GateRecord, LongContextRecord, ReferenceCheckRecord
 from harness.refcheck.judging.comparisons import record_fields
 from harness.refcheck.judging.long_context_cells import checked_to_tokens, first_failing_length, grid_summary
-from harness.refcheck.long_context_set import LONG_CONTEXT, LONG_CONTEXT_SWEEP
+from harness.refcheck.prompt_sets.long_context_set import LONG_CONTEXT, LONG_CONTEXT_SWEEP
 from harness.refcheck.prompts.long_context_plan import plan_grid
 from harness.refcheck.send.long_context_grid import BURSTS, GridClient, GridLimits, run_grid
 

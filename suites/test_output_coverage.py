@@ -15,9 +15,9 @@ import pytest
 from harness.config.kv_twin import pinned_block_size
 from harness.measure.prompts import token_space
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.coverage_set import COVERAGE
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import record_fields
+from harness.refcheck.prompt_sets.coverage_set import COVERAGE
 from harness.refcheck.prompts.coverage_cells import (
     CHUNK,
     LONG_GENERATION,

@@ -8,10 +8,10 @@ from harness.config.cache_unit import cache_unit
 from harness.judge.checks import prefix_hit_proven
 from harness.measure.metrics import cache_config, counter_total, fetch_metrics, label_int, prefix_caching_on
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.judging.hit_miss import HitMissVerdict, judge_hit_miss, unmeasured
+from harness.refcheck.prompt_sets.check_set import CHECKS
 from harness.refcheck.prompts.aligned_probes import misaligned
 from harness.refcheck.prompts.check_prompts import expected_hit_tokens
 from harness.refcheck.prompts.order import reorder

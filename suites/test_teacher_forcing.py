@@ -8,10 +8,10 @@ import asyncio
 from harness.config.errors import HarnessError
 from harness.measure.generation import score_forced
 from harness.records.schema import ReferenceCheckRecord
-from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging.compare import checked_to
 from harness.refcheck.judging.comparisons import BatchComparisons, record_fields
 from harness.refcheck.judging.teacher_forcing import compare_forced
+from harness.refcheck.prompt_sets.check_set import CHECKS
 from harness.refcheck.prompts.order import reorder
 
 

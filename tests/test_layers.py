@@ -2,7 +2,9 @@
 imports the pytest plugin or the CLI, the plugin nothing of qualify: qualify runs pytest), the house is at most
 FLOORS stages high, and no module imports itself back through others, deferred imports included.
 A stage that runs another as a subprocess (`"-m", "harness.X"` in an argv) depends on it as on an import; the bare
-`"-m", "harness"` is the CLI. Read from the source, so a new upward import or cycle fails here, not in review."""
+`"-m", "harness"` is the CLI. Inside a stage split into sub-packages (refcheck), its __init__.py names them bottom to
+top and each imports only those below it. Read from the source, so a new upward import or cycle fails here, not in
+review."""
 
 import ast
 import re
@@ -108,12 +110,17 @@ def test_the_house_is_at_most_floors_high():
     assert len(floors(REPO_ROOT)) <= FLOORS, " -> ".join(floors(REPO_ROOT))
 
 
-def test_a_planted_plugin_import_of_qualify_fails(tmp_path):
-    """The real tree with the import the plugin had (admit_run from qualify): a ninth floor, and named."""
+def copy_tree(root) -> None:
+    """The real harness package and root conftest.py under `root`, for a planted fault."""
     for path in [*PACKAGE.rglob("*.py"), REPO_ROOT / "conftest.py"]:
-        copy = tmp_path / path.relative_to(REPO_ROOT)
+        copy = root / path.relative_to(REPO_ROOT)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(path.read_text())
+
+
+def test_a_planted_plugin_import_of_qualify_fails(tmp_path):
+    """The real tree with the import the plugin had (admit_run from qualify): a ninth floor, and named."""
+    copy_tree(tmp_path)
     assert len(floors(tmp_path)) <= FLOORS and plugin_uses_of_qualify(tmp_path) == []
     planted = tmp_path / "harness" / "pytest_plugin" / "started_run.py"
     planted.write_text(planted.read_text() + "from harness.qualify.pipeline import qualify\n")
@@ -212,3 +219,55 @@ def test_a_cycle_closed_only_under_type_checking_fails(tmp_path):
                       "    from harness.pytest_plugin.session import HarnessSession\n"})
     assert cycles_in(tmp_path) == [
         "harness.pytest_plugin.references -> harness.pytest_plugin.session -> harness.pytest_plugin.references"]
+
+
+# A stage split into sub-packages names them in its __init__.py, e.g. refcheck's
+# `# Floors, bottom to top (...): prompts, store, judging, send, prompt_sets.`
+SUB_FLOORS = re.compile(r"^# Floors, bottom to top[^:]*: ([\w, ]+)\.$", re.M)
+
+
+def sub_floors(root, stage: str) -> list[str]:
+    found = SUB_FLOORS.search((root / "harness" / stage / "__init__.py").read_text())
+    return [f.strip() for f in found.group(1).split(",")] if found else []
+
+
+def floor_violations(root, stage: str) -> list[str]:
+    """Each file of `stage` that imports one of its floors above its own (deferred and TYPE_CHECKING imports too),
+    lies on no floor, or sits in a sub-package the floors line does not name."""
+    order, prefix = sub_floors(root, stage), f"harness.{stage}."
+    modules = {module_name(p, root) for p in (root / "harness").rglob("*.py")}
+    out = []
+    for path in sorted((root / "harness" / stage).rglob("*.py")):
+        name, parts = path.relative_to(root), path.relative_to(root / "harness" / stage).parts
+        if len(parts) == 1:
+            out += [] if parts[0] == "__init__.py" else [f"{name} lies on no floor of {stage} ({', '.join(order)})"]
+        elif parts[0] not in order:
+            out.append(f"{name}: {parts[0]}/ is no floor that harness/{stage}/__init__.py names")
+        else:
+            floors_of = {d: d[len(prefix):].split(".")[0] for d in module_imports(path, modules) if d.startswith(prefix)}
+            out += [f"{name} ({parts[0]}) imports {d}, on the floor {up} above it" for d, up in sorted(floors_of.items())
+                    if up in order and order.index(up) > order.index(parts[0])]
+    return out
+
+
+def test_refchecks_floors_import_only_the_floors_below():
+    """prompts -> store -> judging -> send -> prompt_sets, bottom to top: a reader names the floor of each module and
+    a lower floor (prompts, the store) never reaches up into judging or a live server."""
+    order = sub_floors(REPO_ROOT, "refcheck")
+    assert order == ["prompts", "store", "judging", "send", "prompt_sets"]
+    assert sorted(order) == sorted(p.parent.name for p in (PACKAGE / "refcheck").glob("*/__init__.py"))
+    assert {s: floor_violations(REPO_ROOT, s) for s in STAGES if sub_floors(REPO_ROOT, s)} == {"refcheck": []}
+
+
+def test_a_planted_upward_import_between_refchecks_floors_fails(tmp_path):
+    """The real tree with a deferred import of a sender in a prompt module, and a module left beside the floors: each
+    named with its path."""
+    copy_tree(tmp_path)
+    assert floor_violations(tmp_path, "refcheck") == []
+    planted = tmp_path / "harness" / "refcheck" / "prompts" / "order.py"
+    planted.write_text(planted.read_text() + "\n\ndef sent():\n    from harness.refcheck.send import batches\n"
+                       "    return batches\n")
+    (tmp_path / "harness" / "refcheck" / "loose.py").write_text("")
+    assert floor_violations(tmp_path, "refcheck") == [
+        "harness/refcheck/loose.py lies on no floor of refcheck (prompts, store, judging, send, prompt_sets)",
+        "harness/refcheck/prompts/order.py (prompts) imports harness.refcheck.send.batches, on the floor send above it"]

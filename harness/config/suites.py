@@ -96,8 +96,8 @@ class Suite:
     # The reference checks (ReferenceCheckRecord.check) its test writes, each judged by a drift limit: what
     # gates.yaml drift_limits may name and what `harness calibrate` calibrates, each on its own comparisons.
     checks: tuple[str, ...] = ()
-    # A reference-check suite: the module under harness/refcheck/ whose PROMPT_SETS its tests' reference outputs come
-    # from (its family's workload model: harness/config/workloads.py PromptSetWorkload)
+    # A reference-check suite: the module under harness/refcheck/prompt_sets/ whose PROMPT_SETS its tests' reference
+    # outputs come from (its family's workload model: harness/config/workloads.py PromptSetWorkload)
     refcheck: str | None = None
 
     @property
@@ -220,7 +220,7 @@ def prompt_set_families() -> dict[str, str]:
 
 
 def refcheck_modules() -> tuple[str, ...]:
-    """The modules under harness/refcheck/ whose PROMPT_SETS the reference-check suites name, once each."""
+    """The modules under harness/refcheck/prompt_sets/ whose PROMPT_SETS the reference-check suites name, once each."""
     return tuple(dict.fromkeys(s.refcheck for s in SUITES if s.refcheck))
 
 

@@ -383,8 +383,8 @@ def chunk_budget(arm: Arm, w: OutputCoverageWorkload) -> ChunkBudget:
 
 
 class ConcurrentPrefillsWorkload(PromptSetWorkload):
-    """Prefills of very different lengths in flight together (harness/refcheck/concurrent_prefills.py): per burst one
-    cold prompt of each length and the `hit_lengths` prompts sharing `shared_tokens` (whole cache units) of a warm
+    """Prefills of very different lengths in flight together (refcheck/prompt_sets/concurrent_prefills.py): per burst
+    one cold prompt of each length and the `hit_lengths` prompts sharing `shared_tokens` (whole cache units) of a warm
     prompt sent first, in each of `orders`; every output compared with the reference's output of the same prompt sent
     alone."""
 

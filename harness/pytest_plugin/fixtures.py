@@ -16,8 +16,8 @@ from harness.pytest_plugin.recording import outcome_record
 from harness.pytest_plugin.references import EAGER_OUTPUTS
 from harness.pytest_plugin.session import SESSION_KEY, HarnessSession, UnderTest
 from harness.pytest_plugin.started_run import session_run
-from harness.refcheck.check_set import CHECKS
-from harness.refcheck.prompt_sets import PromptSet, prompt_sets
+from harness.refcheck.prompt_sets.check_set import CHECKS
+from harness.refcheck.prompt_sets.registry import PromptSet, prompt_sets
 from harness.refcheck.store.reference_store import StoredOutputs
 from harness.serve.launch import LiveServer
 
@@ -125,7 +125,7 @@ def _stored(session: HarnessSession, test: UnderTest, name: str | None, serving:
 # Requested before `candidate`, and their tests run first in the candidate's turn (grouping.order_by_arm): captured
 # (when not stored) before the candidate starts. The eager variant is captured here too, so no later test has to stop
 # the candidate to capture it. Function-scoped: each candidate of the run has its own reference (the session keeps
-# what it loaded or captured). One fixture per registered prompt set (harness/refcheck/prompt_sets.py), named by it.
+# what it loaded or captured). One fixture per registered prompt set (refcheck/prompt_sets/registry.py), named by it.
 def outputs_fixture(ps: PromptSet):
     def outputs(harness_session: HarnessSession, under_test: UnderTest) -> StoredOutputs:
         if under_test.reference is None:

@@ -11,8 +11,8 @@ from harness.measure.generation import Sampling
 from harness.pytest_plugin.parallel import markers_dir
 from harness.pytest_plugin.servers import ArmServers
 from harness.records.started_run import StartedRun
-from harness.refcheck.check_set import CHECKS
-from harness.refcheck.prompt_sets import Prompts, prompt_set, prompt_sets
+from harness.refcheck.prompt_sets.check_set import CHECKS
+from harness.refcheck.prompt_sets.registry import Prompts, prompt_set, prompt_sets
 from harness.refcheck.store import reference_store as store
 from harness.refcheck.store.reference_store import (
     StoredOutputs,
@@ -24,7 +24,7 @@ from harness.refcheck.store.reference_store import (
 )
 
 # The fixture that asks for each prompt set's outputs (grouping.REFERENCE_FIRST: they are captured before the
-# candidate starts): each registered set's own (harness/refcheck/prompt_sets.py), and the eager variant's, which
+# candidate starts): each registered set's own (refcheck/prompt_sets/registry.py), and the eager variant's, which
 # runs the reference checks' prompts.
 EAGER_OUTPUTS = "eager_outputs"
 PROMPT_SET_FIXTURES = {**{ps.fixture: ps.name for ps in prompt_sets().values()}, EAGER_OUTPUTS: CHECKS}

@@ -19,9 +19,9 @@ from harness.records.attempts import current_records, done_tests, next_attempt
 from harness.records.results import ResultsWriter, read_results
 from harness.records.schema import Record
 from harness.records.started_run import StartedRun
-from harness.refcheck.check_set import CHECKS
 from harness.refcheck.judging.check import ReferenceCheck, reference_check
-from harness.refcheck.prompt_sets import prompt_set
+from harness.refcheck.prompt_sets.check_set import CHECKS
+from harness.refcheck.prompt_sets.registry import prompt_set
 from harness.refcheck.store.reference_store import arm_config_sha, noise_digest
 
 
@@ -37,7 +37,7 @@ class HarnessSession:
         self.references = ReferenceOutputs(run, self.servers, run.refresh_reference)
         # module path -> arm -> test ids of the run's served-arm tests (parallel: what a comparison waits for)
         self.collected: dict[str, dict[str, list[str]]] = {}
-        # arm -> the prompt sets (harness/refcheck/prompt_sets.py names) whose stored outputs a collected test needs
+        # arm -> the prompt sets (refcheck/prompt_sets/registry.py names) whose stored outputs a collected test needs
         self.outputs_needed: dict[str, set[str]] = {}
         # candidates with a collected test that compares with their eager variant (graph_replay's eager_outputs)
         self.eager_needed: set[str] = set()
@@ -140,7 +140,7 @@ class UnderTest:
         return self.session.run.thresholds(self.candidate)
 
     def prompt_set(self, name: str):
-        """(workload, prompts, sampling) of the candidate's prompt set `name` (harness/refcheck/prompt_sets.py), as
+        """(workload, prompts, sampling) of the candidate's prompt set `name` (refcheck/prompt_sets/registry.py), as
         the run started with them: what its reference's stored outputs were captured from."""
         prompts, sampling = self.session.references.prompt_set(name, self.candidate)
         return self.workload(prompt_set(name).family), prompts, sampling

@@ -58,7 +58,7 @@ def test_collection_marks_the_candidates_whose_tests_need_their_eager_variant():
 def test_every_capture_fixture_captures_the_variant_after_the_references_outputs(monkeypatch):
     # The long_context grid's tests run before graph_replay's on the 120k arms; when only reference_outputs captured
     # the variant, graph_replay stopped the candidate to capture it (a second start on the H200, 2026-12-03b).
-    from harness.refcheck.prompt_sets import prompt_sets
+    from harness.refcheck.prompt_sets.registry import prompt_sets
 
     session = Session(eager_needed={"gpu-mla-120k"})
     assert {"reference_outputs", "long_context_outputs", "coverage_outputs"} <= {p.fixture for p in prompt_sets().values()}

@@ -8,7 +8,7 @@ import pytest
 from harness.config.errors import ConfigError
 from harness.config.workloads import ConcurrentPrefillsWorkload, load_workload
 from harness.measure.prompts import TokenSpace
-from harness.refcheck.concurrent_prefills import arrival, build_prefill_prompts, expected_hits
+from harness.refcheck.prompt_sets.concurrent_prefills import arrival, build_prefill_prompts, expected_hits
 
 SPACE = TokenSpace(1000, frozenset({0, 1, 2}), frozenset())
 

@@ -1,4 +1,4 @@
-"""The prompt-set registry (harness/refcheck/prompt_sets.py): every reference-check suite of the catalogue reaches its
+"""The prompt-set registry (harness/refcheck/prompt_sets/registry.py): every reference-check suite of the catalogue reaches its
 prompts, its workload model, its arm field, its fixture and its capture through its catalogue entry alone."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from harness.config.errors import ConfigError
 from harness.config.suites import SUITES, refcheck_modules
-from harness.refcheck import prompt_sets as registry
-from harness.refcheck.prompt_sets import prompt_set, prompt_sets
+from harness.refcheck.prompt_sets import registry as registry
+from harness.refcheck.prompt_sets.registry import prompt_set, prompt_sets
 
 
 def refcheck_suites():

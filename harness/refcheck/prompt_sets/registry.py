@@ -58,9 +58,9 @@ def prompt_sets() -> dict[str, PromptSet]:
     """Every registered prompt set by name, from the catalogue's refcheck modules in catalogue order."""
     out: dict[str, PromptSet] = {}
     for module in refcheck_modules():
-        for ps in import_module(f"harness.refcheck.{module}").PROMPT_SETS:
+        for ps in import_module(f"harness.refcheck.prompt_sets.{module}").PROMPT_SETS:
             if ps.name in out or ps.fixture in {o.fixture for o in out.values()}:
-                raise ConfigError(f"harness/refcheck/{module}.py registers prompt set {ps.name!r} (fixture "
+                raise ConfigError(f"harness/refcheck/prompt_sets/{module}.py registers prompt set {ps.name!r} (fixture "
                                   f"{ps.fixture!r}), a name or fixture another refcheck module registers too")
             out[ps.name] = ps
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.measure.generation import Sampling
 from harness.records.started_run import StartedRun
-from harness.refcheck.prompt_sets import PromptSet, candidate_workload
+from harness.refcheck.prompt_sets.registry import PromptSet, candidate_workload
 from harness.refcheck.prompts.check_prompts import CheckPrompts, build_check_prompts
 
 CHECKS = "reference_checks"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.measure.generation import Generation, Sampling
 from harness.records.started_run import StartedRun
-from harness.refcheck.prompt_sets import PromptSet, candidate_workload
+from harness.refcheck.prompt_sets.registry import PromptSet, candidate_workload
 from harness.refcheck.prompts.coverage_cells import CoveragePrompts, build_coverage_prompts
 from harness.refcheck.send.coverage_send import capture_coverage
 

@@ -20,7 +20,7 @@ from harness.config.workloads import ConcurrentPrefillsWorkload
 from harness.measure.generation import Generation, Sampling
 from harness.measure.prompts import TokenSpace
 from harness.records.started_run import StartedRun
-from harness.refcheck.prompt_sets import PromptSet, candidate_workload
+from harness.refcheck.prompt_sets.registry import PromptSet, candidate_workload
 from harness.refcheck.prompts.check_prompts import CheckPrompt
 from harness.refcheck.prompts.coverage_cells import CoverageCell
 from harness.refcheck.send.batches import abort_reason
