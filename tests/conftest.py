@@ -55,33 +55,25 @@ def arms_dir(tmp_path: Path):
 # Under CI=true a skip not on tests/ci_allowed_skips.yaml fails the run (tests/ci_skips.py).
 from ci_skips import pytest_configure, pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
 
-# The unit tests that each take 30 s or more on 2 cores (measured, --durations): started first, longest first, so that
-# under pytest-xdist they overlap the short ones instead of leaving one worker alone at the end (the session's tail was
-# the 112 s determinism test). Order only: every test runs either way. Listed by the durations of a unit session on 2
-# loaded cores (2026-12-07: 80-390 s there, ~6x CI's).
-SLOW_FIRST = ("tests/tinymodel/test_circuit.py::test_mla_circuit_copies_needles_leaves_ordinary_text_and_fails_off_by_one",
-              "tests/tinymodel/test_determinism.py::test_two_generations_give_the_same_weights_hash",
-              "tests/history/test_nightly_check.py::test_the_same_nights_without_the_slowdown_pass_every_night_they_can_"
-              "judge",
-              "tests/history/test_nightly_check.py::test_planted_slowdown_fails_from_its_third_night_naming_the_run_it_"
-              "entered",
-              "tests/pytest_plugin/test_parallel.py::test_two_candidates_and_their_shared_reference_each_run_in_one_worker",
-              "tests/measure/test_ruler.py::test_samples_are_lm_evals_own_and_the_same_every_time",
-              "tests/opcheck/test_runner_cpu.py::test_runner_on_cpu_ranks",
-              "tests/pytest_plugin/test_parallel.py::test_parallel_run_then_resume_through_the_cli_without_a_server",
-              "tests/pytest_plugin/test_parallel.py::test_each_arms_tests_run_in_one_worker_of_their_own",
-              "tests/pytest_plugin/test_run_handover.py::test_by_hand_each_process_reads_run_json_at_most_once",
-              "tests/judge/test_drift_floor_run_level.py::test_the_run_level_tests_power_on_planted_shifts",
-              "tests/test_cli.py::test_plan_of_shipped_arm_passes_preflight")
 
-
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the kinds checked are those that run
 def pytest_collection_modifyitems(config, items):
-    rank = {nodeid: i for i, nodeid in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid, len(SLOW_FIRST)))  # stable: the rest keep their order
+    """The session's order (tests/xdist_groups.py order_key); the e2e marker and the e2e modules' names agree (the
+    scheduler sees node ids only); `make test`'s session (--dist loadgroup) runs unit and e2e tests both, so a
+    selection that lost either kind fails as a session without tests does."""
+    from xdist_groups import E2E_MODULE, astray, missing_kind, order_key
+
+    wrong = astray([(i.nodeid, i.get_closest_marker("e2e") is not None) for i in items])
+    if wrong:
+        raise pytest.UsageError(f"the e2e marker belongs on exactly the tests of {E2E_MODULE}*.py: {', '.join(wrong)}")
+    lacking = missing_kind([i.nodeid for i in items]) if config.getvalue("dist") == "loadgroup" else None
+    if lacking:
+        raise pytest.UsageError(f"make test's session (--dist loadgroup) selected no {lacking} tests")
+    items.sort(key=lambda i: order_key(i.nodeid, bool(i.get_closest_marker("stops_shared_server"))))
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadgroup` (make test's end-to-end session): whole groups of tests per worker (tests/xdist_groups.py)."""
+    """`--dist loadgroup` (make test's session): whole e2e groups per worker (tests/xdist_groups.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist_groups import GroupScheduling

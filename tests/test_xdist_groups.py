@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import xdist_groups as xg
 from xdist_groups import NAMED, SHARED, group_of, member_rank, once_per_session
 
 TESTS = Path(__file__).parent
@@ -29,6 +30,39 @@ def test_a_shared_fixtures_users_are_one_group_in_the_listed_order():
     assert group_of("tests/e2e/test_e2e_resume.py::test_r") == "tests/e2e/test_e2e_resume.py"
     assert group_of(NAMED["full_pair_run"][0]) == "full_pair_run" and "full_pair_run" not in SHARED
     assert member_rank("tests/e2e/test_e2e_resume.py::test_r") == 0
+
+
+def test_e2e_groups_go_whole_and_first_and_unit_tests_one_by_one_after_them_slowest_first():
+    resume, kill = "tests/e2e/test_e2e_resume.py::test_r", "tests/e2e/test_e2e_engine_death.py::test_k"
+    unit, other_unit = "tests/judge/test_stats.py::test_a", "tests/judge/test_stats.py::test_b"
+    assert xg.scope_of(resume) == "tests/e2e/test_e2e_resume.py" and xg.scope_of(kill) == "cpu_ref_server"
+    assert xg.scope_of(unit) == unit and xg.scope_of(other_unit) == other_unit  # not the module: a test alone
+    # the full-pair run before every other group; e2e before unit; a slow unit test before the others
+    ids = [unit, xg.UNIT_SLOW_FIRST[1], resume, xg.UNIT_SLOW_FIRST[0], kill, NAMED["full_pair_run"][0]]
+    assert sorted(ids, key=lambda n: xg.order_key(n, False)) == [
+        NAMED["full_pair_run"][0], kill, resume, xg.UNIT_SLOW_FIRST[0], xg.UNIT_SLOW_FIRST[1], unit]
+    # a test that stops the shared server after its group's other members
+    stop = "tests/e2e/test_e2e_teacher_forcing.py::test_t"
+    assert xg.order_key(stop, False) < xg.order_key(kill, True)
+
+
+def test_the_e2e_marker_and_the_module_name_must_agree_and_a_whole_session_has_both_kinds():
+    e2e, unit = "tests/e2e/test_e2e_cpu.py::test_a", "tests/e2e/test_processes.py::test_b"
+    assert xg.astray([(e2e, True), (unit, False)]) == []
+    assert xg.astray([(e2e, False), (unit, True)]) == [e2e, unit]  # planted: each on the wrong side
+    assert xg.missing_kind([e2e, unit]) is None and xg.missing_kind([]) is None  # no tests at all: pytest's exit code 5
+    assert xg.missing_kind([unit]) == "e2e" and xg.missing_kind([e2e]) == "unit"
+
+
+def test_make_tests_session_refuses_a_selection_without_e2e_tests():
+    """The check in tests/conftest.py, through pytest itself: --dist loadgroup (make test's session) over unit tests
+    alone is a usage error, the same selection without it collects."""
+    args = [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_xdist_groups.py"]
+    alone = subprocess.run([*args, "--dist", "loadgroup"], cwd=TESTS.parent, capture_output=True, text=True,
+                           timeout=120)
+    assert alone.returncode == 4 and "selected no e2e tests" in alone.stdout + alone.stderr, alone.stdout + alone.stderr
+    plain = subprocess.run(args, cwd=TESTS.parent, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
 
 
 MAKER = textwrap.dedent("""

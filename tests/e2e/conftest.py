@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from xdist_groups import SHARED, group_of, member_rank, once_per_session
+from xdist_groups import SHARED, group_of, once_per_session
 
 from harness.config.paths import REPO_ROOT
 
@@ -33,7 +33,7 @@ def full_pair_run(tmp_path_factory):
     concurrent_prefills (named-only suites: riding this run saves their own server starts in CI) and a fresh reference
     store. One run for the whole
     session: the first worker to need it runs it under a lock, the other one waits for it and reads its result, so its
-    users need not share a worker (the run's first user is scheduled first: tests/e2e/conftest.py GROUP_ORDER)."""
+    users need not share a worker (the run's first user is scheduled first: tests/xdist_groups.py GROUP_ORDER)."""
     from harness.config.suites import default_suites
 
     work = session_dir(tmp_path_factory) / "full-pair"
@@ -121,36 +121,12 @@ for _var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_T
 # cpu-ref.yaml sets the same for every CPU arm; this also covers an arm a test writes without extending it.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
-# Groups (tests/xdist_groups.py), longest first: the controller hands them out in collection order
-# (--no-loadscope-reorder keeps it); a group runs whole on one worker. The full-pair run's first: its other users come
-# after two long groups that need nothing of it (a worker reaching one of them earlier waits for the run). A group
-# named in neither list (a new module) comes between them: the short TAIL groups last fill the other worker's wait.
-GROUP_ORDER = ["full_pair_run", "tests/e2e/test_e2e_slurm.py", "reference_store", "tests/e2e/test_e2e_faults.py",
-               "tests/e2e/test_e2e_length_fault.py", "tests/e2e/test_e2e_resume.py",
-               "tests/e2e/test_e2e_coverage_faults.py", "tests/e2e/test_e2e_parallel.py",
-               "tests/e2e/test_e2e_spec_decode.py", "tests/e2e/test_e2e_capacity.py", "cpu_ref_server"]
-TAIL = ["tests/e2e/test_e2e_cpu.py", "tests/e2e/test_e2e_history.py", "tests/e2e/test_e2e_ruler.py"]
-
-
-def group_rank(group: str) -> int:
-    """The group's place in the session: GROUP_ORDER's, then any other group, then TAIL's."""
-    if group in GROUP_ORDER:
-        return GROUP_ORDER.index(group)
-    return len(GROUP_ORDER) + 1 + TAIL.index(group) if group in TAIL else len(GROUP_ORDER)
-
 
 def pytest_collection_modifyitems(config, items):
-    # A test using a shared session fixture outside its group would start that fixture on a second worker.
+    # A test using a shared session fixture outside its group would start that fixture on a second worker. (The
+    # session's order: tests/conftest.py.)
     strays = [f"{i.nodeid} uses {shared} but is not in its group in tests/xdist_groups.py"
               for i in items for shared in SHARED if shared in getattr(i, "fixturenames", ())
               and group_of(i.nodeid) != shared]
     if strays:
         raise pytest.UsageError("\n".join(strays))
-
-    # The shared server's users run back to back, so it never idles through other tests' servers; a test that
-    # stops it goes last among them. Inside a group, its members run in their listed order (tests/xdist_groups.py).
-    def rank(item) -> tuple[int, bool, int]:
-        return (group_rank(group_of(item.nodeid)), bool(item.get_closest_marker("stops_shared_server")),
-                member_rank(item.nodeid))
-
-    items.sort(key=rank)  # stable: a module's own order holds inside its group
