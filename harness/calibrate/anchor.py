@@ -8,7 +8,8 @@ clean bf16 repeat, so without an anchor only a person could vouch for it. Two an
   over every teacher-forced position, both arms on the same tokens. A faithful build of the same dtype lands about as
   far from float32 as the reference does; a wrong computation lands farther. The candidate's mean distance may exceed
   the reference's by at most max(ratio x the reference's, floor) nats plus a sampling term (Fp32Bound, judge_fp32;
-  the numbers and their derivation: docs/gates.md "Calibration", FP32_BOUND below).
+  the numbers and their derivation: docs/gates.md "Calibration", FP32_BOUND below), pooled and on each request alone
+  (a fault past a length touches a few long requests and hides in the pooled mean).
 - **the reference's own equivalence noise**: the reference arm against its own stored outputs under perturbations
   that agree in exact arithmetic (another batch composition and arrival order, compiled vs eager). The candidate's mean
   per-position drift may be at most max(factor x the reference's, the reference's + floor) (SpreadBound).
@@ -24,7 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from harness.judge.fp32_anchor import FP32_BOUND, Distance, Fp32Bound, fp32_distance  # noqa: F401 (re-exported)
+from scipy.stats import t as student_t
+
+from harness.judge.fp32_anchor import (  # noqa: F401 (re-exported)
+    FP32_BOUND,
+    Distance,
+    Fp32Bound,
+    RequestExcess,
+    fp32_distance,
+)
 from harness.records.schema import RequestComparison
 
 # A clean first calibration is refused with probability at most ALPHA by the sampling term (over its K repeats).
@@ -69,21 +78,33 @@ def judge_fp32(distances: Sequence[Distance | str], bound: Fp32Bound = FP32_BOUN
     missing = [d for d in distances if isinstance(d, str)]
     if missing or not distances:
         return AnchorVerdict(name, False, False, f"{name}: not measured ({missing[0] if missing else 'no repeat'})")
-    z = NormalDist().inv_cdf(1 - alpha / len(distances))
+    # One budget for both tests: half to the pooled mean (over the K repeats), half to the per-request test (over
+    # every request of every repeat, Student t on its positions: heavy-tailed rounding)
+    z = NormalDist().inv_cdf(1 - alpha / 2 / len(distances))
+    per_request = [(d.repeat, e) for d in distances for e in d.requests]
 
     def allowed(d: Distance) -> float:
         return bound.excess_allowed(d.reference) + z * d.standard_error
 
-    over = [d for d in distances if d.excess > allowed(d)]
+    def t_limit(e: RequestExcess) -> float:
+        return float(student_t.ppf(1 - alpha / 2 / len(per_request), e.positions - 1))
+
+    pooled_over = {d.repeat for d in distances if d.excess > allowed(d)}
+    request_over = {k for k, e in per_request if e.t(bound) > t_limit(e)}
     worst = max(distances, key=lambda d: d.excess - allowed(d))
     said = (f"the candidate's mean |logprob - float32| {worst.candidate:.3g} against the reference's "
             f"{worst.reference:.3g} over {worst.positions} positions (repeat {worst.repeat}): excess "
             f"{worst.excess:.3g}, bound {allowed(worst):.3g} = max({bound.ratio:g} x {worst.reference:.3g}, "
             f"{bound.floor:g}) + {z:.2f} x standard error {worst.standard_error:.2g} ({bound.source})")
+    if per_request:  # a fault on a few (long) requests is diluted in the pooled mean: each request alone
+        k, far = max(per_request, key=lambda ke: ke[1].t(bound) - t_limit(ke[1]))
+        said += f"; per request, the farthest (repeat {k}): {far.sentence(bound, t_limit(far))}"
+    over = sorted(pooled_over | request_over)
     if over:
-        which = ", ".join(str(d.repeat) for d in over)
-        return AnchorVerdict(name, True, False, f"{name} in repeat{'s' if len(over) > 1 else ''} {which}: {said}",
-                             tuple(d.repeat for d in over))
+        which = ", ".join(str(k) for k in over)
+        lead = "" if pooled_over else "per request: "
+        return AnchorVerdict(name, True, False, f"{name} in repeat{'s' if len(over) > 1 else ''} {which}: {lead}"
+                             f"{said}", tuple(over))
     return AnchorVerdict(name, True, True, f"{name}: {said}")
 
 

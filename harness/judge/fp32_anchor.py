@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from harness.records.schema import TeacherForcedComparison
@@ -38,16 +38,61 @@ FP32_BOUND = Fp32Bound(ratio=2 * FP32_RATIO_MEASURED, floor=2e-5,
                        source="bf16 controls of the tiny Llama (eager vs sdpa) and float32 rounding: docs/gates.md")
 
 
+MIN_POSITIONS = 16  # a request with fewer scored positions has no usable spread of its own: pooled only
+
+
+@dataclass(frozen=True)
+class RequestExcess:
+    """One request's mean excess |candidate - float32| - |reference - float32| over its positions, against the bound's
+    allowance on the reference's own distance, in units of its standard error (positions as units). A fault that
+    touches a few long requests hides in the pooled mean; here it stands alone."""
+
+    request: str
+    prompt_tokens: int
+    positions: int
+    excess: float
+    reference: float
+    standard_error: float
+
+    def allowed(self, bound: Fp32Bound) -> float:
+        return bound.excess_allowed(self.reference)
+
+    def t(self, bound: Fp32Bound) -> float:
+        over = self.excess - self.allowed(bound)
+        return over / self.standard_error if self.standard_error > 0 else (math.inf if over > 0 else -math.inf)
+
+    def sentence(self, bound: Fp32Bound, limit: float) -> str:
+        return (f"request {self.request} ({self.prompt_tokens:,} prompt tokens, {self.positions} positions): excess "
+                f"{self.excess:.3g} over the allowance {self.allowed(bound):.3g} = max({bound.ratio:g} x the "
+                f"reference's {self.reference:.3g}, {bound.floor:g}) by {self.t(bound):.2f} standard errors "
+                f"({self.standard_error:.2g}) against {limit:.2f}")
+
+
+def request_excess_of(c: TeacherForcedComparison, reference: Sequence[float],
+                      fp32: Sequence[float]) -> RequestExcess | None:
+    """The request's RequestExcess; None below MIN_POSITIONS finite positions."""
+    scored = zip(c.candidate_logprobs, reference, fp32, strict=True)
+    pairs = [(abs(a - x) - abs(b - x), abs(b - x)) for a, b, x in scored
+             if a is not None and all(math.isfinite(v) for v in (a, b, x))]
+    if len(pairs) < MIN_POSITIONS:
+        return None
+    d = [e for e, _ in pairs]
+    return RequestExcess(c.request, c.prompt_tokens, len(d), statistics.fmean(d),
+                         statistics.fmean(r for _, r in pairs), statistics.stdev(d) / math.sqrt(len(d)))
+
+
 @dataclass(frozen=True)
 class Distance:
-    """One run's mean |logprob - float32 logprob| of both arms over the same positions, and the standard error of
-    their difference (requests as the units: the positions of one request round together)."""
+    """One run's mean |logprob - float32 logprob| of both arms over the same positions, the standard error of their
+    difference (requests as the units: the positions of one request round together), and each request's own excess
+    (RequestExcess, for the per-request test of a first calibration)."""
 
     repeat: int  # 1-based
     positions: int
     candidate: float
     reference: float
     standard_error: float
+    requests: tuple[RequestExcess, ...] = ()
 
     @property
     def excess(self) -> float:
@@ -72,7 +117,7 @@ def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
                   reference: Mapping[str, Sequence[float]], fp32: Mapping[str, Sequence[float]]) -> Distance | str:
     """The run's distances to float32, or why they cannot be computed (a request without a float32 score or the
     reference's logprobs, a comparisons file without the candidate's logprobs)."""
-    sums = []
+    sums, requests = [], []
     for c in comparisons:
         if c.request not in fp32 or c.request not in reference:
             return f"request {c.request} of repeat {repeat} has no float32 score or reference logprobs"
@@ -84,7 +129,11 @@ def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
             return (f"request {c.request}: {len(f)} float32 scores and {len(r)} reference logprobs for "
                     f"{c.reference_tokens} tokens")
         sums.append(request_excess(c, r, f))
-    return distance_of(repeat, sums)
+        own = request_excess_of(c, r, f)
+        if own is not None:
+            requests.append(own)
+    distance = distance_of(repeat, sums)
+    return distance if isinstance(distance, str) else replace(distance, requests=tuple(requests))
 
 
 def distance_of(repeat: int, sums: Sequence[tuple[float, float, int]]) -> Distance | str:

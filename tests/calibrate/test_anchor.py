@@ -100,3 +100,21 @@ def test_the_spread_anchor_passes_clean_repeats_and_refuses_a_spread_beyond_its_
         assert v.measured and not v.passed and v.failing == (1, 2), (s, v.sentence)
     v = judge_spread("graph_replay", noise_runs(0, 0.01, 2), [])
     assert not v.measured and not v.passed and "no self-noise of the reference stored" in v.sentence
+
+
+def test_a_fault_on_three_requests_is_refused_per_request_on_every_seed():
+    """A fault past a length touches only the long requests: 3 of 40 moved by 0.05 nats (5 bf16 roundings) at every
+    position is diluted in the pooled mean and refused by the per-request test (Student t on the request's positions,
+    half the budget over every request of every repeat)."""
+    pooled_only = 0
+    for s in SEEDS:
+        distances = []
+        for k in (1, 2):
+            fp32, reference, comparisons = simulated(s * 10 + k, 0.01)
+            moved = [c.model_copy(update={"candidate_logprobs": [x + 0.05 for x in c.candidate_logprobs]})
+                     if c.request in ("r0", "r1", "r2") else c for c in comparisons]
+            distances.append(fp32_distance(k, moved, reference, fp32))
+        v = judge_fp32(distances)
+        assert v.measured and not v.passed, (s, v.sentence)
+        pooled_only += ": per request: " in v.sentence
+    assert pooled_only == len(SEEDS)  # every seed: the pooled mean alone would have passed it
