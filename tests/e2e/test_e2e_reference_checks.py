@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -59,21 +60,38 @@ server: {enable_prefix_caching: false, enforce_eager: true}
 """
 
 
-def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tmp_path, refs):
+class PairRun(NamedTuple):
+    dir: Path
+    code: int
+    out: str
+    records: list[dict]
+
+
+@pytest.fixture(scope="module")
+def pair_run(tmp_path_factory, refs) -> PairRun:
+    """Two candidates in one run, `--arms cpu-smoke,cpu-faulty`, made once: the first test judges it, and the
+    chain-of-trust test takes it as a repeat of cpu-smoke's first calibration (cpu-faulty's results left out), one
+    cpu-smoke start fewer than a repeat of its own."""
+    base = tmp_path_factory.mktemp("pair")
+    arms = base / "arms"
+    shutil.copytree(REPO_ROOT / "configs" / "arms", arms)
+    (arms / "cpu-faulty.yaml").write_text(FAULTY)
+    t0 = time.monotonic()
+    code, out, records = qualify(base / "one", refs, "--arms", "cpu-smoke,cpu-faulty", "--suites",
+                                 "kv_capacity,prefix_reuse,graph_replay,teacher_forcing",
+                                 env={"HARNESS_ARMS_DIR": str(arms)})
+    print(f"run 1, two candidates against one shared reference: {time.monotonic() - t0:.0f} s")
+    return PairRun(base / "one", code, out, records)
+
+
+def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(pair_run, refs):
     """Two candidates in one run, `--arms cpu-smoke,cpu-faulty`, both against cpu-ref: cpu-ref is launched once (its
     outputs captured and its own kv_capacity measured on that launch); cpu-smoke passes every check on the fixed
     limit (no floor yet, and it says so) while the planted faults of cpu-faulty fail naming request and position
     (exit code 1, cpu-smoke's rows kept); cpu-smoke's checks are accepted as the pair's floor. (A floor judging a
     shift inside real noise: the next test; the same build passing against its accepted floor through the CLI:
     test_e2e_resume.py.)"""
-    arms = tmp_path / "arms"
-    shutil.copytree(REPO_ROOT / "configs" / "arms", arms)
-    (arms / "cpu-faulty.yaml").write_text(FAULTY)
-    t0 = time.monotonic()
-    code, out, records = qualify(tmp_path / "one", refs, "--arms", "cpu-smoke,cpu-faulty", "--suites",
-                                 "kv_capacity,prefix_reuse,graph_replay,teacher_forcing",
-                                 env={"HARNESS_ARMS_DIR": str(arms)})
-    print(f"run 1, two candidates against one shared reference: {time.monotonic() - t0:.0f} s")
+    one, code, out, records = pair_run
     assert code == 1, out  # the planted faults
     assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-ref", "cpu-smoke", "cpu-faulty"]
     got = checks(records)
@@ -87,7 +105,7 @@ def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tm
                                               "cpu-smoke vs cpu-ref"), got[check]["floor"]
     stored = list(refs.glob("cpu-ref-*.json"))
     assert len(stored) == 1 and got["graph_replay"]["reference_key"] in stored[0].name
-    assert (tmp_path / "one" / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
+    assert (one / "cpu-ref" / "server.log").is_file()  # captured: the reference ran
     bad = checks(records, "cpu-faulty")  # the planted faults, caught on the second candidate only
     assert not bad["graph_replay"]["passed"] and not bad["prefix_reuse"]["passed"]
     failures = "\n".join(bad["graph_replay"]["diverged"])
@@ -96,7 +114,6 @@ def test_pair_captures_the_reference_once_and_fails_only_the_faulty_candidate(tm
     assert any("prefix caching off" in line for line in bad["prefix_reuse"]["diverged"])
     assert "graph_replay on 'cpu-faulty' vs 'cpu-ref'" in out and "round " in out
     # one run, one report: every arm once per table, each candidate against the shared reference
-    one = tmp_path / "one"
     assert [r["Arm"] for r in table(one, "kv_capacity")] == ["cpu-smoke", "cpu-faulty", "cpu-ref"]
     verdicts = {(r["Arm vs reference"], r["Check"]): r["Verdict"] for r in table(one, "reference_checks")}
     assert {k for k, v in verdicts.items() if v == "PASS"} == {
@@ -149,7 +166,7 @@ def deltas(run: Path, check: str) -> dict[str, float]:
             for i, d in enumerate(c["deltas"]) if d is not None}
 
 
-def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is_refused(tmp_path, refs):
+def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is_refused(tmp_path, refs, pair_run):
     """Calibration against real run-to-run noise and the chain of trust, through the CLI. `calibrate --repeats 2` runs
     the checks twice, each a fresh server under its own jitter seed (the repeat number), its own order seed and its
     own variant (repeat 2: another chunked-prefill budget, recorded in run.json); both drift from cpu-ref at ~90 % of
@@ -165,9 +182,10 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     logits scaled by 1 + 0.001: a softmax scale off by 0.1 %) stay under the calibrated limit and inside the clean
     runs' own drift, and fail the paired tests.
 
-    Before it, the first calibrations: cpu-smoke's clean build stands by its float32 anchor with no --trust, and the
-    jittered build's first calibration is refused by it (repeats 1, 2, its distance and the bound named), then stored
-    from the same repeats with --trust.
+    Before it, the first calibrations: cpu-smoke's clean build stands by its float32 anchor with no --trust (its
+    repeats: the first test's pair run, whose failing cpu-faulty is left out of cpu-smoke's calibration, and one run
+    of its own), and the jittered build's first calibration is refused by it (repeats 1, 2, its distance and the bound
+    named), then stored from the same repeats with --trust.
 
     A calibration of that faulty build from runs c and e (`--from-runs`) is refused: its repeats fail against the
     current calibration, named check by check and repeat by repeat, exit code 2, nothing stored; with `--trust REASON`
@@ -189,13 +207,20 @@ def test_a_noisy_build_calibrated_judges_a_new_build_and_a_faulty_calibration_is
     suites = ("--arm", "cpu-noisy", "--suites", "teacher_forcing,graph_replay")
 
     # An arm's first calibration is judged by its independent anchor (harness/calibrate/anchor.py): cpu-smoke's clean
-    # build stands by it, with no --trust (cpu-ref's continuations scored once in float32, kept in the store) ...
-    smoke = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-smoke", "--suites",
-                            "teacher_forcing", "--repeats", "2", "--id", "smoke-cal", "--no-vllm-check"], cwd=REPO_ROOT,
-                           capture_output=True, text=True, timeout=900, env=env)
+    # build stands by it, with no --trust (cpu-ref's continuations scored once in float32, kept in the store). Its
+    # repeats: the pair run, where cpu-faulty failed beside it (only cpu-smoke's results judge cpu-smoke's
+    # calibration), and one run of its own under another order seed ...
+    code, out, _ = qualify(reports / "smoke-r2", refs, "--arm", "cpu-smoke", "--suites",
+                           "prefix_reuse,graph_replay,teacher_forcing", "--order-seed", "2", env=env)
+    assert code == 0, out[-3000:]
+    smoke = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--arm", "cpu-smoke", "--id", "smoke-cal",
+                            "--from-runs", str(pair_run.dir), str(reports / "smoke-r2")], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=300, env=env)
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
     assert ("calibrate cpu-smoke: the first calibration stands by its independent anchor: float32 teacher forcing: the "
             "candidate's mean |logprob - float32|") in smoke.stdout, smoke.stdout[-3000:]
+    assert (f"calibrate cpu-smoke: {pair_run.dir.name} also ran cpu-faulty: only cpu-smoke's checks, gates and tests "
+            "judge its calibration; the other candidates' results are left out (failed there: ") in smoke.stdout
     assert json.loads((reports / "smoke-cal" / "calibration.json").read_text())["trusted"] is None
     assert list(refs.glob("cpu-ref-*.fp32.json")), "the float32 scores are not kept beside the reference outputs"
     # ... and the jittered build (the planted logit_jitter, 0.0015 per logit: ~240x cpu-ref's float32 distance of
