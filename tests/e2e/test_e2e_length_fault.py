@@ -8,9 +8,10 @@ suites, against cpu-ref's outputs in the store the full-pair run captured: the g
 fails naming its first failing length, the cells below L pass, and the TPOT gate reads FAIL (outputs invalid) where
 timing alone would have credited the build. The clean control is the full-pair run: the same suites pass there.
 
-That run carries a second candidate, the batch-only fault (`--arms`, each candidate with its own scratch copy): one
-cpu-ref launch serves both candidates' long_prefix gates (a run each launched cpu-ref twice). The band fault, whose
-run needs no reference server (long_context only), runs on its own."""
+That run carries two more candidates, the batch-only fault and the band fault (`--arms`, each candidate with its own
+scratch copy): one cpu-ref launch serves every candidate's long_prefix gate (a run each launched cpu-ref twice), and
+the band fault's long_context needs no run of its own (one harness run and its report fewer, for the band's
+long_prefix levels)."""
 
 from __future__ import annotations
 
@@ -87,16 +88,16 @@ def first_length_reaching(lengths: list[int], output_tokens: int, start: int) ->
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory, full_pair_run) -> tuple[dict[str, str], Path, subprocess.CompletedProcess, list[str]]:
-    """({fault: arm}, run dir, the process, the store's files before it) of one qualify run of the rope fault past L
-    and the batch-only fault, long_context and long_prefix, against the full-pair run's store. The rope fault's arm is
-    eager: its fault is in the traced model layer, so a compiled arm compiles cold (its L is baked into the graph; no
-    cache); the fault needs no compile to show."""
+    """({fault: arm}, run dir, the process, the store's files before it) of one qualify run of the rope fault past L,
+    the batch-only fault and the band fault, long_context and long_prefix, against the full-pair run's store. The rope
+    fault's arm is eager: its fault is in the traced model layer, so a compiled arm compiles cold (its L is baked into
+    the graph; no cache); the fault needs no compile to show."""
     clean_run, _, _ = full_pair_run
     stored = sorted(p.name for p in (clean_run.parent / "references").glob("*.json"))
     arms, run, proc = qualify_planted(tmp_path_factory.mktemp("planted"), clean_run,
-                                      [(FAULT, L, "cpu", True), (BATCH_FAULT, BATCH_L, "cpu_batch", False)],
-                                      "long_context,long_prefix")
-    return dict(zip((FAULT, BATCH_FAULT), arms, strict=True)), run, proc, stored
+                                      [(FAULT, L, "cpu", True), (BATCH_FAULT, BATCH_L, "cpu_batch", False),
+                                       (BAND_FAULT, BAND_L, "cpu_band", False)], "long_context,long_prefix")
+    return dict(zip((FAULT, BATCH_FAULT, BAND_FAULT), arms, strict=True)), run, proc, stored
 
 
 def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(planted, full_pair_run):
@@ -153,8 +154,9 @@ def test_fault_past_L_fails_long_context_and_the_tpot_gate_through_the_cli(plant
     assert not gate["passed"] and gate["detail"].startswith("outputs invalid"), gate["detail"]
     headline = (run / "tables" / "headline.md").read_text()
     assert "outputs invalid" in headline, headline
-    # one cpu-ref launch for both candidates' long_prefix (its long_context outputs come from the store)
-    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-ref", arm, arms[BATCH_FAULT]], records[:3]
+    # one cpu-ref launch for every candidate's long_prefix (its long_context outputs come from the store)
+    assert [r["arm"] for r in records if r["kind"] == "server"] == ["cpu-ref", arm, arms[BATCH_FAULT],
+                                                                     arms[BAND_FAULT]], records[:4]
 
 
 def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_sequential_cells(planted,
@@ -200,10 +202,11 @@ def test_batch_only_fault_fails_the_grids_bursts_and_batch_invariance_not_its_se
     assert f"- Gate long_context_outputs {arm}: FAIL" in headline, headline
 
 
-def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, full_pair_run):
+def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(planted, full_pair_run):
     """A decode fault only for sequences 2,600 < length <= 2,900: between the grid's 2,048 and 4,000 and below the
     timed 3,544, so every grid cell and every burst passes; the sweep's lengths in the band fail, and the first one is
-    the first failing length. The full-pair run (same seed, so the same sweep) is the clean control."""
+    the first failing length. The full-pair run (same seed, so the same sweep) is the clean control; the run is the
+    rope fault's (its third candidate), so its headline names each candidate."""
     clean_run, _, _ = full_pair_run
     lc_clean = _one(_records(clean_run), "cpu-smoke", "long_context")
     out_tokens = lc_clean["cells"][0]["context_tokens"] - lc_clean["cells"][0]["length"]  # 24
@@ -211,7 +214,8 @@ def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, fu
     touching = [n for n in lc_clean["sweep_lengths"] if n + out_tokens > BAND_L and n < BAND_L + BAND]
     inside = [n for n in touching if n >= BAND_L and n + out_tokens <= BAND_L + BAND]
     assert inside, lc_clean["sweep_lengths"]  # the 16 evenly spaced lengths are 205 apart: one lands in the band
-    (arm,), run, proc = qualify_planted(tmp_path, clean_run, [(BAND_FAULT, BAND_L, "cpu_band", False)], "long_context")
+    arms, run, proc, _ = planted
+    arm = arms[BAND_FAULT]
     assert proc.returncode == 1, (proc.stdout + proc.stderr)[-3000:]
     lc = _one(_records(run), arm, "long_context")
     grid_cells = [c for c in lc["cells"] if c["mode"] != "sweep"]
@@ -222,6 +226,6 @@ def test_band_fault_between_grid_lengths_is_found_by_the_sweep_only(tmp_path, fu
     # the sweep is counted in the long_context check (its comparisons), and in the headline's line with its gate
     assert not _one(_records(run), arm, "reference_check", check="long_context")["passed"]
     line = next(x for x in (run / "tables" / "headline.md").read_text().splitlines()
-                if x.startswith("- Check long_context "))
-    assert line.startswith("- Check long_context vs cpu-ref: FAIL (") and f"failing: sweep at {failing[0]:,}" in line, \
-        line
+                if x.startswith(f"- Check long_context {arm} "))
+    assert line.startswith(f"- Check long_context {arm} vs cpu-ref: FAIL (") and \
+        f"failing: sweep at {failing[0]:,}" in line, line
