@@ -27,13 +27,23 @@ def harness(*argv: str, db=None) -> subprocess.CompletedProcess:
 
 def test_qualify_appends_the_run_and_concurrent_appends_land(full_pair_run, tmp_path):
     run, code, out = full_pair_run
-    run_id = json.loads((run / "run.json").read_text())["run_id"]
+    manifest = json.loads((run / "run.json").read_text())
+    run_id = manifest["run_id"]
     assert f"history: run {run_id} appended to {store.history_path()}" in out, out[-3000:]
     with store.connect() as db:
-        # by its directory: other runs of this session are named "run" too (their --run-dir), each its own entry
-        [row] = [r for r in store.runs(db) if r.run_dir == str(run.resolve())]
+        # by its key (run id @ start time): other runs of this session are named "run" too (their --run-dir), and an
+        # append under the same key (a copy of this run) replaces its row, directory included
+        assert any(r.run_id == run_id and r.started == manifest["started"] for r in store.runs(db))
+    # its rows, read back from a store of this test's own
+    own = tmp_path / "own.sqlite"
+    appended = subprocess.run([sys.executable, "-m", "harness", "history", "append", "--run", str(run)], cwd=REPO_ROOT,
+                              env={**os.environ, "HARNESS_HISTORY": str(own)}, capture_output=True, text=True)
+    assert appended.returncode == 0, appended.stdout + appended.stderr
+    with store.connect(own) as db:
+        [row] = store.runs(db)
         tpot = store.metric_values(db, "cpu-smoke", TPOT).get(row.run_key)
-    assert row.run_id == run_id and row.status == "finished" and row.exit_code == code
+    assert row.run_id == run_id and row.run_dir == str(run.resolve()) and row.status == "finished"
+    assert row.exit_code == code
     records = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if x.strip()]
     record = next(r for r in records if r["kind"] == "long_prefix" and r["arm"] == "cpu-smoke"
                   and r["concurrency"] == 1)
