@@ -68,17 +68,21 @@ class RequestExcess:
                 f"({self.standard_error:.2g}) against {limit:.2f}")
 
 
-def request_excess_of(c: TeacherForcedComparison, reference: Sequence[float],
-                      fp32: Sequence[float]) -> RequestExcess | None:
-    """The request's RequestExcess; None below MIN_POSITIONS finite positions."""
-    scored = zip(c.candidate_logprobs, reference, fp32, strict=True)
-    pairs = [(abs(a - x) - abs(b - x), abs(b - x)) for a, b, x in scored
-             if a is not None and all(math.isfinite(v) for v in (a, b, x))]
+def distances_to_fp32(c: TeacherForcedComparison, reference: Sequence[float],
+                      fp32: Sequence[float]) -> list[tuple[float, float]]:
+    """(|candidate - float32|, |reference - float32|) at each finite position of one request (a non-finite candidate
+    logprob is refused by the check itself)."""
+    return [(abs(a - x), abs(b - x)) for a, b, x in zip(c.candidate_logprobs, reference, fp32, strict=True)
+            if a is not None and all(math.isfinite(v) for v in (a, b, x))]
+
+
+def request_excess_of(c: TeacherForcedComparison, pairs: Sequence[tuple[float, float]]) -> RequestExcess | None:
+    """The request's RequestExcess from its distances_to_fp32; None below MIN_POSITIONS finite positions."""
     if len(pairs) < MIN_POSITIONS:
         return None
-    d = [e for e, _ in pairs]
+    d = [cand - ref for cand, ref in pairs]
     return RequestExcess(c.request, c.prompt_tokens, len(d), statistics.fmean(d),
-                         statistics.fmean(r for _, r in pairs), statistics.stdev(d) / math.sqrt(len(d)))
+                         statistics.fmean(ref for _, ref in pairs), statistics.stdev(d) / math.sqrt(len(d)))
 
 
 @dataclass(frozen=True)
@@ -99,18 +103,9 @@ class Distance:
         return self.candidate - self.reference
 
 
-def request_excess(c: TeacherForcedComparison, reference: Sequence[float],
-                   fp32: Sequence[float]) -> tuple[float, float, int]:
+def request_excess(pairs: Sequence[tuple[float, float]]) -> tuple[float, float, int]:
     """(sum of the candidate's distances, sum of the reference's, finite positions) of one request."""
-    cand = ref = 0.0
-    n = 0
-    for a, b, x in zip(c.candidate_logprobs, reference, fp32, strict=True):
-        if a is None or not all(math.isfinite(v) for v in (a, b, x)):
-            continue  # a non-finite candidate logprob is refused by the check itself
-        cand += abs(a - x)
-        ref += abs(b - x)
-        n += 1
-    return cand, ref, n
+    return sum(cand for cand, _ in pairs), sum(ref for _, ref in pairs), len(pairs)
 
 
 def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
@@ -128,8 +123,9 @@ def fp32_distance(repeat: int, comparisons: Sequence[TeacherForcedComparison],
         if len(f) != c.reference_tokens or len(r) != c.reference_tokens:
             return (f"request {c.request}: {len(f)} float32 scores and {len(r)} reference logprobs for "
                     f"{c.reference_tokens} tokens")
-        sums.append(request_excess(c, r, f))
-        own = request_excess_of(c, r, f)
+        pairs = distances_to_fp32(c, r, f)
+        sums.append(request_excess(pairs))
+        own = request_excess_of(c, pairs)
         if own is not None:
             requests.append(own)
     distance = distance_of(repeat, sums)
